@@ -1,0 +1,91 @@
+# meshgate: build, run, test and lint. GNU make. `make help` lists the targets.
+#
+# Swift is taken from PATH, else from /opt/swift; override with `make SWIFT=/path/to/swift`.
+# The Debian build packages are listed in Docker/packages-build.txt (shared with the Dockerfile)
+# and installed by scripts/install-deps.sh when missing; set MESHGATE_SKIP_DEPS=1 to skip that.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+SWIFT ?= $(shell command -v swift 2>/dev/null || echo /opt/swift/usr/bin/swift)
+
+# When swift is given as an absolute path, put its directory first on PATH for every recipe,
+# so the whole toolchain (swift-build, swift-format, clang, ...) is found even if PATH lacks it.
+SWIFT_BIN_DIR := $(patsubst %/,%,$(dir $(filter /%,$(firstword $(SWIFT)))))
+ifneq ($(SWIFT_BIN_DIR),)
+export PATH := $(SWIFT_BIN_DIR):$(PATH)
+endif
+
+# Extra arguments: `make run RUN_ARGS="--port 9000 --name lab"`,
+# `make test TEST_ARGS="--filter StoreTests"`, `make build BUILD_ARGS="-j 4"`.
+RUN_ARGS ?=
+TEST_ARGS ?=
+BUILD_ARGS ?=
+export RUN_ARGS
+
+LINT_PATHS := Sources Tests Package.swift
+
+step = @printf '\n==> %s\n' "$(1)"
+
+.PHONY: help deps swift-check build build-debug run test lint format bench clean
+
+help: ## Show this help
+	@echo "meshgate make targets:"
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) \
+	  | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
+	@echo
+	@echo "Variables: SWIFT=$(SWIFT)"
+	@echo "           RUN_ARGS, TEST_ARGS, BUILD_ARGS, MESHGATE_SKIP_DEPS=1, MESHGATE_* (see README)"
+
+deps: ## Install missing Debian build packages (Docker/packages-build.txt)
+	@bash scripts/install-deps.sh
+
+swift-check:
+	@if ! command -v "$(firstword $(SWIFT))" >/dev/null 2>&1; then \
+	  echo "error: swift not found (looked on PATH and at /opt/swift/usr/bin/swift)." >&2; \
+	  echo "       Install Swift 6.1 or newer, or run: make $(MAKECMDGOALS) SWIFT=/path/to/swift" >&2; \
+	  exit 1; \
+	fi
+
+build: deps swift-check ## Build the release binary (.build/release/meshgate)
+	$(call step,swift build -c release)
+	@$(SWIFT) build -c release $(BUILD_ARGS)
+
+build-debug: deps swift-check ## Build the debug binary (.build/debug/meshgate)
+	$(call step,swift build)
+	@$(SWIFT) build $(BUILD_ARGS)
+
+run: build ## Build, start a node, create a first peer and print how to use it
+	@bash scripts/run.sh
+
+test: deps swift-check ## Build the debug binary and run all tests
+	$(call step,swift build (debug; integration tests launch .build/debug/meshgate))
+	@$(SWIFT) build $(BUILD_ARGS)
+	$(call step,$(strip swift test $(TEST_ARGS)))
+	@$(SWIFT) test $(BUILD_ARGS) $(TEST_ARGS)
+
+lint: swift-check ## Check formatting and style (swift format lint --strict)
+	@$(SWIFT) format --version >/dev/null 2>&1 || { \
+	  echo "error: '$(SWIFT) format' is not available; it ships with Swift 6 toolchains." >&2; exit 1; }
+	$(call step,swift format lint --strict)
+	@$(SWIFT) format lint --strict --parallel -r $(LINT_PATHS)
+	@echo "lint: clean"
+
+format: swift-check ## Reformat Sources, Tests and Package.swift in place
+	@$(SWIFT) format --version >/dev/null 2>&1 || { \
+	  echo "error: '$(SWIFT) format' is not available; it ships with Swift 6 toolchains." >&2; exit 1; }
+	@$(SWIFT) format format -i --parallel -r $(LINT_PATHS)
+	@echo "format: done"
+
+bench: ## Run the benchmarks (bench/run.sh)
+	@if [ -f bench/run.sh ]; then \
+	  bash bench/run.sh; \
+	else \
+	  echo "error: bench/run.sh does not exist yet: benchmarks are not available." >&2; \
+	  exit 1; \
+	fi
+
+clean: ## Remove build outputs and test artifacts (keeps .meshgate data)
+	rm -rf .build test-artifacts

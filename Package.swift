@@ -1,0 +1,53 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+  .enableUpcomingFeature("ExistentialAny"),
+  .enableUpcomingFeature("MemberImportVisibility"),
+  .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+  name: "meshgate",
+  products: [
+    .executable(name: "meshgate", targets: ["meshgate"])
+  ],
+  targets: [
+    // Layer 1: C module maps and shims only.
+    .systemLibrary(
+      name: "CLibWebSockets",
+      pkgConfig: "libwebsockets",
+      providers: [.apt(["libwebsockets-dev"])]
+    ),
+    .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+    .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    // Cross-cutting: structured key=value logging.
+    .target(name: "Logging", swiftSettings: swiftSettings),
+    // Layer 2: thin safe wrappers.
+    .target(name: "LWS", dependencies: ["CLibWebSockets", "Logging"], swiftSettings: swiftSettings),
+    .target(name: "Store", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
+    .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+    // Layer 3: sans-I/O mesh core.
+    .target(name: "MeshCore", swiftSettings: swiftSettings),
+    // Layers 4-6: node runtime, apps, REST/WS surface.
+    .target(
+      name: "Gateway",
+      dependencies: ["LWS", "Store", "Crypto", "MeshCore", "Logging"],
+      swiftSettings: swiftSettings
+    ),
+    .executableTarget(name: "meshgate", dependencies: ["Gateway", "Logging"], swiftSettings: swiftSettings),
+    // Test support: raw HTTP/WebSocket clients and a process harness for real nodes.
+    .target(name: "MeshgateTestSupport", swiftSettings: swiftSettings),
+
+    .testTarget(name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport"], swiftSettings: swiftSettings),
+    .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: swiftSettings),
+    .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: swiftSettings),
+    .testTarget(name: "MeshCoreTests", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
+    .testTarget(name: "GatewayTests", dependencies: ["Gateway", "MeshgateTestSupport"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "IntegrationTests",
+      dependencies: ["meshgate", "MeshgateTestSupport"],
+      swiftSettings: swiftSettings
+    ),
+  ]
+)

@@ -1,0 +1,171 @@
+/// Node configuration from command-line flags and `MESHGATE_*` environment variables.
+///
+/// Layer 6 (surface). Flags win over the environment, the environment over defaults. Every problem is a
+/// ``ConfigurationError`` whose text names the flag, what was wrong and how to fix it; the executable prints
+/// it on one line and exits with status 2.
+public import Foundation
+public import Logging
+
+/// Everything a node needs to start.
+public struct NodeConfiguration: Sendable, Equatable {
+  /// TCP port for HTTP, WebSocket and (later) mesh links; 0 picks a free port.
+  public var port = 8080
+  /// Address to bind.
+  public var bindAddress = "0.0.0.0"
+  /// Directory for the SQLite store and files.
+  public var dataDirectory = "./.meshgate"
+  /// Human-readable node name.
+  public var name: String = ProcessInfo.processInfo.hostName
+  /// Minimum log level.
+  public var logLevel: LogLevel = .info
+  /// Directory of the dashboard's static files; nil means "find it" (see ``resolvePublicDirectory()``).
+  public var publicDirectory: String?
+  /// Largest accepted request body in bytes.
+  public var maxBodyBytes = 1 << 20
+  /// Events kept per peer in the durable event log.
+  public var eventRetention = 10_000
+
+  public init() {}
+
+  /// The version string reported by `--version` and `GET /api/v1/node`.
+  public static let version = "0.1.0"
+
+  /// The text of `meshgate --help`.
+  public static let helpText = """
+    meshgate \(version) — a LAN peer gateway: MultipeerConnectivity / Nearby Connections for browsers and curl.
+
+    Usage: meshgate [options]
+
+    Options (each also settable as an environment variable):
+      --port N              TCP port for HTTP, WebSocket and mesh links; 0 picks a free one
+                            (MESHGATE_PORT, default 8080)
+      --bind ADDRESS        IP address to listen on (MESHGATE_BIND, default 0.0.0.0)
+      --data-dir DIR        where the SQLite store and files live (MESHGATE_DATA_DIR, default ./.meshgate)
+      --name NAME           this node's name, shown to other nodes (MESHGATE_NAME, default the host name)
+      --log-level LEVEL     trace, debug, info, notice, warning or error (MESHGATE_LOG_LEVEL, default info)
+      --public-dir DIR      the dashboard's static files (MESHGATE_PUBLIC_DIR, default ./Public,
+                            then /usr/share/meshgate/Public, then next to the binary)
+      --max-body-bytes N    largest request body accepted (MESHGATE_MAX_BODY_BYTES, default 1048576)
+      --event-retention N   events kept per peer (MESHGATE_EVENT_RETENTION, default 10000)
+      -h, --help            show this help
+      --version             print the version
+
+    When ready, meshgate prints one line on standard output:
+      meshgate ready url=http://127.0.0.1:8080/ port=8080 node.id=<uuid> data.dir=<path>
+    Logs go to standard error as key=value lines.
+    """
+
+  /// What the command line asks for.
+  public enum Command: Equatable, Sendable {
+    case run(NodeConfiguration)
+    case help
+    case version
+  }
+
+  /// Parses flags (without the program name) over the environment.
+  public static func parse(
+    arguments: [String], environment: [String: String]
+  ) throws(ConfigurationError) -> Command {
+    var configuration = NodeConfiguration()
+    let settings: [(flag: String, env: String)] = [
+      ("--port", "MESHGATE_PORT"), ("--bind", "MESHGATE_BIND"), ("--data-dir", "MESHGATE_DATA_DIR"),
+      ("--name", "MESHGATE_NAME"), ("--log-level", "MESHGATE_LOG_LEVEL"), ("--public-dir", "MESHGATE_PUBLIC_DIR"),
+      ("--max-body-bytes", "MESHGATE_MAX_BODY_BYTES"), ("--event-retention", "MESHGATE_EVENT_RETENTION"),
+    ]
+    for setting in settings {
+      if let value = environment[setting.env] {
+        try configuration.apply(flag: setting.flag, value: value, source: setting.env)
+      }
+    }
+    var iterator = arguments.makeIterator()
+    while let argument = iterator.next() {
+      switch argument {
+      case "-h", "--help": return .help
+      case "--version": return .version
+      default:
+        var flag = argument
+        var value: String?
+        if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+          flag = String(argument[..<equals])
+          value = String(argument[argument.index(after: equals)...])
+        }
+        guard settings.contains(where: { $0.flag == flag }) else {
+          throw ConfigurationError("unknown option \(argument.debugDescription); run meshgate --help for the options")
+        }
+        guard let given = value ?? iterator.next() else {
+          throw ConfigurationError("\(flag) needs a value; run meshgate --help for the options")
+        }
+        try configuration.apply(flag: flag, value: given, source: flag)
+      }
+    }
+    return .run(configuration)
+  }
+
+  mutating func apply(flag: String, value: String, source: String) throws(ConfigurationError) {
+    func integer(_ range: ClosedRange<Int>, _ what: String) throws(ConfigurationError) -> Int {
+      guard let number = Int(value), range.contains(number) else {
+        throw ConfigurationError("\(source) must be \(what) (got \(value.debugDescription))")
+      }
+      return number
+    }
+    switch flag {
+    case "--port": port = try integer(0...65535, "a port number from 0 to 65535")
+    case "--bind":
+      guard Self.isIPAddress(value) else {
+        throw ConfigurationError(
+          "\(source) must be an IPv4 or IPv6 address such as 0.0.0.0 or 127.0.0.1 (got \(value.debugDescription))")
+      }
+      bindAddress = value
+    case "--data-dir":
+      guard !value.isEmpty else { throw ConfigurationError("\(source) must not be empty") }
+      dataDirectory = value
+    case "--name":
+      guard !value.isEmpty, value.utf8.count <= 63, !value.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+        throw ConfigurationError("\(source) must be 1–63 UTF-8 bytes without control characters")
+      }
+      name = value
+    case "--log-level":
+      guard let level = LogLevel(name: value) else {
+        throw ConfigurationError(
+          "\(source) must be one of trace, debug, info, notice, warning, error (got \(value.debugDescription))")
+      }
+      logLevel = level
+    case "--public-dir": publicDirectory = value
+    case "--max-body-bytes": maxBodyBytes = try integer(1024...(1 << 30), "a byte count from 1024 to 1073741824")
+    case "--event-retention": eventRetention = try integer(10...10_000_000, "a count from 10 to 10000000")
+    default: throw ConfigurationError("unknown option \(flag)")
+    }
+  }
+
+  static func isIPAddress(_ value: String) -> Bool {
+    var v4 = in_addr()
+    var v6 = in6_addr()
+    return inet_pton(AF_INET, value, &v4) == 1 || inet_pton(AF_INET6, value, &v6) == 1
+  }
+
+  /// The dashboard directory: the configured one, else `./Public`, `/usr/share/meshgate/Public`, or a
+  /// `Public` folder beside or above the executable (for `swift run` and tests). Nil if none exists.
+  public func resolvePublicDirectory() -> String? {
+    if let publicDirectory { return publicDirectory }
+    var candidates = ["./Public", "/usr/share/meshgate/Public"]
+    var directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    for _ in 0..<5 {
+      candidates.append(directory.appendingPathComponent("Public").path)
+      directory = directory.deletingLastPathComponent()
+    }
+    return candidates.first { path in
+      var isDirectory: ObjCBool = false
+      return FileManager.default.fileExists(atPath: path + "/index.html", isDirectory: &isDirectory) && !isDirectory.boolValue
+    }
+  }
+}
+
+/// A configuration problem, phrased for the person starting the node.
+public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
+  /// The one-line message.
+  public let message: String
+
+  public init(_ message: String) { self.message = message }
+
+  public var description: String { message }
+}

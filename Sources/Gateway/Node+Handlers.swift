@@ -1,0 +1,170 @@
+/// REST handlers for the foundation routes: node, health, metrics, OpenAPI, peers and events.
+///
+/// Layer 6 (surface). Each handler validates input (400s name the field and the rule), does its work through
+/// the store and the node state, and returns a response; thrown ``APIError``s become the JSON error shape.
+import Crypto
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+extension Node {
+  func run(_ operation: Operation, _ context: RequestContext) async throws -> HTTPResponse {
+    switch operation {
+    case .healthz: return try await healthz()
+    case .metrics: return metricsResponse()
+    case .openAPI: return .json(router.openAPIDocument(version: NodeConfiguration.version))
+    case .nodeInfo: return .json(nodeJSON())
+    case .createPeer: return try await createPeer(context)
+    case .getMe: return .json(["peer": peerJSON(context.authenticatedPeer)])
+    case .updateMe: return try await updateMe(context)
+    case .deleteMe: return try await deleteMe(context)
+    case .listEvents: return try await listEvents(context)
+    case .eventStream:
+      _ = try Self.parseCursor(context.request.head.query["since"], name: "since")
+      return HTTPResponse(
+        status: 200, contentType: "text/event-stream",
+        headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
+    case .webSocket:
+      throw APIError(
+        status: 426, code: "upgrade_required",
+        message: "this endpoint is a WebSocket: connect with ws://host:port/api/v1/ws?token=<token>",
+        headers: [("upgrade", "websocket")])
+    }
+  }
+
+  func healthz() async throws -> HTTPResponse {
+    do {
+      _ = try await store.latestSequence(peerID: "")
+    } catch {
+      throw APIError.unavailable("the node's SQLite store does not answer: \(error)")
+    }
+    return .json(["status": "ok"])
+  }
+
+  func createPeer(_ context: RequestContext) async throws -> HTTPResponse {
+    let body = try RequestBody(context.request)
+    try body.allowOnly(["displayName", "discoveryInfo"])
+    let displayName: String
+    let discoveryInfo: [String: String]
+    do {
+      displayName = try Validate.displayName(try body.requiredString("displayName"))
+      discoveryInfo = try Validate.discoveryInfo(try body.optionalStringMap("discoveryInfo") ?? [:])
+    } catch let error as ValidationError {
+      throw error.apiError
+    }
+    let token = "mgt_" + Crypto.base64URL(try Crypto.randomBytes(32))
+    let peer = StoredPeer(
+      id: UUID().uuidString.lowercased(), displayName: displayName, discoveryInfo: discoveryInfo,
+      tokenHash: Crypto.sha256Hex(token), createdAt: Timestamp.now())
+    try await store.insertPeer(peer)
+    peers[peer.id] = peer
+    peerIDsByTokenHash[peer.tokenHash] = peer.id
+    logger.info("Peer created.", ["peer.id": peer.id])
+    return .json(
+      ["peer": peerJSON(peer), "token": .string(token)], status: 201,
+      headers: [("location", "/api/v1/peers/me")])
+  }
+
+  func updateMe(_ context: RequestContext) async throws -> HTTPResponse {
+    let body = try RequestBody(context.request)
+    try body.allowOnly(["displayName", "discoveryInfo"])
+    guard !body.object.keys.isEmpty else {
+      throw APIError.badRequest("send at least one of displayName, discoveryInfo")
+    }
+    var peer = context.authenticatedPeer
+    do {
+      if body.object["displayName"] != nil {
+        peer.displayName = try Validate.displayName(try body.requiredString("displayName"))
+      }
+      if let info = try body.optionalStringMap("discoveryInfo") {
+        peer.discoveryInfo = try Validate.discoveryInfo(info)
+      }
+    } catch let error as ValidationError {
+      throw error.apiError
+    }
+    try await store.updatePeer(id: peer.id, displayName: peer.displayName, discoveryInfo: peer.discoveryInfo)
+    guard peers[peer.id] != nil else { throw APIError.invalidToken }
+    peers[peer.id] = peer
+    try await publish([(peerID: peer.id, type: "peer.updated", data: ["peer": peerJSON(peer)])])
+    return .json(["peer": peerJSON(peer)])
+  }
+
+  func deleteMe(_ context: RequestContext) async throws -> HTTPResponse {
+    let peer = context.authenticatedPeer
+    // Revoke in memory first, so the token stops working before the store is even touched.
+    peers[peer.id] = nil
+    peerIDsByTokenHash[peer.tokenHash] = nil
+    for channel in subscribersByPeer[peer.id] ?? [] {
+      if let subscriber = subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }
+    }
+    try await store.deletePeer(id: peer.id)
+    logger.info("Peer deleted.", ["peer.id": peer.id])
+    return .noContent
+  }
+
+  func listEvents(_ context: RequestContext) async throws -> HTTPResponse {
+    let query = context.request.head.query
+    let since = try Self.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
+    var limit = 100
+    if let text = query["limit"] {
+      guard let value = Int(text), (1...1000).contains(value) else {
+        throw APIError.badRequest("limit must be an integer from 1 to 1000, not \(text.debugDescription)")
+      }
+      limit = value
+    }
+    let peer = context.authenticatedPeer
+    let page = try await store.events(peerID: peer.id, after: since, limit: limit)
+    let next = page.events.last?.sequence ?? since
+    return .json([
+      "events": .array(page.events.map(\.envelope)), "nextCursor": .string(String(next)),
+      "truncated": .bool(page.truncated),
+    ])
+  }
+
+  func metricsResponse() -> HTTPResponse {
+    var lines: [String] = []
+    func family(_ name: String, _ type: String, _ help: String) {
+      lines.append("# HELP \(name) \(help)")
+      lines.append("# TYPE \(name) \(type)")
+    }
+    family("meshgate_http_requests_total", "counter", "HTTP requests answered, by route, method and status.")
+    for (key, count) in metrics.requests.sorted(by: { $0.key < $1.key }) {
+      let parts = key.split(separator: "|", omittingEmptySubsequences: false)
+      lines.append(
+        "meshgate_http_requests_total{route=\"\(Self.escapeLabel(String(parts[0])))\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)"
+      )
+    }
+    let statistics = server.statistics()
+    family("meshgate_websocket_connections", "gauge", "Open WebSocket connections.")
+    lines.append("meshgate_websocket_connections \(statistics.openWebSockets)")
+    family("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.")
+    lines.append("meshgate_event_streams \(subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count)")
+    family("meshgate_peers", "gauge", "Peers hosted on this node.")
+    lines.append("meshgate_peers \(peers.count)")
+    family("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.")
+    lines.append("meshgate_events_appended_total \(metrics.eventsAppended)")
+    family("meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.")
+    lines.append("meshgate_websocket_messages_sent_total \(statistics.webSocketMessagesOut)")
+    family("meshgate_websocket_messages_received_total", "counter", "WebSocket messages received from clients.")
+    lines.append("meshgate_websocket_messages_received_total \(statistics.webSocketMessagesIn)")
+    family(
+      "meshgate_slow_consumer_disconnects_total", "counter",
+      "Event consumers disconnected because their send queue was full.")
+    lines.append("meshgate_slow_consumer_disconnects_total \(metrics.slowConsumerDisconnects)")
+    family("meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).")
+    lines.append("meshgate_websocket_upgrades_rejected_total \(metrics.webSocketUpgradesRejected)")
+    family("meshgate_uptime_seconds", "gauge", "Seconds since the node started.")
+    lines.append("meshgate_uptime_seconds \(String(format: "%.3f", Date().timeIntervalSince(startedAt)))")
+    family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
+    lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
+    return HTTPResponse(
+      status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", headers: [("cache-control", "no-store")],
+      body: Array((lines.joined(separator: "\n") + "\n").utf8))
+  }
+
+  static func escapeLabel(_ value: String) -> String {
+    value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+      .replacingOccurrences(of: "\n", with: "\\n")
+  }
+}

@@ -1,0 +1,462 @@
+/// The node runtime: the actor that owns peers, subscribers and metrics, pinned to the lws service thread.
+///
+/// Layer 4 (node runtime) with the layer-6 request dispatch on top. `Node` is an actor whose executor is the
+/// ``Server`` itself, so its methods run on the lws service thread and may call the server's loop-only
+/// methods directly. lws callbacks enter it synchronously through ``ServerBridge`` with `assumeIsolated`.
+/// Blocking work (SQLite) hops to the ``NodeStore``'s database actor; after every `await` the code
+/// re-checks state it read before (a peer may have been deleted meanwhile).
+import Crypto
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+/// A live consumer of a peer's events: a WebSocket or an SSE stream.
+final class Subscriber {
+  enum Channel: Hashable {
+    case webSocket(WebSocketID)
+    case stream(RequestID)
+  }
+
+  let channel: Channel
+  let peerID: String
+  /// The newest event sequence delivered; events at or below it are never sent again.
+  var lastSent: Int64 = 0
+  /// While replaying from the store, live events wait here.
+  var replaying = true
+  var buffered: [StoredEvent] = []
+
+  init(channel: Channel, peerID: String) {
+    self.channel = channel
+    self.peerID = peerID
+  }
+}
+
+/// Counters exposed on `/metrics`.
+struct NodeMetrics {
+  var requests: [String: Int] = [:]
+  var eventsAppended = 0
+  var slowConsumerDisconnects = 0
+  var webSocketUpgradesRejected = 0
+}
+
+/// The node actor.
+public actor Node {
+  nonisolated let server: Server
+  let store: NodeStore
+  let configuration: NodeConfiguration
+  let nodeID: String
+  let startedAt = Date()
+  let router = Router.standard
+  let staticFiles: StaticFiles
+  let logger = Logger(component: "node")
+  let httpLogger = Logger(component: "http")
+
+  var peers: [String: StoredPeer] = [:]
+  var peerIDsByTokenHash: [String: String] = [:]
+  var subscribers: [Subscriber.Channel: Subscriber] = [:]
+  var subscribersByPeer: [String: [Subscriber.Channel]] = [:]
+  var routeLabels: [RequestID: String] = [:]
+  var metrics = NodeMetrics()
+  var keepAliveTask: Task<Void, Never>?
+
+  public nonisolated var unownedExecutor: UnownedSerialExecutor {
+    server.asUnownedSerialExecutor()
+  }
+
+  init(server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer], staticFiles: StaticFiles) {
+    self.server = server
+    self.store = store
+    self.configuration = configuration
+    self.nodeID = nodeID
+    self.staticFiles = staticFiles
+    for peer in peers {
+      self.peers[peer.id] = peer
+      self.peerIDsByTokenHash[peer.tokenHash] = peer.id
+    }
+  }
+
+  /// Starts periodic work (SSE keep-alives). Runs on the service thread.
+  func start() {
+    keepAliveTask = Task { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .seconds(15))
+        await self?.sendKeepAlives()
+      }
+    }
+  }
+
+  func stop() {
+    keepAliveTask?.cancel()
+  }
+
+  // MARK: - Requests
+
+  func handle(_ request: HTTPRequest) {
+    switch router.match(method: request.head.method, path: request.head.path) {
+    case .found(let route, let parameters):
+      routeLabels[request.id] = route.pattern
+      Task { await self.perform(route, parameters: parameters, request: request) }
+    case .methodNotAllowed(let allowed):
+      routeLabels[request.id] = request.head.path
+      let allow = allowed.map(\.rawValue).joined(separator: ", ")
+      let error = APIError(
+        status: 405, code: "method_not_allowed",
+        message: "\(request.head.method.rawValue) is not allowed on \(request.head.path); allowed: \(allow)",
+        headers: [("allow", allow)])
+      respond(request, error.response)
+    case .notFound:
+      if request.head.method == .get || request.head.method == .head, !request.head.path.hasPrefix("/api/"),
+        let file = staticFiles.lookup(request.head.path)
+      {
+        routeLabels[request.id] = "static"
+        respond(request, StaticFiles.response(for: file, head: request.head))
+        return
+      }
+      routeLabels[request.id] = "unmatched"
+      let error = APIError.notFound(
+        "no route for \(request.head.method.rawValue) \(request.head.path); see GET /api/v1/openapi.json for the API")
+      respond(request, error.response)
+    }
+  }
+
+  func perform(_ route: Route, parameters: [String: String], request: HTTPRequest) async {
+    do {
+      var peer: StoredPeer?
+      if route.authenticated {
+        let allowQueryToken = route.operation == .eventStream || route.operation == .webSocket
+        peer = try authenticate(request.head, allowQueryToken: allowQueryToken)
+      }
+      let context = RequestContext(request: request, parameters: parameters, peer: peer)
+      var response = try await run(route.operation, context)
+      if request.head.method == .head { response.omitBody = true }
+      if !response.isStream || response.status != 200 { respond(request, response) } else { startStream(request, response, context) }
+    } catch let error as APIError {
+      respond(request, error.response)
+    } catch {
+      logger.error(
+        "Request failed.", ["http.request.id": request.id, "http.route": route.pattern, "error": String(describing: error)])
+      let failure = APIError(
+        status: 500, code: "internal_error",
+        message: "the node failed to handle this request; see the node log for request \(request.id)")
+      respond(request, failure.response)
+    }
+  }
+
+  func respond(_ request: HTTPRequest, _ response: HTTPResponse) {
+    let label = routeLabels.removeValue(forKey: request.id) ?? "unmatched"
+    metrics.requests["\(label)|\(request.head.method.rawValue)|\(response.status)", default: 0] += 1
+    if httpLogger.isEnabled(.debug) {
+      httpLogger.debug(
+        "Request served.",
+        [
+          "http.request.id": request.id, "http.method": request.head.method.rawValue, "http.path": request.head.path,
+          "http.status": response.status, "http.remote": request.head.remoteAddress,
+        ])
+    }
+    server.respond(to: request.id, with: response)
+  }
+
+  /// The peer for the request's bearer token (or `?token=` where allowed).
+  func authenticate(_ head: HTTPRequestHead, allowQueryToken: Bool) throws(APIError) -> StoredPeer {
+    var token: String?
+    if let header = head.headers["authorization"] {
+      let parts = header.split(separator: " ", maxSplits: 1)
+      guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
+        throw APIError(
+          status: 401, code: "unauthorized",
+          message: "the Authorization header must be 'Bearer <token>'; create a peer with POST /api/v1/peers to get a token")
+      }
+      token = String(parts[1]).trimmingCharacters(in: .whitespaces)
+    } else if allowQueryToken {
+      token = head.query["token"]
+    }
+    guard let token, !token.isEmpty else { throw .missingToken }
+    guard let peerID = peerIDsByTokenHash[Crypto.sha256Hex(token)], let peer = peers[peerID] else {
+      throw .invalidToken
+    }
+    return peer
+  }
+
+  // MARK: - WebSockets
+
+  func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    guard head.path == "/api/v1/ws" else {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(
+        APIError.notFound("no WebSocket endpoint at \(head.path); browsers connect to /api/v1/ws?token=<token>").response)
+    }
+    do {
+      _ = try authenticate(head, allowQueryToken: true)
+      _ = try Self.parseCursor(head.query["since"], name: "since")
+      return .accept
+    } catch {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(error.response)
+    }
+  }
+
+  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
+    guard let peer = try? authenticate(head, allowQueryToken: true) else {
+      server.close(id, code: 4401, reason: "token no longer valid")
+      return
+    }
+    let since = (try? Self.parseCursor(head.query["since"], name: "since")) ?? nil
+    let subscriber = addSubscriber(.webSocket(id), peerID: peer.id)
+    Task { await self.beginDelivery(subscriber, since: since) }
+  }
+
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
+    guard let subscriber = subscribers[.webSocket(id)] else { return }
+    let reply: JSONValue
+    switch message {
+    case .binary:
+      reply = Self.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
+    case .text(let bytes):
+      guard case .object(let object)? = try? JSONValue.parse(bytes), let op = object["op"]?.stringValue else {
+        reply = Self.socketError("malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
+        break
+      }
+      switch op {
+      case "ping":
+        reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
+      default:
+        reply = Self.socketError(
+          "unknown_op", "unknown op \(op.debugDescription); this node supports: ping")
+      }
+    }
+    sendFrame(reply, to: subscriber)
+  }
+
+  static func socketError(_ code: String, _ message: String) -> JSONValue {
+    ["type": "error", "data": ["code": .string(code), "message": .string(message)]]
+  }
+
+  func webSocketClosed(_ id: WebSocketID) {
+    removeSubscriber(.webSocket(id))
+  }
+
+  func requestClosed(_ id: RequestID) {
+    routeLabels[id] = nil
+    removeSubscriber(.stream(id))
+  }
+
+  // MARK: - Subscribers and event delivery
+
+  func addSubscriber(_ channel: Subscriber.Channel, peerID: String) -> Subscriber {
+    let subscriber = Subscriber(channel: channel, peerID: peerID)
+    subscribers[channel] = subscriber
+    subscribersByPeer[peerID, default: []].append(channel)
+    return subscriber
+  }
+
+  func removeSubscriber(_ channel: Subscriber.Channel) {
+    guard let subscriber = subscribers.removeValue(forKey: channel) else { return }
+    subscribersByPeer[subscriber.peerID]?.removeAll { $0 == channel }
+    if subscribersByPeer[subscriber.peerID]?.isEmpty == true { subscribersByPeer[subscriber.peerID] = nil }
+  }
+
+  /// Sends `hello`, replays the log after `since` (if given), then switches the subscriber to live delivery.
+  func beginDelivery(_ subscriber: Subscriber, since: Int64?) async {
+    do {
+      let latest = try await store.latestSequence(peerID: subscriber.peerID)
+      guard subscribers[subscriber.channel] === subscriber, let peer = peers[subscriber.peerID] else { return }
+      let hello: JSONValue = [
+        "type": "hello",
+        "data": ["peer": peerJSON(peer), "node": nodeJSON(), "cursor": .string(String(latest))],
+      ]
+      sendFrame(hello, to: subscriber, eventName: "hello")
+      if var cursor = since {
+        subscriber.lastSent = cursor
+        while true {
+          let page = try await store.events(peerID: subscriber.peerID, after: cursor, limit: 500)
+          guard subscribers[subscriber.channel] === subscriber else { return }
+          for event in page.events { deliver(event, to: subscriber) }
+          guard page.events.count == 500, let last = page.events.last else { break }
+          cursor = last.sequence
+        }
+      } else {
+        subscriber.lastSent = latest
+      }
+      subscriber.replaying = false
+      let buffered = subscriber.buffered
+      subscriber.buffered = []
+      for event in buffered { deliver(event, to: subscriber) }
+    } catch {
+      logger.warning("Event replay failed.", ["peer.id": subscriber.peerID, "error": String(describing: error)])
+      disconnect(subscriber, code: 1011, reason: "event log unavailable; reconnect with since")
+    }
+  }
+
+  /// Appends events to peers' logs and pushes them to their live subscribers.
+  func publish(_ entries: [(peerID: String, type: String, data: JSONValue)]) async throws {
+    let events = try await store.appendEvents(entries, at: Timestamp.now())
+    metrics.eventsAppended += events.count
+    for event in events {
+      for channel in subscribersByPeer[event.peerID] ?? [] {
+        guard let subscriber = subscribers[channel] else { continue }
+        if subscriber.replaying {
+          subscriber.buffered.append(event)
+        } else {
+          deliver(event, to: subscriber)
+        }
+      }
+    }
+  }
+
+  func deliver(_ event: StoredEvent, to subscriber: Subscriber) {
+    guard event.sequence > subscriber.lastSent else { return }
+    subscriber.lastSent = event.sequence
+    sendFrame(event.envelope, to: subscriber, eventName: event.type, eventID: String(event.sequence))
+  }
+
+  func sendFrame(_ value: JSONValue, to subscriber: Subscriber, eventName: String? = nil, eventID: String? = nil) {
+    switch subscriber.channel {
+    case .webSocket(let id):
+      switch server.send(OutboundMessage(bytes: value.serialized(), binary: false), to: id) {
+      case .queued, .closed: break
+      case .queueFull: slowConsumer(subscriber)
+      }
+    case .stream(let id):
+      var text = ""
+      if let eventID { text += "id: \(eventID)\n" }
+      if let eventName { text += "event: \(eventName)\n" }
+      text += "data: \(value.serializedString())\n\n"
+      if !server.writeStream(id, Array(text.utf8)) { slowConsumer(subscriber) }
+    }
+  }
+
+  func slowConsumer(_ subscriber: Subscriber) {
+    metrics.slowConsumerDisconnects += 1
+    logger.notice("Disconnecting a slow event consumer.", ["peer.id": subscriber.peerID, "cursor": subscriber.lastSent])
+    disconnect(subscriber, code: 4008, reason: "client too slow; reconnect with since=\(subscriber.lastSent)")
+  }
+
+  func disconnect(_ subscriber: Subscriber, code: UInt16, reason: String) {
+    removeSubscriber(subscriber.channel)
+    switch subscriber.channel {
+    case .webSocket(let id): server.close(id, code: code, reason: reason)
+    case .stream(let id): server.endStream(id)
+    }
+  }
+
+  func sendKeepAlives() {
+    for channel in subscribers.keys {
+      if case .stream(let id) = channel { _ = server.writeStream(id, Array(": keep-alive\n\n".utf8)) }
+    }
+  }
+
+  func startStream(_ request: HTTPRequest, _ response: HTTPResponse, _ context: RequestContext) {
+    guard let peer = context.peer else { return }
+    respond(request, response)
+    let since = (try? Self.parseCursor(request.head.query["since"] ?? request.head.headers["last-event-id"], name: "since")) ?? nil
+    let subscriber = addSubscriber(.stream(request.id), peerID: peer.id)
+    _ = server.writeStream(request.id, Array("retry: 2000\n\n".utf8))
+    Task { await self.beginDelivery(subscriber, since: since) }
+  }
+
+  // MARK: - JSON views
+
+  func peerJSON(_ peer: StoredPeer) -> JSONValue {
+    [
+      "id": .string(peer.id), "displayName": .string(peer.displayName), "nodeId": .string(nodeID),
+      "discoveryInfo": .object(JSONObject(peer.discoveryInfo.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+      "createdAt": .string(peer.createdAt),
+    ]
+  }
+
+  func nodeJSON() -> JSONValue {
+    [
+      "id": .string(nodeID), "name": .string(configuration.name), "version": .string(NodeConfiguration.version),
+      "startedAt": .string(Timestamp.format(startedAt)),
+      "uptimeSeconds": .double((Date().timeIntervalSince(startedAt) * 1000).rounded() / 1000),
+      "peerCount": .int(Int64(peers.count)), "openWebSockets": .int(Int64(server.statistics().openWebSockets)),
+    ]
+  }
+
+  /// Parses an event cursor: a non-negative decimal integer.
+  static func parseCursor(_ text: String?, name: String) throws(APIError) -> Int64? {
+    guard let text, !text.isEmpty else { return nil }
+    guard text.count <= 18, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber), let value = Int64(text) else {
+      throw .badRequest("\(name) must be an event id (a non-negative integer) from a previous event, not \(text.debugDescription)")
+    }
+    return value
+  }
+}
+
+/// What a handler gets.
+struct RequestContext: Sendable {
+  let request: HTTPRequest
+  let parameters: [String: String]
+  let peer: StoredPeer?
+
+  /// The authenticated peer; only call on authenticated routes.
+  var authenticatedPeer: StoredPeer {
+    guard let peer else { preconditionFailure("authenticatedPeer read on a route without authentication") }
+    return peer
+  }
+}
+
+/// Bridges lws callbacks (on the service thread) into the ``Node`` actor.
+final class ServerBridge: ServerDelegate {
+  let node: Node
+  let maxBodyBytes: Int
+
+  init(node: Node, maxBodyBytes: Int) {
+    self.node = node
+    self.maxBodyBytes = maxBodyBytes
+  }
+
+  func bodyLimit(for head: HTTPRequestHead) -> Int { maxBodyBytes }
+
+  func handle(_ request: HTTPRequest) {
+    node.assumeIsolated { $0.handle(request) }
+  }
+
+  func requestClosed(_ id: RequestID) {
+    node.assumeIsolated { $0.requestClosed(id) }
+  }
+
+  func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    node.assumeIsolated { $0.shouldAccept(webSocket: head) }
+  }
+
+  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
+    node.assumeIsolated { $0.webSocketOpened(id, head: head) }
+  }
+
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
+    node.assumeIsolated { $0.webSocketReceived(id, message) }
+  }
+
+  func webSocketClosed(_ id: WebSocketID) {
+    node.assumeIsolated { $0.webSocketClosed(id) }
+  }
+
+  func errorResponse(status: Int, message: String) -> HTTPResponse {
+    let code =
+      switch status {
+      case 411: "length_required"
+      case 413: "payload_too_large"
+      case 501: "not_implemented"
+      default: "bad_request"
+      }
+    return APIError(status: status, code: code, message: message).response
+  }
+}
+
+/// ISO 8601 timestamps in UTC with milliseconds.
+enum Timestamp {
+  static func now() -> String { format(Date()) }
+
+  static func format(_ date: Date) -> String {
+    let interval = date.timeIntervalSince1970
+    var seconds = time_t(interval.rounded(.down))
+    let millis = Int((interval - Double(seconds)) * 1000)
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    return String(
+      format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), millis)
+  }
+}

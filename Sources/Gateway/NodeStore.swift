@@ -1,0 +1,189 @@
+/// The node's durable state in SQLite: its identity, peers (with hashed tokens) and per-peer event logs.
+///
+/// Layer 4 (node runtime). All SQL lives here. Calls hop to the ``Database`` actor, whose private serial
+/// queue keeps blocking SQLite work off the lws service thread. A write that returned has been committed
+/// in WAL mode with `synchronous=NORMAL`: it survives the process being killed.
+import Foundation
+import MeshCore
+import Store
+
+/// A peer hosted on this node, as stored.
+struct StoredPeer: Sendable, Equatable {
+  var id: String
+  var displayName: String
+  var discoveryInfo: [String: String]
+  var tokenHash: String
+  var createdAt: String
+}
+
+/// One entry of a peer's event log.
+struct StoredEvent: Sendable, Equatable {
+  var sequence: Int64
+  var peerID: String
+  var type: String
+  var at: String
+  var data: JSONValue
+
+  /// The wire envelope `{"id","type","at","data"}`.
+  var envelope: JSONValue {
+    ["id": .string(String(sequence)), "type": .string(type), "at": .string(at), "data": data]
+  }
+}
+
+/// Typed queries over the node database.
+final class NodeStore: Sendable {
+  let database: Database
+  let retention: Int
+
+  static let migrations: [Migration] = [
+    Migration(
+      version: 1, name: "identity, peers and event log",
+      sql: """
+        CREATE TABLE node_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE peers(
+          id TEXT PRIMARY KEY,
+          display_name TEXT NOT NULL,
+          discovery_info TEXT NOT NULL,
+          token_hash TEXT NOT NULL UNIQUE,
+          created_at TEXT NOT NULL,
+          trimmed_through INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE events(
+          seq INTEGER PRIMARY KEY AUTOINCREMENT,
+          peer_id TEXT NOT NULL REFERENCES peers(id) ON DELETE CASCADE,
+          type TEXT NOT NULL,
+          at TEXT NOT NULL,
+          data TEXT NOT NULL
+        );
+        CREATE INDEX events_by_peer ON events(peer_id, seq);
+        """)
+  ]
+
+  init(path: String, retention: Int) throws {
+    self.database = try Database(path: path, migrations: Self.migrations)
+    self.retention = retention
+  }
+
+  /// The node id, created on first start and kept for the life of the data directory.
+  func nodeID() async throws -> String {
+    try await database.write { connection in
+      if let row = try connection.queryOne("SELECT value FROM node_meta WHERE key = 'node_id'") {
+        return try row.string(0)
+      }
+      let id = UUID().uuidString.lowercased()
+      try connection.execute("INSERT INTO node_meta(key, value) VALUES ('node_id', ?)", [.text(id)])
+      return id
+    }
+  }
+
+  func allPeers() async throws -> [StoredPeer] {
+    try await database.read { connection in
+      try connection.query("SELECT id, display_name, discovery_info, token_hash, created_at FROM peers ORDER BY created_at")
+        .map { row in
+          StoredPeer(
+            id: try row.string(0), displayName: try row.string(1),
+            discoveryInfo: Self.decodeMap(try row.string(2)), tokenHash: try row.string(3), createdAt: try row.string(4))
+        }
+    }
+  }
+
+  func insertPeer(_ peer: StoredPeer) async throws {
+    try await database.write { connection in
+      try connection.execute(
+        "INSERT INTO peers(id, display_name, discovery_info, token_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+        [
+          .text(peer.id), .text(peer.displayName), .text(Self.encodeMap(peer.discoveryInfo)), .text(peer.tokenHash),
+          .text(peer.createdAt),
+        ])
+    }
+  }
+
+  func updatePeer(id: String, displayName: String, discoveryInfo: [String: String]) async throws {
+    try await database.write { connection in
+      try connection.execute(
+        "UPDATE peers SET display_name = ?, discovery_info = ? WHERE id = ?",
+        [.text(displayName), .text(Self.encodeMap(discoveryInfo)), .text(id)])
+    }
+  }
+
+  func deletePeer(id: String) async throws {
+    try await database.write { connection in
+      try connection.execute("DELETE FROM events WHERE peer_id = ?", [.text(id)])
+      try connection.execute("DELETE FROM peers WHERE id = ?", [.text(id)])
+    }
+  }
+
+  /// Appends one event per peer in one transaction and returns them with their sequence numbers, trimming
+  /// each log to the retention limit now and then.
+  func appendEvents(_ entries: [(peerID: String, type: String, data: JSONValue)], at: String) async throws -> [StoredEvent] {
+    let retention = self.retention
+    return try await database.write { connection in
+      var stored: [StoredEvent] = []
+      for entry in entries {
+        try connection.execute(
+          "INSERT INTO events(peer_id, type, at, data) VALUES (?, ?, ?, ?)",
+          [.text(entry.peerID), .text(entry.type), .text(at), .text(entry.data.serializedString())])
+        let sequence = connection.lastInsertRowID
+        stored.append(StoredEvent(sequence: sequence, peerID: entry.peerID, type: entry.type, at: at, data: entry.data))
+        // Trim on about one insert in 64 (amortised), keeping the newest `retention` events of this peer.
+        if Int.random(in: 0..<64) == 0 {
+          try Self.trim(connection, peerID: entry.peerID, retention: retention)
+        }
+      }
+      return stored
+    }
+  }
+
+  static func trim(_ connection: Connection, peerID: String, retention: Int) throws {
+    guard
+      let row = try connection.queryOne(
+        "SELECT seq FROM events WHERE peer_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+        [.text(peerID), .integer(Int64(retention))])
+    else { return }
+    let cutoff = try row.int64(0)
+    try connection.execute("DELETE FROM events WHERE peer_id = ? AND seq <= ?", [.text(peerID), .integer(cutoff)])
+    try connection.execute(
+      "UPDATE peers SET trimmed_through = max(trimmed_through, ?) WHERE id = ?", [.integer(cutoff), .text(peerID)])
+  }
+
+  /// Events of `peerID` after `since`, oldest first, at most `limit`; and whether older events the caller
+  /// has not seen were already trimmed away.
+  func events(peerID: String, after since: Int64, limit: Int) async throws -> (events: [StoredEvent], truncated: Bool) {
+    try await database.read { connection in
+      let rows = try connection.query(
+        "SELECT seq, type, at, data FROM events WHERE peer_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        [.text(peerID), .integer(since), .integer(Int64(limit))])
+      let events = try rows.map { row in
+        StoredEvent(
+          sequence: try row.int64(0), peerID: peerID, type: try row.string(1), at: try row.string(2),
+          data: (try? JSONValue.parse(try row.string(3))) ?? .null)
+      }
+      let trimmed = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
+      let truncated = try (trimmed?.int64(0) ?? 0) > since
+      return (events, truncated)
+    }
+  }
+
+  /// The newest sequence number in `peerID`'s log (0 when empty).
+  func latestSequence(peerID: String) async throws -> Int64 {
+    try await database.read { connection in
+      let row = try connection.queryOne(
+        "SELECT coalesce(max(seq), 0) FROM events WHERE peer_id = ?", [.text(peerID)])
+      return try row?.int64(0) ?? 0
+    }
+  }
+
+  static func encodeMap(_ map: [String: String]) -> String {
+    JSONValue.object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.string($0.value)) }))
+      .serializedString()
+  }
+
+  static func decodeMap(_ text: String) -> [String: String] {
+    guard case .object(let object)? = try? JSONValue.parse(text) else { return [:] }
+    var map: [String: String] = [:]
+    for member in object {
+      if case .string(let value) = member.value { map[member.key] = value }
+    }
+    return map
+  }
+}

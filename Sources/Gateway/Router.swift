@@ -1,0 +1,278 @@
+/// The route table: every REST route, its auth rule, body limit and OpenAPI description, in one place.
+///
+/// Layer 6 (surface). `/api/v1/openapi.json` is generated from this table, so the document describes exactly
+/// the routes that exist; the router answers 404 for unknown paths and 405 (with `Allow`) for known paths
+/// with the wrong method.
+import LWS
+import MeshCore
+
+/// What a route does; ``Node`` switches over it.
+enum Operation: Sendable {
+  case healthz, metrics, openAPI, nodeInfo
+  case createPeer, getMe, updateMe, deleteMe
+  case listEvents, eventStream, webSocket
+}
+
+/// One REST route.
+struct Route: Sendable {
+  let method: HTTPMethod
+  let pattern: String
+  let operation: Operation
+  let operationID: String
+  let summary: String
+  /// Whether a peer token is required.
+  let authenticated: Bool
+  let requestSchema: JSONValue?
+  let responses: [(status: Int, description: String, schema: JSONValue?)]
+  let queryParameters: [(name: String, description: String, schema: JSONValue)]
+
+  var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: true) }
+
+  /// The path parameters if `path` matches the pattern.
+  func match(_ pathSegments: [Substring]) -> [String: String]? {
+    let own = segments
+    guard own.count == pathSegments.count else { return nil }
+    var parameters: [String: String] = [:]
+    for (pattern, actual) in zip(own, pathSegments) {
+      if pattern.hasPrefix("{") && pattern.hasSuffix("}") {
+        guard !actual.isEmpty else { return nil }
+        parameters[String(pattern.dropFirst().dropLast())] = String(actual)
+      } else if pattern != actual {
+        return nil
+      }
+    }
+    return parameters
+  }
+}
+
+/// The outcome of routing a request.
+enum RouteMatch {
+  case found(Route, parameters: [String: String])
+  case methodNotAllowed(allowed: [HTTPMethod])
+  case notFound
+}
+
+/// All routes of the node.
+struct Router: Sendable {
+  let routes: [Route]
+
+  func match(method: HTTPMethod, path: String) -> RouteMatch {
+    let pathSegments = path.split(separator: "/", omittingEmptySubsequences: true)
+    var allowed: [HTTPMethod] = []
+    for route in routes {
+      guard let parameters = route.match(pathSegments) else { continue }
+      if route.method == method || (method == .head && route.method == .get) {
+        return .found(route, parameters: parameters)
+      }
+      allowed.append(route.method)
+    }
+    if allowed.isEmpty { return .notFound }
+    if allowed.contains(.get) { allowed.append(.head) }
+    return .methodNotAllowed(allowed: allowed)
+  }
+
+  static let standard = Router(routes: [
+    Route(
+      method: .get, pattern: "/healthz", operation: .healthz, operationID: "getHealth",
+      summary: "Liveness: 200 while the node serves requests and its store answers.", authenticated: false,
+      requestSchema: nil, responses: [(200, "The node is healthy.", Schemas.health), (503, "The store does not answer.", Schemas.error)],
+      queryParameters: []),
+    Route(
+      method: .get, pattern: "/metrics", operation: .metrics, operationID: "getMetrics",
+      summary: "Prometheus text exposition: requests by route and status, open WebSockets, peers, events.",
+      authenticated: false, requestSchema: nil, responses: [(200, "Prometheus text format 0.0.4.", nil)],
+      queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/openapi.json", operation: .openAPI, operationID: "getOpenAPI",
+      summary: "This OpenAPI 3.1 document.", authenticated: false, requestSchema: nil,
+      responses: [(200, "The OpenAPI document.", ["type": "object"])], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/node", operation: .nodeInfo, operationID: "getNode",
+      summary: "This node's id, name, version, uptime and peer count.", authenticated: false, requestSchema: nil,
+      responses: [(200, "Node information.", Schemas.node)], queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/peers", operation: .createPeer, operationID: "createPeer",
+      summary: "Creates a peer hosted on this node and returns its bearer token (shown only once).",
+      authenticated: false, requestSchema: Schemas.createPeer,
+      responses: [
+        (201, "The peer and its token.", Schemas.createdPeer), (400, "Invalid display name or discovery info.", Schemas.error),
+        (413, "Body too large.", Schemas.error), (415, "Not JSON.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/peers/me", operation: .getMe, operationID: "getMe",
+      summary: "The peer the bearer token belongs to.", authenticated: true, requestSchema: nil,
+      responses: [(200, "The peer.", Schemas.peerEnvelope), (401, "Missing or unknown token.", Schemas.error)],
+      queryParameters: []),
+    Route(
+      method: .patch, pattern: "/api/v1/peers/me", operation: .updateMe, operationID: "updateMe",
+      summary: "Changes the peer's display name or discovery info; pushes peer.updated to its clients.",
+      authenticated: true, requestSchema: Schemas.updatePeer,
+      responses: [
+        (200, "The updated peer.", Schemas.peerEnvelope), (400, "Invalid field.", Schemas.error),
+        (401, "Missing or unknown token.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .delete, pattern: "/api/v1/peers/me", operation: .deleteMe, operationID: "deleteMe",
+      summary: "Deletes the peer, its token and its event log; its open WebSockets close with 4401.",
+      authenticated: true, requestSchema: nil,
+      responses: [(204, "Deleted.", nil), (401, "Missing or unknown token.", Schemas.error)], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/events", operation: .listEvents, operationID: "listEvents",
+      summary: "The peer's durable event log after a cursor, oldest first.", authenticated: true, requestSchema: nil,
+      responses: [
+        (200, "A page of events.", Schemas.eventPage), (400, "Bad cursor or limit.", Schemas.error),
+        (401, "Missing or unknown token.", Schemas.error),
+      ],
+      queryParameters: [
+        ("since", "Return events after this cursor (an event id); default 0, the start of the log.", Schemas.cursor),
+        ("cursor", "Alias of since, for the generic ?limit=&cursor= paging.", Schemas.cursor),
+        ("limit", "Page size, 1–1000, default 100.", ["type": "integer", "minimum": 1, "maximum": 1000]),
+      ]),
+    Route(
+      method: .get, pattern: "/api/v1/events/stream", operation: .eventStream, operationID: "streamEvents",
+      summary:
+        "Server-Sent Events: replays events after since (or Last-Event-ID), then pushes new ones live. The token may be passed as ?token=.",
+      authenticated: true, requestSchema: nil,
+      responses: [(200, "text/event-stream", nil), (401, "Missing or unknown token.", Schemas.error)],
+      queryParameters: [
+        ("since", "Replay events after this cursor.", Schemas.cursor),
+        ("token", "The peer token, for clients that cannot set headers.", ["type": "string"]),
+      ]),
+    Route(
+      method: .get, pattern: "/api/v1/ws", operation: .webSocket, operationID: "openWebSocket",
+      summary:
+        "WebSocket upgrade: a hello event, the replay after since, then live events. The token may be passed as ?token=.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (101, "Switching protocols.", nil), (401, "Missing or unknown token.", Schemas.error),
+        (426, "Not a WebSocket upgrade request.", Schemas.error),
+      ],
+      queryParameters: [
+        ("since", "Replay events after this cursor.", Schemas.cursor),
+        ("token", "The peer token, for browsers.", ["type": "string"]),
+      ]),
+  ])
+}
+
+/// JSON Schemas shared by routes and the OpenAPI document.
+enum Schemas {
+  static let error: JSONValue = [
+    "type": "object", "required": ["error"],
+    "properties": [
+      "error": [
+        "type": "object", "required": ["code", "message"],
+        "properties": ["code": ["type": "string"], "message": ["type": "string"]],
+      ]
+    ],
+  ]
+  static let health: JSONValue = [
+    "type": "object", "required": ["status"], "properties": ["status": ["type": "string", "enum": ["ok"]]],
+  ]
+  static let discoveryInfo: JSONValue = [
+    "type": "object", "maxProperties": 16, "additionalProperties": ["type": "string"],
+    "description": "Up to 16 string pairs, at most 400 bytes in total (Bonjour TXT-record sized).",
+  ]
+  static let displayName: JSONValue = [
+    "type": "string", "minLength": 1, "description": "1–63 UTF-8 bytes, no control characters.",
+  ]
+  static let peer: JSONValue = [
+    "type": "object", "required": ["id", "displayName", "nodeId", "discoveryInfo", "createdAt"],
+    "properties": [
+      "id": ["type": "string"], "displayName": ["type": "string"], "nodeId": ["type": "string"],
+      "discoveryInfo": discoveryInfo, "createdAt": ["type": "string", "format": "date-time"],
+    ],
+  ]
+  static let peerEnvelope: JSONValue = ["type": "object", "required": ["peer"], "properties": ["peer": peer]]
+  static let createdPeer: JSONValue = [
+    "type": "object", "required": ["peer", "token"], "properties": ["peer": peer, "token": ["type": "string"]],
+  ]
+  static let createPeer: JSONValue = [
+    "type": "object", "required": ["displayName"], "additionalProperties": false,
+    "properties": ["displayName": displayName, "discoveryInfo": discoveryInfo],
+  ]
+  static let updatePeer: JSONValue = [
+    "type": "object", "additionalProperties": false, "minProperties": 1,
+    "properties": ["displayName": displayName, "discoveryInfo": discoveryInfo],
+  ]
+  static let node: JSONValue = [
+    "type": "object", "required": ["id", "name", "version", "startedAt", "uptimeSeconds", "peerCount"],
+    "properties": [
+      "id": ["type": "string"], "name": ["type": "string"], "version": ["type": "string"],
+      "startedAt": ["type": "string", "format": "date-time"], "uptimeSeconds": ["type": "number"],
+      "peerCount": ["type": "integer"], "openWebSockets": ["type": "integer"],
+    ],
+  ]
+  static let cursor: JSONValue = ["type": "string", "pattern": "^[0-9]{1,18}$"]
+  static let event: JSONValue = [
+    "type": "object", "required": ["id", "type", "at", "data"],
+    "properties": [
+      "id": cursor, "type": ["type": "string"], "at": ["type": "string", "format": "date-time"],
+      "data": ["type": "object"],
+    ],
+  ]
+  static let eventPage: JSONValue = [
+    "type": "object", "required": ["events", "nextCursor", "truncated"],
+    "properties": [
+      "events": ["type": "array", "items": event], "nextCursor": cursor,
+      "truncated": [
+        "type": "boolean", "description": "True when events after the cursor were already dropped by retention.",
+      ],
+    ],
+  ]
+}
+
+extension Router {
+  /// The OpenAPI 3.1 document for these routes.
+  func openAPIDocument(version: String) -> JSONValue {
+    var paths = JSONObject()
+    for route in routes {
+      var operation = JSONObject()
+      operation["operationId"] = .string(route.operationID)
+      operation["summary"] = .string(route.summary)
+      var parameters: [JSONValue] = []
+      for segment in route.segments where segment.hasPrefix("{") {
+        parameters.append([
+          "name": .string(String(segment.dropFirst().dropLast())), "in": "path", "required": true,
+          "schema": ["type": "string"],
+        ])
+      }
+      for query in route.queryParameters {
+        parameters.append([
+          "name": .string(query.name), "in": "query", "required": false, "description": .string(query.description),
+          "schema": query.schema,
+        ])
+      }
+      if !parameters.isEmpty { operation["parameters"] = .array(parameters) }
+      if let schema = route.requestSchema {
+        operation["requestBody"] = [
+          "required": true, "content": ["application/json": ["schema": schema]],
+        ]
+      }
+      var responses = JSONObject()
+      for response in route.responses {
+        var entry: JSONObject = ["description": .string(response.description)]
+        if let schema = response.schema {
+          entry["content"] = ["application/json": ["schema": schema]]
+        }
+        responses[String(response.status)] = .object(entry)
+      }
+      operation["responses"] = .object(responses)
+      if route.authenticated { operation["security"] = [["bearer": []]] }
+      var item = paths[route.pattern]?.objectValue ?? JSONObject()
+      item[route.method.rawValue.lowercased()] = .object(operation)
+      paths[route.pattern] = .object(item)
+    }
+    return [
+      "openapi": "3.1.0",
+      "info": [
+        "title": "meshgate", "version": .string(version),
+        "description": "LAN peer gateway: discovery, invitations, sessions and events for browsers and curl.",
+      ],
+      "paths": .object(paths),
+      "components": [
+        "securitySchemes": ["bearer": ["type": "http", "scheme": "bearer"]],
+        "schemas": ["Error": Schemas.error, "Peer": Schemas.peer, "Event": Schemas.event, "Node": Schemas.node],
+      ],
+    ]
+  }
+}

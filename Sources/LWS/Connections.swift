@@ -1,0 +1,111 @@
+/// Per-connection state of the ``Server``. Every type here is confined to the service thread.
+internal import CLibWebSockets
+import Glibc
+
+/// An immutable outgoing WebSocket message with `LWS_PRE` bytes of headroom in front of the payload,
+/// where lws writes the frame header.
+///
+/// One instance may be queued on many connections (a broadcast): server frames are not masked, so lws
+/// never modifies the payload, only the headroom, and only on the service thread.
+public final class OutboundMessage: @unchecked Sendable {
+  // @unchecked: the storage is written once in init; afterwards only lws writes into the headroom in
+  // front of the payload, and lws runs on the single service thread.
+  let storage: UnsafeMutableRawPointer
+  /// The payload size in bytes.
+  public let count: Int
+  /// Whether this is a binary (rather than text) message.
+  public let isBinary: Bool
+
+  /// A message carrying `bytes`.
+  public init(bytes: some Collection<UInt8>, binary: Bool) {
+    let pre = Int(CLWS_PRE)
+    self.count = bytes.count
+    self.isBinary = binary
+    self.storage = .allocate(byteCount: pre + max(bytes.count, 1), alignment: 16)
+    let payload = (storage + pre).assumingMemoryBound(to: UInt8.self)
+    var index = 0
+    for byte in bytes {
+      payload[index] = byte
+      index += 1
+    }
+  }
+
+  /// A text message.
+  public convenience init(text: String) {
+    self.init(bytes: text.utf8, binary: false)
+  }
+
+  var payload: UnsafeMutablePointer<UInt8> {
+    (storage + Int(CLWS_PRE)).assumingMemoryBound(to: UInt8.self)
+  }
+
+  deinit { storage.deallocate() }
+}
+
+/// A first-in first-out queue without per-pop copying.
+struct FIFO<Element> {
+  private var items: [Element] = []
+  private var head = 0
+
+  var isEmpty: Bool { head == items.count }
+  var count: Int { items.count - head }
+  var first: Element? { isEmpty ? nil : items[head] }
+
+  mutating func append(_ item: Element) { items.append(item) }
+
+  @discardableResult
+  mutating func removeFirst() -> Element? {
+    guard !isEmpty else { return nil }
+    let item = items[head]
+    head += 1
+    if head == items.count {
+      items.removeAll(keepingCapacity: true)
+      head = 0
+    } else if head > 1024 && head * 2 > items.count {
+      items.removeFirst(head)
+      head = 0
+    }
+    return item
+  }
+}
+
+/// One HTTP request/response exchange on a connection.
+final class HTTPExchange {
+  let id: RequestID
+  let wsi: OpaquePointer
+  let head: HTTPRequestHead
+  var bodyLimit = 0
+  var body: [UInt8] = []
+  var awaitingBody = false
+  var dispatched = false
+  var response: HTTPResponse?
+  var headersSent = false
+  var bodyOffset = 0
+  var closeAfter = false
+  var streamQueue: [UInt8] = []
+  var streamEnded = false
+
+  init(id: RequestID, wsi: OpaquePointer, head: HTTPRequestHead) {
+    self.id = id
+    self.wsi = wsi
+    self.head = head
+  }
+
+  var isStreaming: Bool { response?.isStream == true }
+}
+
+/// One server-side WebSocket connection.
+final class WebSocketConnection {
+  let id: WebSocketID
+  let wsi: OpaquePointer
+  var queue = FIFO<OutboundMessage>()
+  var queuedBytes = 0
+  var receiveBuffer: [UInt8] = []
+  var receivingBinary = false
+  var closeRequest: (code: UInt16, reason: String)?
+
+  init(id: WebSocketID, wsi: OpaquePointer) {
+    self.id = id
+    self.wsi = wsi
+  }
+}

@@ -1,0 +1,468 @@
+/// The lws protocol callback and the HTTP / WebSocket state machines behind it.
+///
+/// Everything in this file runs on the service thread, inside lws callbacks. Returning non-zero from a
+/// callback makes lws close the connection.
+internal import CLibWebSockets
+import Glibc
+
+/// The one protocol callback. A plain global function converts to a C function pointer; it finds the
+/// server through the context's user pointer.
+func serverCallback(
+  _ wsi: OpaquePointer?, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+  _ input: UnsafeMutableRawPointer?, _ length: Int
+) -> Int32 {
+  guard let wsi, let raw = lws_context_user(lws_get_context(wsi)),
+    let server = Unmanaged<ContextUser>.fromOpaque(raw).takeUnretainedValue().server
+  else {
+    return 0
+  }
+  switch reason {
+  case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+    // Delivered after lws_cancel_service; returning non-zero here would close the event pipe.
+    server.drainInbox()
+    return 0
+  case LWS_CALLBACK_HTTP:
+    return server.httpRequestStarted(wsi)
+  case LWS_CALLBACK_HTTP_BODY:
+    return server.httpBodyReceived(wsi, input, length)
+  case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+    return server.httpBodyCompleted(wsi)
+  case LWS_CALLBACK_HTTP_WRITEABLE:
+    return server.httpWritable(wsi)
+  case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+    return server.webSocketUpgradeRequested(wsi)
+  case LWS_CALLBACK_ESTABLISHED:
+    return server.webSocketEstablished(wsi)
+  case LWS_CALLBACK_RECEIVE:
+    return server.webSocketReceived(wsi, input, length)
+  case LWS_CALLBACK_SERVER_WRITEABLE:
+    return server.webSocketWritable(wsi)
+  case LWS_CALLBACK_CLOSED:
+    server.webSocketClosed(wsi)
+    return 0
+  case LWS_CALLBACK_WSI_DESTROY:
+    server.connectionDestroyed(wsi)
+    return 0
+  default:
+    return lws_callback_http_dummy(wsi, reason, user, input, length)
+  }
+}
+
+// MARK: - Reading request heads
+
+extension Server {
+  func header(_ wsi: OpaquePointer, _ token: lws_token_indexes) -> String? {
+    let length = Int(lws_hdr_total_length(wsi, token))
+    guard length > 0 else { return nil }
+    var buffer = [CChar](repeating: 0, count: length + 1)
+    let copied = lws_hdr_copy(wsi, &buffer, Int32(length + 1), token)
+    guard copied >= 0 else { return nil }
+    return buffer.withUnsafeBytes { String(decoding: $0.prefix(Int(copied)), as: UTF8.self) }
+  }
+
+  func customHeader(_ wsi: OpaquePointer, _ nameWithColon: String) -> String? {
+    let nameLength = Int32(nameWithColon.utf8.count)
+    let length = Int(lws_hdr_custom_length(wsi, nameWithColon, nameLength))
+    guard length > 0 else { return nil }
+    var buffer = [CChar](repeating: 0, count: length + 1)
+    let copied = lws_hdr_custom_copy(wsi, &buffer, Int32(length + 1), nameWithColon, nameLength)
+    guard copied >= 0 else { return nil }
+    return buffer.withUnsafeBytes { String(decoding: $0.prefix(Int(copied)), as: UTF8.self) }
+  }
+
+  func queryFragments(_ wsi: OpaquePointer) -> [String] {
+    var fragments: [String] = []
+    var index: Int32 = 0
+    while index < 64 {
+      let length = Int(lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, index))
+      guard length > 0 else { break }
+      var buffer = [CChar](repeating: 0, count: length + 1)
+      let copied = lws_hdr_copy_fragment(wsi, &buffer, Int32(length + 1), WSI_TOKEN_HTTP_URI_ARGS, index)
+      guard copied >= 0 else { break }
+      fragments.append(buffer.withUnsafeBytes { String(decoding: $0.prefix(Int(copied)), as: UTF8.self) })
+      index += 1
+    }
+    return fragments
+  }
+
+  func makeHead(_ wsi: OpaquePointer, method: HTTPMethod, path: String) -> HTTPRequestHead {
+    var headers = HTTPHeaders()
+    let tokens: [(String, lws_token_indexes)] = [
+      ("authorization", WSI_TOKEN_HTTP_AUTHORIZATION), ("content-type", WSI_TOKEN_HTTP_CONTENT_TYPE),
+      ("content-length", WSI_TOKEN_HTTP_CONTENT_LENGTH), ("accept", WSI_TOKEN_HTTP_ACCEPT),
+      ("if-none-match", WSI_TOKEN_HTTP_IF_NONE_MATCH), ("host", WSI_TOKEN_HOST), ("range", WSI_TOKEN_HTTP_RANGE),
+      ("origin", WSI_TOKEN_ORIGIN), ("user-agent", WSI_TOKEN_HTTP_USER_AGENT),
+      ("transfer-encoding", WSI_TOKEN_HTTP_TRANSFER_ENCODING), ("sec-websocket-protocol", WSI_TOKEN_PROTOCOL),
+    ]
+    for (name, token) in tokens {
+      if let value = header(wsi, token) { headers.add(name, value) }
+    }
+    for name in ["last-event-id", "x-request-id"] {
+      if let value = customHeader(wsi, name + ":") { headers.add(name, value) }
+    }
+    var address = [CChar](repeating: 0, count: 64)
+    let remote = lws_get_peer_simple(wsi, &address, address.count).map { String(cString: $0) } ?? ""
+    let contentLength = headers["content-length"].flatMap { Int($0.trimmingSpaces()) }
+    return HTTPRequestHead(
+      method: method, path: path, query: QueryItems(fragments: queryFragments(wsi)), headers: headers,
+      contentLength: contentLength, remoteAddress: remote)
+  }
+}
+
+extension String {
+  func trimmingSpaces() -> Substring {
+    var view = self[...]
+    while view.first == " " { view.removeFirst() }
+    while view.last == " " { view.removeLast() }
+    return view
+  }
+}
+
+// MARK: - HTTP
+
+extension Server {
+  func httpRequestStarted(_ wsi: OpaquePointer) -> Int32 {
+    var uri: UnsafeMutablePointer<CChar>?
+    var uriLength: Int32 = 0
+    let methodIndex = Int(lws_http_get_uri_and_method(wsi, &uri, &uriLength))
+    let path = uri.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(uriLength)), as: UTF8.self) } ?? "/"
+    let method: HTTPMethod? =
+      switch methodIndex {
+      case Int(LWSHUMETH_GET): .get
+      case Int(LWSHUMETH_HEAD): .head
+      case Int(LWSHUMETH_POST): .post
+      case Int(LWSHUMETH_PUT): .put
+      case Int(LWSHUMETH_PATCH): .patch
+      case Int(LWSHUMETH_DELETE): .delete
+      case Int(LWSHUMETH_OPTIONS): .options
+      default: nil
+      }
+    let head = makeHead(wsi, method: method ?? .get, path: path)
+    let exchange = HTTPExchange(id: RequestID(allocateID()), wsi: wsi, head: head)
+    if let previous = exchanges[wsi] { exchangesByID[previous.id] = nil }
+    exchanges[wsi] = exchange
+    exchangesByID[exchange.id] = exchange
+
+    guard let method, let delegate else {
+      reject(exchange, status: 501, message: "this HTTP method is not supported; use GET, POST, PUT, PATCH or DELETE")
+      return 0
+    }
+    guard method.hasRequestBody else {
+      dispatch(exchange)
+      return 0
+    }
+    if let encoding = head.headers["transfer-encoding"], encoding.lowercased() != "identity" {
+      reject(exchange, status: 411, message: "chunked request bodies are not supported; send a Content-Length header")
+      return 0
+    }
+    guard let contentLength = head.contentLength else {
+      // lws would wait for a body that never ends; answer as if it were empty and close afterwards.
+      exchange.closeAfter = true
+      dispatch(exchange)
+      return 0
+    }
+    let limit = delegate.bodyLimit(for: head)
+    if contentLength > limit {
+      reject(exchange, status: 413, message: "the request body is \(contentLength) bytes; the limit here is \(limit) bytes")
+      return 0
+    }
+    exchange.bodyLimit = limit
+    exchange.awaitingBody = true
+    exchange.body.reserveCapacity(min(contentLength, 1 << 20))
+    return 0
+  }
+
+  func httpBodyReceived(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    guard let exchange = exchanges[wsi], exchange.awaitingBody, !exchange.dispatched else { return 0 }
+    if let input, length > 0 {
+      if exchange.body.count + length > exchange.bodyLimit {
+        reject(exchange, status: 413, message: "the request body exceeds the limit of \(exchange.bodyLimit) bytes")
+        return 0
+      }
+      exchange.body.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+    }
+    return 0
+  }
+
+  func httpBodyCompleted(_ wsi: OpaquePointer) -> Int32 {
+    guard let exchange = exchanges[wsi], !exchange.dispatched else { return 0 }
+    exchange.awaitingBody = false
+    dispatch(exchange)
+    return 0
+  }
+
+  private func dispatch(_ exchange: HTTPExchange) {
+    exchange.dispatched = true
+    let request = HTTPRequest(id: exchange.id, head: exchange.head, body: exchange.body)
+    exchange.body = []
+    delegate?.handle(request)
+  }
+
+  /// Answers a protocol-level failure before the body was read; the connection closes afterwards.
+  private func reject(_ exchange: HTTPExchange, status: Int, message: String) {
+    exchange.dispatched = true
+    exchange.closeAfter = true
+    let response =
+      delegate?.errorResponse(status: status, message: message)
+      ?? HTTPResponse(status: status, contentType: "text/plain", body: Array(message.utf8))
+    _ = respond(to: exchange.id, with: response)
+  }
+
+  /// Queues the response for request `id`. Returns false when the client is gone or it was answered already.
+  @discardableResult
+  public func respond(to id: RequestID, with response: HTTPResponse) -> Bool {
+    assertInLoop()
+    guard let exchange = exchangesByID[id], exchange.response == nil else { return false }
+    exchange.response = response
+    lws_callback_on_writable(exchange.wsi)
+    return true
+  }
+
+  /// Appends bytes to a streaming response. Returns false when the stream is gone, ended, or its
+  /// queue is over ``ServerConfiguration/maxQueuedBytesPerStream`` (the caller should end it).
+  public func writeStream(_ id: RequestID, _ bytes: [UInt8]) -> Bool {
+    assertInLoop()
+    guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return false }
+    guard exchange.streamQueue.count + bytes.count <= configuration.maxQueuedBytesPerStream else { return false }
+    exchange.streamQueue.append(contentsOf: bytes)
+    if exchange.headersSent { lws_callback_on_writable(exchange.wsi) }
+    return true
+  }
+
+  /// Ends a streaming response after what is queued; the connection then closes.
+  public func endStream(_ id: RequestID) {
+    assertInLoop()
+    guard let exchange = exchangesByID[id], exchange.isStreaming else { return }
+    exchange.streamEnded = true
+    lws_callback_on_writable(exchange.wsi)
+  }
+
+  func httpWritable(_ wsi: OpaquePointer) -> Int32 {
+    guard let exchange = exchanges[wsi], let response = exchange.response else { return 0 }
+    let start = (scratch + Int(CLWS_PRE)).assumingMemoryBound(to: UInt8.self)
+    let end = start + scratchSize - 1
+    if !exchange.headersSent {
+      var cursor: UnsafeMutablePointer<UInt8>? = start
+      let length = response.isStream ? CLWS_ILLEGAL_HTTP_CONTENT_LEN : lws_filepos_t(response.body.count)
+      if lws_add_http_common_headers(wsi, UInt32(response.status), response.contentType, length, &cursor, end) != 0 {
+        return -1
+      }
+      for (name, value) in response.headers {
+        let nameWithColon = name.lowercased() + ":"
+        if lws_add_http_header_by_name(wsi, nameWithColon, value, Int32(value.utf8.count), &cursor, end) != 0 {
+          return -1
+        }
+      }
+      if exchange.closeAfter && !response.isStream {
+        if lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, "close", 5, &cursor, end) != 0 { return -1 }
+      }
+      if lws_finalize_http_header(wsi, &cursor, end) != 0 { return -1 }
+      exchange.headersSent = true
+      let headerBytes = cursor! - start
+      if response.isStream {
+        if lws_write(wsi, start, headerBytes, LWS_WRITE_HTTP_HEADERS) < 0 { return -1 }
+        // A stream stays open indefinitely: no lws pending timeout applies to it.
+        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0)
+        if !exchange.streamQueue.isEmpty || exchange.streamEnded { lws_callback_on_writable(wsi) }
+        return 0
+      }
+      let bodyBytes = response.omitBody ? 0 : response.body.count
+      if bodyBytes <= end - cursor! {
+        // Headers and body in one write: one send(2) for the common small response.
+        if bodyBytes > 0 {
+          response.body.withUnsafeBytes { UnsafeMutableRawPointer(cursor!).copyMemory(from: $0.baseAddress!, byteCount: bodyBytes) }
+        }
+        if lws_write(wsi, start, headerBytes + bodyBytes, LWS_WRITE_HTTP_FINAL) < 0 { return -1 }
+        return finish(exchange)
+      }
+      if lws_write(wsi, start, headerBytes, LWS_WRITE_HTTP_HEADERS) < 0 { return -1 }
+      lws_callback_on_writable(wsi)
+      return 0
+    }
+    if response.isStream {
+      return writeStreamChunk(exchange, start: start)
+    }
+    let remaining = response.body.count - exchange.bodyOffset
+    let chunk = min(remaining, scratchSize)
+    let last = chunk == remaining
+    response.body.withUnsafeBytes { body in
+      UnsafeMutableRawPointer(start).copyMemory(from: body.baseAddress! + exchange.bodyOffset, byteCount: chunk)
+    }
+    if lws_write(wsi, start, chunk, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < 0 { return -1 }
+    exchange.bodyOffset += chunk
+    guard last else {
+      lws_callback_on_writable(wsi)
+      return 0
+    }
+    return finish(exchange)
+  }
+
+  private func writeStreamChunk(_ exchange: HTTPExchange, start: UnsafeMutablePointer<UInt8>) -> Int32 {
+    let chunk = min(exchange.streamQueue.count, scratchSize)
+    if chunk > 0 {
+      exchange.streamQueue.withUnsafeBytes { UnsafeMutableRawPointer(start).copyMemory(from: $0.baseAddress!, byteCount: chunk) }
+      exchange.streamQueue.removeFirst(chunk)
+      if lws_write(exchange.wsi, start, chunk, LWS_WRITE_HTTP) < 0 { return -1 }
+    }
+    if !exchange.streamQueue.isEmpty {
+      lws_callback_on_writable(exchange.wsi)
+      return 0
+    }
+    if exchange.streamEnded {
+      forget(exchange)
+      return -1
+    }
+    return 0
+  }
+
+  private func finish(_ exchange: HTTPExchange) -> Int32 {
+    forget(exchange)
+    if exchange.closeAfter { return -1 }
+    // Non-zero means the connection must close (HTTP/1.0 or `Connection: close`).
+    return lws_http_transaction_completed(exchange.wsi) != 0 ? -1 : 0
+  }
+
+  private func forget(_ exchange: HTTPExchange) {
+    if exchanges[exchange.wsi] === exchange { exchanges[exchange.wsi] = nil }
+    exchangesByID[exchange.id] = nil
+    stopWhenIdle()
+  }
+}
+
+// MARK: - WebSocket
+
+extension Server {
+  func webSocketUpgradeRequested(_ wsi: OpaquePointer) -> Int32 {
+    let path = header(wsi, WSI_TOKEN_GET_URI) ?? "/"
+    let head = makeHead(wsi, method: .get, path: path)
+    guard let delegate else { return 1 }
+    switch delegate.shouldAccept(webSocket: head) {
+    case .accept:
+      pendingUpgrades[wsi] = head
+      return 0
+    case .reject(let response):
+      // Answer the upgrade request as plain HTTP, then let lws close the connection.
+      let start = (scratch + Int(CLWS_PRE)).assumingMemoryBound(to: UInt8.self)
+      let end = start + scratchSize - 1
+      var cursor: UnsafeMutablePointer<UInt8>? = start
+      let body = response.body.prefix(scratchSize / 2)
+      if lws_add_http_common_headers(
+        wsi, UInt32(response.status), response.contentType, lws_filepos_t(body.count), &cursor, end) == 0,
+        lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, "close", 5, &cursor, end) == 0,
+        lws_finalize_http_header(wsi, &cursor, end) == 0
+      {
+        body.withUnsafeBytes { UnsafeMutableRawPointer(cursor!).copyMemory(from: $0.baseAddress!, byteCount: body.count) }
+        _ = lws_write(wsi, start, cursor! - start + body.count, LWS_WRITE_HTTP_FINAL)
+      }
+      return 1
+    }
+  }
+
+  func webSocketEstablished(_ wsi: OpaquePointer) -> Int32 {
+    let head = pendingUpgrades.removeValue(forKey: wsi) ?? HTTPRequestHead(method: .get, path: "/")
+    let connection = WebSocketConnection(id: WebSocketID(allocateID()), wsi: wsi)
+    sockets[wsi] = connection
+    socketsByID[connection.id] = connection
+    if draining {
+      _ = close(connection.id, code: 1001, reason: "node shutting down")
+      return 0
+    }
+    delegate?.webSocketOpened(connection.id, head: head)
+    return 0
+  }
+
+  func webSocketReceived(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    guard let connection = sockets[wsi], connection.closeRequest == nil else { return 0 }
+    if connection.receiveBuffer.isEmpty {
+      connection.receivingBinary = lws_frame_is_binary(wsi) != 0
+    }
+    if connection.receiveBuffer.count + length > configuration.maxWebSocketMessageBytes {
+      connection.receiveBuffer = []
+      _ = close(
+        connection.id, code: 1009,
+        reason: "message larger than \(configuration.maxWebSocketMessageBytes) bytes")
+      return 0
+    }
+    if let input, length > 0 {
+      connection.receiveBuffer.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
+    }
+    // RECEIVE is not message-aligned: a message is complete at the final fragment with nothing left.
+    guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return 0 }
+    let bytes = connection.receiveBuffer
+    connection.receiveBuffer = []
+    messagesIn += 1
+    delegate?.webSocketReceived(connection.id, connection.receivingBinary ? .binary(bytes) : .text(bytes))
+    return 0
+  }
+
+  /// Queues `message` on connection `id`. Service thread only.
+  public func send(_ message: OutboundMessage, to id: WebSocketID) -> SendResult {
+    assertInLoop()
+    guard let connection = socketsByID[id], connection.closeRequest == nil else { return .closed }
+    guard connection.queuedBytes + message.count <= configuration.maxQueuedBytesPerWebSocket else { return .queueFull }
+    let wasEmpty = connection.queue.isEmpty
+    connection.queue.append(message)
+    connection.queuedBytes += message.count
+    if wasEmpty { lws_callback_on_writable(connection.wsi) }
+    return .queued
+  }
+
+  /// Bytes queued on connection `id`, or nil when it is gone.
+  public func queuedBytes(_ id: WebSocketID) -> Int? {
+    assertInLoop()
+    return socketsByID[id]?.queuedBytes
+  }
+
+  /// Closes connection `id` with a close frame after what is already queued. Returns false if it is gone.
+  @discardableResult
+  public func close(_ id: WebSocketID, code: UInt16, reason: String) -> Bool {
+    assertInLoop()
+    guard let connection = socketsByID[id] else { return false }
+    if connection.closeRequest == nil {
+      connection.closeRequest = (code, String(reason.utf8.prefix(120)) ?? "")
+    }
+    lws_callback_on_writable(connection.wsi)
+    return true
+  }
+
+  func webSocketWritable(_ wsi: OpaquePointer) -> Int32 {
+    guard let connection = sockets[wsi] else { return 0 }
+    var budget = 32
+    while budget > 0, let message = connection.queue.first {
+      let kind = message.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
+      if lws_write(wsi, message.payload, message.count, kind) < 0 { return -1 }
+      connection.queue.removeFirst()
+      connection.queuedBytes -= message.count
+      messagesOut += 1
+      budget -= 1
+      if lws_send_pipe_choked(wsi) != 0 { break }
+    }
+    if !connection.queue.isEmpty {
+      lws_callback_on_writable(wsi)
+      return 0
+    }
+    if let request = connection.closeRequest {
+      var reason = Array(request.reason.utf8)
+      lws_close_reason(wsi, lws_close_status(rawValue: UInt32(request.code)), &reason, reason.count)
+      return -1
+    }
+    return 0
+  }
+
+  func webSocketClosed(_ wsi: OpaquePointer) {
+    guard let connection = sockets.removeValue(forKey: wsi) else { return }
+    socketsByID[connection.id] = nil
+    delegate?.webSocketClosed(connection.id)
+    stopWhenIdle()
+  }
+
+  func connectionDestroyed(_ wsi: OpaquePointer) {
+    pendingUpgrades[wsi] = nil
+    if let exchange = exchanges.removeValue(forKey: wsi) {
+      exchangesByID[exchange.id] = nil
+      delegate?.requestClosed(exchange.id)
+    }
+    webSocketClosed(wsi)
+    stopWhenIdle()
+  }
+}

@@ -1,0 +1,358 @@
+/// A libwebsockets server: one context, one port, HTTP and WebSocket, serviced on one thread.
+///
+/// Threading: lws is single-threaded (`LWS_MAX_SMP` is 1 in Debian's build). Every
+/// `lws_*` call except `lws_cancel_service` happens on the service thread that
+/// runs ``run()``. The server is also a `SerialExecutor`: actors whose
+/// `unownedExecutor` is this server run their code on that thread, so they may
+/// call the loop-only methods (``respond(to:with:)``, ``send(_:to:)`` …)
+/// directly. Other threads enqueue jobs under a `Mutex` and wake the loop with
+/// `lws_cancel_service`, which lws documents as safe from any thread; the loop
+/// drains them on `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+///
+/// Ownership: lws keeps pointers (not copies) to protocol names, the
+/// interface string and the server string, so they live in ``CStringArena``
+/// until the context is destroyed. Per-connection state lives in Swift
+/// dictionaries keyed by `wsi`, removed on `LWS_CALLBACK_WSI_DESTROY`, which lws
+/// always delivers (unlike `CLOSED_HTTP`).
+internal import CLibWebSockets
+import Dispatch
+import Glibc
+import Logging
+import Synchronization
+
+/// Receives HTTP and WebSocket events. Every method is called on the service thread.
+public protocol ServerDelegate: AnyObject {
+  /// The largest body accepted for this request; a larger `Content-Length` is answered with 413.
+  func bodyLimit(for head: HTTPRequestHead) -> Int
+  /// A complete request. The delegate must answer it with ``Server/respond(to:with:)`` (now or later).
+  func handle(_ request: HTTPRequest)
+  /// The client went away before the response was completely written (also for streams).
+  func requestClosed(_ id: RequestID)
+  /// Whether to complete a WebSocket upgrade.
+  func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision
+  /// A WebSocket connection is open.
+  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead)
+  /// A complete message arrived.
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage)
+  /// The connection is gone.
+  func webSocketClosed(_ id: WebSocketID)
+  /// The response for a failure the server detects itself (411, 413, 501) before the request reaches a handler.
+  func errorResponse(status: Int, message: String) -> HTTPResponse
+}
+
+/// Limits and addresses for a ``Server``.
+public struct ServerConfiguration: Sendable {
+  /// The IP address to bind (`0.0.0.0`, `127.0.0.1`, `::`, `::1` …).
+  public var bindAddress: String
+  /// The TCP port; 0 lets the kernel pick one (read it back from ``Server/port``).
+  public var port: Int
+  /// The largest WebSocket message accepted from a client; larger ones close with 1009.
+  public var maxWebSocketMessageBytes: Int
+  /// Bytes a WebSocket connection may have queued before ``Server/send(_:to:)`` answers `.queueFull`.
+  public var maxQueuedBytesPerWebSocket: Int
+  /// Bytes a streaming response may have queued before ``Server/writeStream(_:_:)`` refuses more.
+  public var maxQueuedBytesPerStream: Int
+  /// The `Server` header.
+  public var serverName: String
+
+  public init(
+    bindAddress: String = "0.0.0.0", port: Int = 8080, maxWebSocketMessageBytes: Int = 1 << 20,
+    maxQueuedBytesPerWebSocket: Int = 8 << 20, maxQueuedBytesPerStream: Int = 8 << 20, serverName: String = "meshgate"
+  ) {
+    self.bindAddress = bindAddress
+    self.port = port
+    self.maxWebSocketMessageBytes = maxWebSocketMessageBytes
+    self.maxQueuedBytesPerWebSocket = maxQueuedBytesPerWebSocket
+    self.maxQueuedBytesPerStream = maxQueuedBytesPerStream
+    self.serverName = serverName
+  }
+}
+
+/// Counters read by `/metrics`. Loop-thread values copied out in one go.
+public struct ServerStatistics: Sendable {
+  /// Open WebSocket connections.
+  public var openWebSockets: Int
+  /// HTTP exchanges in progress (including open streams).
+  public var openRequests: Int
+  /// WebSocket messages written to clients.
+  public var webSocketMessagesOut: Int
+  /// WebSocket messages received from clients.
+  public var webSocketMessagesIn: Int
+}
+
+/// One lws context serving HTTP and WebSocket on one port.
+public final class Server: @unchecked Sendable {
+  // @unchecked: `context`, `protocols` and `arena` are written once in `init` and then read-only
+  // (lws only touches them on the service thread). Every other `var` is confined to the service
+  // thread (checked with `assertInLoop()`). `inbox` is guarded by its Mutex, `loopThread` and
+  // `stopRequested` are atomics.
+
+  /// The port actually bound (differs from the configuration when it asked for port 0).
+  public let port: Int
+  /// The configuration the server was created with.
+  public let configuration: ServerConfiguration
+
+  /// Set before ``run()``; called on the service thread only.
+  public weak var delegate: (any ServerDelegate)?
+
+  let logger = Logger(component: "lws")
+  private let context: OpaquePointer
+  private let protocols: UnsafeMutablePointer<lws_protocols>
+  private let arena: CStringArena
+
+  private struct Inbox: ~Copyable {
+    var open = true
+    var jobs: [UnownedJob] = []
+    var actions: [@Sendable () -> Void] = []
+  }
+  private let inbox = Mutex(Inbox())
+  private let loopThread = Atomic<UInt>(0)
+  private let stopRequested = Atomic<Bool>(false)
+
+  // Loop-thread state.
+  var exchanges: [OpaquePointer: HTTPExchange] = [:]
+  var exchangesByID: [RequestID: HTTPExchange] = [:]
+  var sockets: [OpaquePointer: WebSocketConnection] = [:]
+  var socketsByID: [WebSocketID: WebSocketConnection] = [:]
+  var pendingUpgrades: [OpaquePointer: HTTPRequestHead] = [:]
+  var nextID: UInt64 = 1
+  var messagesOut = 0
+  var messagesIn = 0
+  let scratch: UnsafeMutableRawPointer
+  let scratchSize = 64 * 1024
+  var draining = false
+
+  /// Creates the lws context and binds the port. Throws when the address or port cannot be bound.
+  public init(configuration: ServerConfiguration) throws(LWSError) {
+    self.configuration = configuration
+    LWSLogBridge.install()
+    let arena = CStringArena()
+    self.arena = arena
+    self.scratch = .allocate(byteCount: Int(CLWS_PRE) + scratchSize, alignment: 16)
+
+    // One protocol serves plain HTTP and browser WebSockets (which send no subprotocol, so lws binds
+    // them to protocols[0]). A single callback handles both, which sidesteps lws routing HTTP events
+    // to a "default" WebSocket protocol. The array ends with an all-zero terminator.
+    let protocols = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
+    protocols.initialize(repeating: lws_protocols(), count: 2)
+    protocols[0].name = arena.make("http")
+    protocols[0].callback = serverCallback
+    protocols[0].per_session_data_size = 0
+    protocols[0].rx_buffer_size = 64 * 1024
+    self.protocols = protocols
+
+    var info = lws_context_creation_info()
+    info.port = Int32(configuration.port)
+    info.protocols = UnsafePointer(protocols)
+    info.gid = -1
+    info.uid = -1
+    info.server_string = arena.make(configuration.serverName)
+    info.timeout_secs = 30
+    info.ka_time = 0
+    var options: UInt64 = 0
+    // An IP address with IPv6 enabled binds [::]; pin IPv4 addresses to IPv4 (LWS-NOTES pitfall 1).
+    if !configuration.bindAddress.contains(":") {
+      options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+    }
+    info.options = options
+    if configuration.bindAddress != "0.0.0.0" && configuration.bindAddress != "::" {
+      info.iface = arena.make(configuration.bindAddress)
+    }
+    info.vhost_name = arena.make("default")
+
+    // The context's user pointer is this server, unretained: the server outlives the context,
+    // which ``run()`` destroys before returning.
+    let box = ContextUser()
+    info.user = Unmanaged.passUnretained(box).toOpaque()
+    guard let context = lws_create_context(&info) else {
+      protocols.deinitialize(count: 2)
+      protocols.deallocate()
+      throw .cannotListen(address: configuration.bindAddress, port: configuration.port)
+    }
+    guard let vhost = lws_get_vhost_by_name(context, "default"),
+      lws_get_vhost_listen_port(vhost) > 0
+    else {
+      lws_context_destroy(context)
+      protocols.deinitialize(count: 2)
+      protocols.deallocate()
+      throw .cannotListen(address: configuration.bindAddress, port: configuration.port)
+    }
+    self.context = context
+    self.port = Int(lws_get_vhost_listen_port(vhost))
+    self.contextUser = box
+    box.server = self
+  }
+
+  /// Keeps the context's user object alive; it points back weakly-by-convention (unowned) at the server.
+  private var contextUser: ContextUser?
+
+  deinit {
+    scratch.deallocate()
+    protocols.deinitialize(count: 2)
+    protocols.deallocate()
+  }
+
+  /// Whether the caller runs on the service thread.
+  public var inLoop: Bool {
+    let owner = loopThread.load(ordering: .acquiring)
+    return owner != 0 && owner == UInt(pthread_self())
+  }
+
+  func assertInLoop(_ function: StaticString = #function) {
+    precondition(inLoop, "\(function) must run on the lws service thread")
+  }
+
+  /// Services the context on the calling thread until ``shutdown(grace:)`` or ``stop()``; then destroys it.
+  public func run() {
+    loopThread.store(UInt(pthread_self()), ordering: .releasing)
+    while !stopRequested.load(ordering: .acquiring) {
+      if lws_service(context, 0) < 0 { break }
+    }
+    // Run what was queued while stopping, then close the inbox so nobody wakes a destroyed context.
+    drainInbox()
+    inbox.withLock { $0.open = false }
+    lws_context_destroy(context)
+    exchanges.removeAll()
+    exchangesByID.removeAll()
+    sockets.removeAll()
+    socketsByID.removeAll()
+    contextUser = nil
+    logger.debug("Service loop stopped.")
+  }
+
+  /// Stops the loop at once; safe from any thread. Open connections are dropped.
+  public func stop() {
+    stopRequested.store(true, ordering: .releasing)
+    wakeUp()
+  }
+
+  /// Closes WebSockets with 1001 and ends streams, then stops the loop once they are gone or
+  /// `grace` has passed. Safe from any thread.
+  public func shutdown(grace: Duration = .seconds(2)) {
+    execute { [self] in
+      guard !draining else { return }
+      draining = true
+      for connection in sockets.values {
+        _ = close(connection.id, code: 1001, reason: "node shutting down")
+      }
+      for exchange in exchanges.values where exchange.isStreaming {
+        endStream(exchange.id)
+      }
+      stopWhenIdle()
+    }
+    let (seconds, attoseconds) = grace.components
+    let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+    DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in stop() }
+  }
+
+  func stopWhenIdle() {
+    if draining && sockets.isEmpty && !exchanges.values.contains(where: \.isStreaming) {
+      stopRequested.store(true, ordering: .releasing)
+    }
+  }
+
+  /// Runs `action` on the service thread; safe from any thread.
+  public func execute(_ action: @escaping @Sendable () -> Void) {
+    let wake = inbox.withLock { inbox -> Bool in
+      guard inbox.open else { return false }
+      inbox.actions.append(action)
+      return inbox.actions.count + inbox.jobs.count == 1
+    }
+    if wake { wakeUp() }
+  }
+
+  private func wakeUp() {
+    // lws_cancel_service is the one lws call documented as safe from any thread. The inbox lock
+    // orders it against `run()` closing the inbox before destroying the context.
+    inbox.withLock { inbox in
+      if inbox.open { lws_cancel_service(context) }
+    }
+  }
+
+  func drainInbox() {
+    while true {
+      let (jobs, actions) = inbox.withLock { inbox -> ([UnownedJob], [@Sendable () -> Void]) in
+        defer {
+          inbox.jobs.removeAll(keepingCapacity: true)
+          inbox.actions.removeAll(keepingCapacity: true)
+        }
+        return (inbox.jobs, inbox.actions)
+      }
+      if jobs.isEmpty && actions.isEmpty { return }
+      for action in actions { action() }
+      for job in jobs { job.runSynchronously(on: asUnownedSerialExecutor()) }
+    }
+  }
+
+  /// Counters for `/metrics`. Service thread only.
+  public func statistics() -> ServerStatistics {
+    assertInLoop()
+    return ServerStatistics(
+      openWebSockets: sockets.count, openRequests: exchanges.count, webSocketMessagesOut: messagesOut,
+      webSocketMessagesIn: messagesIn)
+  }
+
+  func allocateID() -> UInt64 {
+    defer { nextID += 1 }
+    return nextID
+  }
+}
+
+extension Server: SerialExecutor {
+  public func enqueue(_ job: consuming ExecutorJob) {
+    let job = UnownedJob(job)
+    let wake = inbox.withLock { inbox -> Bool in
+      inbox.jobs.append(job)
+      return inbox.open && inbox.actions.count + inbox.jobs.count == 1
+    }
+    // Only the empty → non-empty transition wakes the loop: it swaps the whole inbox out.
+    if wake { wakeUp() }
+  }
+
+  public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+    UnownedSerialExecutor(ordinary: self)
+  }
+
+  public func checkIsolated() {
+    precondition(inLoop, "Expected to be on the lws service thread")
+  }
+}
+
+/// The object behind the lws context user pointer. Only the service thread reads `server`.
+final class ContextUser {
+  unowned(unsafe) var server: Server?
+}
+
+/// Owns C strings lws keeps pointers to; freed when the arena dies (after the context).
+final class CStringArena {
+  private var strings: [UnsafeMutablePointer<CChar>] = []
+
+  func make(_ string: String) -> UnsafePointer<CChar> {
+    let copy = strdup(string)!
+    strings.append(copy)
+    return UnsafePointer(copy)
+  }
+
+  deinit { strings.forEach { free($0) } }
+}
+
+/// Errors from setting up or driving libwebsockets.
+public struct LWSError: Error, Equatable, CustomStringConvertible {
+  private enum Code: Equatable {
+    case cannotListen(address: String, port: Int)
+  }
+  private let code: Code
+
+  /// The context could not be created or the port could not be bound.
+  public static func cannotListen(address: String, port: Int) -> LWSError {
+    LWSError(code: .cannotListen(address: address, port: port))
+  }
+
+  public var description: String {
+    switch code {
+    case .cannotListen(let address, let port):
+      "cannot listen on \(address):\(port): the port is in use or the address is not local; "
+        + "choose another --port or --bind"
+    }
+  }
+}

@@ -1,0 +1,423 @@
+/// A JSON document as a Swift value, with a strict parser and a deterministic serializer.
+///
+/// MeshCore's events, invitations and requests carry JSON payloads; keeping the representation here keeps
+/// the core free of Foundation and makes its outputs byte-for-byte reproducible (object keys are kept in
+/// insertion order, numbers print the same way every time). The parser is defensive: it bounds nesting
+/// depth, rejects trailing garbage, lone surrogates and control characters in strings, and reports the
+/// byte offset of the first problem, so REST errors can say exactly what is wrong.
+public enum JSONValue: Sendable, Hashable {
+  case null
+  case bool(Bool)
+  case int(Int64)
+  case double(Double)
+  case string(String)
+  case array([JSONValue])
+  /// An object; keys keep their order. Duplicate keys are rejected by the parser.
+  case object(JSONObject)
+
+  /// The string payload, if this is a string.
+  public var stringValue: String? {
+    if case .string(let value) = self { return value }
+    return nil
+  }
+
+  /// The object payload, if this is an object.
+  public var objectValue: JSONObject? {
+    if case .object(let value) = self { return value }
+    return nil
+  }
+
+  /// The integer payload, if this is an integral number.
+  public var intValue: Int64? {
+    switch self {
+    case .int(let value): return value
+    case .double(let value) where value.rounded() == value && abs(value) < 9.0e15: return Int64(value)
+    default: return nil
+    }
+  }
+
+  /// A short name of the JSON type, for error messages ("a string", "an object" …).
+  public var typeDescription: String {
+    switch self {
+    case .null: "null"
+    case .bool: "a boolean"
+    case .int, .double: "a number"
+    case .string: "a string"
+    case .array: "an array"
+    case .object: "an object"
+    }
+  }
+}
+
+/// A JSON object that keeps key order.
+public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral {
+  /// The members in order.
+  public private(set) var members: [(key: String, value: JSONValue)]
+
+  public init(_ members: [(String, JSONValue)] = []) {
+    self.members = members.map { (key: $0.0, value: $0.1) }
+  }
+
+  public init(dictionaryLiteral elements: (String, JSONValue)...) {
+    self.init(elements)
+  }
+
+  /// The value for `key`, or nil.
+  public subscript(_ key: String) -> JSONValue? {
+    get { members.first { $0.key == key }?.value }
+    set {
+      if let index = members.firstIndex(where: { $0.key == key }) {
+        if let newValue { members[index].value = newValue } else { members.remove(at: index) }
+      } else if let newValue {
+        members.append((key: key, value: newValue))
+      }
+    }
+  }
+
+  /// The keys in order.
+  public var keys: [String] { members.map(\.key) }
+
+  public func makeIterator() -> IndexingIterator<[(key: String, value: JSONValue)]> {
+    members.makeIterator()
+  }
+
+  public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+    lhs.members.count == rhs.members.count
+      && zip(lhs.members, rhs.members).allSatisfy { $0.key == $1.key && $0.value == $1.value }
+  }
+
+  public func hash(into hasher: inout Hasher) {
+    for member in members {
+      hasher.combine(member.key)
+      hasher.combine(member.value)
+    }
+  }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+  ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral, ExpressibleByFloatLiteral
+{
+  public init(stringLiteral value: String) { self = .string(value) }
+  public init(integerLiteral value: Int64) { self = .int(value) }
+  public init(booleanLiteral value: Bool) { self = .bool(value) }
+  public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+  public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(JSONObject(elements)) }
+  public init(nilLiteral: ()) { self = .null }
+  public init(floatLiteral value: Double) { self = .double(value) }
+}
+
+// MARK: - Serializing
+
+extension JSONValue {
+  /// The compact UTF-8 encoding of this value.
+  public func serialized() -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(128)
+    write(to: &out)
+    return out
+  }
+
+  /// The compact encoding as a `String`.
+  public func serializedString() -> String {
+    String(decoding: serialized(), as: UTF8.self)
+  }
+
+  func write(to out: inout [UInt8]) {
+    switch self {
+    case .null: out.append(contentsOf: "null".utf8)
+    case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
+    case .int(let value): out.append(contentsOf: String(value).utf8)
+    case .double(let value):
+      if value.isFinite {
+        if value.rounded() == value && abs(value) < 1e15 {
+          out.append(contentsOf: String(Int64(value)).utf8)
+        } else {
+          out.append(contentsOf: "\(value)".utf8)
+        }
+      } else {
+        out.append(contentsOf: "null".utf8)
+      }
+    case .string(let value): Self.writeString(value, to: &out)
+    case .array(let values):
+      out.append(UInt8(ascii: "["))
+      for (index, value) in values.enumerated() {
+        if index > 0 { out.append(UInt8(ascii: ",")) }
+        value.write(to: &out)
+      }
+      out.append(UInt8(ascii: "]"))
+    case .object(let object):
+      out.append(UInt8(ascii: "{"))
+      for (index, member) in object.members.enumerated() {
+        if index > 0 { out.append(UInt8(ascii: ",")) }
+        Self.writeString(member.key, to: &out)
+        out.append(UInt8(ascii: ":"))
+        member.value.write(to: &out)
+      }
+      out.append(UInt8(ascii: "}"))
+    }
+  }
+
+  static func writeString(_ string: String, to out: inout [UInt8]) {
+    let hex = Array("0123456789abcdef".utf8)
+    out.append(UInt8(ascii: "\""))
+    for byte in string.utf8 {
+      switch byte {
+      case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+      case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+      case 0x0A: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+      case 0x0D: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+      case 0x09: out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+      case 0..<0x20:
+        out.append(contentsOf: Array("\\u00".utf8))
+        out.append(hex[Int(byte >> 4)])
+        out.append(hex[Int(byte & 0xF)])
+      default: out.append(byte)
+      }
+    }
+    out.append(UInt8(ascii: "\""))
+  }
+}
+
+// MARK: - Parsing
+
+/// Why a JSON document was rejected, with the byte offset of the problem.
+public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertible {
+  /// What is wrong.
+  public let reason: String
+  /// The byte offset where the parser stopped.
+  public let offset: Int
+
+  public var description: String { "\(reason) at byte \(offset)" }
+}
+
+extension JSONValue {
+  /// Parses a complete JSON document (RFC 8259), nesting at most `maxDepth` levels.
+  public static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
+    var parser = JSONParser(bytes: Array(bytes), maxDepth: maxDepth)
+    return try parser.parseDocument()
+  }
+
+  /// Parses the UTF-8 of `text`.
+  public static func parse(_ text: String, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
+    try parse(Array(text.utf8), maxDepth: maxDepth)
+  }
+}
+
+struct JSONParser {
+  let bytes: [UInt8]
+  let maxDepth: Int
+  var index = 0
+  var depth = 0
+
+  init(bytes: [UInt8], maxDepth: Int) {
+    self.bytes = bytes
+    self.maxDepth = maxDepth
+  }
+
+  mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+    skipWhitespace()
+    if index == bytes.count { throw fail("empty document") }
+    let value = try parseValue()
+    skipWhitespace()
+    guard index == bytes.count else { throw fail("unexpected content after the JSON value") }
+    return value
+  }
+
+  func fail(_ reason: String) -> JSONParseError {
+    JSONParseError(reason: reason, offset: index)
+  }
+
+  mutating func skipWhitespace() {
+    while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+  }
+
+  mutating func parseValue() throws(JSONParseError) -> JSONValue {
+    guard index < bytes.count else { throw fail("unexpected end of input") }
+    switch bytes[index] {
+    case UInt8(ascii: "{"): return try parseObject()
+    case UInt8(ascii: "["): return try parseArray()
+    case UInt8(ascii: "\""): return .string(try parseString())
+    case UInt8(ascii: "t"): return try parseLiteral("true", .bool(true))
+    case UInt8(ascii: "f"): return try parseLiteral("false", .bool(false))
+    case UInt8(ascii: "n"): return try parseLiteral("null", .null)
+    case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+    default: throw fail("unexpected character")
+    }
+  }
+
+  mutating func parseLiteral(_ word: String, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
+    let utf8 = Array(word.utf8)
+    guard index + utf8.count <= bytes.count, Array(bytes[index..<index + utf8.count]) == utf8 else {
+      throw fail("invalid literal")
+    }
+    index += utf8.count
+    return value
+  }
+
+  mutating func enter() throws(JSONParseError) {
+    depth += 1
+    if depth > maxDepth { throw fail("nesting deeper than \(maxDepth) levels") }
+  }
+
+  mutating func parseObject() throws(JSONParseError) -> JSONValue {
+    try enter()
+    index += 1
+    var object = JSONObject()
+    var seen = Set<String>()
+    skipWhitespace()
+    if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+      index += 1
+      depth -= 1
+      return .object(object)
+    }
+    while true {
+      skipWhitespace()
+      guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
+      let key = try parseString()
+      guard seen.insert(key).inserted else { throw fail("duplicate member \"\(key)\"") }
+      skipWhitespace()
+      guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+      index += 1
+      skipWhitespace()
+      let value = try parseValue()
+      object[key] = value
+      skipWhitespace()
+      guard index < bytes.count else { throw fail("unterminated object") }
+      if bytes[index] == UInt8(ascii: ",") {
+        index += 1
+        continue
+      }
+      guard bytes[index] == UInt8(ascii: "}") else { throw fail("expected ',' or '}'") }
+      index += 1
+      depth -= 1
+      return .object(object)
+    }
+  }
+
+  mutating func parseArray() throws(JSONParseError) -> JSONValue {
+    try enter()
+    index += 1
+    var values: [JSONValue] = []
+    skipWhitespace()
+    if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+      index += 1
+      depth -= 1
+      return .array(values)
+    }
+    while true {
+      skipWhitespace()
+      values.append(try parseValue())
+      skipWhitespace()
+      guard index < bytes.count else { throw fail("unterminated array") }
+      if bytes[index] == UInt8(ascii: ",") {
+        index += 1
+        continue
+      }
+      guard bytes[index] == UInt8(ascii: "]") else { throw fail("expected ',' or ']'") }
+      index += 1
+      depth -= 1
+      return .array(values)
+    }
+  }
+
+  mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+    guard index + 4 <= bytes.count else { throw fail("truncated \\u escape") }
+    var value: UInt32 = 0
+    for _ in 0..<4 {
+      let byte = bytes[index]
+      let digit: UInt32
+      switch byte {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+      case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+      case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+      default: throw fail("invalid \\u escape")
+      }
+      value = value << 4 | digit
+      index += 1
+    }
+    return value
+  }
+
+  mutating func parseString() throws(JSONParseError) -> String {
+    index += 1
+    var out: [UInt8] = []
+    while true {
+      guard index < bytes.count else { throw fail("unterminated string") }
+      let byte = bytes[index]
+      switch byte {
+      case UInt8(ascii: "\""):
+        index += 1
+        guard let string = String(validating: out, as: UTF8.self) else { throw fail("string is not valid UTF-8") }
+        return string
+      case UInt8(ascii: "\\"):
+        index += 1
+        guard index < bytes.count else { throw fail("unterminated escape") }
+        let escape = bytes[index]
+        index += 1
+        switch escape {
+        case UInt8(ascii: "\""): out.append(0x22)
+        case UInt8(ascii: "\\"): out.append(0x5C)
+        case UInt8(ascii: "/"): out.append(0x2F)
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "u"):
+          var scalar = try parseHex4()
+          if (0xD800...0xDBFF).contains(scalar) {
+            guard index + 2 <= bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+            else { throw fail("lone surrogate in \\u escape") }
+            index += 2
+            let low = try parseHex4()
+            guard (0xDC00...0xDFFF).contains(low) else { throw fail("invalid surrogate pair") }
+            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+          } else if (0xDC00...0xDFFF).contains(scalar) {
+            throw fail("lone surrogate in \\u escape")
+          }
+          guard let unicode = Unicode.Scalar(scalar) else { throw fail("invalid code point") }
+          out.append(contentsOf: Array(String(Character(unicode)).utf8))
+        default: throw fail("invalid escape")
+        }
+      case 0..<0x20:
+        throw fail("control character in string")
+      default:
+        out.append(byte)
+        index += 1
+      }
+    }
+  }
+
+  mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+    let start = index
+    if bytes[index] == UInt8(ascii: "-") { index += 1 }
+    guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else {
+      throw fail("invalid number")
+    }
+    if bytes[index] == UInt8(ascii: "0") {
+      index += 1
+    } else {
+      while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+    }
+    var integral = true
+    if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+      integral = false
+      index += 1
+      let digits = index
+      while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+      guard index > digits else { throw fail("invalid number") }
+    }
+    if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+      integral = false
+      index += 1
+      if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+      let digits = index
+      while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+      guard index > digits else { throw fail("invalid number") }
+    }
+    let text = String(decoding: bytes[start..<index], as: UTF8.self)
+    if integral, let value = Int64(text) { return .int(value) }
+    guard let value = Double(text), value.isFinite else { throw fail("number out of range") }
+    return .double(value)
+  }
+}

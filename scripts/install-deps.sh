@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Installs the Debian packages meshgate needs to build, as listed in
+# Docker/packages-build.txt (the single source of truth, also read by
+# Docker/Dockerfile). Only missing packages are installed; `apt-get update`
+# runs only when something is missing.
+#
+#   scripts/install-deps.sh                 # build packages
+#   scripts/install-deps.sh FILE            # another list, e.g. Docker/packages-runtime.txt
+#   MESHGATE_SKIP_DEPS=1 make build         # skip the check entirely (non-Debian hosts)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+list=${1:-$root/Docker/packages-build.txt}
+me=install-deps
+
+if [[ ${MESHGATE_SKIP_DEPS:-0} == 1 ]]; then
+  echo "$me: MESHGATE_SKIP_DEPS=1, not checking build packages"
+  exit 0
+fi
+
+if [[ ! -r $list ]]; then
+  echo "$me: cannot read package list $list" >&2
+  exit 1
+fi
+
+# One package per line; blank lines and '#' comments are tolerated.
+mapfile -t packages < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$list")
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "$me: dpkg-query not found: this script supports Debian/Ubuntu only." >&2
+  echo "$me: install the equivalents of: ${packages[*]}" >&2
+  echo "$me: then re-run with MESHGATE_SKIP_DEPS=1 to skip this check." >&2
+  exit 1
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ $status == "install ok installed" ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "all build packages present"
+  exit 0
+fi
+
+echo "$me: missing packages: ${missing[*]}"
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    # Without a terminal to ask for a password, fail instead of hanging.
+    if [[ -t 0 ]]; then sudo=(sudo); else sudo=(sudo -n); fi
+  else
+    echo "$me: not root and sudo is not installed, so these packages cannot be installed:" >&2
+    echo "    ${missing[*]}" >&2
+    echo "$me: as root, run:" >&2
+    echo "    apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120)
+
+apt_update() {
+  echo "$me: apt-get update"
+  "${apt[@]}" -qq update
+}
+
+apt_install() {
+  local log status
+  log=$(mktemp)
+  set +e
+  "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  set -e
+  if ((status != 0)) && grep -q 'Unable to locate package' "$log"; then
+    status=100
+    install_unlocated=1
+  fi
+  rm -f "$log"
+  return "$status"
+}
+
+install_unlocated=0
+apt_update
+if ! apt_install; then
+  if ((install_unlocated)); then
+    echo "$me: apt could not locate a package; refreshing the package lists and retrying once"
+    install_unlocated=0
+    apt_update
+    apt_install || {
+      echo "$me: failed to install: ${missing[*]}" >&2
+      exit 1
+    }
+  else
+    echo "$me: failed to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+echo "$me: installed ${missing[*]}"
