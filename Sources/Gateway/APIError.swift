@@ -39,7 +39,8 @@ public struct APIError: Error, Equatable, CustomStringConvertible {
 
   static let missingToken = APIError(
     status: 401, code: "unauthorized",
-    message: "missing bearer token: send 'Authorization: Bearer <token>' (create a peer with POST /api/v1/peers to get one)")
+    message:
+      "missing bearer token: send 'Authorization: Bearer <token>' (create a peer with POST /api/v1/peers to get one)")
 
   static let invalidToken = APIError(
     status: 401, code: "invalid_token",
@@ -114,7 +115,9 @@ struct RequestBody {
 
   func requiredString(_ key: String) throws(APIError) -> String {
     guard let value = object[key] else { throw .badRequest("\(key) is required") }
-    guard case .string(let string) = value else { throw .badRequest("\(key) must be a string, not \(value.typeDescription)") }
+    guard case .string(let string) = value else {
+      throw .badRequest("\(key) must be a string, not \(value.typeDescription)")
+    }
     return string
   }
 

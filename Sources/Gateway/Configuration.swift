@@ -155,7 +155,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     }
     return candidates.first { path in
       var isDirectory: ObjCBool = false
-      return FileManager.default.fileExists(atPath: path + "/index.html", isDirectory: &isDirectory) && !isDirectory.boolValue
+      return FileManager.default.fileExists(atPath: path + "/index.html", isDirectory: &isDirectory)
+        && !isDirectory.boolValue
     }
   }
 }

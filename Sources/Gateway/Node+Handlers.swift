@@ -105,7 +105,8 @@ extension Node {
 
   func listEvents(_ context: RequestContext) async throws -> HTTPResponse {
     let query = context.request.head.query
-    let since = try Self.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
+    let since =
+      try Self.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
     var limit = 100
     if let text = query["limit"] {
       guard let value = Int(text), (1...1000).contains(value) else {
@@ -139,7 +140,8 @@ extension Node {
     family("meshgate_websocket_connections", "gauge", "Open WebSocket connections.")
     lines.append("meshgate_websocket_connections \(statistics.openWebSockets)")
     family("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.")
-    lines.append("meshgate_event_streams \(subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count)")
+    lines.append(
+      "meshgate_event_streams \(subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count)")
     family("meshgate_peers", "gauge", "Peers hosted on this node.")
     lines.append("meshgate_peers \(peers.count)")
     family("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.")

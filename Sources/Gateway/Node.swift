@@ -64,7 +64,10 @@ public actor Node {
     server.asUnownedSerialExecutor()
   }
 
-  init(server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer], staticFiles: StaticFiles) {
+  init(
+    server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
+    staticFiles: StaticFiles
+  ) {
     self.server = server
     self.store = store
     self.configuration = configuration
@@ -97,8 +100,8 @@ public actor Node {
     case .found(let route, let parameters):
       routeLabels[request.id] = route.pattern
       Task { await self.perform(route, parameters: parameters, request: request) }
-    case .methodNotAllowed(let allowed):
-      routeLabels[request.id] = request.head.path
+    case .methodNotAllowed(let pattern, let allowed):
+      routeLabels[request.id] = pattern
       let allow = allowed.map(\.rawValue).joined(separator: ", ")
       let error = APIError(
         status: 405, code: "method_not_allowed",
@@ -130,17 +133,33 @@ public actor Node {
       let context = RequestContext(request: request, parameters: parameters, peer: peer)
       var response = try await run(route.operation, context)
       if request.head.method == .head { response.omitBody = true }
-      if !response.isStream || response.status != 200 { respond(request, response) } else { startStream(request, response, context) }
+      if !response.isStream || response.status != 200 {
+        respond(request, response)
+      } else {
+        startStream(request, response, context)
+      }
     } catch let error as APIError {
       respond(request, error.response)
     } catch {
       logger.error(
-        "Request failed.", ["http.request.id": request.id, "http.route": route.pattern, "error": String(describing: error)])
+        "Request failed.",
+        ["http.request.id": request.id, "http.route": route.pattern, "error": String(describing: error)])
       let failure = APIError(
         status: 500, code: "internal_error",
         message: "the node failed to handle this request; see the node log for request \(request.id)")
       respond(request, failure.response)
     }
+  }
+
+  /// Counts a request the server answered itself (411, 413, 501) before it reached the router.
+  func countRejected(_ head: HTTPRequestHead, status: Int) {
+    let label: String =
+      switch router.match(method: head.method, path: head.path) {
+      case .found(let route, _): route.pattern
+      case .methodNotAllowed(let pattern, _): pattern
+      case .notFound: "unmatched"
+      }
+    metrics.requests["\(label)|\(head.method.rawValue)|\(status)", default: 0] += 1
   }
 
   func respond(_ request: HTTPRequest, _ response: HTTPResponse) {
@@ -165,7 +184,8 @@ public actor Node {
       guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
         throw APIError(
           status: 401, code: "unauthorized",
-          message: "the Authorization header must be 'Bearer <token>'; create a peer with POST /api/v1/peers to get a token")
+          message:
+            "the Authorization header must be 'Bearer <token>'; create a peer with POST /api/v1/peers to get a token")
       }
       token = String(parts[1]).trimmingCharacters(in: .whitespaces)
     } else if allowQueryToken {
@@ -184,7 +204,8 @@ public actor Node {
     guard head.path == "/api/v1/ws" else {
       metrics.webSocketUpgradesRejected += 1
       return .reject(
-        APIError.notFound("no WebSocket endpoint at \(head.path); browsers connect to /api/v1/ws?token=<token>").response)
+        APIError.notFound("no WebSocket endpoint at \(head.path); browsers connect to /api/v1/ws?token=<token>")
+          .response)
     }
     do {
       _ = try authenticate(head, allowQueryToken: true)
@@ -214,7 +235,8 @@ public actor Node {
       reply = Self.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
     case .text(let bytes):
       guard case .object(let object)? = try? JSONValue.parse(bytes), let op = object["op"]?.stringValue else {
-        reply = Self.socketError("malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
+        reply = Self.socketError(
+          "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
         break
       }
       switch op {
@@ -328,7 +350,8 @@ public actor Node {
 
   func slowConsumer(_ subscriber: Subscriber) {
     metrics.slowConsumerDisconnects += 1
-    logger.notice("Disconnecting a slow event consumer.", ["peer.id": subscriber.peerID, "cursor": subscriber.lastSent])
+    logger.notice(
+      "Disconnecting a slow event consumer.", ["peer.id": subscriber.peerID, "cursor": subscriber.lastSent])
     disconnect(subscriber, code: 4008, reason: "client too slow; reconnect with since=\(subscriber.lastSent)")
   }
 
@@ -349,7 +372,9 @@ public actor Node {
   func startStream(_ request: HTTPRequest, _ response: HTTPResponse, _ context: RequestContext) {
     guard let peer = context.peer else { return }
     respond(request, response)
-    let since = (try? Self.parseCursor(request.head.query["since"] ?? request.head.headers["last-event-id"], name: "since")) ?? nil
+    let since =
+      (try? Self.parseCursor(request.head.query["since"] ?? request.head.headers["last-event-id"], name: "since"))
+      ?? nil
     let subscriber = addSubscriber(.stream(request.id), peerID: peer.id)
     _ = server.writeStream(request.id, Array("retry: 2000\n\n".utf8))
     Task { await self.beginDelivery(subscriber, since: since) }
@@ -360,7 +385,8 @@ public actor Node {
   func peerJSON(_ peer: StoredPeer) -> JSONValue {
     [
       "id": .string(peer.id), "displayName": .string(peer.displayName), "nodeId": .string(nodeID),
-      "discoveryInfo": .object(JSONObject(peer.discoveryInfo.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+      "discoveryInfo": .object(
+        JSONObject(peer.discoveryInfo.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
       "createdAt": .string(peer.createdAt),
     ]
   }
@@ -378,7 +404,8 @@ public actor Node {
   static func parseCursor(_ text: String?, name: String) throws(APIError) -> Int64? {
     guard let text, !text.isEmpty else { return nil }
     guard text.count <= 18, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber), let value = Int64(text) else {
-      throw .badRequest("\(name) must be an event id (a non-negative integer) from a previous event, not \(text.debugDescription)")
+      throw .badRequest(
+        "\(name) must be an event id (a non-negative integer) from a previous event, not \(text.debugDescription)")
     }
     return value
   }
@@ -433,7 +460,8 @@ final class ServerBridge: ServerDelegate {
     node.assumeIsolated { $0.webSocketClosed(id) }
   }
 
-  func errorResponse(status: Int, message: String) -> HTTPResponse {
+  func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse {
+    node.assumeIsolated { $0.countRejected(head, status: status) }
     let code =
       switch status {
       case 411: "length_required"

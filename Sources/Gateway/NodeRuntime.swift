@@ -81,7 +81,8 @@ final class NodeRuntime {
     }
     let store: NodeStore
     do {
-      store = try NodeStore(path: dataURL.appendingPathComponent("meshgate.sqlite").path, retention: configuration.eventRetention)
+      store = try NodeStore(
+        path: dataURL.appendingPathComponent("meshgate.sqlite").path, retention: configuration.eventRetention)
     } catch {
       throw StartupError(message: "cannot open the store in \(dataURL.path): \(error)")
     }
@@ -122,9 +123,14 @@ final class NodeRuntime {
         "node.id": nodeID, "node.name": configuration.name, "http.bind": configuration.bindAddress,
         "http.port": server.port, "data.dir": dataURL.path, "peers": peers.count, "version": NodeConfiguration.version,
       ])
-    let host = configuration.bindAddress == "0.0.0.0" ? "127.0.0.1" : configuration.bindAddress.contains(":") ? "[\(configuration.bindAddress == "::" ? "::1" : configuration.bindAddress)]" : configuration.bindAddress
+    let host =
+      configuration.bindAddress == "0.0.0.0"
+      ? "127.0.0.1"
+      : configuration.bindAddress.contains(":")
+        ? "[\(configuration.bindAddress == "::" ? "::1" : configuration.bindAddress)]" : configuration.bindAddress
     // Written straight to fd 1 (not through stdio's buffer): scripts and tests wait for this line on a pipe.
-    let ready = "meshgate ready url=http://\(host):\(server.port)/ port=\(server.port) node.id=\(nodeID) data.dir=\(dataURL.path)\n"
+    let ready =
+      "meshgate ready url=http://\(host):\(server.port)/ port=\(server.port) node.id=\(nodeID) data.dir=\(dataURL.path)\n"
     FileHandle.standardOutput.write(Data(ready.utf8))
     return runtime
   }

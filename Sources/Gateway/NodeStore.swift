@@ -78,12 +78,14 @@ final class NodeStore: Sendable {
 
   func allPeers() async throws -> [StoredPeer] {
     try await database.read { connection in
-      try connection.query("SELECT id, display_name, discovery_info, token_hash, created_at FROM peers ORDER BY created_at")
-        .map { row in
-          StoredPeer(
-            id: try row.string(0), displayName: try row.string(1),
-            discoveryInfo: Self.decodeMap(try row.string(2)), tokenHash: try row.string(3), createdAt: try row.string(4))
-        }
+      try connection.query(
+        "SELECT id, display_name, discovery_info, token_hash, created_at FROM peers ORDER BY created_at"
+      )
+      .map { row in
+        StoredPeer(
+          id: try row.string(0), displayName: try row.string(1),
+          discoveryInfo: Self.decodeMap(try row.string(2)), tokenHash: try row.string(3), createdAt: try row.string(4))
+      }
     }
   }
 
@@ -115,7 +117,9 @@ final class NodeStore: Sendable {
 
   /// Appends one event per peer in one transaction and returns them with their sequence numbers, trimming
   /// each log to the retention limit now and then.
-  func appendEvents(_ entries: [(peerID: String, type: String, data: JSONValue)], at: String) async throws -> [StoredEvent] {
+  func appendEvents(_ entries: [(peerID: String, type: String, data: JSONValue)], at: String) async throws
+    -> [StoredEvent]
+  {
     let retention = self.retention
     return try await database.write { connection in
       var stored: [StoredEvent] = []

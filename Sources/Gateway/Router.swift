@@ -48,7 +48,7 @@ struct Route: Sendable {
 /// The outcome of routing a request.
 enum RouteMatch {
   case found(Route, parameters: [String: String])
-  case methodNotAllowed(allowed: [HTTPMethod])
+  case methodNotAllowed(pattern: String, allowed: [HTTPMethod])
   case notFound
 }
 
@@ -59,23 +59,26 @@ struct Router: Sendable {
   func match(method: HTTPMethod, path: String) -> RouteMatch {
     let pathSegments = path.split(separator: "/", omittingEmptySubsequences: true)
     var allowed: [HTTPMethod] = []
+    var pattern = ""
     for route in routes {
       guard let parameters = route.match(pathSegments) else { continue }
       if route.method == method || (method == .head && route.method == .get) {
         return .found(route, parameters: parameters)
       }
       allowed.append(route.method)
+      pattern = route.pattern
     }
     if allowed.isEmpty { return .notFound }
     if allowed.contains(.get) { allowed.append(.head) }
-    return .methodNotAllowed(allowed: allowed)
+    return .methodNotAllowed(pattern: pattern, allowed: allowed)
   }
 
   static let standard = Router(routes: [
     Route(
       method: .get, pattern: "/healthz", operation: .healthz, operationID: "getHealth",
       summary: "Liveness: 200 while the node serves requests and its store answers.", authenticated: false,
-      requestSchema: nil, responses: [(200, "The node is healthy.", Schemas.health), (503, "The store does not answer.", Schemas.error)],
+      requestSchema: nil,
+      responses: [(200, "The node is healthy.", Schemas.health), (503, "The store does not answer.", Schemas.error)],
       queryParameters: []),
     Route(
       method: .get, pattern: "/metrics", operation: .metrics, operationID: "getMetrics",
@@ -95,7 +98,8 @@ struct Router: Sendable {
       summary: "Creates a peer hosted on this node and returns its bearer token (shown only once).",
       authenticated: false, requestSchema: Schemas.createPeer,
       responses: [
-        (201, "The peer and its token.", Schemas.createdPeer), (400, "Invalid display name or discovery info.", Schemas.error),
+        (201, "The peer and its token.", Schemas.createdPeer),
+        (400, "Invalid display name or discovery info.", Schemas.error),
         (413, "Body too large.", Schemas.error), (415, "Not JSON.", Schemas.error),
       ], queryParameters: []),
     Route(

@@ -46,7 +46,8 @@ struct StaticFiles: Sendable {
       let data = try Data(contentsOf: url)
       total += data.count
       guard total <= Self.maximumTotalBytes else {
-        throw ConfigurationError("the public directory \(directory) holds more than 32 MiB; point --public-dir at the dashboard")
+        throw ConfigurationError(
+          "the public directory \(directory) holds more than 32 MiB; point --public-dir at the dashboard")
       }
       let relative = url.standardizedFileURL.path.dropFirst(root.path.count)
       let key = relative.hasPrefix("/") ? String(relative) : "/" + relative

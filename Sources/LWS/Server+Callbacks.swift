@@ -125,7 +125,8 @@ extension Server {
     var uri: UnsafeMutablePointer<CChar>?
     var uriLength: Int32 = 0
     let methodIndex = Int(lws_http_get_uri_and_method(wsi, &uri, &uriLength))
-    let path = uri.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(uriLength)), as: UTF8.self) } ?? "/"
+    let path =
+      uri.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(uriLength)), as: UTF8.self) } ?? "/"
     let method: HTTPMethod? =
       switch methodIndex {
       case Int(LWSHUMETH_GET): .get
@@ -163,7 +164,8 @@ extension Server {
     }
     let limit = delegate.bodyLimit(for: head)
     if contentLength > limit {
-      reject(exchange, status: 413, message: "the request body is \(contentLength) bytes; the limit here is \(limit) bytes")
+      reject(
+        exchange, status: 413, message: "the request body is \(contentLength) bytes; the limit here is \(limit) bytes")
       return 0
     }
     exchange.bodyLimit = limit
@@ -203,7 +205,7 @@ extension Server {
     exchange.dispatched = true
     exchange.closeAfter = true
     let response =
-      delegate?.errorResponse(status: status, message: message)
+      delegate?.errorResponse(status: status, message: message, head: exchange.head)
       ?? HTTPResponse(status: status, contentType: "text/plain", body: Array(message.utf8))
     _ = respond(to: exchange.id, with: response)
   }
@@ -270,7 +272,9 @@ extension Server {
       if bodyBytes <= end - cursor! {
         // Headers and body in one write: one send(2) for the common small response.
         if bodyBytes > 0 {
-          response.body.withUnsafeBytes { UnsafeMutableRawPointer(cursor!).copyMemory(from: $0.baseAddress!, byteCount: bodyBytes) }
+          response.body.withUnsafeBytes {
+            UnsafeMutableRawPointer(cursor!).copyMemory(from: $0.baseAddress!, byteCount: bodyBytes)
+          }
         }
         if lws_write(wsi, start, headerBytes + bodyBytes, LWS_WRITE_HTTP_FINAL) < 0 { return -1 }
         return finish(exchange)
@@ -300,7 +304,9 @@ extension Server {
   private func writeStreamChunk(_ exchange: HTTPExchange, start: UnsafeMutablePointer<UInt8>) -> Int32 {
     let chunk = min(exchange.streamQueue.count, scratchSize)
     if chunk > 0 {
-      exchange.streamQueue.withUnsafeBytes { UnsafeMutableRawPointer(start).copyMemory(from: $0.baseAddress!, byteCount: chunk) }
+      exchange.streamQueue.withUnsafeBytes {
+        UnsafeMutableRawPointer(start).copyMemory(from: $0.baseAddress!, byteCount: chunk)
+      }
       exchange.streamQueue.removeFirst(chunk)
       if lws_write(exchange.wsi, start, chunk, LWS_WRITE_HTTP) < 0 { return -1 }
     }
@@ -351,7 +357,9 @@ extension Server {
         lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, "close", 5, &cursor, end) == 0,
         lws_finalize_http_header(wsi, &cursor, end) == 0
       {
-        body.withUnsafeBytes { UnsafeMutableRawPointer(cursor!).copyMemory(from: $0.baseAddress!, byteCount: body.count) }
+        body.withUnsafeBytes {
+          UnsafeMutableRawPointer(cursor!).copyMemory(from: $0.baseAddress!, byteCount: body.count)
+        }
         _ = lws_write(wsi, start, cursor! - start + body.count, LWS_WRITE_HTTP_FINAL)
       }
       return 1

@@ -37,7 +37,7 @@ public protocol ServerDelegate: AnyObject {
   /// The connection is gone.
   func webSocketClosed(_ id: WebSocketID)
   /// The response for a failure the server detects itself (411, 413, 501) before the request reaches a handler.
-  func errorResponse(status: Int, message: String) -> HTTPResponse
+  func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse
 }
 
 /// Limits and addresses for a ``Server``.

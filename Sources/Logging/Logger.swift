@@ -95,19 +95,27 @@ public struct Logger: Sendable {
     level >= LogConfiguration.level
   }
 
-  public func trace(_ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+  public func trace(
+    _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]
+  ) {
     log(.trace, message(), metadata())
   }
 
-  public func debug(_ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+  public func debug(
+    _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]
+  ) {
     log(.debug, message(), metadata())
   }
 
-  public func info(_ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+  public func info(
+    _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]
+  ) {
     log(.info, message(), metadata())
   }
 
-  public func notice(_ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+  public func notice(
+    _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]
+  ) {
     log(.notice, message(), metadata())
   }
 
@@ -117,12 +125,15 @@ public struct Logger: Sendable {
     log(.warning, message(), metadata())
   }
 
-  public func error(_ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]) {
+  public func error(
+    _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> KeyValuePairs<String, Any> = [:]
+  ) {
     log(.error, message(), metadata())
   }
 
   /// Formats and writes one line when `level` is enabled.
-  public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: KeyValuePairs<String, Any> = [:]) {
+  public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: KeyValuePairs<String, Any> = [:])
+  {
     let (minimum, sink) = LogConfiguration.snapshot()
     guard level >= minimum else { return }
     var line = "ts=\(Self.timestamp()) level=\(level) component=\(component) msg=\(Self.quote(message()))"
@@ -134,7 +145,8 @@ public struct Logger: Sendable {
 
   /// Quotes a logfmt value when it contains spaces, quotes, `=` or control characters.
   static func quote(_ value: String) -> String {
-    let needsQuotes = value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0.value < 0x20 }
+    let needsQuotes =
+      value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0.value < 0x20 }
     guard needsQuotes else { return value }
     var out = "\""
     for scalar in value.unicodeScalars {

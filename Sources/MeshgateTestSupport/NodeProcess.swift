@@ -322,6 +322,14 @@ public final class NodeProcess: Sendable {
     process.standardInput = FileHandle.nullDevice
     process.standardOutput = out
     process.standardError = err
+    // posix_spawn passes the calling thread's signal mask on to the child. Threads of the Swift concurrency pool (and
+    // threads they create) block most signals, which would make the server deaf to SIGTERM/SIGINT; so spawn with an
+    // empty mask and restore the caller's mask right after.
+    var empty = sigset_t()
+    var saved = sigset_t()
+    sigemptyset(&empty)
+    pthread_sigmask(SIG_SETMASK, &empty, &saved)
+    defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
     do {
       try process.run()
     } catch {

@@ -1,0 +1,74 @@
+import Logging
+import Testing
+
+@testable import Gateway
+
+struct ConfigurationTests {
+  func configuration(_ arguments: [String], _ environment: [String: String] = [:]) throws -> NodeConfiguration {
+    guard case .run(let configuration) = try NodeConfiguration.parse(arguments: arguments, environment: environment)
+    else {
+      Issue.record("expected a run command")
+      return NodeConfiguration()
+    }
+    return configuration
+  }
+
+  @Test func defaultsMatchTheDesign() throws {
+    let configuration = try configuration([])
+    #expect(configuration.port == 8080)
+    #expect(configuration.bindAddress == "0.0.0.0")
+    #expect(configuration.dataDirectory == "./.meshgate")
+    #expect(configuration.logLevel == .info)
+    #expect(configuration.maxBodyBytes == 1 << 20)
+    #expect(configuration.eventRetention == 10_000)
+  }
+
+  @Test func flagsOverrideEnvironment() throws {
+    let configuration = try configuration(
+      ["--port", "9000", "--name=alpha"],
+      ["MESHGATE_PORT": "7000", "MESHGATE_BIND": "127.0.0.1", "MESHGATE_NAME": "env"])
+    #expect(configuration.port == 9000)
+    #expect(configuration.bindAddress == "127.0.0.1")
+    #expect(configuration.name == "alpha")
+  }
+
+  @Test func environmentAloneConfigures() throws {
+    let configuration = try configuration(
+      [], ["MESHGATE_DATA_DIR": "/tmp/x", "MESHGATE_LOG_LEVEL": "debug", "MESHGATE_EVENT_RETENTION": "50"])
+    #expect(configuration.dataDirectory == "/tmp/x")
+    #expect(configuration.logLevel == .debug)
+    #expect(configuration.eventRetention == 50)
+  }
+
+  @Test func helpAndVersion() throws {
+    #expect(try NodeConfiguration.parse(arguments: ["--help"], environment: [:]) == .help)
+    #expect(try NodeConfiguration.parse(arguments: ["-h"], environment: [:]) == .help)
+    #expect(try NodeConfiguration.parse(arguments: ["--version"], environment: [:]) == .version)
+  }
+
+  @Test(arguments: [
+    (["--port", "70000"], "--port must be a port number"),
+    (["--port", "abc"], "--port must be a port number"),
+    (["--bind", "localhost"], "--bind must be an IPv4 or IPv6 address"),
+    (["--log-level", "loud"], "--log-level must be one of"),
+    (["--frobnicate"], "unknown option"),
+    (["--port"], "--port needs a value"),
+    (["--name", ""], "--name must be 1–63 UTF-8 bytes"),
+    (["--max-body-bytes", "10"], "--max-body-bytes must be a byte count"),
+  ])
+  func badFlagsAreExplained(arguments: [String], expected: String) {
+    #expect {
+      _ = try NodeConfiguration.parse(arguments: arguments, environment: [:])
+    } throws: { error in
+      (error as? ConfigurationError)?.message.contains(expected) == true
+    }
+  }
+
+  @Test func badEnvironmentNamesTheVariable() {
+    #expect {
+      _ = try NodeConfiguration.parse(arguments: [], environment: ["MESHGATE_PORT": "x"])
+    } throws: { error in
+      (error as? ConfigurationError)?.message.hasPrefix("MESHGATE_PORT must be") == true
+    }
+  }
+}

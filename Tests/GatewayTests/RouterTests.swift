@@ -1,0 +1,62 @@
+import LWS
+import MeshCore
+import Testing
+
+@testable import Gateway
+
+struct RouterTests {
+  let router = Router.standard
+
+  @Test func matchesStaticAndParameterisedPatterns() {
+    let route = Route(
+      method: .get, pattern: "/api/v1/things/{id}", operation: .nodeInfo, operationID: "x", summary: "",
+      authenticated: false, requestSchema: nil, responses: [], queryParameters: [])
+    #expect(route.match(["api", "v1", "things", "42"]) == ["id": "42"])
+    #expect(route.match(["api", "v1", "things"]) == nil)
+    #expect(route.match(["api", "v1", "other", "42"]) == nil)
+  }
+
+  @Test func unknownPathIsNotFound() {
+    guard case .notFound = router.match(method: .get, path: "/api/v1/nothing") else {
+      Issue.record("expected notFound")
+      return
+    }
+  }
+
+  @Test func wrongMethodListsAllowedMethods() {
+    guard case .methodNotAllowed(let pattern, let allowed) = router.match(method: .put, path: "/api/v1/peers/me") else {
+      Issue.record("expected methodNotAllowed")
+      return
+    }
+    #expect(pattern == "/api/v1/peers/me")
+    #expect(Set(allowed) == [.get, .head, .patch, .delete])
+  }
+
+  @Test func headMatchesGetRoutes() {
+    guard case .found(let route, _) = router.match(method: .head, path: "/healthz") else {
+      Issue.record("expected a match")
+      return
+    }
+    #expect(route.operation == .healthz)
+  }
+
+  @Test func openAPIDescribesExactlyTheRouteTable() throws {
+    let document = router.openAPIDocument(version: "test")
+    guard case .object(let paths)? = document.objectValue?["paths"] else {
+      Issue.record("no paths")
+      return
+    }
+    var described: Set<String> = []
+    for (path, item) in paths {
+      for method in item.objectValue?.keys ?? [] { described.insert("\(method.uppercased()) \(path)") }
+    }
+    let routes = Set(router.routes.map { "\($0.method.rawValue) \($0.pattern)" })
+    #expect(described == routes)
+    #expect(document.objectValue?["openapi"] == "3.1.0")
+  }
+
+  @Test func everyRouteHasAUniqueOperationID() {
+    let ids = router.routes.map(\.operationID)
+    #expect(Set(ids).count == ids.count)
+  }
+}

@@ -1,0 +1,294 @@
+import Foundation
+import LWS
+import MeshgateTestSupport
+import Synchronization
+import Testing
+
+/// A delegate with fixed routes for exercising the wrapper. Service-thread only, like every delegate.
+final class EchoDelegate: ServerDelegate {
+  unowned(unsafe) var server: Server!
+  let receivedBodySizes = Mutex<[Int]>([])
+
+  func bodyLimit(for head: HTTPRequestHead) -> Int { 1000 }
+
+  func handle(_ request: HTTPRequest) {
+    receivedBodySizes.withLock { $0.append(request.body.count) }
+    let head = request.head
+    switch (head.method, head.path) {
+    case (.get, "/hello"):
+      server.respond(to: request.id, with: LWS.HTTPResponse(status: 200, contentType: "text/plain", body: Array("hi".utf8)))
+    case (.get, "/query"):
+      let text = head.query.items.map { "\($0.name)=\($0.value)" }.joined(separator: ";")
+      server.respond(to: request.id, with: LWS.HTTPResponse(status: 200, body: Array(text.utf8)))
+    case (.post, "/echo"), (.put, "/echo"), (.patch, "/echo"):
+      server.respond(to: request.id, with: LWS.HTTPResponse(status: 200, body: request.body))
+    case (.get, "/big"):
+      let body = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+      server.respond(to: request.id, with: LWS.HTTPResponse(status: 200, body: body))
+    case (.get, "/stream"):
+      server.respond(to: request.id, with: LWS.HTTPResponse(status: 200, contentType: "text/plain", isStream: true))
+      for part in ["one\n", "two\n", "three\n"] { _ = server.writeStream(request.id, Array(part.utf8)) }
+      server.endStream(request.id)
+    case (.get, "/later"):
+      // Answer from another thread, handing the work back to the service thread.
+      let server = self.server!
+      let id = request.id
+      DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(30)) {
+        server.execute { server.respond(to: id, with: LWS.HTTPResponse(status: 202, body: Array("later".utf8))) }
+      }
+    default:
+      server.respond(to: request.id, with: LWS.HTTPResponse(status: 404))
+    }
+  }
+
+  func requestClosed(_ id: RequestID) {}
+
+  func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    head.path == "/ws" ? .accept : .reject(LWS.HTTPResponse(status: 403, contentType: "text/plain", body: Array("no".utf8)))
+  }
+
+  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
+    _ = server.send(OutboundMessage(text: "welcome \(head.query["name"] ?? "")"), to: id)
+  }
+
+  func webSocketReceived(_ id: WebSocketID, _ message: LWS.WebSocketMessage) {
+    switch message {
+    case .text(let bytes) where bytes == Array("flood".utf8):
+      // Three 30 KB messages in one turn of the loop against a 64 KiB queue: the third cannot fit.
+      let results = (0..<3).map { _ in server.send(OutboundMessage(bytes: [UInt8](repeating: 7, count: 30_000), binary: true), to: id) }
+      _ = server.send(OutboundMessage(text: "\(results)"), to: id)
+    case .text(let bytes) where bytes == Array("bye".utf8):
+      server.close(id, code: 4000, reason: "asked to leave")
+    case .text(let bytes):
+      _ = server.send(OutboundMessage(bytes: bytes, binary: false), to: id)
+    case .binary(let bytes):
+      _ = server.send(OutboundMessage(bytes: bytes, binary: true), to: id)
+    }
+  }
+
+  func webSocketClosed(_ id: WebSocketID) {}
+
+  func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> LWS.HTTPResponse {
+    LWS.HTTPResponse(status: status, contentType: "text/plain", body: Array(message.utf8))
+  }
+}
+
+/// Runs a server on a free loopback port for the duration of `body`.
+func withServer(_ body: (Server, Int) async throws -> Void) async throws {
+  let server = try Server(
+    configuration: ServerConfiguration(
+      bindAddress: "127.0.0.1", port: 0, maxWebSocketMessageBytes: 100_000, maxQueuedBytesPerWebSocket: 64 * 1024))
+  let delegate = EchoDelegate()
+  delegate.server = server
+  server.delegate = delegate
+  let finished = DispatchSemaphore(value: 0)
+  let thread = Thread {
+    server.run()
+    finished.signal()
+  }
+  thread.start()
+  defer {
+    server.stop()
+    finished.wait()
+    withExtendedLifetime(delegate) {}
+  }
+  try await body(server, server.port)
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct ServerTests {
+  @Test func servesRequestsOnOneKeepAliveConnection() async throws {
+    try await withServer { _, port in
+      let connection = try HTTPConnection(port: port)
+      defer { connection.close() }
+      for _ in 0..<3 {
+        let response = try connection.send(method: "GET", path: "/hello")
+        #expect(response.status == 200)
+        #expect(response.text == "hi")
+        #expect(response.header("content-type") == "text/plain")
+      }
+    }
+  }
+
+  @Test func decodesQueryParameters() async throws {
+    try await withServer { _, port in
+      let response = try HTTPClient.get(port: port, path: "/query?a=1&b=x%20y&flag")
+      #expect(response.text == "a=1;b=x y;flag=")
+    }
+  }
+
+  @Test func collectsRequestBodies() async throws {
+    try await withServer { _, port in
+      for method in ["POST", "PUT", "PATCH"] {
+        let body = Array("payload for \(method)".utf8)
+        let response = try HTTPClient.request(port: port, method: method, path: "/echo", body: body)
+        #expect(response.status == 200)
+        #expect(response.body == body)
+      }
+    }
+  }
+
+  @Test func answersOversizeBodiesWith413BeforeReadingThem() async throws {
+    try await withServer { _, port in
+      let response = try HTTPClient.request(
+        port: port, method: "POST", path: "/echo", body: [UInt8](repeating: 1, count: 5000))
+      #expect(response.status == 413)
+      #expect(response.text.contains("limit here is 1000 bytes"))
+    }
+  }
+
+  @Test func refusesChunkedBodiesWith411() async throws {
+    try await withServer { _, port in
+      let response = try HTTPClient.request(
+        port: port, method: "POST", path: "/echo", headers: [("Transfer-Encoding", "chunked")],
+        body: HTTPClient.chunkedEncode([Array("abc".utf8)]))
+      #expect(response.status == 411)
+    }
+  }
+
+  @Test func treatsAPostWithoutContentLengthAsEmpty() async throws {
+    try await withServer { _, port in
+      let response = try HTTPClient.request(port: port, method: "POST", path: "/echo", headers: [("Content-Length", "")])
+      #expect(response.status == 200)
+      #expect(response.body.isEmpty)
+    }
+  }
+
+  @Test func writesLargeBodiesInPieces() async throws {
+    try await withServer { _, port in
+      let response = try HTTPClient.get(port: port, path: "/big")
+      #expect(response.body == (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+    }
+  }
+
+  @Test func streamsUntilTheHandlerEndsTheStream() async throws {
+    try await withServer { _, port in
+      let response = try HTTPClient.get(port: port, path: "/stream")
+      #expect(response.status == 200)
+      #expect(response.text == "one\ntwo\nthree\n")
+      #expect(response.header("content-length") == nil)
+    }
+  }
+
+  @Test func acceptsResponsesHandedOverFromOtherThreads() async throws {
+    try await withServer { _, port in
+      let response = try HTTPClient.get(port: port, path: "/later")
+      #expect(response.status == 202)
+      #expect(response.text == "later")
+    }
+  }
+
+  @Test func echoesWebSocketMessagesAndReassemblesFragments() async throws {
+    try await withServer { _, port in
+      let socket = try WebSocketClient(port: port, path: "/ws?name=tester")
+      defer { socket.close() }
+      #expect(try socket.receiveText() == "welcome tester")
+      try socket.send(text: "hello")
+      #expect(try socket.receiveText() == "hello")
+      try socket.send(binary: [1, 2, 3])
+      #expect(try socket.receiveBinary() == [1, 2, 3])
+      try socket.sendFrame(opcode: .text, payload: Array("frag".utf8), fin: false)
+      try socket.sendFrame(opcode: .continuation, payload: Array("mented".utf8), fin: true)
+      #expect(try socket.receiveText() == "fragmented")
+    }
+  }
+
+  @Test func closesOnOversizeWebSocketMessageWith1009() async throws {
+    try await withServer { _, port in
+      let socket = try WebSocketClient(port: port, path: "/ws")
+      defer { socket.close() }
+      _ = try socket.receiveText()
+      try socket.send(binary: [UInt8](repeating: 0, count: 150_000))
+      let message = try socket.receive(timeout: .seconds(5))
+      guard case .close(let code, _)? = message else {
+        Issue.record("expected a close frame, got \(String(describing: message))")
+        return
+      }
+      #expect(code == 1009)
+    }
+  }
+
+  @Test func reportsAFullSendQueue() async throws {
+    try await withServer { _, port in
+      let socket = try WebSocketClient(port: port, path: "/ws")
+      defer { socket.close() }
+      _ = try socket.receiveText()
+      try socket.send(text: "flood")
+      #expect(try socket.receiveBinary().count == 30_000)
+      #expect(try socket.receiveBinary().count == 30_000)
+      #expect(try socket.receiveText() == "[LWS.SendResult.queued, LWS.SendResult.queued, LWS.SendResult.queueFull]")
+    }
+  }
+
+  @Test func closesWithTheRequestedCode() async throws {
+    try await withServer { _, port in
+      let socket = try WebSocketClient(port: port, path: "/ws")
+      defer { socket.close() }
+      _ = try socket.receiveText()
+      try socket.send(text: "bye")
+      guard case .close(let code, let reason)? = try socket.receive(timeout: .seconds(5)) else {
+        Issue.record("expected a close frame")
+        return
+      }
+      #expect(code == 4000)
+      #expect(reason == "asked to leave")
+    }
+  }
+
+  @Test func rejectsUpgradesWithTheDelegatesStatus() async throws {
+    try await withServer { _, port in
+      #expect {
+        _ = try WebSocketClient(port: port, path: "/elsewhere")
+      } throws: { error in
+        "\(error)".contains("403")
+      }
+    }
+  }
+
+  @Test func shutdownClosesWebSocketsWith1001AndStopsTheLoop() async throws {
+    let server = try Server(configuration: ServerConfiguration(bindAddress: "127.0.0.1", port: 0))
+    let delegate = EchoDelegate()
+    delegate.server = server
+    server.delegate = delegate
+    let finished = DispatchSemaphore(value: 0)
+    Thread {
+      server.run()
+      finished.signal()
+    }.start()
+    let socket = try WebSocketClient(port: server.port, path: "/ws")
+    _ = try socket.receiveText()
+    server.shutdown(grace: .seconds(5))
+    guard case .close(let code, _)? = try socket.receive(timeout: .seconds(5)) else {
+      Issue.record("expected a close frame")
+      return
+    }
+    #expect(code == 1001)
+    socket.close()
+    #expect(finished.wait(timeout: .now() + 5) == .success)
+    withExtendedLifetime(delegate) {}
+  }
+
+  @Test func refusesAPortInUse() async throws {
+    try await withServer { _, port in
+      #expect(throws: LWSError.self) {
+        _ = try Server(configuration: ServerConfiguration(bindAddress: "127.0.0.1", port: port))
+      }
+    }
+  }
+
+  @Test func actorsPinnedToTheServerRunOnTheServiceThread() async throws {
+    try await withServer { server, _ in
+      let probe = LoopProbe(server: server)
+      #expect(await probe.onServiceThread())
+    }
+  }
+}
+
+actor LoopProbe {
+  nonisolated let server: Server
+  nonisolated var unownedExecutor: UnownedSerialExecutor { server.asUnownedSerialExecutor() }
+
+  init(server: Server) { self.server = server }
+
+  func onServiceThread() -> Bool { server.inLoop }
+}

@@ -1,0 +1,66 @@
+import MeshCore
+import Testing
+
+struct JSONValueTests {
+  @Test func parsesAndSerializesRoundTrip() throws {
+    let text = #"{"a":1,"b":[true,false,null],"c":"x\"y\\z\n","d":-2.5,"e":{}}"#
+    let value = try JSONValue.parse(text)
+    #expect(value.serializedString() == text)
+  }
+
+  @Test func keepsKeyOrder() throws {
+    let value = try JSONValue.parse(#"{"z":1,"a":2,"m":3}"#)
+    #expect(value.objectValue?.keys == ["z", "a", "m"])
+  }
+
+  @Test func decodesEscapesAndSurrogatePairs() throws {
+    let value = try JSONValue.parse(#""\u00e9\ud83d\ude00\/\t""#)
+    #expect(value == .string("é😀/\t"))
+  }
+
+  @Test(arguments: [
+    "", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "01", "1.", "-", "tru", "\"abc", "\"\\x\"", "\"\\ud800\"",
+    "{\"a\":1}x", "\"a\u{01}b\"", "{\"a\":1,\"a\":2}", "1e", "[1 2]", "nul",
+  ])
+  func rejectsMalformedDocuments(text: String) {
+    #expect(throws: JSONParseError.self) { try JSONValue.parse(text) }
+  }
+
+  @Test func boundsNestingDepth() {
+    let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+    #expect(throws: JSONParseError.self) { try JSONValue.parse(deep, maxDepth: 64) }
+    #expect((try? JSONValue.parse(deep, maxDepth: 128)) != nil)
+  }
+
+  @Test func reportsTheOffset() {
+    do {
+      _ = try JSONValue.parse(#"{"a": tru}"#)
+      Issue.record("expected an error")
+    } catch {
+      #expect(error.offset == 6)
+      #expect(error.description.contains("at byte 6"))
+    }
+  }
+
+  @Test func numbersKeepTheirKind() throws {
+    #expect(try JSONValue.parse("42") == .int(42))
+    #expect(try JSONValue.parse("-0.5") == .double(-0.5))
+    #expect(try JSONValue.parse("1e3") == .double(1000))
+    #expect(try JSONValue.parse("9223372036854775808") == .double(9_223_372_036_854_775_808))
+    #expect(JSONValue.double(3).serializedString() == "3")
+    #expect(JSONValue.double(.nan).serializedString() == "null")
+  }
+
+  @Test func escapesControlCharactersOnOutput() {
+    #expect(JSONValue.string("a\u{01}b").serializedString() == #""a\u0001b""#)
+  }
+
+  @Test func objectSubscriptSetsReplacesAndRemoves() {
+    var object = JSONObject()
+    object["a"] = 1
+    object["b"] = 2
+    object["a"] = 3
+    object["b"] = nil
+    #expect(JSONValue.object(object).serializedString() == #"{"a":3}"#)
+  }
+}
