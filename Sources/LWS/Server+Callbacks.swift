@@ -162,6 +162,11 @@ extension Server {
       dispatch(exchange)
       return 0
     }
+    if contentLength == 0 {
+      // lws delivers no body callbacks for an empty PUT/PATCH body (and an immediate, ignored completion for POST).
+      dispatch(exchange)
+      return 0
+    }
     let limit = delegate.bodyLimit(for: head)
     if contentLength > limit {
       reject(

@@ -16,7 +16,8 @@ final class EchoDelegate: ServerDelegate {
     let head = request.head
     switch (head.method, head.path) {
     case (.get, "/hello"):
-      server.respond(to: request.id, with: LWS.HTTPResponse(status: 200, contentType: "text/plain", body: Array("hi".utf8)))
+      server.respond(
+        to: request.id, with: LWS.HTTPResponse(status: 200, contentType: "text/plain", body: Array("hi".utf8)))
     case (.get, "/query"):
       let text = head.query.items.map { "\($0.name)=\($0.value)" }.joined(separator: ";")
       server.respond(to: request.id, with: LWS.HTTPResponse(status: 200, body: Array(text.utf8)))
@@ -44,7 +45,8 @@ final class EchoDelegate: ServerDelegate {
   func requestClosed(_ id: RequestID) {}
 
   func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
-    head.path == "/ws" ? .accept : .reject(LWS.HTTPResponse(status: 403, contentType: "text/plain", body: Array("no".utf8)))
+    head.path == "/ws"
+      ? .accept : .reject(LWS.HTTPResponse(status: 403, contentType: "text/plain", body: Array("no".utf8)))
   }
 
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
@@ -55,7 +57,9 @@ final class EchoDelegate: ServerDelegate {
     switch message {
     case .text(let bytes) where bytes == Array("flood".utf8):
       // Three 30 KB messages in one turn of the loop against a 64 KiB queue: the third cannot fit.
-      let results = (0..<3).map { _ in server.send(OutboundMessage(bytes: [UInt8](repeating: 7, count: 30_000), binary: true), to: id) }
+      let results = (0..<3).map { _ in
+        server.send(OutboundMessage(bytes: [UInt8](repeating: 7, count: 30_000), binary: true), to: id)
+      }
       _ = server.send(OutboundMessage(text: "\(results)"), to: id)
     case .text(let bytes) where bytes == Array("bye".utf8):
       server.close(id, code: 4000, reason: "asked to leave")
@@ -110,6 +114,21 @@ struct ServerTests {
     }
   }
 
+  @Test func emptyBodiesKeepTheConnectionInStep() async throws {
+    try await withServer { _, port in
+      let connection = try HTTPConnection(port: port)
+      defer { connection.close() }
+      for method in ["POST", "PUT", "PATCH", "POST"] {
+        let empty = try connection.send(method: method, path: "/echo", body: [])
+        #expect(empty.status == 200)
+        #expect(empty.body.isEmpty)
+        let full = try connection.send(method: "POST", path: "/echo", body: Array("after \(method)".utf8))
+        #expect(full.text == "after \(method)")
+        #expect(try connection.send(method: "GET", path: "/hello").text == "hi")
+      }
+    }
+  }
+
   @Test func decodesQueryParameters() async throws {
     try await withServer { _, port in
       let response = try HTTPClient.get(port: port, path: "/query?a=1&b=x%20y&flag")
@@ -148,7 +167,8 @@ struct ServerTests {
 
   @Test func treatsAPostWithoutContentLengthAsEmpty() async throws {
     try await withServer { _, port in
-      let response = try HTTPClient.request(port: port, method: "POST", path: "/echo", headers: [("Content-Length", "")])
+      let response = try HTTPClient.request(
+        port: port, method: "POST", path: "/echo", headers: [("Content-Length", "")])
       #expect(response.status == 200)
       #expect(response.body.isEmpty)
     }

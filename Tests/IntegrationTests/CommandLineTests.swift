@@ -1,0 +1,83 @@
+import Foundation
+import MeshgateTestSupport
+import Testing
+
+@Suite(.timeLimit(.minutes(2)))
+struct CommandLineTests {
+  @Test func helpListsEveryOption() throws {
+    let result = try NodeProcess.runToCompletion(arguments: ["--help"])
+    #expect(result.status == 0)
+    for option in ["--port", "--bind", "--data-dir", "--name", "--log-level", "--public-dir", "--max-body-bytes"] {
+      #expect(result.stdout.contains(option), "help should mention \(option)")
+    }
+    #expect(result.stdout.contains("MESHGATE_PORT"))
+  }
+
+  @Test func versionPrintsTheVersion() throws {
+    let result = try NodeProcess.runToCompletion(arguments: ["--version"])
+    #expect(result.status == 0)
+    #expect(result.stdout.hasPrefix("meshgate 0."))
+  }
+
+  @Test(arguments: [
+    (["--port", "nope"], "--port must be a port number"),
+    (["--wat"], "unknown option"),
+    (["--log-level", "shouty"], "--log-level must be one of"),
+  ])
+  func badFlagExitsWithStatus2AndOneLine(arguments: [String], expected: String) throws {
+    let result = try NodeProcess.runToCompletion(arguments: arguments)
+    #expect(result.status == 2)
+    let lines = result.stderr.split(separator: "\n")
+    #expect(lines.count == 1)
+    #expect(lines.first?.hasPrefix("meshgate: error: ") == true)
+    #expect(result.stderr.contains(expected))
+  }
+
+  @Test func badEnvironmentValueExitsWithStatus2() throws {
+    let result = try NodeProcess.runToCompletion(arguments: [], environment: ["MESHGATE_PORT": "99999"])
+    #expect(result.status == 2)
+    #expect(result.stderr.contains("MESHGATE_PORT must be a port number"))
+  }
+
+  @Test func portInUseExitsWithStatus2() async throws {
+    try await withNode { node in
+      let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mg-\(UUID().uuidString)").path
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let result = try NodeProcess.runToCompletion(
+        arguments: ["--port", String(node.port), "--bind", "127.0.0.1", "--data-dir", directory])
+      #expect(result.status == 2)
+      #expect(result.stderr.contains("cannot listen on 127.0.0.1:\(node.port)"))
+      #expect(result.stderr.contains("choose another --port"))
+    }
+  }
+
+  @Test func unwritableDataDirExitsWithStatus2() throws {
+    // A regular file where a directory is expected fails even for root, unlike permission bits.
+    let file = FileManager.default.temporaryDirectory.appendingPathComponent("mg-file-\(UUID().uuidString)").path
+    FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+    defer { try? FileManager.default.removeItem(atPath: file) }
+    let result = try NodeProcess.runToCompletion(
+      arguments: ["--port", "0", "--bind", "127.0.0.1", "--data-dir", file + "/data"])
+    #expect(result.status == 2)
+    #expect(result.stderr.contains("cannot use data dir"))
+    #expect(result.stderr.contains("--data-dir"))
+    #expect(result.stderr.split(separator: "\n").count == 1)
+  }
+
+  @Test func sigtermShutsDownGracefully() async throws {
+    let node = try NodeProcess()
+    defer { node.cleanup() }
+    try node.start()
+    let peer = try node.createPeer("leaver")
+    let (socket, _) = try node.openEvents(peer)
+    defer { socket.close() }
+    let status = try node.stop(signal: SIGTERM)
+    #expect(status == 0)
+    guard case .close(let code, _)? = try socket.receive(timeout: .seconds(5)) else {
+      Issue.record("expected a close frame on shutdown")
+      return
+    }
+    #expect(code == 1001)
+    #expect(node.logTail().contains("Node stopped."))
+  }
+}
