@@ -56,9 +56,7 @@ public struct APIError: Error, Equatable, CustomStringConvertible {
     let body: JSONValue = ["error": ["code": .string(code), "message": .string(message)]]
     var headers = headers
     if status == 401 { headers.append(("www-authenticate", "Bearer realm=\"meshgate\"")) }
-    return HTTPResponse(
-      status: status, contentType: "application/json", headers: headers + [("cache-control", "no-store")],
-      body: body.serialized())
+    return HTTPResponse.json(body, status: status, headers: headers)
   }
 }
 
