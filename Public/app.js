@@ -372,7 +372,8 @@ const nodePanel = {
 
   /** Advance the uptime locally between refreshes. */
   tick() {
-    if (!this.node) return;
+    // While the node is unreachable its uptime is unknown: keep the last value.
+    if (!this.node || this.reachable === false) return;
     let seconds = Number(this.node.uptimeSeconds);
     if (!Number.isFinite(seconds) && this.node.startedAt) {
       seconds = (Date.now() - new Date(this.node.startedAt).getTime()) / 1000;
@@ -739,7 +740,26 @@ const session = {
   token: storage.get(KEY_TOKEN),
   peer: storage.getJSON(KEY_PEER),
   cursor: storage.get(KEY_CURSOR),
+  /** Cursor at which `peer` was last known current (from hello or peer.updated). */
+  peerCursor: null,
 };
+
+/**
+ * Keep the badge in step with `peer.updated` events about ourselves. The
+ * hello's peer is current as of the hello's cursor, so replayed events at or
+ * below it are older news and must not roll the name back.
+ */
+function applyPeerUpdate(event) {
+  if (event.type !== 'peer.updated') return;
+  const peer = event.data && typeof event.data === 'object' ? event.data.peer : null;
+  if (!peer || typeof peer !== 'object' || !session.token) return;
+  if (session.peer && session.peer.id && peer.id !== session.peer.id) return;
+  if (session.peerCursor !== null && compareCursors(String(event.id), session.peerCursor) <= 0) return;
+  session.peerCursor = String(event.id);
+  session.peer = { ...(session.peer ?? {}), ...peer };
+  storage.set(KEY_PEER, JSON.stringify(session.peer));
+  renderIdentity();
+}
 
 /** Advance the resume cursor (persisted) if `id` is newer. */
 function advanceCursor(id) {
@@ -835,6 +855,7 @@ const socket = new LiveSocket({
     // Everything after `since` is replayed by the node; never show what we
     // had before it, even if the seen-id set was lost by a reload.
     eventList.floor = session.cursor;
+    session.peerCursor = hello.cursor === undefined || hello.cursor === null ? null : String(hello.cursor);
     const latest = hello.cursor === undefined || hello.cursor === null ? '' : String(hello.cursor);
     if (latest !== '' && (session.cursor === null || compareCursors(latest, session.cursor) < 0)) {
       // First socket for this peer (start at the node's latest event), or the
@@ -846,6 +867,7 @@ const socket = new LiveSocket({
   },
   onEvent(event) {
     if (eventList.add(event)) advanceCursor(event.id);
+    applyPeerUpdate(event);
   },
   onSignedOut(reason) {
     signOutLocally({
@@ -856,9 +878,25 @@ const socket = new LiveSocket({
     });
   },
   onState(state, retryAt) {
+    const was = badge.state;
     badge.set(state, retryAt);
+    // The socket dropped: ask /node at once, so the node panel marks its
+    // values as stale now rather than at the next 10 s poll.
+    if (state === 'offline' && was !== 'offline') nodePanel.refresh();
   },
 });
+
+let nodeRefreshTimer = 0;
+
+/**
+ * Re-read /node shortly after our own socket or peer went away, so the peer
+ * and WebSocket counts do not stay stale until the next poll. The short wait
+ * lets the node finish closing the socket before it counts.
+ */
+function refreshNodeSoon(delayMs = 300) {
+  window.clearTimeout(nodeRefreshTimer);
+  nodeRefreshTimer = window.setTimeout(() => nodePanel.refresh(), delayMs);
+}
 
 /**
  * Forget the peer in this tab (and, unless `persist` is false, in storage),
@@ -869,6 +907,7 @@ function signOutLocally({ notice = '', focus = false, persist = true } = {}) {
   session.token = null;
   session.peer = null;
   session.cursor = null;
+  session.peerCursor = null;
   if (persist) {
     storage.remove(KEY_TOKEN);
     storage.remove(KEY_PEER);
@@ -879,12 +918,14 @@ function signOutLocally({ notice = '', focus = false, persist = true } = {}) {
   showNotice(notice);
   renderIdleBadge();
   if (focus) ui.nameInput.focus();
+  refreshNodeSoon();
 }
 
 /** Begin a session for a freshly created (or adopted) peer. */
 function startSession(token, peer, { persist = true } = {}) {
   session.token = token;
   session.peer = peer;
+  session.peerCursor = null;
   session.cursor = persist ? null : storage.get(KEY_CURSOR);
   if (persist) {
     // A new peer has its own event log: the old cursor means nothing to it.

@@ -3,7 +3,7 @@
 /// Layer 6 (surface). Flags win over the environment, the environment over defaults. Every problem is a
 /// ``ConfigurationError`` whose text names the flag, what was wrong and how to fix it; the executable prints
 /// it on one line and exits with status 2.
-public import Foundation
+import Foundation
 public import Logging
 
 /// Everything a node needs to start.
