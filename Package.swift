@@ -29,6 +29,8 @@ let package = Package(
     .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
     // Layer 3: sans-I/O mesh core.
     .target(name: "MeshCore", swiftSettings: swiftSettings),
+    // A deterministic in-process simulator running MeshCore for many nodes (tests and bench).
+    .target(name: "MeshSimulator", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
     // Layers 4-6: node runtime, apps, REST/WS surface.
     .target(
       name: "Gateway",
@@ -43,6 +45,7 @@ let package = Package(
     .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshCoreTests", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
+    .testTarget(name: "MeshSimulatorTests", dependencies: ["MeshSimulator"], swiftSettings: swiftSettings),
     .testTarget(name: "GatewayTests", dependencies: ["Gateway", "MeshgateTestSupport"], swiftSettings: swiftSettings),
     .testTarget(
       name: "IntegrationTests",

@@ -24,6 +24,24 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var maxBodyBytes = 1 << 20
   /// Events kept per peer in the durable event log.
   public var eventRetention = 10_000
+  /// Static mesh seeds (`--peer HOST:PORT`, repeatable), dialled at start and re-dialled after every loss.
+  public var seeds: [MeshAddress] = []
+  /// How nodes find each other.
+  public var discovery: Discovery = .beacon
+  /// The beacon's multicast group.
+  public var beaconGroup = "239.255.77.77"
+  /// The beacon's UDP port.
+  public var beaconPort: UInt16 = 8089
+
+  /// Discovery modes.
+  public enum Discovery: String, Sendable, Equatable, CaseIterable {
+    /// UDP multicast beacon plus static seeds.
+    case beacon
+    /// Static seeds only.
+    case `static`
+    /// No mesh discovery at all (static seeds are still dialled).
+    case off
+  }
 
   public init() {}
 
@@ -47,6 +65,11 @@ public struct NodeConfiguration: Sendable, Equatable {
                             then /usr/share/meshgate/Public, then next to the binary)
       --max-body-bytes N    largest request body accepted (MESHGATE_MAX_BODY_BYTES, default 1048576)
       --event-retention N   events kept per peer (MESHGATE_EVENT_RETENTION, default 10000)
+      --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)
+      --discovery MODE      beacon (UDP multicast + seeds), static (seeds only) or off
+                            (MESHGATE_DISCOVERY, default beacon)
+      --beacon-group ADDR   multicast group of the beacon (MESHGATE_BEACON_GROUP, default 239.255.77.77)
+      --beacon-port N       UDP port of the beacon (MESHGATE_BEACON_PORT, default 8089)
       -h, --help            show this help
       --version             print the version
 
@@ -71,6 +94,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--port", "MESHGATE_PORT"), ("--bind", "MESHGATE_BIND"), ("--data-dir", "MESHGATE_DATA_DIR"),
       ("--name", "MESHGATE_NAME"), ("--log-level", "MESHGATE_LOG_LEVEL"), ("--public-dir", "MESHGATE_PUBLIC_DIR"),
       ("--max-body-bytes", "MESHGATE_MAX_BODY_BYTES"), ("--event-retention", "MESHGATE_EVENT_RETENTION"),
+      ("--peer", "MESHGATE_PEERS"), ("--discovery", "MESHGATE_DISCOVERY"), ("--beacon-group", "MESHGATE_BEACON_GROUP"),
+      ("--beacon-port", "MESHGATE_BEACON_PORT"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -133,6 +158,27 @@ public struct NodeConfiguration: Sendable, Equatable {
     case "--public-dir": publicDirectory = value
     case "--max-body-bytes": maxBodyBytes = try integer(1024...(1 << 30), "a byte count from 1024 to 1073741824")
     case "--event-retention": eventRetention = try integer(10...10_000_000, "a count from 10 to 10000000")
+    case "--peer":
+      for part in value.split(separator: ",") where !part.isEmpty {
+        guard let address = MeshAddress(String(part)) else {
+          throw ConfigurationError(
+            "\(source) must be HOST:PORT, e.g. 192.168.1.20:8080 or [fe80::1]:8080 (got \(String(part).debugDescription))")
+        }
+        if !seeds.contains(address) { seeds.append(address) }
+      }
+    case "--discovery":
+      guard let mode = Discovery(rawValue: value) else {
+        throw ConfigurationError("\(source) must be beacon, static or off (got \(value.debugDescription))")
+      }
+      discovery = mode
+    case "--beacon-group":
+      var group = in_addr()
+      guard inet_pton(AF_INET, value, &group) == 1, (UInt32(bigEndian: group.s_addr) >> 28) == 0xE else {
+        throw ConfigurationError(
+          "\(source) must be an IPv4 multicast address (224.0.0.0–239.255.255.255) (got \(value.debugDescription))")
+      }
+      beaconGroup = value
+    case "--beacon-port": beaconPort = UInt16(try integer(1...65535, "a UDP port from 1 to 65535"))
     default: throw ConfigurationError("unknown option \(flag)")
     }
   }
@@ -159,6 +205,43 @@ public struct NodeConfiguration: Sendable, Equatable {
         && !isDirectory.boolValue
     }
   }
+}
+
+/// A node address `HOST:PORT` (IPv6 hosts in brackets).
+public struct MeshAddress: Sendable, Hashable, CustomStringConvertible {
+  /// The host name or IP address (without brackets).
+  public var host: String
+  /// The TCP port.
+  public var port: UInt16
+
+  public init(host: String, port: UInt16) {
+    self.host = host
+    self.port = port
+  }
+
+  /// Parses `host:port` or `[v6]:port`; nil when malformed.
+  public init?(_ text: String) {
+    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    let hostPart: Substring
+    let portPart: Substring
+    if trimmed.hasPrefix("[") {
+      guard let close = trimmed.firstIndex(of: "]"), trimmed[trimmed.index(after: close)...].hasPrefix(":") else {
+        return nil
+      }
+      hostPart = trimmed[trimmed.index(after: trimmed.startIndex)..<close]
+      portPart = trimmed[trimmed.index(close, offsetBy: 2)...]
+    } else {
+      guard let colon = trimmed.lastIndex(of: ":") else { return nil }
+      hostPart = trimmed[..<colon]
+      portPart = trimmed[trimmed.index(after: colon)...]
+    }
+    guard !hostPart.isEmpty, !hostPart.contains(" "), !hostPart.contains("/"), let port = UInt16(portPart), port > 0
+    else { return nil }
+    self.host = String(hostPart)
+    self.port = port
+  }
+
+  public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
 /// A configuration problem, phrased for the person starting the node.

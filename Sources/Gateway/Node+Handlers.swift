@@ -25,6 +25,15 @@ extension Node {
       return HTTPResponse(
         status: 200, contentType: "text/event-stream",
         headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
+    case .listAdvertising: return listAdvertising(context)
+    case .startAdvertising: return try await startAdvertising(context)
+    case .stopAdvertising: return try await stopAdvertising(context)
+    case .listBrowsing: return listBrowsing(context)
+    case .startBrowsing: return try await startBrowsing(context)
+    case .stopBrowsing: return try await stopBrowsing(context)
+    case .servicePeers: return try servicePeers(context)
+    case .listMeshNodes: return .json(meshNodesJSON())
+    case .addMeshNode: return try addMeshNode(context)
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",
@@ -60,6 +69,7 @@ extension Node {
     try await store.insertPeer(peer)
     peers[peer.id] = peer
     peerIDsByTokenHash[peer.tokenHash] = peer.id
+    apply(mesh.directory.addLocalPeer(peer.id, displayName: peer.displayName))
     logger.info("Peer created.", ["peer.id": peer.id])
     return .json(
       ["peer": peerJSON(peer), "token": .string(token)], status: 201,
@@ -86,6 +96,7 @@ extension Node {
     try await store.updatePeer(id: peer.id, displayName: peer.displayName, discoveryInfo: peer.discoveryInfo)
     guard peers[peer.id] != nil else { throw APIError.invalidToken }
     peers[peer.id] = peer
+    apply(mesh.directory.renameLocalPeer(peer.id, displayName: peer.displayName))
     try await publish([(peerID: peer.id, type: "peer.updated", data: ["peer": peerJSON(peer)])])
     return .json(["peer": peerJSON(peer)])
   }
@@ -95,6 +106,7 @@ extension Node {
     // Revoke in memory first, so the token stops working before the store is even touched.
     peers[peer.id] = nil
     peerIDsByTokenHash[peer.tokenHash] = nil
+    apply(mesh.directory.removeLocalPeer(peer.id))
     for channel in subscribersByPeer[peer.id] ?? [] {
       if let subscriber = subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }
     }

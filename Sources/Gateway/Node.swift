@@ -59,6 +59,9 @@ public actor Node {
   var routeLabels: [RequestID: String] = [:]
   var metrics = NodeMetrics()
   var keepAliveTask: Task<Void, Never>?
+  var meshTask: Task<Void, Never>?
+  var mesh: MeshRuntime
+  let meshLogger = Logger(component: "mesh")
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -66,17 +69,32 @@ public actor Node {
 
   init(
     server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
-    staticFiles: StaticFiles
+    services: [NodeStore.StoredService] = [], staticFiles: StaticFiles
   ) {
     self.server = server
     self.store = store
     self.configuration = configuration
     self.nodeID = nodeID
     self.staticFiles = staticFiles
+    let hello = NodeHello(
+      nodeID: nodeID, name: configuration.name, softwareVersion: NodeConfiguration.version, port: UInt16(server.port))
+    var directory = Directory(nodeID: nodeID)
     for peer in peers {
       self.peers[peer.id] = peer
       self.peerIDsByTokenHash[peer.tokenHash] = peer.id
+      _ = directory.addLocalPeer(peer.id, displayName: peer.displayName)
     }
+    // Restore advertising and browsing; no one is linked yet, so there is nothing to send or tell.
+    for service in services where self.peers[service.peerID] != nil {
+      if service.kind == "advertise" {
+        _ = directory.startAdvertising(
+          service.peerID, serviceType: service.serviceType, discoveryInfo: service.discoveryInfo)
+      } else {
+        _ = directory.startBrowsing(service.peerID, serviceType: service.serviceType)
+      }
+    }
+    self.mesh = MeshRuntime(
+      links: LinkManager(local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue)), directory: directory)
   }
 
   /// Starts periodic work (SSE keep-alives). Runs on the service thread.
@@ -87,10 +105,12 @@ public actor Node {
         await self?.sendKeepAlives()
       }
     }
+    startMesh()
   }
 
   func stop() {
     keepAliveTask?.cancel()
+    meshTask?.cancel()
   }
 
   // MARK: - Requests
@@ -201,6 +221,14 @@ public actor Node {
   // MARK: - WebSockets
 
   func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    if head.path == "/mesh" {
+      guard head.headers["sec-websocket-protocol"]?.contains(meshSubprotocol) == true else {
+        metrics.webSocketUpgradesRejected += 1
+        return .reject(
+          APIError.badRequest("mesh links must request the WebSocket subprotocol \(meshSubprotocol)").response)
+      }
+      return .accept
+    }
     guard head.path == "/api/v1/ws" else {
       metrics.webSocketUpgradesRejected += 1
       return .reject(
@@ -218,6 +246,10 @@ public actor Node {
   }
 
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
+    if head.path == "/mesh" {
+      meshSocketOpened(id)
+      return
+    }
     guard let peer = try? authenticate(head, allowQueryToken: true) else {
       server.close(id, code: 4401, reason: "token no longer valid")
       return
@@ -228,6 +260,10 @@ public actor Node {
   }
 
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
+    if isMeshSocket(id) {
+      meshSocketReceived(id, message)
+      return
+    }
     guard let subscriber = subscribers[.webSocket(id)] else { return }
     let reply: JSONValue
     switch message {
@@ -255,6 +291,10 @@ public actor Node {
   }
 
   func webSocketClosed(_ id: WebSocketID) {
+    if isMeshSocket(id) {
+      meshSocketClosed(id)
+      return
+    }
     removeSubscriber(.webSocket(id))
   }
 
@@ -458,6 +498,14 @@ final class ServerBridge: ServerDelegate {
 
   func webSocketClosed(_ id: WebSocketID) {
     node.assumeIsolated { $0.webSocketClosed(id) }
+  }
+
+  func webSocketConnected(_ id: WebSocketID) {
+    node.assumeIsolated { $0.meshSocketConnected(id) }
+  }
+
+  func webSocketConnectFailed(_ id: WebSocketID, reason: String) {
+    node.assumeIsolated { $0.meshSocketClosed(id) }
   }
 
   func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse {

@@ -88,6 +88,7 @@ final class NodeRuntime {
     }
     let nodeID = try await store.nodeID()
     let peers = try await store.allPeers()
+    let services = try await store.allServices()
 
     var staticFiles = StaticFiles()
     let logger = Logger(component: "node")
@@ -107,12 +108,12 @@ final class NodeRuntime {
       server = try Server(
         configuration: ServerConfiguration(
           bindAddress: configuration.bindAddress, port: configuration.port,
-          maxWebSocketMessageBytes: configuration.maxBodyBytes))
+          maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol]))
     } catch {
       throw StartupError(message: error.description)
     }
     let node = Node(
-      server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers,
+      server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
       staticFiles: staticFiles)
     let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
     server.delegate = bridge

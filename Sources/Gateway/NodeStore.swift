@@ -56,7 +56,18 @@ final class NodeStore: Sendable {
           data TEXT NOT NULL
         );
         CREATE INDEX events_by_peer ON events(peer_id, seq);
-        """)
+        """),
+    Migration(
+      version: 2, name: "advertised and browsed services",
+      sql: """
+        CREATE TABLE peer_services(
+          peer_id TEXT NOT NULL REFERENCES peers(id) ON DELETE CASCADE,
+          kind TEXT NOT NULL CHECK (kind IN ('advertise', 'browse')),
+          service_type TEXT NOT NULL,
+          discovery_info TEXT NOT NULL DEFAULT '{}',
+          PRIMARY KEY (peer_id, kind, service_type)
+        );
+        """),
   ]
 
   init(path: String, retention: Int) throws {
@@ -108,8 +119,48 @@ final class NodeStore: Sendable {
     }
   }
 
+  /// A peer's advertised or browsed service, as stored.
+  struct StoredService: Sendable, Equatable {
+    var peerID: String
+    var kind: String
+    var serviceType: String
+    var discoveryInfo: [String: String]
+  }
+
+  func allServices() async throws -> [StoredService] {
+    try await database.read { connection in
+      try connection.query(
+        "SELECT peer_id, kind, service_type, discovery_info FROM peer_services ORDER BY peer_id, kind, service_type"
+      ).map { row in
+        StoredService(
+          peerID: try row.string(0), kind: try row.string(1), serviceType: try row.string(2),
+          discoveryInfo: Self.decodeMap(try row.string(3)))
+      }
+    }
+  }
+
+  func setService(_ service: StoredService) async throws {
+    try await database.write { connection in
+      try connection.execute(
+        """
+        INSERT INTO peer_services(peer_id, kind, service_type, discovery_info) VALUES (?, ?, ?, ?)
+        ON CONFLICT(peer_id, kind, service_type) DO UPDATE SET discovery_info = excluded.discovery_info
+        """,
+        [.text(service.peerID), .text(service.kind), .text(service.serviceType), .text(Self.encodeMap(service.discoveryInfo))])
+    }
+  }
+
+  func removeService(peerID: String, kind: String, serviceType: String) async throws {
+    try await database.write { connection in
+      try connection.execute(
+        "DELETE FROM peer_services WHERE peer_id = ? AND kind = ? AND service_type = ?",
+        [.text(peerID), .text(kind), .text(serviceType)])
+    }
+  }
+
   func deletePeer(id: String) async throws {
     try await database.write { connection in
+      try connection.execute("DELETE FROM peer_services WHERE peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM events WHERE peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peers WHERE id = ?", [.text(id)])
     }

@@ -11,6 +11,9 @@ enum Operation: Sendable {
   case healthz, metrics, openAPI, nodeInfo
   case createPeer, getMe, updateMe, deleteMe
   case listEvents, eventStream, webSocket
+  case listAdvertising, startAdvertising, stopAdvertising
+  case listBrowsing, startBrowsing, stopBrowsing
+  case servicePeers, listMeshNodes, addMeshNode
 }
 
 /// One REST route.
@@ -155,6 +158,70 @@ struct Router: Sendable {
         ("since", "Replay events after this cursor.", Schemas.cursor),
         ("token", "The peer token, for browsers.", ["type": "string"]),
       ]),
+    Route(
+      method: .get, pattern: "/api/v1/advertising", operation: .listAdvertising, operationID: "listAdvertising",
+      summary: "The service types this peer advertises, with their discovery info.", authenticated: true,
+      requestSchema: nil,
+      responses: [(200, "Advertised services.", Schemas.advertisingList), (401, "Missing or unknown token.", Schemas.error)],
+      queryParameters: []),
+    Route(
+      method: .put, pattern: "/api/v1/advertising/{serviceType}", operation: .startAdvertising,
+      operationID: "startAdvertising",
+      summary:
+        "Starts (or updates) advertising a service type, like MCNearbyServiceAdvertiser; browsers mesh-wide get peer.found.",
+      authenticated: true, requestSchema: Schemas.advertiseRequest,
+      responses: [
+        (200, "Advertising.", Schemas.advertisingEntry), (400, "Invalid service type or discovery info.", Schemas.error),
+        (401, "Missing or unknown token.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .delete, pattern: "/api/v1/advertising/{serviceType}", operation: .stopAdvertising,
+      operationID: "stopAdvertising", summary: "Stops advertising; browsers mesh-wide get peer.lost.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (204, "Stopped.", nil), (400, "Invalid service type.", Schemas.error),
+        (404, "Not advertising this service type.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/browsing", operation: .listBrowsing, operationID: "listBrowsing",
+      summary: "The service types this peer browses for.", authenticated: true, requestSchema: nil,
+      responses: [(200, "Browsed services.", Schemas.browsingList), (401, "Missing or unknown token.", Schemas.error)],
+      queryParameters: []),
+    Route(
+      method: .put, pattern: "/api/v1/browsing/{serviceType}", operation: .startBrowsing, operationID: "startBrowsing",
+      summary:
+        "Starts browsing, like MCNearbyServiceBrowser: peer.found for every current advertiser mesh-wide (self excluded), then found/lost as they change.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (200, "Browsing, with the advertisers known now.", Schemas.browsingEntry),
+        (400, "Invalid service type.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .delete, pattern: "/api/v1/browsing/{serviceType}", operation: .stopBrowsing,
+      operationID: "stopBrowsing", summary: "Stops browsing.", authenticated: true, requestSchema: nil,
+      responses: [
+        (204, "Stopped.", nil), (400, "Invalid service type.", Schemas.error),
+        (404, "Not browsing this service type.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/services/{serviceType}/peers", operation: .servicePeers,
+      operationID: "listServicePeers", summary: "Peers advertising the service type, mesh-wide, the caller excluded.",
+      authenticated: true, requestSchema: nil,
+      responses: [(200, "Advertisers.", Schemas.servicePeers), (400, "Invalid service type.", Schemas.error)],
+      queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/mesh/nodes", operation: .listMeshNodes, operationID: "listMeshNodes",
+      summary: "This node and every node it knows: link state, direction, RTT, how it was found.",
+      authenticated: false, requestSchema: nil, responses: [(200, "Known nodes.", Schemas.meshNodes)],
+      queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/mesh/nodes", operation: .addMeshNode, operationID: "addMeshNode",
+      summary: "Adds a static seed HOST:PORT; the node dials it now and re-dials it after every loss.",
+      authenticated: true, requestSchema: Schemas.addMeshNode,
+      responses: [
+        (202, "Dialling.", Schemas.meshNodes), (400, "Malformed address.", Schemas.error),
+        (401, "Missing or unknown token.", Schemas.error),
+      ], queryParameters: []),
   ])
 }
 
@@ -205,6 +272,60 @@ enum Schemas {
       "startedAt": ["type": "string", "format": "date-time"], "uptimeSeconds": ["type": "number"],
       "peerCount": ["type": "integer"], "openWebSockets": ["type": "integer"],
     ],
+  ]
+  static let serviceType: JSONValue = [
+    "type": "string", "pattern": "^[a-z0-9-]{1,15}$",
+    "description": "1–15 of a-z 0-9 -, at least one letter, no leading, trailing or double hyphen (RFC 6335).",
+  ]
+  static let advertiseRequest: JSONValue = [
+    "type": "object", "additionalProperties": false, "properties": ["discoveryInfo": discoveryInfo],
+  ]
+  static let advertisingEntry: JSONValue = [
+    "type": "object", "required": ["serviceType", "discoveryInfo"],
+    "properties": ["serviceType": serviceType, "discoveryInfo": discoveryInfo],
+  ]
+  static let advertisingList: JSONValue = [
+    "type": "object", "required": ["advertising"],
+    "properties": ["advertising": ["type": "array", "items": advertisingEntry]],
+  ]
+  static let peerRef: JSONValue = [
+    "type": "object", "required": ["id", "displayName", "nodeId"],
+    "properties": ["id": ["type": "string"], "displayName": ["type": "string"], "nodeId": ["type": "string"]],
+  ]
+  static let advertiser: JSONValue = [
+    "type": "object", "required": ["peer", "discoveryInfo"],
+    "properties": ["peer": peerRef, "discoveryInfo": discoveryInfo],
+  ]
+  static let servicePeers: JSONValue = [
+    "type": "object", "required": ["serviceType", "peers"],
+    "properties": ["serviceType": serviceType, "peers": ["type": "array", "items": advertiser]],
+  ]
+  static let browsingEntry: JSONValue = [
+    "type": "object", "required": ["serviceType", "peers"],
+    "properties": ["serviceType": serviceType, "peers": ["type": "array", "items": advertiser]],
+  ]
+  static let browsingList: JSONValue = [
+    "type": "object", "required": ["browsing"],
+    "properties": ["browsing": ["type": "array", "items": serviceType]],
+  ]
+  static let meshNode: JSONValue = [
+    "type": "object", "required": ["state"],
+    "properties": [
+      "id": ["type": ["string", "null"]], "name": ["type": ["string", "null"]],
+      "address": ["type": ["string", "null"]],
+      "state": ["type": "string", "enum": ["linked", "connecting", "backoff", "waiting"]],
+      "rttMillis": ["type": ["integer", "null"]], "source": ["type": ["string", "null"], "enum": ["seed", "beacon", nil]],
+      "direction": ["type": "string", "enum": ["inbound", "outbound"]],
+      "linkedForSeconds": ["type": ["number", "null"]],
+    ],
+  ]
+  static let meshNodes: JSONValue = [
+    "type": "object", "required": ["self", "nodes"],
+    "properties": ["self": ["type": "object"], "nodes": ["type": "array", "items": meshNode]],
+  ]
+  static let addMeshNode: JSONValue = [
+    "type": "object", "required": ["address"], "additionalProperties": false,
+    "properties": ["address": ["type": "string", "description": "HOST:PORT, e.g. 192.168.1.20:8080"]],
   ]
   static let cursor: JSONValue = ["type": "string", "pattern": "^[0-9]{1,18}$"]
   static let event: JSONValue = [

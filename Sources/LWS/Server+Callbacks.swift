@@ -33,12 +33,19 @@ func serverCallback(
     return server.webSocketUpgradeRequested(wsi)
   case LWS_CALLBACK_ESTABLISHED:
     return server.webSocketEstablished(wsi)
-  case LWS_CALLBACK_RECEIVE:
+  case LWS_CALLBACK_RECEIVE, LWS_CALLBACK_CLIENT_RECEIVE:
     return server.webSocketReceived(wsi, input, length)
-  case LWS_CALLBACK_SERVER_WRITEABLE:
+  case LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLIENT_WRITEABLE:
     return server.webSocketWritable(wsi)
-  case LWS_CALLBACK_CLOSED:
+  case LWS_CALLBACK_CLOSED, LWS_CALLBACK_CLIENT_CLOSED:
     server.webSocketClosed(wsi)
+    return 0
+  case LWS_CALLBACK_CLIENT_ESTABLISHED:
+    server.clientEstablished(wsi)
+    return 0
+  case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+    let reason = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
+    server.clientFailed(wsi, reason: reason)
     return 0
   case LWS_CALLBACK_WSI_DESTROY:
     server.connectionDestroyed(wsi)
@@ -416,7 +423,7 @@ extension Server {
     let wasEmpty = connection.queue.isEmpty
     connection.queue.append(message)
     connection.queuedBytes += message.count
-    if wasEmpty { lws_callback_on_writable(connection.wsi) }
+    if wasEmpty && connection.established { lws_callback_on_writable(connection.wsi) }
     return .queued
   }
 
@@ -443,7 +450,12 @@ extension Server {
     var budget = 32
     while budget > 0, let message = connection.queue.first {
       let kind = message.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
-      if lws_write(wsi, message.payload, message.count, kind) < 0 { return -1 }
+      if connection.isClient {
+        // Client frames are masked in place (LWS-NOTES pitfall 9): write a private copy, never the shared buffer.
+        if writeCopy(message, wsi: wsi, kind: kind) < 0 { return -1 }
+      } else if lws_write(wsi, message.payload, message.count, kind) < 0 {
+        return -1
+      }
       connection.queue.removeFirst()
       connection.queuedBytes -= message.count
       messagesOut += 1
@@ -462,11 +474,77 @@ extension Server {
     return 0
   }
 
+  private func writeCopy(_ message: OutboundMessage, wsi: OpaquePointer, kind: lws_write_protocol) -> Int32 {
+    let pre = Int(CLWS_PRE)
+    if message.count <= scratchSize {
+      let start = (scratch + pre).assumingMemoryBound(to: UInt8.self)
+      start.update(from: message.payload, count: message.count)
+      return lws_write(wsi, start, message.count, kind)
+    }
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: pre + message.count, alignment: 16)
+    defer { buffer.deallocate() }
+    let start = (buffer + pre).assumingMemoryBound(to: UInt8.self)
+    start.update(from: message.payload, count: message.count)
+    return lws_write(wsi, start, message.count, kind)
+  }
+
   func webSocketClosed(_ wsi: OpaquePointer) {
     guard let connection = sockets.removeValue(forKey: wsi) else { return }
     socketsByID[connection.id] = nil
-    delegate?.webSocketClosed(connection.id)
+    if connection.established {
+      delegate?.webSocketClosed(connection.id)
+    } else {
+      delegate?.webSocketConnectFailed(connection.id, reason: "connection closed during the handshake")
+    }
     stopWhenIdle()
+  }
+
+  /// Dials `ws://host:port/path` with `subprotocol` (one of ``ServerConfiguration/subprotocols``). Returns the id
+  /// the delegate's ``ServerDelegate/webSocketConnected(_:)`` or ``ServerDelegate/webSocketConnectFailed(_:reason:)``
+  /// will carry; nil when lws refused to start the connection at all. Service thread only.
+  public func connect(host: String, port: Int, path: String, subprotocol: String) -> WebSocketID? {
+    assertInLoop()
+    guard !draining else { return nil }
+    var info = lws_client_connect_info()
+    info.context = context
+    info.port = Int32(port)
+    info.ssl_connection = 0
+    info.ietf_version_or_minus_one = -1
+    let address = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+    // lws copies these strings into its own stash during the call, so scoped C strings are enough.
+    let wsi: OpaquePointer? = address.withCString { hostPointer in
+      path.withCString { pathPointer in
+        subprotocol.withCString { protocolPointer in
+          info.address = hostPointer
+          info.host = hostPointer
+          info.origin = hostPointer
+          info.path = pathPointer
+          info.protocol = protocolPointer
+          info.local_protocol_name = protocolPointer
+          return lws_client_connect_via_info(&info)
+        }
+      }
+    }
+    guard let wsi else { return nil }
+    let connection = WebSocketConnection(id: WebSocketID(allocateID()), wsi: wsi)
+    connection.isClient = true
+    connection.established = false
+    sockets[wsi] = connection
+    socketsByID[connection.id] = connection
+    return connection.id
+  }
+
+  func clientEstablished(_ wsi: OpaquePointer) {
+    guard let connection = sockets[wsi] else { return }
+    connection.established = true
+    delegate?.webSocketConnected(connection.id)
+    if !connection.queue.isEmpty { lws_callback_on_writable(wsi) }
+  }
+
+  func clientFailed(_ wsi: OpaquePointer, reason: String) {
+    guard let connection = sockets.removeValue(forKey: wsi) else { return }
+    socketsByID[connection.id] = nil
+    delegate?.webSocketConnectFailed(connection.id, reason: reason)
   }
 
   func connectionDestroyed(_ wsi: OpaquePointer) {

@@ -34,8 +34,12 @@ public protocol ServerDelegate: AnyObject {
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead)
   /// A complete message arrived.
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage)
-  /// The connection is gone.
+  /// The connection is gone (server-side and outbound connections alike).
   func webSocketClosed(_ id: WebSocketID)
+  /// An outbound connection made with ``Server/connect(host:port:path:subprotocol:)`` is open.
+  func webSocketConnected(_ id: WebSocketID)
+  /// An outbound connection could not be established; no other callback follows for it.
+  func webSocketConnectFailed(_ id: WebSocketID, reason: String)
   /// The response for a failure the server detects itself (411, 413, 501) before the request reaches a handler.
   func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse
 }
@@ -54,11 +58,15 @@ public struct ServerConfiguration: Sendable {
   public var maxQueuedBytesPerStream: Int
   /// The `Server` header.
   public var serverName: String
+  /// WebSocket subprotocols served (and dialled) besides plain browser WebSockets.
+  public var subprotocols: [String]
 
   public init(
     bindAddress: String = "0.0.0.0", port: Int = 8080, maxWebSocketMessageBytes: Int = 1 << 20,
-    maxQueuedBytesPerWebSocket: Int = 8 << 20, maxQueuedBytesPerStream: Int = 8 << 20, serverName: String = "meshgate"
+    maxQueuedBytesPerWebSocket: Int = 8 << 20, maxQueuedBytesPerStream: Int = 8 << 20, serverName: String = "meshgate",
+    subprotocols: [String] = []
   ) {
+    self.subprotocols = subprotocols
     self.bindAddress = bindAddress
     self.port = port
     self.maxWebSocketMessageBytes = maxWebSocketMessageBytes
@@ -96,8 +104,9 @@ public final class Server: @unchecked Sendable {
   public weak var delegate: (any ServerDelegate)?
 
   let logger = Logger(component: "lws")
-  private let context: OpaquePointer
+  let context: OpaquePointer
   private let protocols: UnsafeMutablePointer<lws_protocols>
+  private let protocolCount: Int
   private let arena: CStringArena
 
   private struct Inbox: ~Copyable {
@@ -130,16 +139,21 @@ public final class Server: @unchecked Sendable {
     self.arena = arena
     self.scratch = .allocate(byteCount: Int(CLWS_PRE) + scratchSize, alignment: 16)
 
-    // One protocol serves plain HTTP and browser WebSockets (which send no subprotocol, so lws binds
-    // them to protocols[0]). A single callback handles both, which sidesteps lws routing HTTP events
-    // to a "default" WebSocket protocol. The array ends with an all-zero terminator.
-    let protocols = UnsafeMutablePointer<lws_protocols>.allocate(capacity: 2)
-    protocols.initialize(repeating: lws_protocols(), count: 2)
-    protocols[0].name = arena.make("http")
-    protocols[0].callback = serverCallback
-    protocols[0].per_session_data_size = 0
-    protocols[0].rx_buffer_size = 64 * 1024
+    // protocols[0] serves plain HTTP and browser WebSockets (which send no subprotocol, so lws binds
+    // them to protocols[0]); the others are WebSocket subprotocols (e.g. `meshgate-node.v1`), used by
+    // both accepted and outbound connections. One callback handles all of them, which sidesteps lws
+    // routing HTTP events to a "default" WebSocket protocol. The array ends with an all-zero terminator.
+    let count = configuration.subprotocols.count + 2
+    let protocols = UnsafeMutablePointer<lws_protocols>.allocate(capacity: count)
+    protocols.initialize(repeating: lws_protocols(), count: count)
+    for (index, name) in (["http"] + configuration.subprotocols).enumerated() {
+      protocols[index].name = arena.make(name)
+      protocols[index].callback = serverCallback
+      protocols[index].per_session_data_size = 0
+      protocols[index].rx_buffer_size = 64 * 1024
+    }
     self.protocols = protocols
+    self.protocolCount = count
 
     var info = lws_context_creation_info()
     info.port = Int32(configuration.port)
@@ -165,7 +179,7 @@ public final class Server: @unchecked Sendable {
     let box = ContextUser()
     info.user = Unmanaged.passUnretained(box).toOpaque()
     guard let context = lws_create_context(&info) else {
-      protocols.deinitialize(count: 2)
+      protocols.deinitialize(count: count)
       protocols.deallocate()
       throw .cannotListen(address: configuration.bindAddress, port: configuration.port)
     }
@@ -173,7 +187,7 @@ public final class Server: @unchecked Sendable {
       lws_get_vhost_listen_port(vhost) > 0
     else {
       lws_context_destroy(context)
-      protocols.deinitialize(count: 2)
+      protocols.deinitialize(count: count)
       protocols.deallocate()
       throw .cannotListen(address: configuration.bindAddress, port: configuration.port)
     }
@@ -188,7 +202,7 @@ public final class Server: @unchecked Sendable {
 
   deinit {
     scratch.deallocate()
-    protocols.deinitialize(count: 2)
+    protocols.deinitialize(count: protocolCount)
     protocols.deallocate()
   }
 

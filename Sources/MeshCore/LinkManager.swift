@@ -120,6 +120,9 @@ public struct LinkManager: Sendable {
   /// The ids of linked nodes.
   public var linkedNodeIDs: [String] { links.keys.sorted() }
 
+  /// The connection carrying the link to `nodeID`, if linked.
+  public func connection(of nodeID: String) -> ConnectionID? { links[nodeID] }
+
   /// The hello of a linked node.
   public func hello(of nodeID: String) -> NodeHello? {
     links[nodeID].flatMap { connections[$0]?.hello }

@@ -260,7 +260,9 @@ public final class NodeProcess: Sendable {
 
     while true {
       let output = Self.readText(stdoutPath, from: stdoutOffset)
-      if let line = output.split(separator: "\n").first(where: { $0.hasPrefix("meshgate ready ") }) {
+      // Only complete (newline-terminated) lines: the ready line may still be half-written.
+      let complete = output.lastIndex(of: "\n").map { output[..<$0] } ?? ""
+      if let line = complete.split(separator: "\n").first(where: { $0.hasPrefix("meshgate ready ") }) {
         try applyReadyLine(String(line))
         return
       }

@@ -1,0 +1,233 @@
+/// The node runtime's mesh wiring: mesh-link WebSockets ⇄ ``LinkManager`` ⇄ ``Directory`` ⇄ peers' event logs.
+///
+/// Layer 4 (node runtime). Everything runs on the lws service thread inside the ``Node`` actor. The pure state
+/// machines decide; this file carries out their actions: it dials and closes WebSockets (subprotocol
+/// `meshgate-node.v1`, path `/mesh`), encodes and decodes frames with ``MeshFrameCodec``, ticks the link manager
+/// every 100 ms, and turns directory notifications into `peer.found` / `peer.lost` events.
+import Dispatch
+import LWS
+import Logging
+import MeshCore
+
+/// Mesh state owned by the node actor.
+struct MeshRuntime {
+  var links: LinkManager
+  var directory: Directory
+  /// Mesh-link WebSockets and the link manager's connection ids, both ways.
+  var connectionBySocket: [WebSocketID: LinkManager.ConnectionID] = [:]
+  var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]
+  var nextInboundConnection: LinkManager.ConnectionID = 1
+  var framesIn = 0
+  var framesOut = 0
+  var badFrames = 0
+}
+
+/// The WebSocket subprotocol of mesh links.
+let meshSubprotocol = "meshgate-node.v1"
+
+extension Node {
+  /// Milliseconds on a monotonic clock, for the link manager.
+  nonisolated static func monotonicMillis() -> UInt64 {
+    DispatchTime.now().uptimeNanoseconds / 1_000_000
+  }
+
+  /// Starts mesh work: seeds are dialled and the link manager ticks every 100 ms.
+  func startMesh() {
+    let now = Self.monotonicMillis()
+    for seed in configuration.seeds {
+      apply(mesh.links.addSeed(host: seed.host, port: seed.port, now: now))
+    }
+    meshTask = Task { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .milliseconds(100))
+        await self?.meshTick()
+      }
+    }
+  }
+
+  func meshTick() {
+    apply(mesh.links.tick(now: Self.monotonicMillis()))
+  }
+
+  /// A node announced itself on the beacon.
+  func discovered(nodeID: String, host: String, port: UInt16) {
+    apply(mesh.links.discovered(nodeID: nodeID, host: host, port: port, now: Self.monotonicMillis()))
+  }
+
+  /// Adds a static seed at run time (`POST /api/v1/mesh/nodes`).
+  func addSeed(_ address: MeshAddress) {
+    apply(mesh.links.addSeed(host: address.host, port: address.port, now: Self.monotonicMillis()))
+  }
+
+  func isMeshSocket(_ id: WebSocketID) -> Bool { mesh.connectionBySocket[id] != nil }
+
+  // MARK: - Transport events
+
+  func meshSocketOpened(_ id: WebSocketID) {
+    let connection = mesh.nextInboundConnection
+    mesh.nextInboundConnection += 1
+    mesh.connectionBySocket[id] = connection
+    mesh.socketByConnection[connection] = id
+    apply(mesh.links.inboundOpened(connection, now: Self.monotonicMillis()))
+  }
+
+  func meshSocketConnected(_ id: WebSocketID) {
+    guard let connection = mesh.connectionBySocket[id] else { return }
+    apply(mesh.links.outboundOpened(connection, now: Self.monotonicMillis()))
+  }
+
+  func meshSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
+    guard let connection = mesh.connectionBySocket[id] else { return }
+    guard case .binary(let bytes) = message else {
+      mesh.badFrames += 1
+      server.close(id, code: 1003, reason: "mesh frames are binary")
+      return
+    }
+    do {
+      let frame = try MeshFrameCodec.decode(bytes)
+      mesh.framesIn += 1
+      apply(mesh.links.received(frame, on: connection, now: Self.monotonicMillis()))
+    } catch {
+      mesh.badFrames += 1
+      meshLogger.warning("Closing a mesh link after a malformed frame.", ["error": error.description])
+      server.close(id, code: 1002, reason: "malformed frame")
+    }
+  }
+
+  func meshSocketClosed(_ id: WebSocketID) {
+    guard let connection = mesh.connectionBySocket.removeValue(forKey: id) else { return }
+    mesh.socketByConnection[connection] = nil
+    apply(mesh.links.closed(connection, now: Self.monotonicMillis()))
+  }
+
+  // MARK: - Carrying out actions
+
+  func apply(_ actions: [LinkManager.Action]) {
+    for action in actions {
+      switch action {
+      case .connect(let connection, let host, let port):
+        guard let socket = server.connect(host: host, port: Int(port), path: "/mesh", subprotocol: meshSubprotocol)
+        else {
+          apply(mesh.links.outboundFailed(connection, now: Self.monotonicMillis()))
+          continue
+        }
+        mesh.connectionBySocket[socket] = connection
+        mesh.socketByConnection[connection] = socket
+      case .send(let connection, let message):
+        sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
+      case .close(let connection, let reason):
+        if let socket = mesh.socketByConnection[connection] {
+          server.close(socket, code: 1000, reason: reason)
+        }
+      case .linkUp(let hello):
+        meshLogger.info("Node linked.", ["node.id": hello.nodeID, "node.name": hello.name])
+        apply(mesh.directory.nodeLinked(hello.nodeID))
+        publishToAllPeers(
+          type: "node.linked",
+          data: [
+            "node": [
+              "id": .string(hello.nodeID), "name": .string(hello.name), "version": .string(hello.softwareVersion),
+            ]
+          ])
+      case .linkDown(let nodeID):
+        meshLogger.info("Node unlinked.", ["node.id": nodeID])
+        apply(mesh.directory.nodeUnlinked(nodeID))
+        publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
+      case .deliver(let message, let nodeID):
+        apply(mesh.directory.received(message, from: nodeID))
+      }
+    }
+  }
+
+  func apply(_ directives: [Directory.Directive]) {
+    var events: [(peerID: String, type: String, data: JSONValue)] = []
+    for directive in directives {
+      switch directive {
+      case .broadcast(let message):
+        let frame = OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true)
+        for nodeID in mesh.links.linkedNodeIDs {
+          if let connection = mesh.links.connection(of: nodeID) { sendFrame(frame, on: connection) }
+        }
+      case .send(let message, let nodeID):
+        if let connection = mesh.links.connection(of: nodeID) {
+          sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
+        }
+      case .notify(let peerID, let event):
+        switch event {
+        case .peerFound(let peer, let serviceType, let info):
+          events.append(
+            (
+              peerID, "peer.found",
+              [
+                "peer": Self.peerRefJSON(peer), "serviceType": .string(serviceType),
+                "discoveryInfo": Self.mapJSON(info),
+              ]
+            ))
+        case .peerLost(let peer, let serviceType):
+          events.append((peerID, "peer.lost", ["peer": Self.peerRefJSON(peer), "serviceType": .string(serviceType)]))
+        }
+      }
+    }
+    if !events.isEmpty { publishInBackground(events) }
+  }
+
+  func sendFrame(_ frame: OutboundMessage, on connection: LinkManager.ConnectionID) {
+    guard let socket = mesh.socketByConnection[connection] else { return }
+    switch server.send(frame, to: socket) {
+    case .queued:
+      mesh.framesOut += 1
+    case .closed:
+      break
+    case .queueFull:
+      // A peer node that cannot keep up is cut off; it re-links and resynchronises from a snapshot.
+      meshLogger.warning("Mesh link send queue full; closing the link.", ["ws.connection.id": socket])
+      server.close(socket, code: 1013, reason: "send queue full")
+    }
+  }
+
+  func publishToAllPeers(type: String, data: JSONValue) {
+    let entries = peers.keys.sorted().map { (peerID: $0, type: type, data: data) }
+    if !entries.isEmpty { publishInBackground(entries) }
+  }
+
+  /// Publishes from a synchronous context; tasks created in order on this actor keep the events in order.
+  func publishInBackground(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
+    Task {
+      do {
+        try await self.publish(entries.filter { self.peers[$0.peerID] != nil })
+      } catch {
+        self.logger.error("Could not append events.", ["error": String(describing: error)])
+      }
+    }
+  }
+
+  static func peerRefJSON(_ peer: Directory.PeerRef) -> JSONValue {
+    ["id": .string(peer.peerID), "displayName": .string(peer.displayName), "nodeId": .string(peer.nodeID)]
+  }
+
+  static func mapJSON(_ map: [String: String]) -> JSONValue {
+    .object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
+  }
+
+  /// `GET /api/v1/mesh/nodes` body.
+  func meshNodesJSON() -> JSONValue {
+    let now = Self.monotonicMillis()
+    let nodes: [JSONValue] = mesh.links.status(now: now).map { status in
+      var object = JSONObject()
+      object["id"] = status.nodeID.map { .string($0) } ?? .null
+      object["name"] = status.name.map { .string($0) } ?? .null
+      object["address"] = status.address.map { .string($0) } ?? .null
+      object["state"] = .string(status.state.rawValue)
+      object["rttMillis"] = status.rttMillis.map { .int(Int64($0)) } ?? .null
+      object["source"] = status.source.map { .string($0.rawValue) } ?? .null
+      object["direction"] = .string(status.inbound ? "inbound" : "outbound")
+      object["linkedForSeconds"] =
+        status.linkedSinceMillis.map { .double(Double(now - min(now, $0)) / 1000) } ?? .null
+      return .object(object)
+    }
+    return [
+      "self": ["id": .string(nodeID), "name": .string(configuration.name), "port": .int(Int64(server.port))],
+      "nodes": .array(nodes),
+    ]
+  }
+}

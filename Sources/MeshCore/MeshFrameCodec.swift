@@ -1,0 +1,530 @@
+// The binary frame format of the mesh protocol `meshgate-node.v1` (docs/mesh-protocol.md is the byte-by-byte
+// contract; keep the two in step).
+//
+// Every WebSocket binary message on a mesh link carries exactly one frame: a fixed 8-byte header (magic "MG",
+// protocol version, frame type, big-endian u32 payload length) followed by the payload. Integers are big-endian,
+// strings are a u16 byte count plus UTF-8, string maps are a u16 pair count plus (key, value) pairs with keys in
+// strictly ascending byte order. The encoding is canonical: every message has exactly one encoding, and the
+// decoder accepts only that one, so `encode(decode(bytes)) == bytes` whenever `decode` succeeds.
+//
+// The decoder treats its input as hostile. It never traps on input and never allocates more than the input
+// justifies: every count is checked against its limit and against the bytes actually left in the payload
+// before anything is reserved. Each failure is a `MeshFrameError` naming the problem and the byte offset, in a
+// sentence fit for a log line. The encoder, on the other hand, treats an oversize message (a string over 4096
+// bytes, a map over 64 pairs …) as a programmer error and stops with a precondition failure: values that reach
+// the mesh have been validated at the REST surface, whose limits are well inside the frame limits.
+
+/// Encodes and decodes mesh protocol frames (`meshgate-node.v1`); pure functions, safe from any thread.
+public enum MeshFrameCodec {
+  /// The two magic bytes every frame starts with: `"MG"`.
+  public static let magic: [UInt8] = [0x4D, 0x47]
+  /// The size of the fixed frame header in bytes.
+  public static let headerSize = 8
+  /// The largest payload a frame may carry, in bytes (16 MiB).
+  public static let maxPayloadBytes = 16 * 1024 * 1024
+  /// The longest string field, in UTF-8 bytes.
+  public static let maxStringBytes = 4096
+  /// The most (key, value) pairs in one string map (a service's discovery info).
+  public static let maxMapPairs = 64
+  /// The most services one peer announcement may advertise.
+  public static let maxServicesPerPeer = 64
+  /// The most peers in one `peerSnapshot`.
+  public static let maxPeersPerSnapshot = 65536
+
+  /// The frame for `message`: header plus payload, ready to send as one WebSocket binary message.
+  ///
+  /// - Precondition: `message` is within the frame limits (strings ≤ ``maxStringBytes`` UTF-8 bytes, maps ≤
+  ///   ``maxMapPairs`` pairs, ≤ ``maxServicesPerPeer`` services per peer, ≤ ``maxPeersPerSnapshot`` peers, payload
+  ///   ≤ ``maxPayloadBytes``). Breaking them is a programmer error, not an input error.
+  public static func encode(_ message: MeshMessage) -> [UInt8] {
+    var writer = MeshFrameWriter(type: MeshFrameType(message))
+    switch message {
+    case .hello(let hello):
+      writer.string(hello.nodeID, field: "nodeID")
+      writer.string(hello.name, field: "name")
+      writer.string(hello.softwareVersion, field: "softwareVersion")
+      writer.u16(hello.port)
+    case .heartbeat(let sequence, let sentAtMillis), .heartbeatAck(let sequence, let sentAtMillis):
+      writer.u64(sequence)
+      writer.u64(sentAtMillis)
+    case .peerSnapshot(let peers):
+      precondition(
+        peers.count <= self.maxPeersPerSnapshot,
+        "MeshFrameCodec.encode: \(peers.count) peers in a snapshot, limit \(self.maxPeersPerSnapshot)"
+      )
+      writer.u32(UInt32(peers.count))
+      for peer in peers { writer.peer(peer) }
+    case .peerUpdated(let peer):
+      writer.peer(peer)
+    case .peerRemoved(let peerID):
+      writer.string(peerID, field: "peerID")
+    case .goodbye(let reason):
+      writer.string(reason, field: "reason")
+    }
+    return writer.finish()
+  }
+
+  /// Decodes one complete frame: exactly one header and its payload, nothing before or after.
+  ///
+  /// Throws a ``MeshFrameError`` for anything that is not the canonical encoding of a message within the limits:
+  /// wrong magic, version or type, a short or over-long frame, invalid UTF-8, counts over their limits, map keys
+  /// that repeat or are out of order, duplicate peers in a snapshot, unused payload bytes.
+  public static func decode(_ bytes: some Collection<UInt8>) throws(MeshFrameError) -> MeshMessage {
+    try self.decodeFrame(bytes as? [UInt8] ?? Array(bytes))
+  }
+
+  private static func decodeFrame(_ bytes: [UInt8]) throws(MeshFrameError) -> MeshMessage {
+    // Header fields are checked as far as the bytes go, so a stranger's data is reported as bad magic rather
+    // than as a short header.
+    let count = bytes.count
+    if count >= 1 && bytes[0] != self.magic[0] || count >= 2 && bytes[1] != self.magic[1] {
+      throw MeshFrameError(.badMagic(Array(bytes.prefix(2))), offset: 0)
+    }
+    if count >= 3 && bytes[2] != meshProtocolVersion {
+      throw MeshFrameError(.unsupportedVersion(bytes[2]), offset: 2)
+    }
+    if count >= 4 && MeshFrameType(rawValue: bytes[3]) == nil {
+      throw MeshFrameError(.unknownType(bytes[3]), offset: 3)
+    }
+    guard count >= self.headerSize, let type = MeshFrameType(rawValue: bytes[3]) else {
+      throw MeshFrameError(.truncatedHeader(got: count), offset: count)
+    }
+    var reader = MeshFrameReader(bytes: bytes, offset: 4, end: self.headerSize)
+    let declared = Int(try reader.u32(field: "payload length"))
+    guard declared <= self.maxPayloadBytes else {
+      throw MeshFrameError(.payloadTooLarge(declared: declared), offset: 4)
+    }
+    let got = count - self.headerSize
+    guard got >= declared else {
+      throw MeshFrameError(.truncatedPayload(declared: declared, got: got), offset: count)
+    }
+    guard got == declared else {
+      throw MeshFrameError(.trailingBytes(declared: declared, got: got), offset: self.headerSize + declared)
+    }
+
+    reader = MeshFrameReader(bytes: bytes, offset: self.headerSize, end: count)
+    let message: MeshMessage
+    switch type {
+    case .hello:
+      let nodeID = try reader.string(field: "nodeID")
+      let name = try reader.string(field: "name")
+      let softwareVersion = try reader.string(field: "softwareVersion")
+      let port = try reader.u16(field: "port")
+      message = .hello(NodeHello(nodeID: nodeID, name: name, softwareVersion: softwareVersion, port: port))
+    case .heartbeat:
+      let sequence = try reader.u64(field: "sequence")
+      message = .heartbeat(sequence: sequence, sentAtMillis: try reader.u64(field: "sentAtMillis"))
+    case .heartbeatAck:
+      let sequence = try reader.u64(field: "sequence")
+      message = .heartbeatAck(sequence: sequence, sentAtMillis: try reader.u64(field: "sentAtMillis"))
+    case .peerSnapshot:
+      message = .peerSnapshot(try reader.peers())
+    case .peerUpdated:
+      message = .peerUpdated(try reader.peer())
+    case .peerRemoved:
+      message = .peerRemoved(peerID: try reader.string(field: "peerID"))
+    case .goodbye:
+      message = .goodbye(reason: try reader.string(field: "reason"))
+    }
+    guard reader.remaining == 0 else {
+      throw MeshFrameError(.unusedPayloadBytes(count: reader.remaining), offset: reader.offset)
+    }
+    return message
+  }
+}
+
+/// Why a frame was rejected, and where: ``offset`` counts bytes from the first byte of the frame.
+public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertible {
+  /// What is wrong with a frame. Switch over it with a `default:` case: reasons may be added.
+  public enum Reason: Equatable, Sendable {
+    /// Fewer than 8 bytes, all of them consistent with a header.
+    case truncatedHeader(got: Int)
+    /// The first bytes are not `"MG"` (carries the one or two bytes found).
+    case badMagic([UInt8])
+    /// The header's version byte is not ``meshProtocolVersion``.
+    case unsupportedVersion(UInt8)
+    /// The header's type byte is not a frame type of this protocol version.
+    case unknownType(UInt8)
+    /// The header declares a payload over ``MeshFrameCodec/maxPayloadBytes``.
+    case payloadTooLarge(declared: Int)
+    /// Fewer payload bytes follow the header than it declares.
+    case truncatedPayload(declared: Int, got: Int)
+    /// More payload bytes follow the header than it declares.
+    case trailingBytes(declared: Int, got: Int)
+    /// The payload ends inside a field.
+    case truncatedField(field: String, needed: Int, available: Int)
+    /// A string field's length is over ``MeshFrameCodec/maxStringBytes``.
+    case stringTooLong(field: String, bytes: Int)
+    /// A string field is not valid UTF-8 (``MeshFrameError/offset`` is the first bad byte).
+    case invalidUTF8(field: String)
+    /// A count is over its limit; `what` reads like "peers in snapshot".
+    case tooMany(what: String, count: Int, limit: Int)
+    /// A count is within its limit but the rest of the payload cannot hold that many elements.
+    case countExceedsPayload(what: String, count: Int, minimumBytes: Int, available: Int)
+    /// A map key repeats (byte for byte, or as canonically equivalent Unicode).
+    case duplicateKey(field: String, key: String)
+    /// A map key is not greater, byte-wise, than the key before it.
+    case keyOutOfOrder(field: String, key: String)
+    /// A peer id occurs twice in one snapshot.
+    case duplicatePeer(peerID: String)
+    /// The message ends before the payload does.
+    case unusedPayloadBytes(count: Int)
+  }
+
+  /// What is wrong.
+  public let reason: Reason
+  /// The byte offset in the frame (header included) where the problem was found.
+  public let offset: Int
+
+  /// An error for `reason` found at byte `offset` of the frame.
+  public init(_ reason: Reason, offset: Int) {
+    self.reason = reason
+    self.offset = offset
+  }
+
+  /// A log-safe sentence, e.g. `unknown frame type 0x2a at byte 3`. Keys and peer ids are quoted, escaped and
+  /// shortened; payload contents are never included otherwise.
+  public var description: String { "\(self.reasonDescription) at byte \(self.offset)" }
+
+  private var reasonDescription: String {
+    switch self.reason {
+    case .truncatedHeader(let got):
+      return "truncated frame: the header needs \(MeshFrameCodec.headerSize) bytes, got \(got)"
+    case .badMagic(let found):
+      let bytes = found.map(Self.hex).joined(separator: " ")
+      return "bad magic \(bytes) (expected 0x4d 0x47, \"MG\"): not a meshgate-node frame"
+    case .unsupportedVersion(let version):
+      return "unsupported protocol version \(version) (this node speaks \(meshProtocolVersion))"
+    case .unknownType(let type):
+      return "unknown frame type \(Self.hex(type))"
+    case .payloadTooLarge(let declared):
+      return "frame too large: header says \(declared) payload bytes, limit is \(MeshFrameCodec.maxPayloadBytes)"
+    case .truncatedPayload(let declared, let got):
+      return "truncated frame: header says \(declared) payload bytes, got \(got)"
+    case .trailingBytes(let declared, let got):
+      return "trailing bytes: header says \(declared) payload bytes, got \(got) (\(got - declared) extra)"
+    case .truncatedField(let field, let needed, let available):
+      return "payload ends inside field \(field): needs \(needed) bytes, \(available) left"
+    case .stringTooLong(let field, let bytes):
+      return "string field \(field) is \(bytes) bytes (limit \(MeshFrameCodec.maxStringBytes))"
+    case .invalidUTF8(let field):
+      return "string field \(field) is not valid UTF-8"
+    case .tooMany(let what, let count, let limit):
+      return "too many \(what) (\(count) > \(limit))"
+    case .countExceedsPayload(let what, let count, let minimumBytes, let available):
+      return "payload too short for \(count) \(what): needs at least \(minimumBytes) bytes, \(available) left"
+    case .duplicateKey(let field, let key):
+      return "duplicate key \(Self.quoted(key)) in map \(field)"
+    case .keyOutOfOrder(let field, let key):
+      return "key \(Self.quoted(key)) in map \(field) is out of order (keys must be in ascending byte order)"
+    case .duplicatePeer(let peerID):
+      return "duplicate peerID \(Self.quoted(peerID)) in snapshot"
+    case .unusedPayloadBytes(let count):
+      return "\(count) unused payload bytes after the last field"
+    }
+  }
+
+  private static func hex(_ byte: UInt8) -> String {
+    let digits = String(byte, radix: 16)
+    return byte < 0x10 ? "0x0\(digits)" : "0x\(digits)"
+  }
+
+  /// `text` in quotes with control characters escaped, cut to 64 characters so a hostile key cannot flood a log.
+  private static func quoted(_ text: String) -> String {
+    let limit = 64
+    guard text.count > limit else { return text.debugDescription }
+    return String(text.prefix(limit)).debugDescription + "…"
+  }
+}
+
+/// The frame type byte (header offset 3). 0x20–0x6F are reserved for sessions, invitations and data.
+enum MeshFrameType: UInt8 {
+  case hello = 0x01
+  case heartbeat = 0x02
+  case heartbeatAck = 0x03
+  case peerSnapshot = 0x10
+  case peerUpdated = 0x11
+  case peerRemoved = 0x12
+  case goodbye = 0x7F
+
+  init(_ message: MeshMessage) {
+    switch message {
+    case .hello: self = .hello
+    case .heartbeat: self = .heartbeat
+    case .heartbeatAck: self = .heartbeatAck
+    case .peerSnapshot: self = .peerSnapshot
+    case .peerUpdated: self = .peerUpdated
+    case .peerRemoved: self = .peerRemoved
+    case .goodbye: self = .goodbye
+    }
+  }
+}
+
+/// Builds one frame: writes the header with a placeholder length, appends the payload, then patches the length.
+struct MeshFrameWriter {
+  private var bytes: [UInt8]
+
+  init(type: MeshFrameType) {
+    self.bytes = MeshFrameCodec.magic + [meshProtocolVersion, type.rawValue, 0, 0, 0, 0]
+  }
+
+  mutating func u16(_ value: UInt16) {
+    self.bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+    self.bytes.append(UInt8(truncatingIfNeeded: value))
+  }
+
+  mutating func u32(_ value: UInt32) {
+    for shift in stride(from: 24, through: 0, by: -8) { self.bytes.append(UInt8(truncatingIfNeeded: value >> shift)) }
+  }
+
+  mutating func u64(_ value: UInt64) {
+    for shift in stride(from: 56, through: 0, by: -8) { self.bytes.append(UInt8(truncatingIfNeeded: value >> shift)) }
+  }
+
+  mutating func string(_ value: String, field: StaticString) {
+    let utf8 = value.utf8
+    precondition(
+      utf8.count <= MeshFrameCodec.maxStringBytes,
+      "MeshFrameCodec.encode: field \(field) is \(utf8.count) UTF-8 bytes, limit \(MeshFrameCodec.maxStringBytes)"
+    )
+    self.u16(UInt16(utf8.count))
+    self.bytes.append(contentsOf: utf8)
+  }
+
+  /// Keys in ascending order of their UTF-8 bytes: the one canonical order.
+  private static func sortedByBytes<Value>(_ map: [String: Value]) -> [(key: String, value: Value)] {
+    map.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+  }
+
+  mutating func stringMap(_ map: [String: String]) {
+    precondition(
+      map.count <= MeshFrameCodec.maxMapPairs,
+      "MeshFrameCodec.encode: discoveryInfo has \(map.count) pairs, limit \(MeshFrameCodec.maxMapPairs)"
+    )
+    self.u16(UInt16(map.count))
+    for (key, value) in Self.sortedByBytes(map) {
+      self.string(key, field: "discoveryInfo key")
+      self.string(value, field: "discoveryInfo value")
+    }
+  }
+
+  mutating func peer(_ peer: PeerAnnouncement) {
+    self.string(peer.peerID, field: "peerID")
+    self.string(peer.displayName, field: "displayName")
+    precondition(
+      peer.advertising.count <= MeshFrameCodec.maxServicesPerPeer,
+      "MeshFrameCodec.encode: peer advertises \(peer.advertising.count) services, "
+        + "limit \(MeshFrameCodec.maxServicesPerPeer)"
+    )
+    self.u16(UInt16(peer.advertising.count))
+    for (serviceType, discoveryInfo) in Self.sortedByBytes(peer.advertising) {
+      self.string(serviceType, field: "serviceType")
+      self.stringMap(discoveryInfo)
+    }
+  }
+
+  /// The finished frame, with the payload length in the header.
+  mutating func finish() -> [UInt8] {
+    let length = self.bytes.count - MeshFrameCodec.headerSize
+    precondition(
+      length <= MeshFrameCodec.maxPayloadBytes,
+      "MeshFrameCodec.encode: payload is \(length) bytes, limit \(MeshFrameCodec.maxPayloadBytes)"
+    )
+    for index in 0..<4 { self.bytes[4 + index] = UInt8(truncatingIfNeeded: length >> (24 - 8 * index)) }
+    return self.bytes
+  }
+}
+
+/// Reads the fields of one frame from `offset` up to `end`, throwing on anything short, oversize or malformed.
+struct MeshFrameReader {
+  private let bytes: [UInt8]
+  /// The next byte to read.
+  private(set) var offset: Int
+  private let end: Int
+
+  init(bytes: [UInt8], offset: Int, end: Int) {
+    self.bytes = bytes
+    self.offset = offset
+    self.end = end
+  }
+
+  /// Bytes left before `end`.
+  var remaining: Int { self.end - self.offset }
+
+  /// Claims the next `count` bytes for `field` and returns their range.
+  private mutating func take(_ count: Int, field: StaticString) throws(MeshFrameError) -> Range<Int> {
+    guard count <= self.remaining else {
+      let reason = MeshFrameError.Reason.truncatedField(field: "\(field)", needed: count, available: self.remaining)
+      throw MeshFrameError(reason, offset: self.offset)
+    }
+    defer { self.offset += count }
+    return self.offset..<(self.offset + count)
+  }
+
+  private mutating func integer<T: FixedWidthInteger & UnsignedInteger>(field: StaticString) throws(MeshFrameError)
+    -> T
+  {
+    var value: T = 0
+    for index in try self.take(T.bitWidth / 8, field: field) { value = value << 8 | T(self.bytes[index]) }
+    return value
+  }
+
+  mutating func u16(field: StaticString) throws(MeshFrameError) -> UInt16 { try self.integer(field: field) }
+  mutating func u32(field: StaticString) throws(MeshFrameError) -> UInt32 { try self.integer(field: field) }
+  mutating func u64(field: StaticString) throws(MeshFrameError) -> UInt64 { try self.integer(field: field) }
+
+  /// The byte range of a length-prefixed string, its length checked against the limit (not yet validated).
+  private mutating func stringBytes(field: StaticString) throws(MeshFrameError) -> Range<Int> {
+    let start = self.offset
+    let length = Int(try self.u16(field: field))
+    guard length <= MeshFrameCodec.maxStringBytes else {
+      throw MeshFrameError(.stringTooLong(field: "\(field)", bytes: length), offset: start)
+    }
+    return try self.take(length, field: field)
+  }
+
+  /// The string in `range`, which must be valid UTF-8.
+  private func makeString(_ range: Range<Int>, field: StaticString) throws(MeshFrameError) -> String {
+    if let string = String(validating: self.bytes[range], as: UTF8.self) { return string }
+    throw MeshFrameError(.invalidUTF8(field: "\(field)"), offset: self.firstInvalidUTF8(in: range))
+  }
+
+  /// The offset of the first byte of the first ill-formed UTF-8 sequence in `range`.
+  private func firstInvalidUTF8(in range: Range<Int>) -> Int {
+    var parser = Unicode.UTF8.ForwardParser()
+    var iterator = self.bytes[range].makeIterator()
+    var position = range.lowerBound
+    while true {
+      switch parser.parseScalar(from: &iterator) {
+      case .valid(let scalar): position += scalar.count
+      case .error: return position
+      case .emptyInput: return range.lowerBound
+      }
+    }
+  }
+
+  mutating func string(field: StaticString) throws(MeshFrameError) -> String {
+    try self.makeString(try self.stringBytes(field: field), field: field)
+  }
+
+  /// Reads an element count and checks it against `limit` and against the bytes left, at `minimumBytes` each.
+  private mutating func count(
+    _ count: Int,
+    at start: Int,
+    what: String,
+    limit: Int,
+    minimumBytes: Int
+  ) throws(MeshFrameError) -> Int {
+    guard count <= limit else {
+      throw MeshFrameError(.tooMany(what: what, count: count, limit: limit), offset: start)
+    }
+    guard count * minimumBytes <= self.remaining else {
+      let reason = MeshFrameError.Reason.countExceedsPayload(
+        what: what,
+        count: count,
+        minimumBytes: count * minimumBytes,
+        available: self.remaining
+      )
+      throw MeshFrameError(reason, offset: self.offset)
+    }
+    return count
+  }
+
+  /// A map key: valid UTF-8 and, byte-wise, strictly greater than the key before it.
+  private mutating func key(
+    after previous: Range<Int>?,
+    keyField: StaticString,
+    mapField: StaticString
+  ) throws(MeshFrameError) -> (String, Range<Int>) {
+    let start = self.offset
+    let range = try self.stringBytes(field: keyField)
+    let key = try self.makeString(range, field: keyField)
+    if let previous {
+      let (before, current) = (self.bytes[previous], self.bytes[range])
+      if before.elementsEqual(current) {
+        throw MeshFrameError(.duplicateKey(field: "\(mapField)", key: key), offset: start)
+      }
+      guard before.lexicographicallyPrecedes(current) else {
+        throw MeshFrameError(.keyOutOfOrder(field: "\(mapField)", key: key), offset: start)
+      }
+    }
+    return (key, range)
+  }
+
+  /// A service's discovery info: u16 pair count, then (key, value) string pairs, keys strictly ascending.
+  mutating func stringMap() throws(MeshFrameError) -> [String: String] {
+    let start = self.offset
+    let pairs = try self.count(
+      Int(try self.u16(field: "discoveryInfo count")),
+      at: start,
+      what: "pairs in map discoveryInfo",
+      limit: MeshFrameCodec.maxMapPairs,
+      minimumBytes: 4
+    )
+    var map: [String: String] = [:]
+    map.reserveCapacity(pairs)
+    var previous: Range<Int>?
+    for _ in 0..<pairs {
+      let keyStart = self.offset
+      let (key, range) = try self.key(after: previous, keyField: "discoveryInfo key", mapField: "discoveryInfo")
+      previous = range
+      if map.updateValue(try self.string(field: "discoveryInfo value"), forKey: key) != nil {
+        // Byte-wise distinct but canonically equivalent keys (precomposed vs. decomposed) collide in a Swift
+        // dictionary; they count as duplicates.
+        throw MeshFrameError(.duplicateKey(field: "discoveryInfo", key: key), offset: keyStart)
+      }
+    }
+    return map
+  }
+
+  /// A peer announcement: peerID, displayName, u16 service count, then (serviceType, discovery info) entries.
+  mutating func peer() throws(MeshFrameError) -> PeerAnnouncement {
+    let peerID = try self.string(field: "peerID")
+    let displayName = try self.string(field: "displayName")
+    let start = self.offset
+    let services = try self.count(
+      Int(try self.u16(field: "service count")),
+      at: start,
+      what: "services for one peer",
+      limit: MeshFrameCodec.maxServicesPerPeer,
+      minimumBytes: 4
+    )
+    var advertising: [String: [String: String]] = [:]
+    advertising.reserveCapacity(services)
+    var previous: Range<Int>?
+    for _ in 0..<services {
+      let keyStart = self.offset
+      let (serviceType, range) = try self.key(after: previous, keyField: "serviceType", mapField: "advertising")
+      previous = range
+      if advertising.updateValue(try self.stringMap(), forKey: serviceType) != nil {
+        throw MeshFrameError(.duplicateKey(field: "advertising", key: serviceType), offset: keyStart)
+      }
+    }
+    return PeerAnnouncement(peerID: peerID, displayName: displayName, advertising: advertising)
+  }
+
+  /// A snapshot's peers: u32 count, then that many announcements with distinct peer ids.
+  mutating func peers() throws(MeshFrameError) -> [PeerAnnouncement] {
+    let start = self.offset
+    let count = try self.count(
+      Int(try self.u32(field: "peer count")),
+      at: start,
+      what: "peers in snapshot",
+      limit: MeshFrameCodec.maxPeersPerSnapshot,
+      minimumBytes: 6
+    )
+    var peers: [PeerAnnouncement] = []
+    peers.reserveCapacity(count)
+    var seen: Set<String> = []
+    seen.reserveCapacity(count)
+    for _ in 0..<count {
+      let peerStart = self.offset
+      let peer = try self.peer()
+      guard seen.insert(peer.peerID).inserted else {
+        throw MeshFrameError(.duplicatePeer(peerID: peer.peerID), offset: peerStart)
+      }
+      peers.append(peer)
+    }
+    return peers
+  }
+}
