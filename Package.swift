@@ -45,7 +45,7 @@ let package = Package(
     .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshCoreTests", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
-    .testTarget(name: "MeshSimulatorTests", dependencies: ["MeshSimulator"], swiftSettings: swiftSettings),
+    .testTarget(name: "MeshSimulatorTests", dependencies: ["MeshSimulator", "MeshCore"], swiftSettings: swiftSettings),
     .testTarget(name: "GatewayTests", dependencies: ["Gateway", "MeshgateTestSupport"], swiftSettings: swiftSettings),
     .testTarget(
       name: "IntegrationTests",

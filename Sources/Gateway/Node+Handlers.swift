@@ -34,6 +34,18 @@ extension Node {
     case .servicePeers: return try servicePeers(context)
     case .listMeshNodes: return .json(meshNodesJSON())
     case .addMeshNode: return try addMeshNode(context)
+    case .createSession: return try createSession(context)
+    case .listSessions: return listSessions(context)
+    case .getSession: return try getSession(context)
+    case .leaveSession: return try leaveSession(context)
+    case .sendData: return try sendData(context)
+    case .sendEvent: return try sendNamedEvent(context)
+    case .createInvitation: return try createInvitation(context)
+    case .listInvitations: return try listInvitations(context)
+    case .getInvitation: return try getInvitation(context)
+    case .acceptInvitation: return try answerInvitation(context, accept: true)
+    case .declineInvitation: return try answerInvitation(context, accept: false)
+    case .cancelInvitation: return try cancelInvitation(context)
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",
@@ -107,6 +119,7 @@ extension Node {
     peers[peer.id] = nil
     peerIDsByTokenHash[peer.tokenHash] = nil
     apply(mesh.directory.removeLocalPeer(peer.id))
+    apply(mesh.sessions.peerRemoved(peer.id, now: Self.monotonicMillis()))
     for channel in subscribersByPeer[peer.id] ?? [] {
       if let subscriber = subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }
     }

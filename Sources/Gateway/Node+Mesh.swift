@@ -13,6 +13,7 @@ import MeshCore
 struct MeshRuntime {
   var links: LinkManager
   var directory: Directory
+  var sessions: SessionBook
   /// Mesh-link WebSockets and the link manager's connection ids, both ways.
   var connectionBySocket: [WebSocketID: LinkManager.ConnectionID] = [:]
   var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]
@@ -46,7 +47,9 @@ extension Node {
   }
 
   func meshTick() {
-    apply(mesh.links.tick(now: Self.monotonicMillis()))
+    let now = Self.monotonicMillis()
+    apply(mesh.links.tick(now: now))
+    apply(mesh.sessions.tick(now: now))
   }
 
   /// A node announced itself on the beacon.
@@ -122,6 +125,7 @@ extension Node {
       case .linkUp(let hello):
         meshLogger.info("Node linked.", ["node.id": hello.nodeID, "node.name": hello.name])
         apply(mesh.directory.nodeLinked(hello.nodeID))
+        apply(mesh.sessions.nodeLinked(hello.nodeID))
         publishToAllPeers(
           type: "node.linked",
           data: [
@@ -132,9 +136,15 @@ extension Node {
       case .linkDown(let nodeID):
         meshLogger.info("Node unlinked.", ["node.id": nodeID])
         apply(mesh.directory.nodeUnlinked(nodeID))
+        apply(mesh.sessions.nodeUnlinked(nodeID))
         publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
       case .deliver(let message, let nodeID):
-        apply(mesh.directory.received(message, from: nodeID))
+        switch message {
+        case .peerSnapshot, .peerUpdated, .peerRemoved:
+          apply(mesh.directory.received(message, from: nodeID))
+        default:
+          apply(mesh.sessions.received(message, from: nodeID, now: Self.monotonicMillis()))
+        }
       }
     }
   }

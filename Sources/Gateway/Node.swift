@@ -94,7 +94,8 @@ public actor Node {
       }
     }
     self.mesh = MeshRuntime(
-      links: LinkManager(local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue)), directory: directory)
+      links: LinkManager(local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue)), directory: directory,
+      sessions: SessionBook(nodeID: nodeID))
   }
 
   /// Starts periodic work (SSE keep-alives). Runs on the service thread.

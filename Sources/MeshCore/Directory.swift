@@ -245,7 +245,7 @@ public struct Directory: Sendable {
         into: &directives)
     case .peerRemoved(let peerID):
       applyRemote(peerID, old: remoteNodes[remoteNode]![peerID], new: nil, node: remoteNode, into: &directives)
-    case .hello, .heartbeat, .heartbeatAck, .goodbye:
+    default:
       break
     }
     return directives

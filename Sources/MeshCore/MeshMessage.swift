@@ -43,6 +43,101 @@ public struct PeerAnnouncement: Sendable, Hashable {
   }
 }
 
+/// Session policies, as MCSession and Nearby strategies define them.
+public enum SessionStrategy: String, Sendable, Hashable, CaseIterable {
+  /// Everyone may invite and send to everyone (Nearby P2P_CLUSTER).
+  case cluster
+  /// One hub (the creator); spokes talk to the hub only, only the hub invites (Nearby P2P_STAR).
+  case star
+  /// Exactly two peers (Nearby P2P_POINT_TO_POINT).
+  case pointToPoint
+}
+
+/// Whether a session's traffic must, may or need not be encrypted (MCEncryptionPreference).
+public enum SessionEncryption: String, Sendable, Hashable, CaseIterable {
+  case none, optional, required
+}
+
+/// A member's connection state (MCSessionState).
+public enum MemberState: String, Sendable, Hashable {
+  case connecting, connected, notConnected
+}
+
+/// One session member as the mesh sees it.
+public struct SessionMember: Sendable, Hashable {
+  public var peerID: String
+  public var displayName: String
+  public var nodeID: String
+  public var state: MemberState
+
+  public init(peerID: String, displayName: String, nodeID: String, state: MemberState) {
+    self.peerID = peerID
+    self.displayName = displayName
+    self.nodeID = nodeID
+    self.state = state
+  }
+}
+
+/// A session's authoritative description, sent by its host node to every node with a member.
+public struct SessionDescription: Sendable, Hashable {
+  public var sessionID: String
+  public var hostNodeID: String
+  /// The creator; the hub of a star session.
+  public var creatorPeerID: String
+  public var strategy: SessionStrategy
+  public var encryption: SessionEncryption
+  public var maxPeers: UInt16
+  /// Increases with every change, so stale descriptions are ignored.
+  public var revision: UInt64
+  public var members: [SessionMember]
+
+  public init(
+    sessionID: String, hostNodeID: String, creatorPeerID: String, strategy: SessionStrategy,
+    encryption: SessionEncryption, maxPeers: UInt16, revision: UInt64, members: [SessionMember]
+  ) {
+    self.sessionID = sessionID
+    self.hostNodeID = hostNodeID
+    self.creatorPeerID = creatorPeerID
+    self.strategy = strategy
+    self.encryption = encryption
+    self.maxPeers = maxPeers
+    self.revision = revision
+    self.members = members
+  }
+}
+
+/// An invitation as it travels from the inviter's node to the invitee's node.
+public struct InvitationOffer: Sendable, Hashable {
+  public var invitationID: String
+  public var session: SessionDescription
+  public var fromPeerID: String
+  public var fromDisplayName: String
+  public var toPeerID: String
+  /// Opaque context from the inviter (≤ 4 KiB), e.g. a job's name.
+  public var context: [UInt8]
+  public var timeoutMillis: UInt32
+  public var verificationCode: String
+
+  public init(
+    invitationID: String, session: SessionDescription, fromPeerID: String, fromDisplayName: String, toPeerID: String,
+    context: [UInt8], timeoutMillis: UInt32, verificationCode: String
+  ) {
+    self.invitationID = invitationID
+    self.session = session
+    self.fromPeerID = fromPeerID
+    self.fromDisplayName = fromDisplayName
+    self.toPeerID = toPeerID
+    self.context = context
+    self.timeoutMillis = timeoutMillis
+    self.verificationCode = verificationCode
+  }
+}
+
+/// How an invitation ended.
+public enum InvitationOutcome: String, Sendable, Hashable {
+  case accepted, declined, expired, canceled
+}
+
 /// One frame of the mesh protocol.
 public enum MeshMessage: Sendable, Hashable {
   /// First frame on a link, sent by both sides.
@@ -59,4 +154,22 @@ public enum MeshMessage: Sendable, Hashable {
   case peerRemoved(peerID: String)
   /// The sender is closing the link on purpose (shutdown, duplicate link); no reconnect is needed for `duplicate`.
   case goodbye(reason: String)
+  /// Inviter's node → invitee's node: a new invitation.
+  case invite(InvitationOffer)
+  /// Invitee's node → inviter's node: the invitee accepted or declined (`accepted`/`declined` only).
+  case inviteAnswer(invitationID: String, outcome: InvitationOutcome)
+  /// Inviter's node → invitee's node: the invitation ended on the inviter's side (`expired`/`canceled`/`accepted`).
+  case inviteClosed(invitationID: String, outcome: InvitationOutcome)
+  /// Any node → the session's host node: add this peer (an accepted invitee) as a member.
+  case sessionJoin(sessionID: String, member: SessionMember)
+  /// Any node → the session's host node: this member left.
+  case sessionLeave(sessionID: String, peerID: String)
+  /// Host node → member nodes: the session as it is now.
+  case sessionState(SessionDescription)
+  /// Data for some members on the receiving node; `sequence` > 0 asks for a ``dataAck(sequence:)`` (reliable).
+  case sessionData(sessionID: String, fromPeerID: String, toPeerIDs: [String], sequence: UInt64, payload: [UInt8])
+  /// A named event (PeerKit) with a JSON object as UTF-8 text.
+  case sessionEvent(sessionID: String, fromPeerID: String, toPeerIDs: [String], name: String, object: [UInt8])
+  /// Cumulative acknowledgement: every reliable frame up to `sequence` on this link was delivered.
+  case dataAck(sequence: UInt64)
 }

@@ -247,6 +247,10 @@ public final class NodeProcess: Sendable {
     if isRunning { throw TestSupportError.process("node \(describe()) is already running") }
     var args = ["--port", String(port), "--bind", "127.0.0.1", "--data-dir", dataDirectory, "--log-level", "debug"]
     if let name { args += ["--name", name] }
+    // Tests run in parallel: unless a test asks for discovery, nodes must not find other tests' nodes by beacon.
+    if !(arguments + extraArguments).contains(where: { $0 == "--discovery" || $0.hasPrefix("--discovery=") }) {
+      args += ["--discovery", "static"]
+    }
     args += arguments + extraArguments
     let stdoutOffset = Self.fileSize(stdoutPath)
     Self.appendLine("=== meshgate-test: launching \(([binaryPath] + args).joined(separator: " "))", to: stderrPath)

@@ -72,6 +72,10 @@ final class EchoDelegate: ServerDelegate {
 
   func webSocketClosed(_ id: WebSocketID) {}
 
+  func webSocketConnected(_ id: WebSocketID) {}
+
+  func webSocketConnectFailed(_ id: WebSocketID, reason: String) {}
+
   func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> LWS.HTTPResponse {
     LWS.HTTPResponse(status: status, contentType: "text/plain", body: Array(message.utf8))
   }

@@ -1,0 +1,369 @@
+/// Sessions, invitations, data and named events: REST handlers over ``SessionBook`` and the events they produce.
+///
+/// Layer 6 (surface) and 4 (runtime wiring). The state machine decides (strategies, capacity, late accepts);
+/// this file validates input, turns ``SessionBook/Failure`` into the JSON error shape, sends frames and writes
+/// `invitation.*`, `session.*` events to the peers' logs.
+import Foundation
+import LWS
+import MeshCore
+
+extension Node {
+  /// Default and largest `maxPeers` (MultipeerConnectivity allows 8; we allow more, configurable per session).
+  static let defaultMaxPeers: UInt16 = 64
+  static let largestMaxPeers: UInt16 = 1024
+  static let maxDataBytes = 1 << 20
+
+  // MARK: - Carrying out directives
+
+  func apply(_ directives: [SessionBook.Directive]) {
+    var events: [(peerID: String, type: String, data: JSONValue)] = []
+    for directive in directives {
+      switch directive {
+      case .send(let message, let nodeID):
+        if let connection = mesh.links.connection(of: nodeID) {
+          sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
+        }
+      case .notify(let peerID, let event):
+        guard peers[peerID] != nil else { continue }
+        events.append(sessionEvent(event, for: peerID))
+      }
+    }
+    if !events.isEmpty { publishInBackground(events) }
+  }
+
+  func sessionEvent(_ event: SessionBook.Event, for peerID: String) -> (peerID: String, type: String, data: JSONValue) {
+    switch event {
+    case .invitationReceived(let invitation):
+      return (peerID, "invitation.received", ["invitation": invitationJSON(invitation)])
+    case .invitationEnded(let invitation):
+      return (peerID, "invitation.\(invitation.state.rawValue)", ["invitation": invitationJSON(invitation)])
+    case .memberState(let sessionID, let member):
+      return (
+        peerID, "session.peer.state",
+        ["sessionId": .string(sessionID), "peer": memberRefJSON(member), "state": .string(member.state.rawValue)]
+      )
+    case .data(let sessionID, let from, let payload, let reliable):
+      var data: JSONObject = [
+        "sessionId": .string(sessionID), "from": peerJSONByID(from), "mode": reliable ? "reliable" : "unreliable",
+        "bytes": .int(Int64(payload.count)), "dataBase64": .string(Data(payload).base64EncodedString()),
+      ]
+      if let text = String(validating: payload, as: UTF8.self) { data["text"] = .string(text) }
+      return (peerID, "session.data", .object(data))
+    case .namedEvent(let sessionID, let from, let name, let object):
+      return (
+        peerID, "session.event",
+        [
+          "sessionId": .string(sessionID), "from": peerJSONByID(from), "event": .string(name),
+          "object": (try? JSONValue.parse(object)) ?? .null,
+        ]
+      )
+    case .sendFailed(let sessionID, let undelivered, let reason):
+      return (
+        peerID, "session.send.failed",
+        [
+          "sessionId": .string(sessionID), "undelivered": .array(undelivered.map { .string($0) }),
+          "reason": .string(reason),
+        ]
+      )
+    }
+  }
+
+  // MARK: - JSON views
+
+  func memberRefJSON(_ member: SessionMember) -> JSONValue {
+    ["id": .string(member.peerID), "displayName": .string(member.displayName), "nodeId": .string(member.nodeID)]
+  }
+
+  func peerJSONByID(_ peerID: String) -> JSONValue {
+    if let peer = mesh.directory.peer(peerID) { return Self.peerRefJSON(peer) }
+    return ["id": .string(peerID)]
+  }
+
+  func sessionJSON(_ session: SessionDescription) -> JSONValue {
+    [
+      "id": .string(session.sessionID), "strategy": .string(session.strategy.rawValue),
+      "encryption": .string(session.encryption.rawValue), "maxPeers": .int(Int64(session.maxPeers)),
+      "hostNodeId": .string(session.hostNodeID), "creatorPeerId": .string(session.creatorPeerID),
+      "members": .array(
+        session.members.map { member in
+          [
+            "id": .string(member.peerID), "displayName": .string(member.displayName),
+            "nodeId": .string(member.nodeID), "state": .string(member.state.rawValue),
+          ]
+        }),
+    ]
+  }
+
+  func invitationJSON(_ invitation: SessionBook.Invitation) -> JSONValue {
+    let offer = invitation.offer
+    let toName =
+      invitation.toDisplayName.isEmpty
+      ? (peers[offer.toPeerID]?.displayName ?? mesh.directory.peer(offer.toPeerID)?.displayName ?? "")
+      : invitation.toDisplayName
+    let remaining = Double(invitation.expiresAt) - Double(Self.monotonicMillis())
+    var object: JSONObject = [
+      "id": .string(offer.invitationID), "state": .string(invitation.state.rawValue),
+      "session": [
+        "id": .string(offer.session.sessionID), "strategy": .string(offer.session.strategy.rawValue),
+        "encryption": .string(offer.session.encryption.rawValue),
+      ],
+      "from": [
+        "id": .string(offer.fromPeerID), "displayName": .string(offer.fromDisplayName),
+        "nodeId": .string(invitation.fromNodeID),
+      ],
+      "to": ["id": .string(offer.toPeerID), "displayName": .string(toName), "nodeId": .string(invitation.toNodeID)],
+      "verificationCode": .string(offer.verificationCode),
+      "timeoutSeconds": .double(Double(offer.timeoutMillis) / 1000),
+      "expiresAt": .string(Timestamp.format(Date().addingTimeInterval(remaining / 1000))),
+    ]
+    object["context"] = String(validating: offer.context, as: UTF8.self).map { .string($0) } ?? .null
+    return .object(object)
+  }
+
+  func failure(_ failure: SessionBook.Failure) -> APIError {
+    APIError(status: failure.status, code: failure.code, message: failure.message)
+  }
+
+  func member(for peer: StoredPeer) -> SessionMember {
+    SessionMember(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID, state: .connected)
+  }
+
+  // MARK: - Sessions
+
+  func createSession(_ context: RequestContext) throws -> HTTPResponse {
+    let body = try RequestBody(context.request, allowEmpty: true)
+    try body.allowOnly(["encryption", "strategy", "maxPeers"])
+    let encryption = try body.optionalEnum("encryption", SessionEncryption.self) ?? .optional
+    let strategy = try body.optionalEnum("strategy", SessionStrategy.self) ?? .cluster
+    var maxPeers = Self.defaultMaxPeers
+    if let value = body.object["maxPeers"], value != .null {
+      guard let number = value.intValue, (2...Int64(Self.largestMaxPeers)).contains(number) else {
+        throw APIError.badRequest(
+          "maxPeers must be an integer from 2 to \(Self.largestMaxPeers), not \(value.serializedString())")
+      }
+      maxPeers = UInt16(number)
+    }
+    if strategy == .pointToPoint { maxPeers = 2 }
+    let peer = context.authenticatedPeer
+    let session = mesh.sessions.createSession(
+      UUID().uuidString.lowercased(), creator: member(for: peer), strategy: strategy, encryption: encryption,
+      maxPeers: maxPeers)
+    return .json(["session": sessionJSON(session)], status: 201)
+  }
+
+  func listSessions(_ context: RequestContext) -> HTTPResponse {
+    .json(["sessions": .array(mesh.sessions.sessions(of: context.authenticatedPeer.id).map(sessionJSON))])
+  }
+
+  func ownSession(_ context: RequestContext) throws(APIError) -> SessionDescription {
+    let id = context.parameters["sessionId"] ?? ""
+    guard let session = mesh.sessions.sessions[id],
+      session.members.contains(where: { $0.peerID == context.authenticatedPeer.id })
+    else {
+      throw APIError.notFound("no session \(id) with this peer as a member; see GET /api/v1/sessions")
+    }
+    return session
+  }
+
+  func getSession(_ context: RequestContext) throws -> HTTPResponse {
+    .json(["session": sessionJSON(try ownSession(context))])
+  }
+
+  func leaveSession(_ context: RequestContext) throws -> HTTPResponse {
+    let session = try ownSession(context)
+    do {
+      apply(try mesh.sessions.leave(session.sessionID, peerID: context.authenticatedPeer.id))
+    } catch {
+      throw failure(error)
+    }
+    return .noContent
+  }
+
+  func sendData(_ context: RequestContext) throws -> HTTPResponse {
+    let session = try ownSession(context)
+    let query = context.request.head.query
+    let mode = query["mode"] ?? "reliable"
+    guard mode == "reliable" || mode == "unreliable" else {
+      throw APIError.badRequest("mode must be reliable or unreliable, not \(mode.debugDescription)")
+    }
+    let targets = query["to"].map { $0.split(separator: ",").map(String.init).filter { !$0.isEmpty } }
+    return try deliver(
+      session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body,
+      reliable: mode == "reliable", name: nil)
+  }
+
+  func deliver(
+    _ sessionID: String, from peerID: String, to targets: [String]?, payload: [UInt8], reliable: Bool, name: String?
+  ) throws -> HTTPResponse {
+    guard payload.count <= Self.maxDataBytes else {
+      throw APIError(status: 413, code: "payload_too_large", message: "session data is limited to 1 MiB per message")
+    }
+    let result: (directives: [SessionBook.Directive], undelivered: [String])
+    do {
+      result = try mesh.sessions.send(
+        sessionID, from: peerID, to: targets, payload: payload, reliable: reliable, namedEvent: name,
+        linkedNodes: Set(mesh.links.linkedNodeIDs))
+    } catch {
+      throw failure(error)
+    }
+    apply(result.directives)
+    let recipients = result.directives.reduce(0) { count, directive in
+      switch directive {
+      case .send(.sessionData(_, _, let to, _, _), _), .send(.sessionEvent(_, _, let to, _, _), _): count + to.count
+      case .notify(_, .data), .notify(_, .namedEvent): count + 1
+      default: count
+      }
+    }
+    return .json(
+      [
+        "accepted": .int(Int64(recipients)), "undelivered": .array(result.undelivered.map { .string($0) }),
+        "bytes": .int(Int64(payload.count)),
+      ], status: 202)
+  }
+
+  func sendNamedEvent(_ context: RequestContext) throws -> HTTPResponse {
+    let session = try ownSession(context)
+    let body = try RequestBody(context.request)
+    try body.allowOnly(["event", "object", "to"])
+    let name = try body.requiredString("event")
+    guard !name.isEmpty, name.utf8.count <= 256 else {
+      throw APIError.badRequest("event must be a name of 1–256 UTF-8 bytes")
+    }
+    let object = body.object["object"] ?? .null
+    let targets = try body.optionalStringArray("to")
+    return try deliver(
+      session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: object.serialized(), reliable: true,
+      name: name)
+  }
+
+  // MARK: - Invitations
+
+  func createInvitation(_ context: RequestContext) throws -> HTTPResponse {
+    let body = try RequestBody(context.request)
+    try body.allowOnly(["to", "session", "context", "timeoutSeconds"])
+    let toID = try body.requiredString("to")
+    let sessionID = try body.requiredString("session")
+    let contextText = try body.optionalString("context") ?? ""
+    var timeout = Validate.defaultTimeoutSeconds
+    do {
+      try Validate.context(contextText.utf8.count)
+      if let value = body.object["timeoutSeconds"], value != .null {
+        guard let number = value.intValue else {
+          throw APIError.badRequest("timeoutSeconds must be an integer, not \(value.typeDescription)")
+        }
+        timeout = try Validate.timeoutSeconds(Int(number))
+      }
+    } catch let error as ValidationError {
+      throw error.apiError
+    }
+    let inviter = context.authenticatedPeer
+    guard let target = mesh.directory.peer(toID) else {
+      throw APIError.notFound("no peer \(toID) in the mesh; browse with PUT /api/v1/browsing/{serviceType}")
+    }
+    let now = Self.monotonicMillis()
+    let (invitation, directives): (SessionBook.Invitation, [SessionBook.Directive])
+    do {
+      (invitation, directives) = try mesh.sessions.invite(
+        UUID().uuidString.lowercased(), from: inviter.id,
+        to: SessionMember(peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
+        sessionID: sessionID, context: Array(contextText.utf8), timeoutMillis: UInt32(timeout * 1000), now: now)
+    } catch {
+      throw failure(error)
+    }
+    apply(directives)
+    return .json(["invitation": invitationJSON(invitation)], status: 201)
+  }
+
+  func listInvitations(_ context: RequestContext) throws -> HTTPResponse {
+    let peerID = context.authenticatedPeer.id
+    let direction = context.request.head.query["direction"]
+    guard direction == nil || direction == "incoming" || direction == "outgoing" else {
+      throw APIError.badRequest("direction must be incoming or outgoing, not \(direction!.debugDescription)")
+    }
+    let list = mesh.sessions.invitations(of: peerID).filter { invitation in
+      switch direction {
+      case "incoming": invitation.offer.toPeerID == peerID
+      case "outgoing": invitation.offer.fromPeerID == peerID
+      default: true
+      }
+    }
+    return .json(["invitations": .array(list.map(invitationJSON))])
+  }
+
+  func ownInvitation(_ context: RequestContext) throws(APIError) -> SessionBook.Invitation {
+    let id = context.parameters["invitationId"] ?? ""
+    let peerID = context.authenticatedPeer.id
+    guard let invitation = mesh.sessions.invitations[id],
+      invitation.offer.toPeerID == peerID || invitation.offer.fromPeerID == peerID
+    else {
+      throw APIError.notFound("no invitation \(id) for this peer; see GET /api/v1/invitations")
+    }
+    return invitation
+  }
+
+  func getInvitation(_ context: RequestContext) throws -> HTTPResponse {
+    .json(["invitation": invitationJSON(try ownInvitation(context))])
+  }
+
+  func answerInvitation(_ context: RequestContext, accept: Bool) throws -> HTTPResponse {
+    let invitation = try ownInvitation(context)
+    guard invitation.offer.toPeerID == context.authenticatedPeer.id else {
+      throw APIError(
+        status: 403, code: "forbidden", message: "only the invited peer can accept or decline; the inviter can cancel")
+    }
+    do {
+      apply(try mesh.sessions.answer(invitation.id, by: context.authenticatedPeer.id, accept: accept, now: Self.monotonicMillis()))
+    } catch {
+      throw failure(error)
+    }
+    return .json(["invitation": invitationJSON(mesh.sessions.invitations[invitation.id]!)])
+  }
+
+  func cancelInvitation(_ context: RequestContext) throws -> HTTPResponse {
+    let invitation = try ownInvitation(context)
+    guard invitation.offer.fromPeerID == context.authenticatedPeer.id else {
+      throw APIError(status: 403, code: "forbidden", message: "only the inviter can cancel; the invitee can decline")
+    }
+    do {
+      apply(try mesh.sessions.cancel(invitation.id, by: context.authenticatedPeer.id))
+    } catch {
+      throw failure(error)
+    }
+    return .json(["invitation": invitationJSON(mesh.sessions.invitations[invitation.id]!)])
+  }
+}
+
+extension RequestBody {
+  func optionalString(_ key: String) throws(APIError) -> String? {
+    guard let value = object[key], value != .null else { return nil }
+    guard case .string(let string) = value else {
+      throw .badRequest("\(key) must be a string, not \(value.typeDescription)")
+    }
+    return string
+  }
+
+  func optionalStringArray(_ key: String) throws(APIError) -> [String]? {
+    guard let value = object[key], value != .null else { return nil }
+    guard case .array(let items) = value else {
+      throw .badRequest("\(key) must be an array of peer ids, not \(value.typeDescription)")
+    }
+    var strings: [String] = []
+    for item in items {
+      guard case .string(let string) = item else {
+        throw .badRequest("\(key) must contain only strings, not \(item.typeDescription)")
+      }
+      strings.append(string)
+    }
+    return strings
+  }
+
+  func optionalEnum<T: RawRepresentable & CaseIterable>(_ key: String, _ type: T.Type) throws(APIError) -> T?
+  where T.RawValue == String {
+    guard let text = try optionalString(key) else { return nil }
+    guard let value = T(rawValue: text) else {
+      throw .badRequest(
+        "\(key) must be one of \(T.allCases.map(\.rawValue).joined(separator: ", ")), not \(text.debugDescription)")
+    }
+    return value
+  }
+}

@@ -1,0 +1,591 @@
+/// Sessions and invitations across the mesh: MCSession + `invitePeer(_:to:withContext:timeout:)` as a sans-I/O
+/// state machine.
+///
+/// Authority is split so every decision has exactly one owner:
+/// - The session's **host node** (where it was created) owns membership. Joins and leaves go to it; it bumps a
+///   revision and sends ``SessionDescription``s to every node with a member, which replace their replicas and tell
+///   their local members about state changes (`session.peer.state`).
+/// - The **inviter's node** owns an invitation's expiry (timeout plus a grace period for answers in flight) and
+///   cancellation; the **invitee's node** owns accept/decline within its own timeout window. A late accept is
+///   refused locally (409); an answer that reaches the inviter's node after it closed the invitation is ignored
+///   and the invitee's node is told the final outcome.
+/// - Data and named events go from the sender's node straight to the target peers' nodes, one frame per node
+///   (fan-out per node, not per peer). Reliable frames carry a per-link sequence number and are acknowledged
+///   cumulatively; when a link goes down with unacknowledged frames the sender is told which peers did not get
+///   them (`session.send.failed`). Frames on one link are ordered (a WebSocket over TCP), so delivery is once and
+///   in order per sender per receiver, or a failure event.
+///
+/// Strategies: `pointToPoint` holds exactly two peers; in `star` only the hub (the creator) invites and spokes
+/// send only to the hub; `cluster` is everyone to everyone. `maxPeers` caps members plus pending invitations.
+public struct SessionBook: Sendable {
+  /// Why a command was refused; `status` is the HTTP status the REST layer should use.
+  public struct Failure: Error, Equatable, Sendable, CustomStringConvertible {
+    public let status: Int
+    public let code: String
+    public let message: String
+
+    public init(_ status: Int, _ code: String, _ message: String) {
+      self.status = status
+      self.code = code
+      self.message = message
+    }
+
+    public var description: String { message }
+  }
+
+  /// An invitation as one node knows it.
+  public struct Invitation: Sendable, Hashable {
+    public var offer: InvitationOffer
+    public var fromNodeID: String
+    public var toNodeID: String
+    public var toDisplayName: String
+    public var state: InvitationState
+    /// On this node's clock.
+    public var expiresAt: UInt64
+    public var createdAt: UInt64
+
+    public var id: String { offer.invitationID }
+  }
+
+  /// An invitation's lifecycle.
+  public enum InvitationState: String, Sendable, Hashable {
+    case pending, accepted, declined, expired, canceled
+  }
+
+  /// What local peers are told.
+  public enum Event: Sendable, Hashable {
+    /// `invitation.received` (to the invitee).
+    case invitationReceived(Invitation)
+    /// `invitation.accepted|declined|expired|canceled` (to the inviter and the invitee).
+    case invitationEnded(Invitation)
+    /// `session.peer.state`: `member` changed state in `sessionID`.
+    case memberState(sessionID: String, member: SessionMember)
+    /// `session.data`.
+    case data(sessionID: String, from: String, payload: [UInt8], reliable: Bool)
+    /// `session.event` (PeerKit named event).
+    case namedEvent(sessionID: String, from: String, name: String, object: [UInt8])
+    /// `session.send.failed`: reliable data from this peer did not reach `undelivered`.
+    case sendFailed(sessionID: String, undelivered: [String], reason: String)
+  }
+
+  /// An output.
+  public enum Directive: Sendable, Hashable {
+    case send(MeshMessage, to: String)
+    case notify(peerID: String, Event)
+  }
+
+  struct Pending: Sendable {
+    var sequence: UInt64
+    var sessionID: String
+    var fromPeerID: String
+    var toPeerIDs: [String]
+  }
+
+  public let nodeID: String
+  /// Sessions this node hosts or has local members in.
+  public private(set) var sessions: [String: SessionDescription] = [:]
+  public private(set) var invitations: [String: Invitation] = [:]
+  /// Grace added to the inviter's expiry so answers in flight are not lost.
+  public var answerGrace: UInt64 = 1000
+  var outgoingSequence: [String: UInt64] = [:]
+  var unacknowledged: [String: [Pending]] = [:]
+  var incomingSequence: [String: UInt64] = [:]
+
+  public init(nodeID: String) {
+    self.nodeID = nodeID
+  }
+
+  // MARK: - Queries
+
+  /// Sessions `peerID` belongs to (any state), sorted by id.
+  public func sessions(of peerID: String) -> [SessionDescription] {
+    sessions.values.filter { $0.members.contains { $0.peerID == peerID } }.sorted { $0.sessionID < $1.sessionID }
+  }
+
+  /// Invitations `peerID` sent or received, newest first.
+  public func invitations(of peerID: String) -> [Invitation] {
+    invitations.values.filter { $0.offer.fromPeerID == peerID || $0.offer.toPeerID == peerID }
+      .sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }
+  }
+
+  func member(_ peerID: String, of session: SessionDescription) -> SessionMember? {
+    session.members.first { $0.peerID == peerID }
+  }
+
+  // MARK: - Creating and leaving
+
+  /// Creates a session hosted here with `creator` (a local peer) as its first, connected member.
+  public mutating func createSession(
+    _ sessionID: String, creator: SessionMember, strategy: SessionStrategy, encryption: SessionEncryption,
+    maxPeers: UInt16
+  ) -> SessionDescription {
+    var member = creator
+    member.state = .connected
+    let session = SessionDescription(
+      sessionID: sessionID, hostNodeID: nodeID, creatorPeerID: creator.peerID, strategy: strategy,
+      encryption: encryption, maxPeers: maxPeers, revision: 1, members: [member])
+    sessions[sessionID] = session
+    return session
+  }
+
+  /// `peerID` (local) leaves `sessionID`.
+  public mutating func leave(_ sessionID: String, peerID: String) throws(Failure) -> [Directive] {
+    guard let session = sessions[sessionID], member(peerID, of: session) != nil else {
+      throw Failure(404, "not_found", "no session \(sessionID) with this peer as a member")
+    }
+    var directives: [Directive] = []
+    if session.hostNodeID == nodeID {
+      removeMember(peerID, from: sessionID, into: &directives)
+    } else {
+      directives.append(.send(.sessionLeave(sessionID: sessionID, peerID: peerID), to: session.hostNodeID))
+      // Locally the peer is out at once; the host's next description confirms it.
+      var updated = session
+      updated.members.removeAll { $0.peerID == peerID }
+      sessions[sessionID] = updated
+      for other in updated.members where other.nodeID == nodeID {
+        directives.append(
+          .notify(
+            peerID: other.peerID,
+            .memberState(
+              sessionID: sessionID,
+              member: SessionMember(
+                peerID: peerID, displayName: member(peerID, of: session)!.displayName, nodeID: nodeID,
+                state: .notConnected))))
+      }
+      if !updated.members.contains(where: { $0.nodeID == nodeID }) { sessions[sessionID] = nil }
+    }
+    return directives
+  }
+
+  /// A local peer was deleted: it leaves every session and its pending invitations end.
+  public mutating func peerRemoved(_ peerID: String, now: UInt64) -> [Directive] {
+    var directives: [Directive] = []
+    for session in sessions(of: peerID) {
+      directives.append(contentsOf: (try? leave(session.sessionID, peerID: peerID)) ?? [])
+    }
+    for invitation in invitations.values where invitation.state == .pending {
+      if invitation.offer.fromPeerID == peerID {
+        directives.append(contentsOf: (try? cancel(invitation.id, by: peerID)) ?? [])
+      } else if invitation.offer.toPeerID == peerID {
+        directives.append(contentsOf: (try? answer(invitation.id, by: peerID, accept: false, now: now)) ?? [])
+      }
+    }
+    return directives
+  }
+
+  // MARK: - Invitations
+
+  /// `from` (a local, connected member of `sessionID`) invites `to` (any peer in the mesh).
+  public mutating func invite(
+    _ invitationID: String, from fromPeerID: String, to: SessionMember, sessionID: String, context: [UInt8],
+    timeoutMillis: UInt32, now: UInt64
+  ) throws(Failure) -> (Invitation, [Directive]) {
+    guard let session = sessions[sessionID], let inviter = member(fromPeerID, of: session) else {
+      throw Failure(404, "not_found", "no session \(sessionID) with this peer as a member; create one with POST /api/v1/sessions")
+    }
+    guard inviter.state == .connected else {
+      throw Failure(409, "not_connected", "only connected members can invite; this peer is \(inviter.state.rawValue)")
+    }
+    guard to.peerID != fromPeerID else { throw Failure(400, "invalid_request", "a peer cannot invite itself") }
+    if let existing = member(to.peerID, of: session), existing.state != .notConnected {
+      throw Failure(409, "already_member", "\(to.displayName) is already a member of this session")
+    }
+    if invitations.values.contains(where: {
+      $0.state == .pending && $0.offer.session.sessionID == sessionID && $0.offer.toPeerID == to.peerID
+    }) {
+      throw Failure(409, "already_invited", "\(to.displayName) already has a pending invitation to this session")
+    }
+    if session.strategy == .star && fromPeerID != session.creatorPeerID {
+      throw Failure(409, "strategy_violation", "in a star session only the hub (its creator) invites")
+    }
+    let pendingCount = invitations.values.filter { $0.state == .pending && $0.offer.session.sessionID == sessionID }
+      .count
+    let active = session.members.filter { $0.state != .notConnected }.count + pendingCount
+    if session.strategy == .pointToPoint && active >= 2 {
+      throw Failure(409, "strategy_violation", "a pointToPoint session holds exactly two peers and is full")
+    }
+    if active >= Int(session.maxPeers) {
+      throw Failure(409, "session_full", "the session is full (maxPeers \(session.maxPeers), members and pending invitations)")
+    }
+    let offer = InvitationOffer(
+      invitationID: invitationID, session: session, fromPeerID: fromPeerID, fromDisplayName: inviter.displayName,
+      toPeerID: to.peerID, context: context, timeoutMillis: timeoutMillis,
+      verificationCode: Self.verificationCode(invitationID: invitationID, fromNode: nodeID, toNode: to.nodeID))
+    let invitation = Invitation(
+      offer: offer, fromNodeID: nodeID, toNodeID: to.nodeID, toDisplayName: to.displayName, state: .pending,
+      expiresAt: now + UInt64(timeoutMillis) + (to.nodeID == nodeID ? 0 : answerGrace), createdAt: now)
+    invitations[invitationID] = invitation
+    var directives: [Directive] = []
+    if to.nodeID == nodeID {
+      directives.append(.notify(peerID: to.peerID, .invitationReceived(invitation)))
+    } else {
+      directives.append(.send(.invite(offer), to: to.nodeID))
+    }
+    return (invitation, directives)
+  }
+
+  /// The invitee (local) accepts or declines. A closed invitation is a 409.
+  public mutating func answer(_ invitationID: String, by peerID: String, accept: Bool, now: UInt64) throws(Failure)
+    -> [Directive]
+  {
+    guard var invitation = invitations[invitationID], invitation.offer.toPeerID == peerID else {
+      throw Failure(404, "not_found", "no invitation \(invitationID) for this peer")
+    }
+    if invitation.state == .pending && now >= invitation.expiresAt {
+      invitation.state = .expired
+      invitations[invitationID] = invitation
+    }
+    guard invitation.state == .pending else {
+      throw Failure(
+        409, "invitation_closed", "the invitation is already \(invitation.state.rawValue); ask for a new one")
+    }
+    invitation.state = accept ? .accepted : .declined
+    invitations[invitationID] = invitation
+    var directives: [Directive] = []
+    directives.append(.notify(peerID: peerID, .invitationEnded(invitation)))
+    if invitation.fromNodeID == nodeID {
+      inviterLearned(invitationID, outcome: accept ? .accepted : .declined, into: &directives)
+    } else {
+      directives.append(
+        .send(.inviteAnswer(invitationID: invitationID, outcome: accept ? .accepted : .declined), to: invitation.fromNodeID))
+    }
+    return directives
+  }
+
+  /// The inviter (local) cancels a pending invitation.
+  public mutating func cancel(_ invitationID: String, by peerID: String) throws(Failure) -> [Directive] {
+    guard var invitation = invitations[invitationID], invitation.offer.fromPeerID == peerID else {
+      throw Failure(404, "not_found", "no invitation \(invitationID) sent by this peer")
+    }
+    guard invitation.state == .pending else {
+      throw Failure(409, "invitation_closed", "the invitation is already \(invitation.state.rawValue)")
+    }
+    invitation.state = .canceled
+    invitations[invitationID] = invitation
+    var directives: [Directive] = []
+    directives.append(.notify(peerID: peerID, .invitationEnded(invitation)))
+    if invitation.toNodeID == nodeID {
+      directives.append(.notify(peerID: invitation.offer.toPeerID, .invitationEnded(invitation)))
+    } else {
+      directives.append(.send(.inviteClosed(invitationID: invitationID, outcome: .canceled), to: invitation.toNodeID))
+    }
+    return directives
+  }
+
+  /// On the inviter's node: the invitee answered. Accepting adds the member through the host.
+  mutating func inviterLearned(_ invitationID: String, outcome: InvitationOutcome, into directives: inout [Directive]) {
+    guard var invitation = invitations[invitationID], invitation.fromNodeID == nodeID else { return }
+    if invitation.toNodeID != nodeID {
+      // A remote answer to a pending invitation (the caller checked); a local answer already set the state.
+      invitation.state = outcome == .accepted ? .accepted : .declined
+      invitations[invitationID] = invitation
+    }
+    directives.append(.notify(peerID: invitation.offer.fromPeerID, .invitationEnded(invitation)))
+    guard outcome == .accepted, let session = sessions[invitation.offer.session.sessionID] else { return }
+    let member = SessionMember(
+      peerID: invitation.offer.toPeerID, displayName: invitation.toDisplayName, nodeID: invitation.toNodeID,
+      state: .connected)
+    if session.hostNodeID == nodeID {
+      addMember(member, to: session.sessionID, into: &directives)
+    } else {
+      directives.append(.send(.sessionJoin(sessionID: session.sessionID, member: member), to: session.hostNodeID))
+    }
+  }
+
+  // MARK: - Membership (host side)
+
+  mutating func addMember(_ member: SessionMember, to sessionID: String, into directives: inout [Directive]) {
+    guard var session = sessions[sessionID], session.hostNodeID == nodeID else { return }
+    session.members.removeAll { $0.peerID == member.peerID }
+    session.members.append(member)
+    session.revision += 1
+    sessions[sessionID] = session
+    publish(session, changed: member, into: &directives)
+  }
+
+  mutating func removeMember(_ peerID: String, from sessionID: String, into directives: inout [Directive]) {
+    guard var session = sessions[sessionID], session.hostNodeID == nodeID,
+      let gone = member(peerID, of: session)
+    else { return }
+    session.members.removeAll { $0.peerID == peerID }
+    session.revision += 1
+    var left = gone
+    left.state = .notConnected
+    publish(session, changed: left, into: &directives, alsoTo: gone.nodeID)
+    sessions[sessionID] = session
+    if session.members.isEmpty { sessions[sessionID] = nil }
+  }
+
+  /// Sends the description to every member node and tells local members about `changed`.
+  mutating func publish(
+    _ session: SessionDescription, changed: SessionMember, into directives: inout [Directive], alsoTo extra: String? = nil
+  ) {
+    var nodes = Set(session.members.map(\.nodeID))
+    if let extra { nodes.insert(extra) }
+    nodes.remove(nodeID)
+    for node in nodes.sorted() { directives.append(.send(.sessionState(session), to: node)) }
+    for local in session.members where local.nodeID == nodeID {
+      directives.append(.notify(peerID: local.peerID, .memberState(sessionID: session.sessionID, member: changed)))
+    }
+    if changed.nodeID == nodeID && !session.members.contains(where: { $0.peerID == changed.peerID }) {
+      directives.append(.notify(peerID: changed.peerID, .memberState(sessionID: session.sessionID, member: changed)))
+    }
+  }
+
+  /// A replica received a new description: diff members and tell local members.
+  mutating func replace(with description: SessionDescription, into directives: inout [Directive]) {
+    let old = sessions[description.sessionID]
+    if let old, old.revision >= description.revision { return }
+    var localPeers = Set(description.members.filter { $0.nodeID == nodeID }.map(\.peerID))
+    for member in old?.members ?? [] where member.nodeID == nodeID { localPeers.insert(member.peerID) }
+    var changes: [SessionMember] = []
+    for member in description.members where old.flatMap({ self.member(member.peerID, of: $0) }) != member {
+      changes.append(member)
+    }
+    for member in old?.members ?? [] where !description.members.contains(where: { $0.peerID == member.peerID }) {
+      var gone = member
+      gone.state = .notConnected
+      changes.append(gone)
+    }
+    sessions[description.sessionID] = description.members.contains { $0.nodeID == nodeID } ? description : nil
+    for peer in localPeers.sorted() {
+      for change in changes {
+        directives.append(.notify(peerID: peer, .memberState(sessionID: description.sessionID, member: change)))
+      }
+    }
+  }
+
+  // MARK: - Data
+
+  /// `fromPeerID` (local, connected) sends to `toPeerIDs` (nil: every connected member but itself).
+  /// Returns the directives and the peers that cannot be reached now (their node is not linked).
+  public mutating func send(
+    _ sessionID: String, from fromPeerID: String, to toPeerIDs: [String]?, payload: [UInt8], reliable: Bool,
+    namedEvent: String? = nil, linkedNodes: Set<String>
+  ) throws(Failure) -> (directives: [Directive], undelivered: [String]) {
+    guard let session = sessions[sessionID], let sender = member(fromPeerID, of: session) else {
+      throw Failure(404, "not_found", "no session \(sessionID) with this peer as a member")
+    }
+    guard sender.state == .connected else {
+      throw Failure(409, "not_connected", "this peer is \(sender.state.rawValue) in the session")
+    }
+    let connected = session.members.filter { $0.state == .connected && $0.peerID != fromPeerID }
+    var targets: [SessionMember]
+    if let toPeerIDs {
+      targets = []
+      for peerID in toPeerIDs {
+        guard let target = connected.first(where: { $0.peerID == peerID }) else {
+          throw Failure(409, "not_connected", "\(peerID) is not a connected member of this session")
+        }
+        if !targets.contains(target) { targets.append(target) }
+      }
+    } else {
+      targets = connected
+    }
+    if session.strategy == .star && fromPeerID != session.creatorPeerID {
+      if toPeerIDs != nil && targets.contains(where: { $0.peerID != session.creatorPeerID }) {
+        throw Failure(409, "strategy_violation", "in a star session spokes send only to the hub")
+      }
+      targets = targets.filter { $0.peerID == session.creatorPeerID }
+    }
+    var directives: [Directive] = []
+    var undelivered: [String] = []
+    var byNode: [String: [String]] = [:]
+    for target in targets { byNode[target.nodeID, default: []].append(target.peerID) }
+    for (node, peerIDs) in byNode.sorted(by: { $0.key < $1.key }) {
+      if node == nodeID {
+        for peerID in peerIDs {
+          directives.append(.notify(peerID: peerID, event(sessionID, fromPeerID, payload, reliable, namedEvent)))
+        }
+        continue
+      }
+      guard linkedNodes.contains(node) else {
+        undelivered.append(contentsOf: peerIDs)
+        continue
+      }
+      if let namedEvent {
+        directives.append(
+          .send(
+            .sessionEvent(
+              sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: peerIDs, name: namedEvent, object: payload),
+            to: node))
+      } else {
+        var sequence: UInt64 = 0
+        if reliable {
+          sequence = (outgoingSequence[node] ?? 0) + 1
+          outgoingSequence[node] = sequence
+          unacknowledged[node, default: []].append(
+            Pending(sequence: sequence, sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: peerIDs))
+        }
+        directives.append(
+          .send(
+            .sessionData(
+              sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: peerIDs, sequence: sequence, payload: payload),
+            to: node))
+      }
+    }
+    if reliable && !undelivered.isEmpty {
+      directives.append(
+        .notify(
+          peerID: fromPeerID,
+          .sendFailed(sessionID: sessionID, undelivered: undelivered.sorted(), reason: "node not linked")))
+    }
+    return (directives, undelivered.sorted())
+  }
+
+  func event(_ sessionID: String, _ from: String, _ payload: [UInt8], _ reliable: Bool, _ name: String?) -> Event {
+    if let name { return .namedEvent(sessionID: sessionID, from: from, name: name, object: payload) }
+    return .data(sessionID: sessionID, from: from, payload: payload, reliable: reliable)
+  }
+
+  // MARK: - Frames and links
+
+  /// A session or invitation frame from a linked node.
+  public mutating func received(_ message: MeshMessage, from remoteNode: String, now: UInt64) -> [Directive] {
+    var directives: [Directive] = []
+    switch message {
+    case .invite(let offer):
+      guard invitations[offer.invitationID] == nil else { break }
+      let invitation = Invitation(
+        offer: offer, fromNodeID: remoteNode, toNodeID: nodeID, toDisplayName: "", state: .pending,
+        expiresAt: now + UInt64(offer.timeoutMillis), createdAt: now)
+      invitations[offer.invitationID] = invitation
+      directives.append(.notify(peerID: offer.toPeerID, .invitationReceived(invitation)))
+    case .inviteAnswer(let invitationID, let outcome):
+      guard let invitation = invitations[invitationID], invitation.fromNodeID == nodeID,
+        invitation.toNodeID == remoteNode
+      else { break }
+      guard invitation.state == .pending else {
+        // Too late: tell the invitee's node how it really ended.
+        directives.append(
+          .send(
+            .inviteClosed(invitationID: invitationID, outcome: InvitationOutcome(rawValue: invitation.state.rawValue)!),
+            to: remoteNode))
+        break
+      }
+      inviterLearned(invitationID, outcome: outcome, into: &directives)
+    case .inviteClosed(let invitationID, let outcome):
+      guard var invitation = invitations[invitationID], invitation.toNodeID == nodeID,
+        invitation.fromNodeID == remoteNode
+      else { break }
+      let state = InvitationState(rawValue: outcome.rawValue)!
+      guard invitation.state != state else { break }
+      invitation.state = state
+      invitations[invitationID] = invitation
+      directives.append(.notify(peerID: invitation.offer.toPeerID, .invitationEnded(invitation)))
+    case .sessionJoin(let sessionID, let member):
+      addMember(member, to: sessionID, into: &directives)
+    case .sessionLeave(let sessionID, let peerID):
+      guard let session = sessions[sessionID], member(peerID, of: session)?.nodeID == remoteNode else { break }
+      removeMember(peerID, from: sessionID, into: &directives)
+    case .sessionState(let description):
+      guard description.hostNodeID == remoteNode else { break }
+      replace(with: description, into: &directives)
+    case .sessionData(let sessionID, let fromPeerID, let toPeerIDs, let sequence, let payload):
+      if sequence > 0 {
+        guard sequence > incomingSequence[remoteNode] ?? 0 else { break }
+        incomingSequence[remoteNode] = sequence
+        directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
+      }
+      for peerID in toPeerIDs where sessions[sessionID].flatMap({ member(peerID, of: $0) })?.nodeID == nodeID {
+        directives.append(
+          .notify(
+            peerID: peerID, .data(sessionID: sessionID, from: fromPeerID, payload: payload, reliable: sequence > 0)))
+      }
+    case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, let name, let object):
+      for peerID in toPeerIDs where sessions[sessionID].flatMap({ member(peerID, of: $0) })?.nodeID == nodeID {
+        directives.append(
+          .notify(peerID: peerID, .namedEvent(sessionID: sessionID, from: fromPeerID, name: name, object: object)))
+      }
+    case .dataAck(let sequence):
+      unacknowledged[remoteNode]?.removeAll { $0.sequence <= sequence }
+    default:
+      break
+    }
+    return directives
+  }
+
+  /// A node was linked: a fresh link starts new sequence numbers on both sides.
+  public mutating func nodeLinked(_ remoteNode: String) -> [Directive] {
+    outgoingSequence[remoteNode] = 0
+    incomingSequence[remoteNode] = 0
+    var directives: [Directive] = []
+    // Members we host that live on that node were marked notConnected when it went away; they stay out.
+    for session in sessions.values.sorted(by: { $0.sessionID < $1.sessionID }) where session.hostNodeID == nodeID {
+      if session.members.contains(where: { $0.nodeID == remoteNode }) {
+        directives.append(.send(.sessionState(session), to: remoteNode))
+      }
+    }
+    return directives
+  }
+
+  /// The link to `remoteNode` is gone: its members become notConnected, unacknowledged reliable data fails.
+  public mutating func nodeUnlinked(_ remoteNode: String) -> [Directive] {
+    var directives: [Directive] = []
+    for pending in unacknowledged.removeValue(forKey: remoteNode) ?? [] {
+      directives.append(
+        .notify(
+          peerID: pending.fromPeerID,
+          .sendFailed(sessionID: pending.sessionID, undelivered: pending.toPeerIDs, reason: "link to node lost")))
+    }
+    outgoingSequence[remoteNode] = nil
+    incomingSequence[remoteNode] = nil
+    for sessionID in sessions.keys.sorted() {
+      guard var session = sessions[sessionID] else { continue }
+      var changed: [SessionMember] = []
+      for index in session.members.indices
+      where session.members[index].nodeID == remoteNode && session.members[index].state != .notConnected {
+        session.members[index].state = .notConnected
+        changed.append(session.members[index])
+      }
+      guard !changed.isEmpty else { continue }
+      if session.hostNodeID == nodeID {
+        session.members.removeAll { $0.nodeID == remoteNode }
+        session.revision += 1
+        for node in Set(session.members.map(\.nodeID)).subtracting([nodeID]).sorted() {
+          directives.append(.send(.sessionState(session), to: node))
+        }
+      }
+      sessions[sessionID] = session
+      for local in session.members where local.nodeID == nodeID {
+        for member in changed {
+          directives.append(.notify(peerID: local.peerID, .memberState(sessionID: sessionID, member: member)))
+        }
+      }
+    }
+    return directives
+  }
+
+  /// Expires pending invitations whose time is up.
+  public mutating func tick(now: UInt64) -> [Directive] {
+    var directives: [Directive] = []
+    for id in invitations.keys.sorted() {
+      guard var invitation = invitations[id], invitation.state == .pending, now >= invitation.expiresAt else {
+        continue
+      }
+      invitation.state = .expired
+      invitations[id] = invitation
+      if invitation.fromNodeID == nodeID {
+        directives.append(.notify(peerID: invitation.offer.fromPeerID, .invitationEnded(invitation)))
+        if invitation.toNodeID != nodeID {
+          directives.append(.send(.inviteClosed(invitationID: id, outcome: .expired), to: invitation.toNodeID))
+        }
+      }
+      if invitation.toNodeID == nodeID {
+        directives.append(.notify(peerID: invitation.offer.toPeerID, .invitationEnded(invitation)))
+      }
+    }
+    return directives
+  }
+
+  /// A six-digit code both sides show, derived from the invitation and both node ids (FNV-1a).
+  public static func verificationCode(invitationID: String, fromNode: String, toNode: String) -> String {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in "\(invitationID)|\(fromNode)|\(toNode)".utf8 {
+      hash ^= UInt64(byte)
+      hash = hash &* 0x0000_0100_0000_01B3
+    }
+    let code = String(hash % 1_000_000)
+    return String(repeating: "0", count: 6 - code.count) + code
+  }
+}
