@@ -77,6 +77,11 @@ extension HTTPResponse {
 struct RequestBody {
   let object: JSONObject
 
+  /// Wraps an already parsed object (e.g. a WebSocket message).
+  init(object: JSONObject) {
+    self.object = object
+  }
+
   /// Parses `bytes` as a JSON object. An empty body is an empty object when `allowEmpty`.
   init(_ request: HTTPRequest, allowEmpty: Bool = false) throws(APIError) {
     if request.body.isEmpty {

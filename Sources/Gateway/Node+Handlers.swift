@@ -46,6 +46,7 @@ extension Node {
     case .acceptInvitation: return try answerInvitation(context, accept: true)
     case .declineInvitation: return try answerInvitation(context, accept: false)
     case .cancelInvitation: return try cancelInvitation(context)
+    case .transceive: return try await startTransceive(context)
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",
@@ -181,6 +182,22 @@ extension Node {
     lines.append("meshgate_slow_consumer_disconnects_total \(metrics.slowConsumerDisconnects)")
     family("meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).")
     lines.append("meshgate_websocket_upgrades_rejected_total \(metrics.webSocketUpgradesRejected)")
+    family("meshgate_mesh_links", "gauge", "Nodes linked to this one.")
+    lines.append("meshgate_mesh_links \(mesh.links.linkedNodeIDs.count)")
+    family("meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).")
+    lines.append("meshgate_mesh_known_peers \(mesh.directory.knownPeerCount)")
+    family("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.")
+    lines.append("meshgate_mesh_frames_sent_total \(mesh.framesOut)")
+    family("meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.")
+    lines.append("meshgate_mesh_frames_received_total \(mesh.framesIn)")
+    family("meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).")
+    lines.append("meshgate_mesh_bad_frames_total \(mesh.badFrames)")
+    family("meshgate_sessions", "gauge", "Sessions with a member on this node.")
+    lines.append("meshgate_sessions \(mesh.sessions.sessions.count)")
+    family(
+      "meshgate_unreliable_dropped_total", "counter",
+      "Unreliable session messages dropped because a mesh link's send queue was full.")
+    lines.append("meshgate_unreliable_dropped_total \(mesh.unreliableDropped)")
     family("meshgate_uptime_seconds", "gauge", "Seconds since the node started.")
     lines.append("meshgate_uptime_seconds \(String(format: "%.3f", Date().timeIntervalSince(startedAt)))")
     family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")

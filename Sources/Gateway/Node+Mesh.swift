@@ -21,6 +21,7 @@ struct MeshRuntime {
   var framesIn = 0
   var framesOut = 0
   var badFrames = 0
+  var unreliableDropped = 0
 }
 
 /// The WebSocket subprotocol of mesh links.
@@ -50,6 +51,8 @@ extension Node {
     let now = Self.monotonicMillis()
     apply(mesh.links.tick(now: now))
     apply(mesh.sessions.tick(now: now))
+    ticks += 1
+    if ticks % 10 == 0 && !transceivers.isEmpty { reconcileTransceivers() }
   }
 
   /// A node announced itself on the beacon.
@@ -178,7 +181,10 @@ extension Node {
         }
       }
     }
-    if !events.isEmpty { publishInBackground(events) }
+    if !events.isEmpty {
+      publishInBackground(events)
+      if !transceivers.isEmpty { reconcileTransceivers() }
+    }
   }
 
   func sendFrame(_ frame: OutboundMessage, on connection: LinkManager.ConnectionID) {

@@ -12,23 +12,36 @@ extension Node {
   static let defaultMaxPeers: UInt16 = 64
   static let largestMaxPeers: UInt16 = 1024
   static let maxDataBytes = 1 << 20
+  /// Bytes queued on a mesh link above which unreliable data is dropped.
+  static let unreliableQueueLimit = 1 << 20
 
   // MARK: - Carrying out directives
 
   func apply(_ directives: [SessionBook.Directive]) {
     var events: [(peerID: String, type: String, data: JSONValue)] = []
+    var received: [SessionBook.Invitation] = []
     for directive in directives {
       switch directive {
       case .send(let message, let nodeID):
-        if let connection = mesh.links.connection(of: nodeID) {
-          sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
+        guard let connection = mesh.links.connection(of: nodeID) else { continue }
+        if case .sessionData(_, _, _, 0, _) = message, let socket = mesh.socketByConnection[connection],
+          (server.queuedBytes(socket) ?? 0) > Self.unreliableQueueLimit
+        {
+          // Unreliable data never queues without bound: past the limit it is dropped (and counted).
+          mesh.unreliableDropped += 1
+          continue
         }
+        sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
       case .notify(let peerID, let event):
         guard peers[peerID] != nil else { continue }
         events.append(sessionEvent(event, for: peerID))
+        if case .invitationReceived(let invitation) = event { received.append(invitation) }
       }
     }
     if !events.isEmpty { publishInBackground(events) }
+    if !transceivers.isEmpty {
+      for invitation in received { autoAccept(invitation) }
+    }
   }
 
   func sessionEvent(_ event: SessionBook.Event, for peerID: String) -> (peerID: String, type: String, data: JSONValue) {
@@ -234,6 +247,42 @@ extension Node {
     return try deliver(
       session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: object.serialized(), reliable: true,
       name: name)
+  }
+
+  /// `{"op":"send","session":id,"to":[ids]?,"mode":"reliable|unreliable"?,"text":"…" | "dataBase64":"…"}` over the
+  /// browser WebSocket: the same as `POST /api/v1/sessions/{id}/data`. Returns the reply frame.
+  func socketSend(_ object: JSONObject, peerID: String) -> JSONValue {
+    do {
+      let body = RequestBody(object: object)
+      try body.allowOnly(["op", "session", "to", "mode", "text", "dataBase64"])
+      let sessionID = try body.requiredString("session")
+      let mode = try body.optionalString("mode") ?? "reliable"
+      guard mode == "reliable" || mode == "unreliable" else {
+        throw APIError.badRequest("mode must be reliable or unreliable, not \(mode.debugDescription)")
+      }
+      let payload: [UInt8]
+      if let text = try body.optionalString("text") {
+        payload = Array(text.utf8)
+      } else if let encoded = try body.optionalString("dataBase64") {
+        guard let data = Data(base64Encoded: encoded) else { throw APIError.badRequest("dataBase64 is not valid base64") }
+        payload = [UInt8](data)
+      } else {
+        throw APIError.badRequest("send needs text or dataBase64")
+      }
+      guard let session = mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
+      else {
+        throw APIError.notFound("no session \(sessionID) with this peer as a member")
+      }
+      let response = try deliver(
+        sessionID, from: peerID, to: try body.optionalStringArray("to"), payload: payload, reliable: mode == "reliable",
+        name: nil)
+      let result = (try? JSONValue.parse(response.body)) ?? .null
+      return ["type": "sent", "data": result]
+    } catch let error as APIError {
+      return Self.socketError(error.code, error.message)
+    } catch {
+      return Self.socketError("internal_error", "the node could not send: \(error)")
+    }
   }
 
   // MARK: - Invitations

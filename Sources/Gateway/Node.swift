@@ -61,6 +61,9 @@ public actor Node {
   var keepAliveTask: Task<Void, Never>?
   var meshTask: Task<Void, Never>?
   var mesh: MeshRuntime
+  var transceivers: Set<Transceiver> = []
+  var transceiveSessions: [Transceiver: String] = [:]
+  var ticks: UInt64 = 0
   let meshLogger = Logger(component: "mesh")
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
@@ -279,9 +282,11 @@ public actor Node {
       switch op {
       case "ping":
         reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
+      case "send":
+        reply = socketSend(object, peerID: subscriber.peerID)
       default:
         reply = Self.socketError(
-          "unknown_op", "unknown op \(op.debugDescription); this node supports: ping")
+          "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
       }
     }
     sendFrame(reply, to: subscriber)

@@ -16,6 +16,7 @@ enum Operation: Sendable {
   case servicePeers, listMeshNodes, addMeshNode
   case createSession, listSessions, getSession, leaveSession, sendData, sendEvent
   case createInvitation, listInvitations, getInvitation, acceptInvitation, declineInvitation, cancelInvitation
+  case transceive
 }
 
 /// One REST route.
@@ -311,6 +312,13 @@ struct Router: Sendable {
         (200, "Canceled.", Schemas.invitationEnvelope), (403, "Not the inviter.", Schemas.error),
         (409, "No longer pending.", Schemas.error),
       ], queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/transceive", operation: .transceive, operationID: "transceive",
+      summary:
+        "PeerKit / ARKit MultipeerSession: advertise + browse + auto-invite + auto-accept everyone transceiving the service type into one session (led by the smallest peer id).",
+      authenticated: true, requestSchema: Schemas.transceive,
+      responses: [(200, "Transceiving.", Schemas.transceiveResult), (400, "Invalid service type.", Schemas.error)],
+      queryParameters: []),
   ])
 }
 
@@ -481,6 +489,17 @@ enum Schemas {
       "to": ["type": "string"], "session": ["type": "string"],
       "context": ["type": "string", "description": "At most 4 KiB of UTF-8."],
       "timeoutSeconds": ["type": "integer", "minimum": 1, "maximum": 300, "default": 30],
+    ],
+  ]
+  static let transceive: JSONValue = [
+    "type": "object", "required": ["serviceType"], "additionalProperties": false,
+    "properties": ["serviceType": serviceType],
+  ]
+  static let transceiveResult: JSONValue = [
+    "type": "object", "required": ["serviceType", "transceiving", "leader"],
+    "properties": [
+      "serviceType": serviceType, "transceiving": ["type": "boolean"], "leader": ["type": "string"],
+      "session": ["type": ["object", "null"]],
     ],
   ]
   static let cursor: JSONValue = ["type": "string", "pattern": "^[0-9]{1,18}$"]
