@@ -69,12 +69,12 @@ extension Node {
 
   // MARK: - Transport events
 
-  func meshSocketOpened(_ id: WebSocketID) {
+  func meshSocketOpened(_ id: WebSocketID, remoteAddress: String) {
     let connection = mesh.nextInboundConnection
     mesh.nextInboundConnection += 1
     mesh.connectionBySocket[id] = connection
     mesh.socketByConnection[connection] = id
-    apply(mesh.links.inboundOpened(connection, now: Self.monotonicMillis()))
+    apply(mesh.links.inboundOpened(connection, remoteHost: remoteAddress, now: Self.monotonicMillis()))
   }
 
   func meshSocketConnected(_ id: WebSocketID) {

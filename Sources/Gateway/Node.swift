@@ -251,7 +251,7 @@ public actor Node {
 
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
     if head.path == "/mesh" {
-      meshSocketOpened(id)
+      meshSocketOpened(id, remoteAddress: head.remoteAddress)
       return
     }
     guard let peer = try? authenticate(head, allowQueryToken: true) else {

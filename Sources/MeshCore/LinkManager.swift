@@ -91,6 +91,7 @@ public struct LinkManager: Sendable {
   struct Connection: Sendable {
     var outbound: Bool
     var addressKey: String?
+    var remoteHost: String?
     var openedAt: UInt64
     var hello: NodeHello?
     var lastHeard: UInt64
@@ -185,9 +186,9 @@ public struct LinkManager: Sendable {
     closed(id, now: now)
   }
 
-  /// A node dialled us on connection `id` (allocated by the runtime, below `1 << 32`).
-  public mutating func inboundOpened(_ id: ConnectionID, now: UInt64) -> [Action] {
-    connections[id] = Connection(outbound: false, openedAt: now, lastHeard: now)
+  /// A node dialled us on connection `id` (allocated by the runtime, below `1 << 32`) from `remoteHost`.
+  public mutating func inboundOpened(_ id: ConnectionID, remoteHost: String? = nil, now: UInt64) -> [Action] {
+    connections[id] = Connection(outbound: false, remoteHost: remoteHost, openedAt: now, lastHeard: now)
     return [.send(id, .hello(local))]
   }
 
@@ -330,7 +331,12 @@ public struct LinkManager: Sendable {
     var reported = Set<String>()
     for (nodeID, id) in links.sorted(by: { $0.key < $1.key }) {
       guard let connection = connections[id] else { continue }
-      let address = connection.addressKey ?? connection.hello.map { _ in "inbound" }
+      let address =
+        connection.addressKey
+        ?? connection.hello.map { hello in
+          let host = connection.remoteHost ?? "?"
+          return host.contains(":") ? "[\(host)]:\(hello.port)" : "\(host):\(hello.port)"
+        }
       result.append(
         NodeStatus(
           nodeID: nodeID, name: connection.hello?.name, address: address, state: .linked,

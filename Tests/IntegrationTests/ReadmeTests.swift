@@ -10,10 +10,15 @@ struct ReadmeTests {
 
   /// The shell blocks of the README's API section.
   static func apiExamples() throws -> String {
+    try examples(from: "\n## API\n", to: "\n### Live events")
+  }
+
+  /// The shell blocks between two headings of the README.
+  static func examples(from startHeading: String, to endHeading: String) throws -> String {
     let text = try String(contentsOf: readme, encoding: .utf8)
-    guard let start = text.range(of: "\n## API\n"),
-      let end = text.range(of: "\n### Live events", range: start.upperBound..<text.endIndex)
-    else { throw TestSupportError.unexpectedMessage("README.md has no API section") }
+    guard let start = text.range(of: startHeading),
+      let end = text.range(of: endHeading, range: start.upperBound..<text.endIndex)
+    else { throw TestSupportError.unexpectedMessage("README.md has no section \(startHeading)") }
     var script = ""
     var inBlock = false
     for line in text[start.upperBound..<end.lowerBound].split(separator: "\n", omittingEmptySubsequences: false) {
@@ -28,26 +33,59 @@ struct ReadmeTests {
     return script
   }
 
+  /// Runs `script` with bash and returns its exit status and combined output.
+  static func run(_ script: String) throws -> (status: Int32, output: String) {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString).sh").path
+    try script.write(toFile: path, atomically: true, encoding: .utf8)
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let process = Process()
+    // The test runner ignores SIGPIPE and children inherit that; a user's shell does not, so restore the default
+    // (otherwise `… | head` makes the writer fail with EPIPE instead of ending quietly).
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["--default-signal=PIPE", "/bin/bash", path]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+  }
+
+  @Test func meshExamplesRunAgainstTwoRealNodes() async throws {
+    let examples = try Self.examples(from: "\n### The mesh:", to: "\n| Route |")
+    try await withNode { node in
+      let portB = try freeLoopbackPort()
+      let dataB = FileManager.default.temporaryDirectory.appendingPathComponent("readme-b-\(UUID().uuidString)").path
+      defer { try? FileManager.default.removeItem(atPath: dataB) }
+      // Node B runs from the debug build, on loopback, without the beacon, so parallel tests stay apart.
+      let script =
+        "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n"
+        + examples
+        .replacingOccurrences(of: ".build/release/meshgate", with: node.binaryPath)
+        .replacingOccurrences(of: "--name node-b", with: "--name node-b --bind 127.0.0.1 --discovery static")
+        .replacingOccurrences(of: "/tmp/node-b", with: dataB)
+        .replacingOccurrences(of: "8081", with: String(portB))
+        .replacingOccurrences(of: "8080", with: String(node.port))
+      let result = try Self.run(script)
+      #expect(result.status == 0, "README mesh examples failed:\n\(result.output)")
+      for expected in [
+        "\"state\":\"linked\"", "\"skills\":\"plumbing\"", "\"verificationCode\"", "\"state\":\"accepted\"",
+        "\"state\":\"connected\"", "session.data", "session.event", "invitation.received", "\"transceiving\":true",
+      ] {
+        #expect(result.output.contains(expected), "README mesh output lacks \(expected):\n\(result.output)")
+      }
+    }
+  }
+
   @Test func apiExamplesRunAgainstARealNode() async throws {
     let examples = try Self.apiExamples()
     #expect(examples.contains("curl"))
     try await withNode { node in
       let script =
         "set -euo pipefail\n" + examples.replacingOccurrences(of: "localhost:8080", with: "127.0.0.1:\(node.port)")
-      let path = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString).sh").path
-      try script.write(toFile: path, atomically: true, encoding: .utf8)
-      defer { try? FileManager.default.removeItem(atPath: path) }
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: "/bin/bash")
-      process.arguments = [path]
-      let output = Pipe()
-      process.standardOutput = output
-      process.standardError = output
-      try process.run()
-      let data = output.fileHandleForReading.readDataToEndOfFile()
-      process.waitUntilExit()
-      let text = String(decoding: data, as: UTF8.self)
-      #expect(process.terminationStatus == 0, "README examples failed:\n\(text)")
+      let (status, text) = try Self.run(script)
+      #expect(status == 0, "README examples failed:\n\(text)")
       #expect(text.contains("\"status\":\"ok\""))
       #expect(text.contains("meshgate_http_requests_total"))
       #expect(text.contains("alice-laptop"))
