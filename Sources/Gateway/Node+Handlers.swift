@@ -155,51 +155,60 @@ extension Node {
       lines.append("# HELP \(name) \(help)")
       lines.append("# TYPE \(name) \(type)")
     }
+    /// One unlabelled sample with its HELP and TYPE lines.
+    func sample(_ name: String, _ type: String, _ help: String, _ value: some CustomStringConvertible) {
+      family(name, type, help)
+      lines.append("\(name) \(value)")
+    }
     family("meshgate_http_requests_total", "counter", "HTTP requests answered, by route, method and status.")
     for (key, count) in metrics.requests.sorted(by: { $0.key < $1.key }) {
       let parts = key.split(separator: "|", omittingEmptySubsequences: false)
+      let route = Self.escapeLabel(String(parts[0]))
       lines.append(
-        "meshgate_http_requests_total{route=\"\(Self.escapeLabel(String(parts[0])))\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)"
-      )
+        "meshgate_http_requests_total{route=\"\(route)\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)")
     }
     let statistics = server.statistics()
-    family("meshgate_websocket_connections", "gauge", "Open WebSocket connections.")
-    lines.append("meshgate_websocket_connections \(statistics.openWebSockets)")
-    family("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.")
-    lines.append(
-      "meshgate_event_streams \(subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count)")
-    family("meshgate_peers", "gauge", "Peers hosted on this node.")
-    lines.append("meshgate_peers \(peers.count)")
-    family("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.")
-    lines.append("meshgate_events_appended_total \(metrics.eventsAppended)")
-    family("meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.")
-    lines.append("meshgate_websocket_messages_sent_total \(statistics.webSocketMessagesOut)")
-    family("meshgate_websocket_messages_received_total", "counter", "WebSocket messages received from clients.")
-    lines.append("meshgate_websocket_messages_received_total \(statistics.webSocketMessagesIn)")
-    family(
-      "meshgate_slow_consumer_disconnects_total", "counter",
-      "Event consumers disconnected because their send queue was full.")
-    lines.append("meshgate_slow_consumer_disconnects_total \(metrics.slowConsumerDisconnects)")
-    family("meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).")
-    lines.append("meshgate_websocket_upgrades_rejected_total \(metrics.webSocketUpgradesRejected)")
-    family("meshgate_mesh_links", "gauge", "Nodes linked to this one.")
-    lines.append("meshgate_mesh_links \(mesh.links.linkedNodeIDs.count)")
-    family("meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).")
-    lines.append("meshgate_mesh_known_peers \(mesh.directory.knownPeerCount)")
-    family("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.")
-    lines.append("meshgate_mesh_frames_sent_total \(mesh.framesOut)")
-    family("meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.")
-    lines.append("meshgate_mesh_frames_received_total \(mesh.framesIn)")
-    family("meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).")
-    lines.append("meshgate_mesh_bad_frames_total \(mesh.badFrames)")
-    family("meshgate_sessions", "gauge", "Sessions with a member on this node.")
-    lines.append("meshgate_sessions \(mesh.sessions.sessions.count)")
-    family(
-      "meshgate_unreliable_dropped_total", "counter",
-      "Unreliable session messages dropped because a mesh link's send queue was full.")
-    lines.append("meshgate_unreliable_dropped_total \(mesh.unreliableDropped)")
-    family("meshgate_uptime_seconds", "gauge", "Seconds since the node started.")
-    lines.append("meshgate_uptime_seconds \(String(format: "%.3f", Date().timeIntervalSince(startedAt)))")
+    let streams = subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count
+    let samples: [(String, String, String, any CustomStringConvertible)] = [
+      ("meshgate_websocket_connections", "gauge", "Open WebSocket connections.", statistics.openWebSockets),
+      ("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.", streams),
+      ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
+      ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
+      (
+        "meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.",
+        statistics.webSocketMessagesOut
+      ),
+      (
+        "meshgate_websocket_messages_received_total", "counter", "WebSocket messages received from clients.",
+        statistics.webSocketMessagesIn
+      ),
+      (
+        "meshgate_slow_consumer_disconnects_total", "counter",
+        "Event consumers disconnected because their send queue was full.", metrics.slowConsumerDisconnects
+      ),
+      (
+        "meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).",
+        metrics.webSocketUpgradesRejected
+      ),
+      ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", mesh.links.linkedNodeIDs.count),
+      (
+        "meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).",
+        mesh.directory.knownPeerCount
+      ),
+      ("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.", mesh.framesOut),
+      ("meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.", mesh.framesIn),
+      ("meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).", mesh.badFrames),
+      ("meshgate_sessions", "gauge", "Sessions with a member on this node.", mesh.sessions.sessions.count),
+      (
+        "meshgate_unreliable_dropped_total", "counter",
+        "Unreliable session messages dropped because a mesh link's send queue was full.", mesh.unreliableDropped
+      ),
+      (
+        "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",
+        String(format: "%.3f", Date().timeIntervalSince(startedAt))
+      ),
+    ]
+    for (name, type, help, value) in samples { sample(name, type, help, value) }
     family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
     lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
     return HTTPResponse(
