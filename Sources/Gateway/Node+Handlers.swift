@@ -47,6 +47,12 @@ extension Node {
     case .declineInvitation: return try answerInvitation(context, accept: false)
     case .cancelInvitation: return try cancelInvitation(context)
     case .transceive: return try await startTransceive(context)
+    case .createJob: return try await createJob(context)
+    case .listJobs: return try await listJobs(context)
+    case .getJob: return try await getJob(context)
+    case .updateJob: return try await updateJob(context)
+    case .deleteJob: return try await deleteJob(context)
+    case .sendJob: return try await sendJob(context)
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",

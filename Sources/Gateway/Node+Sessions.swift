@@ -20,6 +20,7 @@ extension Node {
   func apply(_ directives: [SessionBook.Directive]) {
     var events: [(peerID: String, type: String, data: JSONValue)] = []
     var received: [SessionBook.Invitation] = []
+    var ended: [SessionBook.Invitation] = []
     for directive in directives {
       switch directive {
       case .send(let message, let nodeID):
@@ -35,13 +36,23 @@ extension Node {
       case .notify(let peerID, let event):
         guard peers[peerID] != nil else { continue }
         events.append(sessionEvent(event, for: peerID))
-        if case .invitationReceived(let invitation) = event { received.append(invitation) }
+        switch event {
+        case .invitationReceived(let invitation):
+          received.append(invitation)
+        case .invitationEnded(let invitation) where invitation.offer.fromPeerID == peerID:
+          ended.append(invitation)
+        case .namedEvent(_, _, JobRules.transferEvent, let object):
+          Task { await self.jobArrived(for: peerID, object: object) }
+        default:
+          break
+        }
       }
     }
     if !events.isEmpty { publishInBackground(events) }
     if !transceivers.isEmpty {
       for invitation in received { autoAccept(invitation) }
     }
+    for invitation in ended where pendingJobSends[invitation.id] != nil { jobOfferEnded(invitation) }
   }
 
   func sessionEvent(_ event: SessionBook.Event, for peerID: String) -> (peerID: String, type: String, data: JSONValue) {

@@ -62,6 +62,7 @@ public actor Node {
   var meshTask: Task<Void, Never>?
   var mesh: MeshRuntime
   var transceivers: Set<Transceiver> = []
+  var pendingJobSends: [String: PendingJobSend] = [:]
   var transceiveSessions: [Transceiver: String] = [:]
   var ticks: UInt64 = 0
   let meshLogger = Logger(component: "mesh")

@@ -68,6 +68,23 @@ final class NodeStore: Sendable {
           PRIMARY KEY (peer_id, kind, service_type)
         );
         """),
+    Migration(
+      version: 3, name: "jobs",
+      sql: """
+        CREATE TABLE jobs(
+          id TEXT PRIMARY KEY,
+          owner_peer_id TEXT NOT NULL REFERENCES peers(id) ON DELETE CASCADE,
+          name TEXT NOT NULL,
+          due_date TEXT,
+          payment_cents INTEGER CHECK (payment_cents IS NULL OR payment_cents >= 0),
+          notes TEXT,
+          assigned_to TEXT,
+          received_from TEXT,
+          created_at TEXT NOT NULL,
+          updated_at TEXT NOT NULL
+        );
+        CREATE INDEX jobs_by_owner ON jobs(owner_peer_id, created_at, id);
+        """),
   ]
 
   init(path: String, retention: Int) throws {
@@ -158,8 +175,90 @@ final class NodeStore: Sendable {
     }
   }
 
+  // MARK: - Jobs
+
+  static func encodeParty(_ party: JobParty?) -> SQLValue {
+    guard let party else { return .null }
+    let value: JSONValue = [
+      "id": .string(party.peerID), "displayName": .string(party.displayName), "nodeId": .string(party.nodeID),
+    ]
+    return .text(value.serializedString())
+  }
+
+  static func decodeParty(_ text: String?) -> JobParty? {
+    guard let text, case .object(let object)? = try? JSONValue.parse(text) else { return nil }
+    return JobParty(
+      peerID: object["id"]?.stringValue ?? "", displayName: object["displayName"]?.stringValue ?? "",
+      nodeID: object["nodeId"]?.stringValue ?? "")
+  }
+
+  static let jobColumns =
+    "id, owner_peer_id, name, due_date, payment_cents, notes, assigned_to, received_from, created_at, updated_at"
+
+  static func job(_ row: Row) throws -> Job {
+    Job(
+      id: try row.string(0), ownerPeerID: try row.string(1), name: try row.string(2), dueDate: try row.optionalString(3),
+      paymentCents: try row.optionalInt64(4), notes: try row.optionalString(5),
+      assignedTo: decodeParty(try row.optionalString(6)), receivedFrom: decodeParty(try row.optionalString(7)),
+      createdAt: try row.string(8), updatedAt: try row.string(9))
+  }
+
+  func saveJob(_ job: Job) async throws {
+    try await database.write { connection in
+      try connection.execute(
+        """
+        INSERT INTO jobs(\(Self.jobColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(id) DO UPDATE SET name = excluded.name, due_date = excluded.due_date,
+          payment_cents = excluded.payment_cents, notes = excluded.notes, assigned_to = excluded.assigned_to,
+          updated_at = excluded.updated_at
+        """,
+        [
+          .text(job.id), .text(job.ownerPeerID), .text(job.name), job.dueDate.map { .text($0) } ?? .null,
+          job.paymentCents.map { .integer($0) } ?? .null, job.notes.map { .text($0) } ?? .null,
+          Self.encodeParty(job.assignedTo), Self.encodeParty(job.receivedFrom), .text(job.createdAt),
+          .text(job.updatedAt),
+        ])
+    }
+  }
+
+  func job(id: String, owner: String) async throws -> Job? {
+    try await database.read { connection in
+      try connection.queryOne(
+        "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(id), .text(owner)]
+      ).map(Self.job)
+    }
+  }
+
+  /// A page of `owner`'s jobs in creation order, after the job `cursor` (exclusive).
+  func jobs(owner: String, after cursor: String?, limit: Int) async throws -> [Job] {
+    try await database.read { connection in
+      if let cursor, let anchor = try connection.queryOne(
+        "SELECT created_at FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(cursor), .text(owner)])
+      {
+        return try connection.query(
+          """
+          SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? AND (created_at, id) > (?, ?)
+          ORDER BY created_at, id LIMIT ?
+          """, [.text(owner), .text(try anchor.string(0)), .text(cursor), .integer(Int64(limit))]
+        ).map(Self.job)
+      }
+      return try connection.query(
+        "SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? ORDER BY created_at, id LIMIT ?",
+        [.text(owner), .integer(Int64(limit))]
+      ).map(Self.job)
+    }
+  }
+
+  func deleteJob(id: String, owner: String) async throws -> Bool {
+    try await database.write { connection in
+      try connection.execute("DELETE FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(id), .text(owner)])
+      return connection.changes > 0
+    }
+  }
+
   func deletePeer(id: String) async throws {
     try await database.write { connection in
+      try connection.execute("DELETE FROM jobs WHERE owner_peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peer_services WHERE peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM events WHERE peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peers WHERE id = ?", [.text(id)])

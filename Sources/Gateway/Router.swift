@@ -17,6 +17,7 @@ enum Operation: Sendable {
   case createSession, listSessions, getSession, leaveSession, sendData, sendEvent
   case createInvitation, listInvitations, getInvitation, acceptInvitation, declineInvitation, cancelInvitation
   case transceive
+  case createJob, listJobs, getJob, updateJob, deleteJob, sendJob
 }
 
 /// One REST route.
@@ -319,6 +320,46 @@ struct Router: Sendable {
       authenticated: true, requestSchema: Schemas.transceive,
       responses: [(200, "Transceiving.", Schemas.transceiveResult), (400, "Invalid service type.", Schemas.error)],
       queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/jobs", operation: .createJob, operationID: "createJob",
+      summary: "Adds a job to this peer's list.", authenticated: true, requestSchema: Schemas.jobInput,
+      responses: [(201, "The job.", Schemas.jobEnvelope), (400, "Invalid field.", Schemas.error)],
+      queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/jobs", operation: .listJobs, operationID: "listJobs",
+      summary: "This peer's jobs, oldest first, paged.", authenticated: true, requestSchema: nil,
+      responses: [(200, "A page of jobs.", Schemas.jobList), (400, "Bad limit.", Schemas.error)],
+      queryParameters: [
+        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
+        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
+      ]),
+    Route(
+      method: .get, pattern: "/api/v1/jobs/{jobId}", operation: .getJob, operationID: "getJob", summary: "One job.",
+      authenticated: true, requestSchema: nil,
+      responses: [(200, "The job.", Schemas.jobEnvelope), (404, "Not in this peer's list.", Schemas.error)],
+      queryParameters: []),
+    Route(
+      method: .patch, pattern: "/api/v1/jobs/{jobId}", operation: .updateJob, operationID: "updateJob",
+      summary: "Changes a job's fields (null clears an optional one).", authenticated: true,
+      requestSchema: Schemas.jobPatch,
+      responses: [
+        (200, "The job.", Schemas.jobEnvelope), (400, "Invalid field.", Schemas.error),
+        (404, "Not in this peer's list.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .delete, pattern: "/api/v1/jobs/{jobId}", operation: .deleteJob, operationID: "deleteJob",
+      summary: "Removes a job from this peer's list.", authenticated: true, requestSchema: nil,
+      responses: [(204, "Deleted.", nil), (404, "Not in this peer's list.", Schemas.error)], queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/jobs/{jobId}/send", operation: .sendJob, operationID: "sendJob",
+      summary:
+        "Offers the job to a peer receiving jobs (advertising jobmanager-jobs): an invitation with the job's name as context; on accept the job lands in their list (job.received) and yours shows assignedTo (job.delivered).",
+      authenticated: true, requestSchema: Schemas.sendJob,
+      responses: [
+        (202, "Offered; the answer arrives as events.", Schemas.jobOffer),
+        (404, "Unknown job or peer.", Schemas.error),
+        (409, "Not receiving jobs, already assigned or already offered.", Schemas.error),
+      ], queryParameters: []),
   ])
 }
 
@@ -501,6 +542,45 @@ enum Schemas {
       "serviceType": serviceType, "transceiving": ["type": "boolean"], "leader": ["type": "string"],
       "session": ["type": ["object", "null"]],
     ],
+  ]
+  static let job: JSONValue = [
+    "type": "object", "required": ["id", "name", "createdAt", "updatedAt"],
+    "properties": [
+      "id": ["type": "string"], "name": ["type": "string"], "dueDate": ["type": ["string", "null"], "format": "date"],
+      "payment": ["type": ["string", "null"], "pattern": "^[0-9]+\\.[0-9]{2}$"],
+      "notes": ["type": ["string", "null"]], "assignedTo": ["type": ["object", "null"]],
+      "receivedFrom": ["type": ["object", "null"]], "createdAt": ["type": "string"], "updatedAt": ["type": "string"],
+    ],
+  ]
+  static let jobInput: JSONValue = [
+    "type": "object", "required": ["name"], "additionalProperties": false,
+    "properties": [
+      "name": ["type": "string", "minLength": 1, "maxLength": 200], "dueDate": ["type": "string", "format": "date"],
+      "payment": [
+        "type": ["number", "string"], "description": "Non-negative, at most 2 decimal places, e.g. 120 or \"99.50\".",
+      ],
+      "notes": ["type": "string", "description": "At most 4 KiB of UTF-8."],
+    ],
+  ]
+  static let jobPatch: JSONValue = [
+    "type": "object", "additionalProperties": false, "minProperties": 1,
+    "properties": [
+      "name": ["type": "string", "minLength": 1, "maxLength": 200],
+      "dueDate": ["type": ["string", "null"], "format": "date"], "payment": ["type": ["number", "string", "null"]],
+      "notes": ["type": ["string", "null"]],
+    ],
+  ]
+  static let jobEnvelope: JSONValue = ["type": "object", "required": ["job"], "properties": ["job": job]]
+  static let jobList: JSONValue = [
+    "type": "object", "required": ["jobs"],
+    "properties": ["jobs": ["type": "array", "items": job], "nextCursor": ["type": ["string", "null"]]],
+  ]
+  static let sendJob: JSONValue = [
+    "type": "object", "required": ["to"], "additionalProperties": false,
+    "properties": ["to": ["type": "string"], "timeoutSeconds": ["type": "integer", "minimum": 1, "maximum": 300]],
+  ]
+  static let jobOffer: JSONValue = [
+    "type": "object", "required": ["job", "invitation"], "properties": ["job": job, "invitation": invitation],
   ]
   static let cursor: JSONValue = ["type": "string", "pattern": "^[0-9]{1,18}$"]
   static let event: JSONValue = [
