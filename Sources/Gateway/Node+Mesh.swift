@@ -136,6 +136,10 @@ extension Node {
               "id": .string(hello.nodeID), "name": .string(hello.name), "version": .string(hello.softwareVersion),
             ]
           ])
+      case .linkReplaced(let nodeID):
+        meshLogger.debug("Link moved to a new connection.", ["node.id": nodeID])
+        apply(mesh.directory.nodeLinked(nodeID))
+        apply(mesh.sessions.linkReplaced(nodeID))
       case .linkDown(let nodeID):
         meshLogger.info("Node unlinked.", ["node.id": nodeID])
         apply(mesh.directory.nodeUnlinked(nodeID))

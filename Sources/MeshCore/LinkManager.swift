@@ -56,6 +56,9 @@ public struct LinkManager: Sendable {
     case linkUp(NodeHello)
     /// A node is no longer linked.
     case linkDown(nodeID: String)
+    /// The link to a node moved to a new connection (duplicate-link resolution picked the newer one). Frames sent
+    /// on the old connection may be lost: resend state (snapshots) and treat unacknowledged data as failed.
+    case linkReplaced(nodeID: String)
     /// A frame for the layers above (directory, sessions …) from a linked node.
     case deliver(MeshMessage, from: String)
   }
@@ -233,6 +236,7 @@ public struct LinkManager: Sendable {
         connections[id]!.linkedSince = connections[existing]!.linkedSince
         connections[existing]!.linkedSince = nil
         closeConnection(existing, reason: "duplicate link", into: &actions)
+        actions.append(.linkReplaced(nodeID: hello.nodeID))
       } else {
         closeConnection(id, reason: "duplicate link", into: &actions)
       }

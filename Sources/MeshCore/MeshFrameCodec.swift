@@ -4,15 +4,17 @@
 // Every WebSocket binary message on a mesh link carries exactly one frame: a fixed 8-byte header (magic "MG",
 // protocol version, frame type, big-endian u32 payload length) followed by the payload. Integers are big-endian,
 // strings are a u16 byte count plus UTF-8, string maps are a u16 pair count plus (key, value) pairs with keys in
-// strictly ascending byte order. The encoding is canonical: every message has exactly one encoding, and the
-// decoder accepts only that one, so `encode(decode(bytes)) == bytes` whenever `decode` succeeds.
+// strictly ascending byte order, byte blobs are a u32 byte count plus the bytes, enums are one u8 code. The
+// encoding is canonical: every message has exactly one encoding, and the decoder accepts only that one, so
+// `encode(decode(bytes)) == bytes` whenever `decode` succeeds.
 //
 // The decoder treats its input as hostile. It never traps on input and never allocates more than the input
 // justifies: every count is checked against its limit and against the bytes actually left in the payload
 // before anything is reserved. Each failure is a `MeshFrameError` naming the problem and the byte offset, in a
 // sentence fit for a log line. The encoder, on the other hand, treats an oversize message (a string over 4096
-// bytes, a map over 64 pairs …) as a programmer error and stops with a precondition failure: values that reach
-// the mesh have been validated at the REST surface, whose limits are well inside the frame limits.
+// bytes, a map over 64 pairs, a data payload over 1 MiB + 64 KiB, a repeated member …) as a programmer error and
+// stops with a precondition failure: values that reach the mesh have been validated at the REST surface, whose
+// limits are well inside the frame limits.
 
 /// Encodes and decodes mesh protocol frames (`meshgate-node.v1`); pure functions, safe from any thread.
 public enum MeshFrameCodec {
@@ -30,12 +32,24 @@ public enum MeshFrameCodec {
   public static let maxServicesPerPeer = 64
   /// The most peers in one `peerSnapshot`.
   public static let maxPeersPerSnapshot = 65536
+  /// The largest invitation context (`InvitationOffer.context`), in bytes (4 KiB).
+  public static let maxContextBytes = 4096
+  /// The largest `sessionData` payload, in bytes (1 MiB + 64 KiB).
+  public static let maxDataPayloadBytes = 1024 * 1024 + 64 * 1024
+  /// The largest `sessionEvent` object, in bytes (1 MiB).
+  public static let maxEventObjectBytes = 1024 * 1024
+  /// The most members in one session description.
+  public static let maxSessionMembers = 4096
+  /// The most target peers (`toPeerIDs`) in one `sessionData` or `sessionEvent`.
+  public static let maxTargetPeers = 4096
 
   /// The frame for `message`: header plus payload, ready to send as one WebSocket binary message.
   ///
   /// - Precondition: `message` is within the frame limits (strings ≤ ``maxStringBytes`` UTF-8 bytes, maps ≤
-  ///   ``maxMapPairs`` pairs, ≤ ``maxServicesPerPeer`` services per peer, ≤ ``maxPeersPerSnapshot`` peers, payload
-  ///   ≤ ``maxPayloadBytes``). Breaking them is a programmer error, not an input error.
+  ///   ``maxMapPairs`` pairs, ≤ ``maxServicesPerPeer`` services per peer, ≤ ``maxPeersPerSnapshot`` peers, context
+  ///   ≤ ``maxContextBytes``, data payload ≤ ``maxDataPayloadBytes``, event object ≤ ``maxEventObjectBytes``,
+  ///   ≤ ``maxSessionMembers`` members with distinct peer ids, ≤ ``maxTargetPeers`` distinct target peers, frame
+  ///   payload ≤ ``maxPayloadBytes``). Breaking them is a programmer error, not an input error.
   public static func encode(_ message: MeshMessage) -> [UInt8] {
     var writer = MeshFrameWriter(type: MeshFrameType(message))
     switch message {
@@ -60,6 +74,40 @@ public enum MeshFrameCodec {
       writer.string(peerID, field: "peerID")
     case .goodbye(let reason):
       writer.string(reason, field: "reason")
+    case .invite(let offer):
+      writer.string(offer.invitationID, field: "invitationID")
+      writer.session(offer.session)
+      writer.string(offer.fromPeerID, field: "fromPeerID")
+      writer.string(offer.fromDisplayName, field: "fromDisplayName")
+      writer.string(offer.toPeerID, field: "toPeerID")
+      writer.blob(offer.context, field: "context", limit: self.maxContextBytes)
+      writer.u32(offer.timeoutMillis)
+      writer.string(offer.verificationCode, field: "verificationCode")
+    case .inviteAnswer(let invitationID, let outcome), .inviteClosed(let invitationID, let outcome):
+      writer.string(invitationID, field: "invitationID")
+      writer.u8(outcome.wireCode)
+    case .sessionJoin(let sessionID, let member):
+      writer.string(sessionID, field: "sessionID")
+      writer.member(member)
+    case .sessionLeave(let sessionID, let peerID):
+      writer.string(sessionID, field: "sessionID")
+      writer.string(peerID, field: "peerID")
+    case .sessionState(let session):
+      writer.session(session)
+    case .sessionData(let sessionID, let fromPeerID, let toPeerIDs, let sequence, let payload):
+      writer.string(sessionID, field: "sessionID")
+      writer.string(fromPeerID, field: "fromPeerID")
+      writer.targets(toPeerIDs)
+      writer.u64(sequence)
+      writer.blob(payload, field: "payload", limit: self.maxDataPayloadBytes)
+    case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, let name, let object):
+      writer.string(sessionID, field: "sessionID")
+      writer.string(fromPeerID, field: "fromPeerID")
+      writer.targets(toPeerIDs)
+      writer.string(name, field: "name")
+      writer.blob(object, field: "object", limit: self.maxEventObjectBytes)
+    case .dataAck(let sequence):
+      writer.u64(sequence)
     }
     return writer.finish()
   }
@@ -67,8 +115,9 @@ public enum MeshFrameCodec {
   /// Decodes one complete frame: exactly one header and its payload, nothing before or after.
   ///
   /// Throws a ``MeshFrameError`` for anything that is not the canonical encoding of a message within the limits:
-  /// wrong magic, version or type, a short or over-long frame, invalid UTF-8, counts over their limits, map keys
-  /// that repeat or are out of order, duplicate peers in a snapshot, unused payload bytes.
+  /// wrong magic, version or type, a short or over-long frame, invalid UTF-8, counts or blobs over their limits,
+  /// unknown enum codes, map keys that repeat or are out of order, duplicate peers in a snapshot, duplicate members
+  /// or target peers, unused payload bytes.
   public static func decode(_ bytes: some Collection<UInt8>) throws(MeshFrameError) -> MeshMessage {
     try self.decodeFrame(bytes as? [UInt8] ?? Array(bytes))
   }
@@ -125,6 +174,40 @@ public enum MeshFrameCodec {
       message = .peerRemoved(peerID: try reader.string(field: "peerID"))
     case .goodbye:
       message = .goodbye(reason: try reader.string(field: "reason"))
+    case .invite:
+      message = .invite(try reader.invitation())
+    case .inviteAnswer:
+      let invitationID = try reader.string(field: "invitationID")
+      message = .inviteAnswer(invitationID: invitationID, outcome: try reader.outcome())
+    case .inviteClosed:
+      let invitationID = try reader.string(field: "invitationID")
+      message = .inviteClosed(invitationID: invitationID, outcome: try reader.outcome())
+    case .sessionJoin:
+      let sessionID = try reader.string(field: "sessionID")
+      message = .sessionJoin(sessionID: sessionID, member: try reader.member())
+    case .sessionLeave:
+      let sessionID = try reader.string(field: "sessionID")
+      message = .sessionLeave(sessionID: sessionID, peerID: try reader.string(field: "peerID"))
+    case .sessionState:
+      message = .sessionState(try reader.session())
+    case .sessionData:
+      let sessionID = try reader.string(field: "sessionID")
+      let fromPeerID = try reader.string(field: "fromPeerID")
+      let toPeerIDs = try reader.targets()
+      let sequence = try reader.u64(field: "sequence")
+      let payload = try reader.blob(field: "payload", limit: self.maxDataPayloadBytes)
+      message = .sessionData(
+        sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: toPeerIDs, sequence: sequence, payload: payload)
+    case .sessionEvent:
+      let sessionID = try reader.string(field: "sessionID")
+      let fromPeerID = try reader.string(field: "fromPeerID")
+      let toPeerIDs = try reader.targets()
+      let name = try reader.string(field: "name")
+      let object = try reader.blob(field: "object", limit: self.maxEventObjectBytes)
+      message = .sessionEvent(
+        sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: toPeerIDs, name: name, object: object)
+    case .dataAck:
+      message = .dataAck(sequence: try reader.u64(field: "sequence"))
     }
     guard reader.remaining == 0 else {
       throw MeshFrameError(.unusedPayloadBytes(count: reader.remaining), offset: reader.offset)
@@ -157,6 +240,10 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
     case stringTooLong(field: String, bytes: Int)
     /// A string field is not valid UTF-8 (``MeshFrameError/offset`` is the first bad byte).
     case invalidUTF8(field: String)
+    /// A byte blob's length is over its limit (`limit`, e.g. ``MeshFrameCodec/maxDataPayloadBytes``).
+    case blobTooLarge(field: String, bytes: Int, limit: Int)
+    /// An enum field (strategy, encryption, state, outcome) holds a code this protocol version does not define.
+    case unknownEnumCode(field: String, code: UInt8)
     /// A count is over its limit; `what` reads like "peers in snapshot".
     case tooMany(what: String, count: Int, limit: Int)
     /// A count is within its limit but the rest of the payload cannot hold that many elements.
@@ -167,6 +254,8 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
     case keyOutOfOrder(field: String, key: String)
     /// A peer id occurs twice in one snapshot.
     case duplicatePeer(peerID: String)
+    /// A peer id occurs twice in one list (`members` of a session, `toPeerIDs` of data or an event).
+    case duplicateListEntry(field: String, peerID: String)
     /// The message ends before the payload does.
     case unusedPayloadBytes(count: Int)
   }
@@ -209,6 +298,10 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
       return "string field \(field) is \(bytes) bytes (limit \(MeshFrameCodec.maxStringBytes))"
     case .invalidUTF8(let field):
       return "string field \(field) is not valid UTF-8"
+    case .blobTooLarge(let field, let bytes, let limit):
+      return "byte field \(field) is \(bytes) bytes (limit \(limit))"
+    case .unknownEnumCode(let field, let code):
+      return "unknown code \(Self.hex(code)) for field \(field)"
     case .tooMany(let what, let count, let limit):
       return "too many \(what) (\(count) > \(limit))"
     case .countExceedsPayload(let what, let count, let minimumBytes, let available):
@@ -219,6 +312,8 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
       return "key \(Self.quoted(key)) in map \(field) is out of order (keys must be in ascending byte order)"
     case .duplicatePeer(let peerID):
       return "duplicate peerID \(Self.quoted(peerID)) in snapshot"
+    case .duplicateListEntry(let field, let peerID):
+      return "duplicate peerID \(Self.quoted(peerID)) in list \(field)"
     case .unusedPayloadBytes(let count):
       return "\(count) unused payload bytes after the last field"
     }
@@ -237,7 +332,8 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
   }
 }
 
-/// The frame type byte (header offset 3). 0x20–0x6F are reserved for sessions, invitations and data.
+/// The frame type byte (header offset 3). 0x20–0x6F are reserved for sessions, invitations and data: 0x20–0x27
+/// invitations, 0x28–0x2F session membership, 0x30–0x3F data and events (the rest of the range is unassigned).
 enum MeshFrameType: UInt8 {
   case hello = 0x01
   case heartbeat = 0x02
@@ -245,6 +341,15 @@ enum MeshFrameType: UInt8 {
   case peerSnapshot = 0x10
   case peerUpdated = 0x11
   case peerRemoved = 0x12
+  case invite = 0x20
+  case inviteAnswer = 0x21
+  case inviteClosed = 0x22
+  case sessionJoin = 0x28
+  case sessionLeave = 0x29
+  case sessionState = 0x2A
+  case sessionData = 0x30
+  case sessionEvent = 0x31
+  case dataAck = 0x32
   case goodbye = 0x7F
 
   init(_ message: MeshMessage) {
@@ -256,6 +361,95 @@ enum MeshFrameType: UInt8 {
     case .peerUpdated: self = .peerUpdated
     case .peerRemoved: self = .peerRemoved
     case .goodbye: self = .goodbye
+    case .invite: self = .invite
+    case .inviteAnswer: self = .inviteAnswer
+    case .inviteClosed: self = .inviteClosed
+    case .sessionJoin: self = .sessionJoin
+    case .sessionLeave: self = .sessionLeave
+    case .sessionState: self = .sessionState
+    case .sessionData: self = .sessionData
+    case .sessionEvent: self = .sessionEvent
+    case .dataAck: self = .dataAck
+    }
+  }
+}
+
+// The one-byte wire codes of the protocol's enums. Codes are part of the wire contract: never renumber them.
+
+extension SessionStrategy {
+  var wireCode: UInt8 {
+    switch self {
+    case .cluster: 0
+    case .star: 1
+    case .pointToPoint: 2
+    }
+  }
+
+  init?(wireCode: UInt8) {
+    switch wireCode {
+    case 0: self = .cluster
+    case 1: self = .star
+    case 2: self = .pointToPoint
+    default: return nil
+    }
+  }
+}
+
+extension SessionEncryption {
+  var wireCode: UInt8 {
+    switch self {
+    case .none: 0
+    case .optional: 1
+    case .required: 2
+    }
+  }
+
+  init?(wireCode: UInt8) {
+    switch wireCode {
+    case 0: self = .none
+    case 1: self = .optional
+    case 2: self = .required
+    default: return nil
+    }
+  }
+}
+
+extension MemberState {
+  var wireCode: UInt8 {
+    switch self {
+    case .connecting: 0
+    case .connected: 1
+    case .notConnected: 2
+    }
+  }
+
+  init?(wireCode: UInt8) {
+    switch wireCode {
+    case 0: self = .connecting
+    case 1: self = .connected
+    case 2: self = .notConnected
+    default: return nil
+    }
+  }
+}
+
+extension InvitationOutcome {
+  var wireCode: UInt8 {
+    switch self {
+    case .accepted: 0
+    case .declined: 1
+    case .expired: 2
+    case .canceled: 3
+    }
+  }
+
+  init?(wireCode: UInt8) {
+    switch wireCode {
+    case 0: self = .accepted
+    case 1: self = .declined
+    case 2: self = .expired
+    case 3: self = .canceled
+    default: return nil
     }
   }
 }
@@ -266,6 +460,10 @@ struct MeshFrameWriter {
 
   init(type: MeshFrameType) {
     self.bytes = MeshFrameCodec.magic + [meshProtocolVersion, type.rawValue, 0, 0, 0, 0]
+  }
+
+  mutating func u8(_ value: UInt8) {
+    self.bytes.append(value)
   }
 
   mutating func u16(_ value: UInt16) {
@@ -323,6 +521,55 @@ struct MeshFrameWriter {
     }
   }
 
+  /// A byte blob: u32 length, then the bytes.
+  mutating func blob(_ value: [UInt8], field: StaticString, limit: Int) {
+    precondition(
+      value.count <= limit,
+      "MeshFrameCodec.encode: field \(field) is \(value.count) bytes, limit \(limit)"
+    )
+    self.u32(UInt32(value.count))
+    self.bytes.append(contentsOf: value)
+  }
+
+  /// Stops unless `peerIDs` has at most `limit` entries, all distinct (as Swift strings, like the decoder).
+  private static func checkList(_ peerIDs: some Collection<String>, field: StaticString, limit: Int) {
+    precondition(
+      peerIDs.count <= limit,
+      "MeshFrameCodec.encode: \(peerIDs.count) entries in \(field), limit \(limit)"
+    )
+    precondition(
+      Set(peerIDs).count == peerIDs.count,
+      "MeshFrameCodec.encode: duplicate peer id in \(field)"
+    )
+  }
+
+  mutating func member(_ member: SessionMember) {
+    self.string(member.peerID, field: "peerID")
+    self.string(member.displayName, field: "displayName")
+    self.string(member.nodeID, field: "nodeID")
+    self.u8(member.state.wireCode)
+  }
+
+  mutating func session(_ session: SessionDescription) {
+    self.string(session.sessionID, field: "sessionID")
+    self.string(session.hostNodeID, field: "hostNodeID")
+    self.string(session.creatorPeerID, field: "creatorPeerID")
+    self.u8(session.strategy.wireCode)
+    self.u8(session.encryption.wireCode)
+    self.u16(session.maxPeers)
+    self.u64(session.revision)
+    Self.checkList(session.members.lazy.map(\.peerID), field: "members", limit: MeshFrameCodec.maxSessionMembers)
+    self.u16(UInt16(session.members.count))
+    for member in session.members { self.member(member) }
+  }
+
+  /// Target peers: u16 count, then that many distinct peer id strings.
+  mutating func targets(_ peerIDs: [String]) {
+    Self.checkList(peerIDs, field: "toPeerIDs", limit: MeshFrameCodec.maxTargetPeers)
+    self.u16(UInt16(peerIDs.count))
+    for peerID in peerIDs { self.string(peerID, field: "toPeerID") }
+  }
+
   /// The finished frame, with the payload length in the header.
   mutating func finish() -> [UInt8] {
     let length = self.bytes.count - MeshFrameCodec.headerSize
@@ -369,6 +616,7 @@ struct MeshFrameReader {
     return value
   }
 
+  mutating func u8(field: StaticString) throws(MeshFrameError) -> UInt8 { try self.integer(field: field) }
   mutating func u16(field: StaticString) throws(MeshFrameError) -> UInt16 { try self.integer(field: field) }
   mutating func u32(field: StaticString) throws(MeshFrameError) -> UInt32 { try self.integer(field: field) }
   mutating func u64(field: StaticString) throws(MeshFrameError) -> UInt64 { try self.integer(field: field) }
@@ -405,6 +653,113 @@ struct MeshFrameReader {
 
   mutating func string(field: StaticString) throws(MeshFrameError) -> String {
     try self.makeString(try self.stringBytes(field: field), field: field)
+  }
+
+  /// A byte blob: u32 length (at most `limit`), then the bytes.
+  mutating func blob(field: StaticString, limit: Int) throws(MeshFrameError) -> [UInt8] {
+    let start = self.offset
+    let length = Int(try self.u32(field: field))
+    guard length <= limit else {
+      throw MeshFrameError(.blobTooLarge(field: "\(field)", bytes: length, limit: limit), offset: start)
+    }
+    return Array(self.bytes[try self.take(length, field: field)])
+  }
+
+  /// A one-byte enum code, mapped by `make`; an unknown code is an error naming `field`.
+  private mutating func code<T>(field: StaticString, _ make: (UInt8) -> T?) throws(MeshFrameError) -> T {
+    let start = self.offset
+    let code = try self.u8(field: field)
+    guard let value = make(code) else {
+      throw MeshFrameError(.unknownEnumCode(field: "\(field)", code: code), offset: start)
+    }
+    return value
+  }
+
+  mutating func outcome() throws(MeshFrameError) -> InvitationOutcome {
+    try self.code(field: "outcome", InvitationOutcome.init(wireCode:))
+  }
+
+  /// A session member: peerID, displayName, nodeID, state u8.
+  mutating func member() throws(MeshFrameError) -> SessionMember {
+    let peerID = try self.string(field: "peerID")
+    let displayName = try self.string(field: "displayName")
+    let nodeID = try self.string(field: "nodeID")
+    let state = try self.code(field: "state", MemberState.init(wireCode:))
+    return SessionMember(peerID: peerID, displayName: displayName, nodeID: nodeID, state: state)
+  }
+
+  /// A session description: ids, strategy, encryption, maxPeers, revision, then u16 count and that many members.
+  mutating func session() throws(MeshFrameError) -> SessionDescription {
+    let sessionID = try self.string(field: "sessionID")
+    let hostNodeID = try self.string(field: "hostNodeID")
+    let creatorPeerID = try self.string(field: "creatorPeerID")
+    let strategy = try self.code(field: "strategy", SessionStrategy.init(wireCode:))
+    let encryption = try self.code(field: "encryption", SessionEncryption.init(wireCode:))
+    let maxPeers = try self.u16(field: "maxPeers")
+    let revision = try self.u64(field: "revision")
+    let start = self.offset
+    let count = try self.count(
+      Int(try self.u16(field: "member count")),
+      at: start,
+      what: "members in session",
+      limit: MeshFrameCodec.maxSessionMembers,
+      minimumBytes: 7
+    )
+    var members: [SessionMember] = []
+    members.reserveCapacity(count)
+    var seen: Set<String> = []
+    seen.reserveCapacity(count)
+    for _ in 0..<count {
+      let memberStart = self.offset
+      let member = try self.member()
+      guard seen.insert(member.peerID).inserted else {
+        throw MeshFrameError(.duplicateListEntry(field: "members", peerID: member.peerID), offset: memberStart)
+      }
+      members.append(member)
+    }
+    return SessionDescription(
+      sessionID: sessionID, hostNodeID: hostNodeID, creatorPeerID: creatorPeerID, strategy: strategy,
+      encryption: encryption, maxPeers: maxPeers, revision: revision, members: members)
+  }
+
+  /// An invitation offer, as the `invite` frame carries it.
+  mutating func invitation() throws(MeshFrameError) -> InvitationOffer {
+    let invitationID = try self.string(field: "invitationID")
+    let session = try self.session()
+    let fromPeerID = try self.string(field: "fromPeerID")
+    let fromDisplayName = try self.string(field: "fromDisplayName")
+    let toPeerID = try self.string(field: "toPeerID")
+    let context = try self.blob(field: "context", limit: MeshFrameCodec.maxContextBytes)
+    let timeoutMillis = try self.u32(field: "timeoutMillis")
+    let verificationCode = try self.string(field: "verificationCode")
+    return InvitationOffer(
+      invitationID: invitationID, session: session, fromPeerID: fromPeerID, fromDisplayName: fromDisplayName,
+      toPeerID: toPeerID, context: context, timeoutMillis: timeoutMillis, verificationCode: verificationCode)
+  }
+
+  /// Target peers: u16 count (at most ``MeshFrameCodec/maxTargetPeers``), then that many distinct peer ids.
+  mutating func targets() throws(MeshFrameError) -> [String] {
+    let start = self.offset
+    let count = try self.count(
+      Int(try self.u16(field: "toPeerIDs count")),
+      at: start,
+      what: "peers in toPeerIDs",
+      limit: MeshFrameCodec.maxTargetPeers,
+      minimumBytes: 2
+    )
+    var peerIDs: [String] = []
+    peerIDs.reserveCapacity(count)
+    var seen: Set<String> = []
+    seen.reserveCapacity(count)
+    for _ in 0..<count {
+      let peerStart = self.offset
+      let peerID = try self.string(field: "toPeerID")
+      guard seen.insert(peerID).inserted else {
+        throw MeshFrameError(.duplicateListEntry(field: "toPeerIDs", peerID: peerID), offset: peerStart)
+      }
+      peerIDs.append(peerID)
+    }
+    return peerIDs
   }
 
   /// Reads an element count and checks it against `limit` and against the bytes left, at `minimumBytes` each.

@@ -519,6 +519,20 @@ public struct SessionBook: Sendable {
     return directives
   }
 
+  /// The link to `remoteNode` moved to a new connection: data sent on the old one may be lost, so unacknowledged
+  /// reliable data fails, sequences restart, and hosted sessions are re-sent.
+  public mutating func linkReplaced(_ remoteNode: String) -> [Directive] {
+    var directives: [Directive] = []
+    for pending in unacknowledged.removeValue(forKey: remoteNode) ?? [] {
+      directives.append(
+        .notify(
+          peerID: pending.fromPeerID,
+          .sendFailed(sessionID: pending.sessionID, undelivered: pending.toPeerIDs, reason: "link to node replaced")))
+    }
+    directives.append(contentsOf: nodeLinked(remoteNode))
+    return directives
+  }
+
   /// The link to `remoteNode` is gone: its members become notConnected, unacknowledged reliable data fails.
   public mutating func nodeUnlinked(_ remoteNode: String) -> [Directive] {
     var directives: [Directive] = []
