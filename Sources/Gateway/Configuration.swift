@@ -162,7 +162,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       for part in value.split(separator: ",") where !part.isEmpty {
         guard let address = MeshAddress(String(part)) else {
           throw ConfigurationError(
-            "\(source) must be HOST:PORT, e.g. 192.168.1.20:8080 or [fe80::1]:8080 (got \(String(part).debugDescription))")
+            "\(source) must be HOST:PORT, e.g. 192.168.1.20:8080 or [fe80::1]:8080 (got \(String(part).debugDescription))"
+          )
         }
         if !seeds.contains(address) { seeds.append(address) }
       }

@@ -54,7 +54,8 @@ enum JobRules {
   static func name(_ value: String) throws(APIError) -> String {
     let trimmed = value.trimmingWhitespace()
     guard !trimmed.isEmpty, value.count <= maxNameCharacters else {
-      throw .badRequest("name must be 1–\(maxNameCharacters) characters (got \(value.count))", code: "validation_failed")
+      throw .badRequest(
+        "name must be 1–\(maxNameCharacters) characters (got \(value.count))", code: "validation_failed")
     }
     guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
       throw .badRequest("name must not contain control characters", code: "validation_failed")

@@ -81,7 +81,9 @@ extension Node {
 
   func servicePeers(_ context: RequestContext) throws -> HTTPResponse {
     let type = try serviceType(context)
-    return .json(["serviceType": .string(type), "peers": advertisersJSON(type, excluding: context.authenticatedPeer.id)])
+    return .json([
+      "serviceType": .string(type), "peers": advertisersJSON(type, excluding: context.authenticatedPeer.id),
+    ])
   }
 
   func advertisersJSON(_ serviceType: String, excluding: String) -> JSONValue {

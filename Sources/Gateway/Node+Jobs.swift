@@ -113,10 +113,12 @@ extension Node {
     let sender = context.authenticatedPeer
     guard peers[sender.id] != nil else { throw APIError.invalidToken }
     if let assigned = job.assignedTo {
-      throw APIError(status: 409, code: "already_assigned", message: "this job is already assigned to \(assigned.displayName)")
+      throw APIError(
+        status: 409, code: "already_assigned", message: "this job is already assigned to \(assigned.displayName)")
     }
     if pendingJobSends.values.contains(where: { $0.jobID == job.id }) {
-      throw APIError(status: 409, code: "already_sending", message: "this job already has a pending offer; wait for the answer")
+      throw APIError(
+        status: 409, code: "already_sending", message: "this job already has a pending offer; wait for the answer")
     }
     guard toID != sender.id else { throw APIError.badRequest("a peer cannot send a job to itself") }
     guard
@@ -177,7 +179,8 @@ extension Node {
         let sender = peers[pending.senderPeerID]
       else { return }
       let payload: JSONValue = [
-        "job": job.json, "from": ["id": .string(sender.id), "displayName": .string(sender.displayName), "nodeId": .string(nodeID)],
+        "job": job.json,
+        "from": ["id": .string(sender.id), "displayName": .string(sender.displayName), "nodeId": .string(nodeID)],
       ]
       let result = try mesh.sessions.send(
         pending.sessionID, from: pending.senderPeerID, to: [pending.receiver.peerID], payload: payload.serialized(),

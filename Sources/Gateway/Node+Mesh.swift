@@ -210,17 +210,6 @@ extension Node {
     if !entries.isEmpty { publishInBackground(entries) }
   }
 
-  /// Publishes from a synchronous context; tasks created in order on this actor keep the events in order.
-  func publishInBackground(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
-    Task {
-      do {
-        try await self.publish(entries.filter { self.peers[$0.peerID] != nil })
-      } catch {
-        self.logger.error("Could not append events.", ["error": String(describing: error)])
-      }
-    }
-  }
-
   static func peerRefJSON(_ peer: Directory.PeerRef) -> JSONValue {
     ["id": .string(peer.peerID), "displayName": .string(peer.displayName), "nodeId": .string(peer.nodeID)]
   }

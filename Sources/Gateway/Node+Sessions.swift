@@ -275,7 +275,9 @@ extension Node {
       if let text = try body.optionalString("text") {
         payload = Array(text.utf8)
       } else if let encoded = try body.optionalString("dataBase64") {
-        guard let data = Data(base64Encoded: encoded) else { throw APIError.badRequest("dataBase64 is not valid base64") }
+        guard let data = Data(base64Encoded: encoded) else {
+          throw APIError.badRequest("dataBase64 is not valid base64")
+        }
         payload = [UInt8](data)
       } else {
         throw APIError.badRequest("send needs text or dataBase64")
@@ -333,7 +335,8 @@ extension Node {
     do {
       (invitation, directives) = try mesh.sessions.invite(
         UUID().uuidString.lowercased(), from: inviter.id,
-        to: SessionMember(peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
+        to: SessionMember(
+          peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
         sessionID: sessionID, context: Array(contextText.utf8), timeoutMillis: UInt32(timeout * 1000), now: now)
     } catch {
       throw failure(error)
@@ -380,7 +383,9 @@ extension Node {
         status: 403, code: "forbidden", message: "only the invited peer can accept or decline; the inviter can cancel")
     }
     do {
-      apply(try mesh.sessions.answer(invitation.id, by: context.authenticatedPeer.id, accept: accept, now: Self.monotonicMillis()))
+      apply(
+        try mesh.sessions.answer(
+          invitation.id, by: context.authenticatedPeer.id, accept: accept, now: Self.monotonicMillis()))
     } catch {
       throw failure(error)
     }

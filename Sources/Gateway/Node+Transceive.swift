@@ -88,7 +88,8 @@ extension Node {
         }
         let invited = try? mesh.sessions.invite(
           UUID().uuidString.lowercased(), from: peer.id,
-          to: SessionMember(peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
+          to: SessionMember(
+            peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
           sessionID: session.sessionID, context: Array("\(Self.transceiveKey):\(transceiver.serviceType)".utf8),
           timeoutMillis: 30_000, now: now)
         if let invited { apply(invited.1) }
@@ -104,11 +105,14 @@ extension Node {
     let transceiver = Transceiver(peerID: invitation.offer.toPeerID, serviceType: type)
     guard transceivers.contains(transceiver) else { return }
     // Join the leader's session and leave the one this peer led before, if any.
-    if let previous = transceiveSessions.removeValue(forKey: transceiver), previous != invitation.offer.session.sessionID {
+    if let previous = transceiveSessions.removeValue(forKey: transceiver),
+      previous != invitation.offer.session.sessionID
+    {
       apply((try? mesh.sessions.leave(previous, peerID: transceiver.peerID)) ?? [])
     }
     apply(
-      (try? mesh.sessions.answer(invitation.id, by: transceiver.peerID, accept: true, now: Self.monotonicMillis())) ?? [])
+      (try? mesh.sessions.answer(invitation.id, by: transceiver.peerID, accept: true, now: Self.monotonicMillis()))
+        ?? [])
     transceiveSessions[transceiver] = invitation.offer.session.sessionID
   }
 }

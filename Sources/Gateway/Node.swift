@@ -32,6 +32,12 @@ final class Subscriber {
   }
 }
 
+/// Events waiting for their turn to be appended; `continuation` resumes a caller that awaits the append.
+struct PendingPublish {
+  let entries: [(peerID: String, type: String, data: JSONValue)]
+  let continuation: CheckedContinuation<Void, any Error>?
+}
+
 /// Counters exposed on `/metrics`.
 struct NodeMetrics {
   var requests: [String: Int] = [:]
@@ -63,6 +69,8 @@ public actor Node {
   var mesh: MeshRuntime
   var transceivers: Set<Transceiver> = []
   var pendingJobSends: [String: PendingJobSend] = [:]
+  var publishQueue: [PendingPublish] = []
+  var publishing = false
   var transceiveSessions: [Transceiver: String] = [:]
   var ticks: UInt64 = 0
   let meshLogger = Logger(component: "mesh")
@@ -358,8 +366,48 @@ public actor Node {
   }
 
   /// Appends events to peers' logs and pushes them to their live subscribers.
+  /// Appends events to peers' logs (in one transaction) and pushes them to live subscribers.
+  ///
+  /// Every append goes through one queue drained by one task, so events keep the order in which they were
+  /// published: two tasks awaiting the store directly could reach it in either order.
   func publish(_ entries: [(peerID: String, type: String, data: JSONValue)]) async throws {
-    let events = try await store.appendEvents(entries, at: Timestamp.now())
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      enqueuePublish(PendingPublish(entries: entries, continuation: continuation))
+    }
+  }
+
+  /// Publishes from a synchronous context, in order with every other publish.
+  func publishInBackground(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
+    enqueuePublish(PendingPublish(entries: entries, continuation: nil))
+  }
+
+  func enqueuePublish(_ pending: PendingPublish) {
+    publishQueue.append(pending)
+    guard !publishing else { return }
+    publishing = true
+    Task { await self.drainPublishQueue() }
+  }
+
+  func drainPublishQueue() async {
+    while !publishQueue.isEmpty {
+      let batch = publishQueue.removeFirst()
+      // Peers deleted meanwhile get nothing (their log is gone).
+      let entries = batch.entries.filter { peers[$0.peerID] != nil }
+      do {
+        if !entries.isEmpty {
+          let events = try await store.appendEvents(entries, at: Timestamp.now())
+          pushLive(events)
+        }
+        batch.continuation?.resume()
+      } catch {
+        logger.error("Could not append events.", ["error": String(describing: error)])
+        batch.continuation?.resume(throwing: error)
+      }
+    }
+    publishing = false
+  }
+
+  func pushLive(_ events: [StoredEvent]) {
     metrics.eventsAppended += events.count
     for event in events {
       for channel in subscribersByPeer[event.peerID] ?? [] {

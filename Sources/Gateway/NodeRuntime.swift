@@ -180,7 +180,8 @@ final class NodeRuntime {
     let server = self.server
     let node = self.node
     let announcement = BeaconAnnouncement(
-      nodeID: node.nodeID, name: configuration.name, httpPort: UInt16(server.port), protocolVersion: meshProtocolVersion)
+      nodeID: node.nodeID, name: configuration.name, httpPort: UInt16(server.port), protocolVersion: meshProtocolVersion
+    )
     let loopbackOnly = configuration.bindAddress.hasPrefix("127.") || configuration.bindAddress == "::1"
     var interfaces: [String?] = loopbackOnly ? ["127.0.0.1"] : [nil, "127.0.0.1"]
     var lastError: BeaconError?
@@ -191,7 +192,9 @@ final class NodeRuntime {
       do {
         let beacon = try Beacon(configuration: beaconConfiguration, announcement: announcement) { discovered in
           server.execute {
-            node.assumeIsolated { $0.discovered(nodeID: discovered.nodeID, host: discovered.host, port: discovered.httpPort) }
+            node.assumeIsolated {
+              $0.discovered(nodeID: discovered.nodeID, host: discovered.host, port: discovered.httpPort)
+            }
           }
         }
         beacon.start()

@@ -163,7 +163,10 @@ final class NodeStore: Sendable {
         INSERT INTO peer_services(peer_id, kind, service_type, discovery_info) VALUES (?, ?, ?, ?)
         ON CONFLICT(peer_id, kind, service_type) DO UPDATE SET discovery_info = excluded.discovery_info
         """,
-        [.text(service.peerID), .text(service.kind), .text(service.serviceType), .text(Self.encodeMap(service.discoveryInfo))])
+        [
+          .text(service.peerID), .text(service.kind), .text(service.serviceType),
+          .text(Self.encodeMap(service.discoveryInfo)),
+        ])
     }
   }
 
@@ -197,7 +200,8 @@ final class NodeStore: Sendable {
 
   static func job(_ row: Row) throws -> Job {
     Job(
-      id: try row.string(0), ownerPeerID: try row.string(1), name: try row.string(2), dueDate: try row.optionalString(3),
+      id: try row.string(0), ownerPeerID: try row.string(1), name: try row.string(2),
+      dueDate: try row.optionalString(3),
       paymentCents: try row.optionalInt64(4), notes: try row.optionalString(5),
       assignedTo: decodeParty(try row.optionalString(6)), receivedFrom: decodeParty(try row.optionalString(7)),
       createdAt: try row.string(8), updatedAt: try row.string(9))
@@ -232,8 +236,9 @@ final class NodeStore: Sendable {
   /// A page of `owner`'s jobs in creation order, after the job `cursor` (exclusive).
   func jobs(owner: String, after cursor: String?, limit: Int) async throws -> [Job] {
     try await database.read { connection in
-      if let cursor, let anchor = try connection.queryOne(
-        "SELECT created_at FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(cursor), .text(owner)])
+      if let cursor,
+        let anchor = try connection.queryOne(
+          "SELECT created_at FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(cursor), .text(owner)])
       {
         return try connection.query(
           """

@@ -166,7 +166,9 @@ struct Router: Sendable {
       method: .get, pattern: "/api/v1/advertising", operation: .listAdvertising, operationID: "listAdvertising",
       summary: "The service types this peer advertises, with their discovery info.", authenticated: true,
       requestSchema: nil,
-      responses: [(200, "Advertised services.", Schemas.advertisingList), (401, "Missing or unknown token.", Schemas.error)],
+      responses: [
+        (200, "Advertised services.", Schemas.advertisingList), (401, "Missing or unknown token.", Schemas.error),
+      ],
       queryParameters: []),
     Route(
       method: .put, pattern: "/api/v1/advertising/{serviceType}", operation: .startAdvertising,
@@ -175,7 +177,8 @@ struct Router: Sendable {
         "Starts (or updates) advertising a service type, like MCNearbyServiceAdvertiser; browsers mesh-wide get peer.found.",
       authenticated: true, requestSchema: Schemas.advertiseRequest,
       responses: [
-        (200, "Advertising.", Schemas.advertisingEntry), (400, "Invalid service type or discovery info.", Schemas.error),
+        (200, "Advertising.", Schemas.advertisingEntry),
+        (400, "Invalid service type or discovery info.", Schemas.error),
         (401, "Missing or unknown token.", Schemas.error),
       ], queryParameters: []),
     Route(
@@ -452,7 +455,8 @@ enum Schemas {
       "id": ["type": ["string", "null"]], "name": ["type": ["string", "null"]],
       "address": ["type": ["string", "null"]],
       "state": ["type": "string", "enum": ["linked", "connecting", "backoff", "waiting"]],
-      "rttMillis": ["type": ["integer", "null"]], "source": ["type": ["string", "null"], "enum": ["seed", "beacon", nil]],
+      "rttMillis": ["type": ["integer", "null"]],
+      "source": ["type": ["string", "null"], "enum": ["seed", "beacon", nil]],
       "direction": ["type": "string", "enum": ["inbound", "outbound"]],
       "linkedForSeconds": ["type": ["number", "null"]],
     ],
@@ -481,7 +485,9 @@ enum Schemas {
       "members": ["type": "array", "items": sessionMember],
     ],
   ]
-  static let sessionEnvelope: JSONValue = ["type": "object", "required": ["session"], "properties": ["session": session]]
+  static let sessionEnvelope: JSONValue = [
+    "type": "object", "required": ["session"], "properties": ["session": session],
+  ]
   static let sessionList: JSONValue = [
     "type": "object", "required": ["sessions"], "properties": ["sessions": ["type": "array", "items": session]],
   ]

@@ -131,8 +131,15 @@ public struct Directory: Sendable {
   /// A peer was created on this node (or loaded at start-up).
   public mutating func addLocalPeer(_ peerID: String, displayName: String) -> [Directive] {
     guard localPeers[peerID] == nil else { return renameLocalPeer(peerID, displayName: displayName) }
-    localPeers[peerID] = LocalPeer(displayName: displayName)
     var directives: [Directive] = []
+    // A remote claim on this id made before the peer existed here is dropped: the local peer wins.
+    for remoteNode in remoteNodes.keys.sorted() {
+      if let claim = remoteNodes[remoteNode]?.removeValue(forKey: peerID) {
+        let ref = PeerRef(peerID: peerID, displayName: claim.displayName, nodeID: remoteNode)
+        appendChanges(for: ref, from: claim.advertising, to: [:], into: &directives)
+      }
+    }
+    localPeers[peerID] = LocalPeer(displayName: displayName)
     directives.append(.broadcast(.peerUpdated(announcement(of: peerID)!)))
     return directives
   }
@@ -219,7 +226,7 @@ public struct Directory: Sendable {
   public mutating func nodeUnlinked(_ remoteNode: String) -> [Directive] {
     guard let peers = remoteNodes.removeValue(forKey: remoteNode) else { return [] }
     var directives: [Directive] = []
-    for peerID in peers.keys.sorted() {
+    for peerID in peers.keys.sorted() where localPeers[peerID] == nil {
       let announcement = peers[peerID]!
       let ref = PeerRef(peerID: peerID, displayName: announcement.displayName, nodeID: remoteNode)
       appendChanges(for: ref, from: announcement.advertising, to: [:], into: &directives)

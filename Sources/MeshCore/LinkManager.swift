@@ -112,6 +112,9 @@ public struct LinkManager: Sendable {
   var connections: [ConnectionID: Connection] = [:]
   /// The one live connection per linked node.
   var links: [String: ConnectionID] = [:]
+  /// Nodes whose link the other side closed as a duplicate, and since when: the connection it kept is about to
+  /// say hello, so the node is reported down only if that takes longer than the handshake timeout.
+  var relinking: [String: UInt64] = [:]
   var nextConnectionID: ConnectionID = 1 << 32
   var random: SplitMix64
 
@@ -208,7 +211,11 @@ public struct LinkManager: Sendable {
       actions.append(.send(id, .heartbeatAck(sequence: sequence, sentAtMillis: sentAt)))
     case .heartbeatAck(_, let sentAt):
       if now >= sentAt { connections[id]!.rttMillis = now - sentAt }
-    case .goodbye:
+    case .goodbye(let reason):
+      if reason == "duplicate link", let nodeID = connection.hello?.nodeID, links[nodeID] == id {
+        relinking[nodeID] = now
+        links[nodeID] = nil
+      }
       actions.append(contentsOf: closed(id, now: now))
     default:
       guard let nodeID = connection.hello?.nodeID, links[nodeID] == id else { return actions }
@@ -245,7 +252,11 @@ public struct LinkManager: Sendable {
     links[hello.nodeID] = id
     connections[id]!.linkedSince = now
     if let key = connection.addressKey { addresses[key]?.attempts = 0 }
-    actions.append(.linkUp(hello))
+    if relinking.removeValue(forKey: hello.nodeID) != nil {
+      actions.append(.linkReplaced(nodeID: hello.nodeID))
+    } else {
+      actions.append(.linkUp(hello))
+    }
   }
 
   mutating func closeConnection(_ id: ConnectionID, reason: String, into actions: inout [Action]) {
@@ -285,6 +296,11 @@ public struct LinkManager: Sendable {
   /// and forgets beacon addresses that went quiet. Call every ~100 ms.
   public mutating func tick(now: UInt64) -> [Action] {
     var actions: [Action] = []
+    for (nodeID, since) in relinking.sorted(by: { $0.key < $1.key })
+    where now - since > configuration.handshakeTimeout {
+      relinking[nodeID] = nil
+      actions.append(.linkDown(nodeID: nodeID))
+    }
     for id in connections.keys.sorted() {
       guard let connection = connections[id], !connection.closing else { continue }
       if connection.hello == nil {

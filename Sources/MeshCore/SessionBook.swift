@@ -163,7 +163,7 @@ public struct SessionBook: Sendable {
     for session in sessions(of: peerID) {
       directives.append(contentsOf: (try? leave(session.sessionID, peerID: peerID)) ?? [])
     }
-    for invitation in invitations.values where invitation.state == .pending {
+    for invitation in invitations.values.sorted(by: { $0.id < $1.id }) where invitation.state == .pending {
       if invitation.offer.fromPeerID == peerID {
         directives.append(contentsOf: (try? cancel(invitation.id, by: peerID)) ?? [])
       } else if invitation.offer.toPeerID == peerID {
@@ -181,7 +181,8 @@ public struct SessionBook: Sendable {
     timeoutMillis: UInt32, now: UInt64
   ) throws(Failure) -> (Invitation, [Directive]) {
     guard let session = sessions[sessionID], let inviter = member(fromPeerID, of: session) else {
-      throw Failure(404, "not_found", "no session \(sessionID) with this peer as a member; create one with POST /api/v1/sessions")
+      throw Failure(
+        404, "not_found", "no session \(sessionID) with this peer as a member; create one with POST /api/v1/sessions")
     }
     guard inviter.state == .connected else {
       throw Failure(409, "not_connected", "only connected members can invite; this peer is \(inviter.state.rawValue)")
@@ -205,7 +206,8 @@ public struct SessionBook: Sendable {
       throw Failure(409, "strategy_violation", "a pointToPoint session holds exactly two peers and is full")
     }
     if active >= Int(session.maxPeers) {
-      throw Failure(409, "session_full", "the session is full (maxPeers \(session.maxPeers), members and pending invitations)")
+      throw Failure(
+        409, "session_full", "the session is full (maxPeers \(session.maxPeers), members and pending invitations)")
     }
     let offer = InvitationOffer(
       invitationID: invitationID, session: session, fromPeerID: fromPeerID, fromDisplayName: inviter.displayName,
@@ -232,8 +234,8 @@ public struct SessionBook: Sendable {
       throw Failure(404, "not_found", "no invitation \(invitationID) for this peer")
     }
     if invitation.state == .pending && now >= invitation.expiresAt {
-      invitation.state = .expired
-      invitations[invitationID] = invitation
+      // Too late; the next tick marks it expired and tells both sides.
+      throw Failure(409, "invitation_closed", "the invitation has expired; ask for a new one")
     }
     guard invitation.state == .pending else {
       throw Failure(
@@ -247,7 +249,9 @@ public struct SessionBook: Sendable {
       inviterLearned(invitationID, outcome: accept ? .accepted : .declined, into: &directives)
     } else {
       directives.append(
-        .send(.inviteAnswer(invitationID: invitationID, outcome: accept ? .accepted : .declined), to: invitation.fromNodeID))
+        .send(
+          .inviteAnswer(invitationID: invitationID, outcome: accept ? .accepted : .declined), to: invitation.fromNodeID)
+      )
     }
     return directives
   }
@@ -318,7 +322,8 @@ public struct SessionBook: Sendable {
 
   /// Sends the description to every member node and tells local members about `changed`.
   mutating func publish(
-    _ session: SessionDescription, changed: SessionMember, into directives: inout [Directive], alsoTo extra: String? = nil
+    _ session: SessionDescription, changed: SessionMember, into directives: inout [Directive],
+    alsoTo extra: String? = nil
   ) {
     var nodes = Set(session.members.map(\.nodeID))
     if let extra { nodes.insert(extra) }
@@ -335,7 +340,9 @@ public struct SessionBook: Sendable {
   /// A replica received a new description: diff members and tell local members.
   mutating func replace(with description: SessionDescription, into directives: inout [Directive]) {
     let old = sessions[description.sessionID]
-    if let old, old.revision >= description.revision { return }
+    // Equal revisions are accepted: a host re-sends its description after a link is replaced, and it must undo
+    // the notConnected marks this replica made locally while the link was down.
+    if let old, old.revision > description.revision { return }
     var localPeers = Set(description.members.filter { $0.nodeID == nodeID }.map(\.peerID))
     for member in old?.members ?? [] where member.nodeID == nodeID { localPeers.insert(member.peerID) }
     var changes: [SessionMember] = []
@@ -455,6 +462,11 @@ public struct SessionBook: Sendable {
       guard let invitation = invitations[invitationID], invitation.fromNodeID == nodeID,
         invitation.toNodeID == remoteNode
       else { break }
+      if invitation.state == .pending && now >= invitation.expiresAt {
+        // The answer came after timeout plus grace: it is late whatever the tick cadence.
+        expire(invitationID, into: &directives)
+        break
+      }
       guard invitation.state == .pending else {
         // Too late: tell the invitee's node how it really ended.
         directives.append(
@@ -487,13 +499,15 @@ public struct SessionBook: Sendable {
         incomingSequence[remoteNode] = sequence
         directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
       }
-      for peerID in toPeerIDs where sessions[sessionID].flatMap({ member(peerID, of: $0) })?.nodeID == nodeID {
+      // The sender checked membership in its replica; this node may not have the host's newest description yet
+      // (a join racing the data), so deliver to the listed peers and let the runtime keep only local ones.
+      for peerID in toPeerIDs {
         directives.append(
           .notify(
             peerID: peerID, .data(sessionID: sessionID, from: fromPeerID, payload: payload, reliable: sequence > 0)))
       }
     case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, let name, let object):
-      for peerID in toPeerIDs where sessions[sessionID].flatMap({ member(peerID, of: $0) })?.nodeID == nodeID {
+      for peerID in toPeerIDs {
         directives.append(
           .notify(peerID: peerID, .namedEvent(sessionID: sessionID, from: fromPeerID, name: name, object: object)))
       }
@@ -546,6 +560,19 @@ public struct SessionBook: Sendable {
     incomingSequence[remoteNode] = nil
     for sessionID in sessions.keys.sorted() {
       guard var session = sessions[sessionID] else { continue }
+      if session.hostNodeID == remoteNode {
+        // Without its host the session has no membership authority: this replica ends, and local members are told
+        // that everyone else is gone (the host dropped them too, so a re-link does not bring a zombie back).
+        sessions[sessionID] = nil
+        for local in session.members where local.nodeID == nodeID {
+          for other in session.members where other.peerID != local.peerID {
+            var gone = other
+            gone.state = .notConnected
+            directives.append(.notify(peerID: local.peerID, .memberState(sessionID: sessionID, member: gone)))
+          }
+        }
+        continue
+      }
       var changed: [SessionMember] = []
       for index in session.members.indices
       where session.members[index].nodeID == remoteNode && session.members[index].state != .notConnected {
@@ -560,7 +587,7 @@ public struct SessionBook: Sendable {
           directives.append(.send(.sessionState(session), to: node))
         }
       }
-      sessions[sessionID] = session
+      sessions[sessionID] = session.members.isEmpty ? nil : session
       for local in session.members where local.nodeID == nodeID {
         for member in changed {
           directives.append(.notify(peerID: local.peerID, .memberState(sessionID: sessionID, member: member)))
@@ -574,22 +601,28 @@ public struct SessionBook: Sendable {
   public mutating func tick(now: UInt64) -> [Directive] {
     var directives: [Directive] = []
     for id in invitations.keys.sorted() {
-      guard var invitation = invitations[id], invitation.state == .pending, now >= invitation.expiresAt else {
+      guard let invitation = invitations[id], invitation.state == .pending, now >= invitation.expiresAt else {
         continue
       }
-      invitation.state = .expired
-      invitations[id] = invitation
-      if invitation.fromNodeID == nodeID {
-        directives.append(.notify(peerID: invitation.offer.fromPeerID, .invitationEnded(invitation)))
-        if invitation.toNodeID != nodeID {
-          directives.append(.send(.inviteClosed(invitationID: id, outcome: .expired), to: invitation.toNodeID))
-        }
-      }
-      if invitation.toNodeID == nodeID {
-        directives.append(.notify(peerID: invitation.offer.toPeerID, .invitationEnded(invitation)))
-      }
+      expire(id, into: &directives)
     }
     return directives
+  }
+
+  /// Marks a pending invitation expired and tells whoever this node speaks for (and the invitee's node).
+  mutating func expire(_ id: String, into directives: inout [Directive]) {
+    guard var invitation = invitations[id], invitation.state == .pending else { return }
+    invitation.state = .expired
+    invitations[id] = invitation
+    if invitation.fromNodeID == nodeID {
+      directives.append(.notify(peerID: invitation.offer.fromPeerID, .invitationEnded(invitation)))
+      if invitation.toNodeID != nodeID {
+        directives.append(.send(.inviteClosed(invitationID: id, outcome: .expired), to: invitation.toNodeID))
+      }
+    }
+    if invitation.toNodeID == nodeID {
+      directives.append(.notify(peerID: invitation.offer.toPeerID, .invitationEnded(invitation)))
+    }
   }
 
   /// A six-digit code both sides show, derived from the invitation and both node ids (FNV-1a).

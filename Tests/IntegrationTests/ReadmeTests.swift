@@ -40,7 +40,8 @@ struct ReadmeTests {
     defer { try? FileManager.default.removeItem(atPath: path) }
     let process = Process()
     // The test runner ignores SIGPIPE and children inherit that; a user's shell does not, so restore the default
-    // (otherwise `… | head` makes the writer fail with EPIPE instead of ending quietly).
+    // (otherwise `… | head` makes the writer fail with EPIPE instead of ending quietly). Scripts run with `set -eu`
+    // but not pipefail, as in an interactive shell, where `… | head` is fine.
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = ["--default-signal=PIPE", "/bin/bash", path]
     let output = Pipe()
@@ -60,7 +61,7 @@ struct ReadmeTests {
       defer { try? FileManager.default.removeItem(atPath: dataB) }
       // Node B runs from the debug build, on loopback, without the beacon, so parallel tests stay apart.
       let script =
-        "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n"
+        "set -eu\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n"
         + examples
         .replacingOccurrences(of: ".build/release/meshgate", with: node.binaryPath)
         .replacingOccurrences(of: "--name node-b", with: "--name node-b --bind 127.0.0.1 --discovery static")
@@ -83,7 +84,7 @@ struct ReadmeTests {
     #expect(examples.contains("curl"))
     try await withNode { node in
       let script =
-        "set -euo pipefail\n" + examples.replacingOccurrences(of: "localhost:8080", with: "127.0.0.1:\(node.port)")
+        "set -eu\n" + examples.replacingOccurrences(of: "localhost:8080", with: "127.0.0.1:\(node.port)")
       let (status, text) = try Self.run(script)
       #expect(status == 0, "README examples failed:\n\(text)")
       #expect(text.contains("\"status\":\"ok\""))

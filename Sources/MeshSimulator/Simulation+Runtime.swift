@@ -1,0 +1,265 @@
+import MeshCore
+
+// The node runtime (what `Node+Mesh.swift` does for a real node) and the simulated network.
+
+extension Simulation {
+  // MARK: - Running
+
+  /// Processes every event up to and including virtual time `time`.
+  public func run(until time: UInt64) {
+    while let next = queue.nextTime, next <= time { step() }
+    now = max(now, time)
+  }
+
+  /// Runs for `duration` virtual milliseconds.
+  public func run(for duration: UInt64) { run(until: now + duration) }
+
+  func step() {
+    guard let entry = queue.pop() else { return }
+    now = entry.time
+    stats.events += 1
+    handle(entry.event)
+  }
+
+  func handle(_ event: SimulationEventKind) {
+    switch event {
+    case .tick(let node, let incarnation):
+      guard nodes[node].alive, nodes[node].incarnation == incarnation else { return }
+      perform(nodes[node].links.tick(now: now), on: node)
+      queue.schedule(.tick(node: node, incarnation: incarnation), at: now + network.tickInterval)
+    case .beacon(let node, let incarnation):
+      guard nodes[node].alive, nodes[node].incarnation == incarnation else { return }
+      let nodeID = nodes[node].nodeID
+      let host = nodes[node].host
+      for listener in nodes.indices where listener != node && nodes[listener].alive && reachable(node, listener) {
+        perform(nodes[listener].links.discovered(nodeID: nodeID, host: host, port: Self.port, now: now), on: listener)
+      }
+      queue.schedule(.beacon(node: node, incarnation: incarnation), at: now + network.beaconInterval)
+    case .establish(let wire):
+      establish(wire)
+    case .dialFailed(let wire):
+      failDial(wire)
+    case .arrive(let wire, let side):
+      arrive(wire, side)
+    case .release(let wire, let side):
+      release(wire, side)
+    case .closedLocally(let node, let incarnation, let id):
+      guard nodes[node].alive, nodes[node].incarnation == incarnation else { return }
+      perform(nodes[node].links.closed(id, now: now), on: node)
+    }
+  }
+
+  // MARK: - Carrying out actions (the node runtime)
+
+  func perform(_ actions: [LinkManager.Action], on node: Int) {
+    for action in actions {
+      switch action {
+      case .connect(let id, let host, _):
+        dial(from: node, id: id, host: host)
+      case .send(let id, let message):
+        send(message, from: node, on: id)
+      case .close(let id, _):
+        close(id, on: node)
+      case .linkUp(let hello):
+        stats.linkUps += 1
+        changed()
+        apply(nodes[node].directory.nodeLinked(hello.nodeID), on: node)
+      case .linkReplaced(let nodeID):
+        // Frames sent on the replaced connection may be lost: the directory re-sends its snapshot.
+        stats.linkReplacements += 1
+        apply(nodes[node].directory.nodeLinked(nodeID), on: node)
+      case .linkDown(let nodeID):
+        stats.linkDowns += 1
+        changed()
+        apply(nodes[node].directory.nodeUnlinked(nodeID), on: node)
+      case .deliver(let message, let from):
+        switch message {
+        case .peerSnapshot, .peerUpdated, .peerRemoved:
+          apply(nodes[node].directory.received(message, from: from), on: node)
+        default:
+          break  // Sessions are not simulated.
+        }
+      }
+    }
+  }
+
+  func apply(_ directives: [Directory.Directive], on node: Int) {
+    for directive in directives {
+      switch directive {
+      case .broadcast(let message):
+        for nodeID in nodes[node].links.linkedNodeIDs {
+          if let id = nodes[node].links.connection(of: nodeID) { send(message, from: node, on: id) }
+        }
+      case .send(let message, let nodeID):
+        if let id = nodes[node].links.connection(of: nodeID) { send(message, from: node, on: id) }
+      case .notify(let peerID, let event):
+        record(event, for: peerID)
+      }
+    }
+  }
+
+  func record(_ event: Directory.Event, for peerID: String) {
+    stats.notifications += 1
+    switch event {
+    case .peerFound(let peer, let serviceType, let info):
+      logs[peerID, default: []].append(
+        PeerEvent(time: now, kind: .found(peer, serviceType: serviceType, discoveryInfo: info)))
+      beliefs[peerID, default: [:]][serviceType, default: [:]][peer.peerID] = Advertisement(
+        nodeID: peer.nodeID, discoveryInfo: info)
+    case .peerLost(let peer, let serviceType):
+      logs[peerID, default: []].append(PeerEvent(time: now, kind: .lost(peer, serviceType: serviceType)))
+      beliefs[peerID]?[serviceType]?[peer.peerID] = nil
+    }
+    changed()
+  }
+
+  // MARK: - Network
+
+  func delay() -> UInt64 { uniform(network.minDelay, network.maxDelay) }
+
+  func uniform(_ low: UInt64, _ high: UInt64) -> UInt64 {
+    guard high > low else { return low }
+    return low + random.next() % (high - low + 1)
+  }
+
+  func dial(from node: Int, id: LinkManager.ConnectionID, host: String) {
+    stats.dials += 1
+    let target = hostIndex[host] ?? -1
+    let wire = wires.count
+    wires.append(
+      Wire(
+        ends: [Wire.End(node: node, id: id, open: true), Wire.End(node: target, id: 0, open: false)], dialledAt: now))
+    nodes[node].endpoints[id] = WireEnd(wire: wire, side: 0)
+    queue.schedule(.establish(wire: wire), at: now + uniform(network.minConnectDelay, network.maxConnectDelay))
+  }
+
+  func establish(_ wire: Int) {
+    let dialler = wires[wire].ends[0]
+    guard dialler.open, wires[wire].state == .dialling else {
+      wires[wire].state = .closed  // The dialler gave up (handshake timeout) or crashed.
+      return
+    }
+    let target = wires[wire].ends[1].node
+    guard target >= 0, nodes[target].alive, reachable(dialler.node, target) else {
+      if target >= 0 && (!reachable(dialler.node, target) || network.crashDetection == .silence) {
+        // Nobody answers: the dial times out.
+        let failAt = max(now, wires[wire].dialledAt + network.unreachableDialTimeout)
+        queue.schedule(.dialFailed(wire: wire), at: failAt)
+      } else {
+        failDial(wire)  // Refused.
+      }
+      return
+    }
+    let id = nodes[target].nextInbound
+    nodes[target].nextInbound += 1
+    wires[wire].ends[1].id = id
+    wires[wire].ends[1].open = true
+    wires[wire].state = .open
+    nodes[target].endpoints[id] = WireEnd(wire: wire, side: 1)
+    stats.connectionsOpened += 1
+    perform(nodes[target].links.inboundOpened(id, now: now), on: target)
+    if wires[wire].ends[0].open {
+      perform(nodes[dialler.node].links.outboundOpened(dialler.id, now: now), on: dialler.node)
+    }
+  }
+
+  func failDial(_ wire: Int) {
+    let dialler = wires[wire].ends[0]
+    wires[wire].state = .closed
+    guard dialler.open else { return }
+    wires[wire].ends[0].open = false
+    nodes[dialler.node].endpoints[dialler.id] = nil
+    stats.failedDials += 1
+    perform(nodes[dialler.node].links.outboundFailed(dialler.id, now: now), on: dialler.node)
+  }
+
+  func send(_ message: MeshMessage, from node: Int, on id: LinkManager.ConnectionID) {
+    guard let end = nodes[node].endpoints[id], wires[end.wire].state == .open, !wires[end.wire].broken else {
+      stats.framesDiscarded += 1
+      return
+    }
+    stats.framesSent += 1
+    if network.countBytes { stats.bytesSent += MeshFrameCodec.encode(message).count }
+    if network.loss > 0 && Double(random.next() >> 11) / Double(1 << 53) < network.loss {
+      // Lost: TCP would stall and then reset the connection; both ends hear of it after a while.
+      stats.framesLost += 1
+      stats.connectionResets += 1
+      wires[end.wire].broken = true
+      transmit(.fin, on: end.wire, toward: 0)
+      transmit(.fin, on: end.wire, toward: 1)
+      return
+    }
+    transmit(.frame(message), on: end.wire, toward: 1 - end.side)
+  }
+
+  func close(_ id: LinkManager.ConnectionID, on node: Int) {
+    guard let end = nodes[node].endpoints.removeValue(forKey: id) else { return }
+    wires[end.wire].ends[end.side].open = false
+    if wires[end.wire].state == .open && !wires[end.wire].broken {
+      transmit(.fin, on: end.wire, toward: 1 - end.side)
+    }
+    queue.schedule(.closedLocally(node: node, incarnation: nodes[node].incarnation, id: id), at: now)
+  }
+
+  /// Puts `item` on its way to side `side` of `wire`, behind everything already travelling that way.
+  func transmit(_ item: Wire.Item, on wire: Int, toward side: Int) {
+    let at = max(now + delay(), wires[wire].ends[side].lastArrival)
+    wires[wire].ends[side].lastArrival = at
+    wires[wire].ends[side].inbox.append(item)
+    queue.schedule(.arrive(wire: wire, side: side), at: at)
+  }
+
+  func arrive(_ wire: Int, _ side: Int) {
+    let from = wires[wire].ends[1 - side].node
+    let to = wires[wire].ends[side].node
+    if wires[wire].ends[side].held > 0 || !reachable(from, to) {
+      // Held at the partition (TCP keeps retransmitting); delivered in order when it heals.
+      if wires[wire].ends[side].held == 0 { stalled.append(WireEnd(wire: wire, side: side)) }
+      wires[wire].ends[side].held += 1
+      return
+    }
+    deliverNext(wire, side)
+  }
+
+  func deliverNext(_ wire: Int, _ side: Int) {
+    guard let item = wires[wire].ends[side].inbox.removeFirst() else { return }
+    let end = wires[wire].ends[side]
+    guard end.open else {
+      if case .frame = item { stats.framesDiscarded += 1 }
+      return
+    }
+    switch item {
+    case .frame(let message):
+      stats.framesDelivered += 1
+      perform(nodes[end.node].links.received(message, on: end.id, now: now), on: end.node)
+    case .fin:
+      wires[wire].ends[side].open = false
+      if !wires[wire].ends[1 - side].open { wires[wire].state = .closed }
+      nodes[end.node].endpoints[end.id] = nil
+      perform(nodes[end.node].links.closed(end.id, now: now), on: end.node)
+    }
+  }
+
+  /// After the partition changed: everything held is re-examined (shortly, as TCP retransmits).
+  func releaseStalled() {
+    let held = stalled
+    stalled = []
+    for end in held {
+      queue.schedule(.release(wire: end.wire, side: end.side), at: now + delay())
+    }
+  }
+
+  func release(_ wire: Int, _ side: Int) {
+    let count = wires[wire].ends[side].held
+    guard count > 0 else { return }
+    let from = wires[wire].ends[1 - side].node
+    let to = wires[wire].ends[side].node
+    guard reachable(from, to) else {
+      let end = WireEnd(wire: wire, side: side)
+      if !stalled.contains(end) { stalled.append(end) }
+      return
+    }
+    wires[wire].ends[side].held = 0
+    for _ in 0..<count { deliverNext(wire, side) }
+  }
+}
