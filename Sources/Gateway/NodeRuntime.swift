@@ -210,10 +210,8 @@ final class NodeRuntime {
             "beacon.interface": interface ?? "default",
           ])
         return beacon
-      } catch let error as BeaconError {
-        lastError = error
       } catch {
-        continue
+        lastError = error
       }
     }
     logger.warning(

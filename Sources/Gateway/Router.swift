@@ -456,7 +456,7 @@ enum Schemas {
       "address": ["type": ["string", "null"]],
       "state": ["type": "string", "enum": ["linked", "connecting", "backoff", "waiting"]],
       "rttMillis": ["type": ["integer", "null"]],
-      "source": ["type": ["string", "null"], "enum": ["seed", "beacon", nil]],
+      "source": ["type": ["string", "null"], "enum": ["seed", "beacon", "gossip", nil]],
       "direction": ["type": "string", "enum": ["inbound", "outbound"]],
       "linkedForSeconds": ["type": ["number", "null"]],
     ],

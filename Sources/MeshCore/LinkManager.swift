@@ -42,6 +42,11 @@ public struct LinkManager: Sendable {
     case seed
     /// The multicast beacon: dialled when our node id is smaller; forgotten when it stops announcing.
     case beacon
+    /// Passed along by a linked node (`nodeDirectory`): handled like the beacon.
+    case gossip
+
+    /// Found rather than configured: only the smaller node id dials, and the address expires when quiet.
+    var isDiscovered: Bool { self != .seed }
   }
 
   /// What the runtime must do.
@@ -151,19 +156,44 @@ public struct LinkManager: Sendable {
   }
 
   /// The beacon heard `nodeID` at `host:port`.
-  public mutating func discovered(nodeID: String, host: String, port: UInt16, now: UInt64) -> [Action] {
+  public mutating func discovered(
+    nodeID: String, host: String, port: UInt16, source: Source = .beacon, now: UInt64
+  ) -> [Action] {
     var actions: [Action] = []
     guard nodeID != local.nodeID else { return actions }
     let key = "\(host):\(port)"
     if addresses[key] == nil {
-      addresses[key] = Address(host: host, port: port, source: .beacon, nodeID: nodeID, lastSeen: now)
+      addresses[key] = Address(host: host, port: port, source: source, nodeID: nodeID, lastSeen: now)
     }
     addresses[key]!.lastSeen = now
     addresses[key]!.nodeID = nodeID
     // The side with the smaller id dials; the other waits for the inbound link.
-    if addresses[key]!.source == .beacon && local.nodeID > nodeID { return actions }
+    if addresses[key]!.source.isDiscovered && local.nodeID > nodeID { return actions }
     dialIfDue(key, now: now, into: &actions)
     return actions
+  }
+
+  /// Where a linked node can be reached: the address we dialled, or its host and announced port.
+  func reachableAddress(of id: ConnectionID) -> NodeAddress? {
+    guard let connection = connections[id], let hello = connection.hello else { return nil }
+    if let key = connection.addressKey, let address = addresses[key] {
+      return NodeAddress(nodeID: hello.nodeID, host: address.host, port: address.port)
+    }
+    guard let host = connection.remoteHost, !host.isEmpty else { return nil }
+    return NodeAddress(nodeID: hello.nodeID, host: host, port: hello.port)
+  }
+
+  /// Tells a newly linked node about every other linked node, and every other linked node about it.
+  mutating func gossip(newLink id: ConnectionID, nodeID: String, into actions: inout [Action]) {
+    var others: [NodeAddress] = []
+    for (otherNode, otherID) in links.sorted(by: { $0.key < $1.key }) where otherNode != nodeID {
+      if let address = reachableAddress(of: otherID) { others.append(address) }
+    }
+    if !others.isEmpty { actions.append(.send(id, .nodeDirectory(others))) }
+    guard let address = reachableAddress(of: id) else { return }
+    for (otherNode, otherID) in links.sorted(by: { $0.key < $1.key }) where otherNode != nodeID {
+      actions.append(.send(otherID, .nodeDirectory([address])))
+    }
   }
 
   mutating func dialIfDue(_ key: String, now: UInt64, into actions: inout [Action]) {
@@ -211,6 +241,11 @@ public struct LinkManager: Sendable {
       actions.append(.send(id, .heartbeatAck(sequence: sequence, sentAtMillis: sentAt)))
     case .heartbeatAck(_, let sentAt):
       if now >= sentAt { connections[id]!.rttMillis = now - sentAt }
+    case .nodeDirectory(let nodes):
+      for node in nodes where node.nodeID != local.nodeID && links[node.nodeID] == nil {
+        actions.append(
+          contentsOf: discovered(nodeID: node.nodeID, host: node.host, port: node.port, source: .gossip, now: now))
+      }
     case .goodbye(let reason):
       if reason == "duplicate link", let nodeID = connection.hello?.nodeID, links[nodeID] == id {
         relinking[nodeID] = now
@@ -257,6 +292,7 @@ public struct LinkManager: Sendable {
     } else {
       actions.append(.linkUp(hello))
     }
+    gossip(newLink: id, nodeID: hello.nodeID, into: &actions)
   }
 
   mutating func closeConnection(_ id: ConnectionID, reason: String, into actions: inout [Action]) {
@@ -277,9 +313,15 @@ public struct LinkManager: Sendable {
     if let key = connection.addressKey, addresses[key]?.connection == id {
       addresses[key]!.connection = nil
       if !addresses[key]!.isSelf {
-        let attempts = addresses[key]!.attempts
-        addresses[key]!.attempts = attempts + 1
-        addresses[key]!.retryAt = now + jittered(backoff(attempts: attempts))
+        if connection.linkedSince != nil {
+          // A link that was up just dropped: try again at the next tick; backoff starts if that fails.
+          addresses[key]!.attempts = 0
+          addresses[key]!.retryAt = now
+        } else {
+          let attempts = addresses[key]!.attempts
+          addresses[key]!.attempts = attempts + 1
+          addresses[key]!.retryAt = now + jittered(backoff(attempts: attempts))
+        }
       }
     }
     return actions
@@ -323,14 +365,14 @@ public struct LinkManager: Sendable {
     }
     for key in addresses.keys.sorted() {
       guard let address = addresses[key] else { continue }
-      if address.source == .beacon && address.connection == nil
+      if address.source.isDiscovered && address.connection == nil
         && (address.nodeID.map { links[$0] == nil } ?? true)
         && now > address.lastSeen && now - address.lastSeen > configuration.discoveryExpiry
       {
         addresses[key] = nil
         continue
       }
-      if address.source == .beacon, let nodeID = address.nodeID, local.nodeID > nodeID { continue }
+      if address.source.isDiscovered, let nodeID = address.nodeID, local.nodeID > nodeID { continue }
       if address.retryAt != nil { dialIfDue(key, now: now, into: &actions) }
     }
     return actions
@@ -357,11 +399,13 @@ public struct LinkManager: Sendable {
           let host = connection.remoteHost ?? "?"
           return host.contains(":") ? "[\(host)]:\(hello.port)" : "\(host):\(hello.port)"
         }
+      // An inbound link to a node we also know an address for (a seed, the beacon, gossip) reports that source.
+      let source = addresses[connection.addressKey ?? address ?? ""]?.source
       result.append(
         NodeStatus(
           nodeID: nodeID, name: connection.hello?.name, address: address, state: .linked,
-          rttMillis: connection.rttMillis, source: connection.addressKey.flatMap { addresses[$0]?.source },
-          inbound: !connection.outbound, linkedSinceMillis: connection.linkedSince))
+          rttMillis: connection.rttMillis, source: source, inbound: !connection.outbound,
+          linkedSinceMillis: connection.linkedSince))
       reported.insert(nodeID)
     }
     for key in addresses.keys.sorted() {

@@ -32,6 +32,8 @@ public enum MeshFrameCodec {
   public static let maxServicesPerPeer = 64
   /// The most peers in one `peerSnapshot`.
   public static let maxPeersPerSnapshot = 65536
+  /// Most nodes in one `nodeDirectory` frame.
+  public static let maxDirectoryNodes = 4096
   /// The largest invitation context (`InvitationOffer.context`), in bytes (4 KiB).
   public static let maxContextBytes = 4096
   /// The largest `sessionData` payload, in bytes (1 MiB + 64 KiB).
@@ -72,6 +74,16 @@ public enum MeshFrameCodec {
       writer.peer(peer)
     case .peerRemoved(let peerID):
       writer.string(peerID, field: "peerID")
+    case .nodeDirectory(let nodes):
+      precondition(
+        nodes.count <= self.maxDirectoryNodes,
+        "MeshFrameCodec.encode: \(nodes.count) nodes, limit \(self.maxDirectoryNodes)")
+      writer.u16(UInt16(nodes.count))
+      for node in nodes {
+        writer.string(node.nodeID, field: "nodeID")
+        writer.string(node.host, field: "host")
+        writer.u16(node.port)
+      }
     case .goodbye(let reason):
       writer.string(reason, field: "reason")
     case .invite(let offer):
@@ -172,6 +184,8 @@ public enum MeshFrameCodec {
       message = .peerUpdated(try reader.peer())
     case .peerRemoved:
       message = .peerRemoved(peerID: try reader.string(field: "peerID"))
+    case .nodeDirectory:
+      message = .nodeDirectory(try reader.nodeAddresses())
     case .goodbye:
       message = .goodbye(reason: try reader.string(field: "reason"))
     case .invite:
@@ -341,6 +355,7 @@ enum MeshFrameType: UInt8 {
   case peerSnapshot = 0x10
   case peerUpdated = 0x11
   case peerRemoved = 0x12
+  case nodeDirectory = 0x13
   case invite = 0x20
   case inviteAnswer = 0x21
   case inviteClosed = 0x22
@@ -360,6 +375,7 @@ enum MeshFrameType: UInt8 {
     case .peerSnapshot: self = .peerSnapshot
     case .peerUpdated: self = .peerUpdated
     case .peerRemoved: self = .peerRemoved
+    case .nodeDirectory: self = .nodeDirectory
     case .goodbye: self = .goodbye
     case .invite: self = .invite
     case .inviteAnswer: self = .inviteAnswer
@@ -859,6 +875,26 @@ struct MeshFrameReader {
   }
 
   /// A snapshot's peers: u32 count, then that many announcements with distinct peer ids.
+  /// A node directory: u16 count, then (nodeID string, host string, port u16) entries.
+  mutating func nodeAddresses() throws(MeshFrameError) -> [NodeAddress] {
+    let start = self.offset
+    let count = try self.count(
+      Int(try self.u16(field: "node count")),
+      at: start,
+      what: "nodes in directory",
+      limit: MeshFrameCodec.maxDirectoryNodes,
+      minimumBytes: 6
+    )
+    var nodes: [NodeAddress] = []
+    nodes.reserveCapacity(count)
+    for _ in 0..<count {
+      let nodeID = try self.string(field: "nodeID")
+      let host = try self.string(field: "host")
+      nodes.append(NodeAddress(nodeID: nodeID, host: host, port: try self.u16(field: "port")))
+    }
+    return nodes
+  }
+
   mutating func peers() throws(MeshFrameError) -> [PeerAnnouncement] {
     let start = self.offset
     let count = try self.count(

@@ -138,6 +138,20 @@ public enum InvitationOutcome: String, Sendable, Hashable {
   case accepted, declined, expired, canceled
 }
 
+/// A node another node can reach, passed along so that every node links to every other (a full mesh) even when
+/// each was given only one seed.
+public struct NodeAddress: Sendable, Hashable {
+  public var nodeID: String
+  public var host: String
+  public var port: UInt16
+
+  public init(nodeID: String, host: String, port: UInt16) {
+    self.nodeID = nodeID
+    self.host = host
+    self.port = port
+  }
+}
+
 /// One frame of the mesh protocol.
 public enum MeshMessage: Sendable, Hashable {
   /// First frame on a link, sent by both sides.
@@ -152,6 +166,8 @@ public enum MeshMessage: Sendable, Hashable {
   case peerUpdated(PeerAnnouncement)
   /// A peer of the sender is gone.
   case peerRemoved(peerID: String)
+  /// The nodes the sender is linked to, with addresses it reached them at (sent after every handshake).
+  case nodeDirectory([NodeAddress])
   /// The sender is closing the link on purpose (shutdown, duplicate link); no reconnect is needed for `duplicate`.
   case goodbye(reason: String)
   /// Inviter's node → invitee's node: a new invitation.

@@ -157,7 +157,8 @@ extension Simulation {
     wires[wire].state = .open
     nodes[target].endpoints[id] = WireEnd(wire: wire, side: 1)
     stats.connectionsOpened += 1
-    perform(nodes[target].links.inboundOpened(id, now: now), on: target)
+    perform(
+      nodes[target].links.inboundOpened(id, remoteHost: nodes[dialler.node].host, now: now), on: target)
     if wires[wire].ends[0].open {
       perform(nodes[dialler.node].links.outboundOpened(dialler.id, now: now), on: dialler.node)
     }

@@ -8,7 +8,8 @@ struct MeshTests {
   // MARK: Links
 
   @Test func staticSeedsLinkAllThreeNodes() async throws {
-    // node1 seeds node0; node2 seeds node0 and node1: a full mesh with every link dialled once.
+    // node1 seeds node0; node2 seeds node0 and node1. Address gossip may make the other side dial too; duplicate-link
+    // resolution then keeps exactly one link per pair, in either direction.
     try await withMesh(count: 3) { nodes in
       try await awaitLinks(nodes)
       for (index, node) in nodes.enumerated() {
@@ -23,12 +24,9 @@ struct MeshTests {
         for (otherIndex, other) in others {
           guard let entry = linked.first(where: { $0.id == other.nodeID }) else { continue }
           #expect(entry.name == "node\(otherIndex)")
+          #expect(entry.address == other.meshAddress, "node\(index) → node\(otherIndex): \(entry)")
           if otherIndex < index {
-            #expect(entry.direction == "outbound", "node\(index) dialled node\(otherIndex): \(entry)")
-            #expect(entry.source == "seed", "node\(index) → node\(otherIndex): \(entry)")
-            #expect(entry.address == other.meshAddress, "node\(index) → node\(otherIndex): \(entry)")
-          } else {
-            #expect(entry.direction == "inbound", "node\(otherIndex) dialled node\(index): \(entry)")
+            #expect(entry.source == "seed", "node\(index) was given node\(otherIndex) as a seed: \(entry)")
           }
         }
       }
@@ -41,12 +39,11 @@ struct MeshTests {
     }
   }
 
-  @Test func aChainLinksNeighboursAndARuntimeSeedClosesTheTriangle() async throws {
-    // node1 seeds node0 and node2 seeds node1 only. There is no transitive address gossip (yet), so node0 and node2
-    // are linked through an explicit `POST /api/v1/mesh/nodes` at run time.
+  @Test func aChainOfSeedsBecomesAFullMeshAndRuntimeSeedsAreValidated() async throws {
+    // node1 seeds node0 and node2 seeds node1 only; node1 passes addresses along, so node0 and node2 link too.
     try await withMesh(count: 3, seeds: { $0 == 0 ? [] : [$0 - 1] }) { nodes in
-      try await awaitLinks(nodes, pairs: [(0, 1), (1, 2)])
-      #expect(try nodes[1].linkedNodeIDs() == [nodes[0].nodeID, nodes[2].nodeID])
+      try await awaitLinks(nodes)
+      #expect(Set(try nodes[1].linkedNodeIDs()) == [nodes[0].nodeID, nodes[2].nodeID])
 
       let watcher = try nodes[2].meshPeer("watcher")
       let unauthenticated = try HTTPClient.post(
@@ -65,11 +62,21 @@ struct MeshTests {
       #expect(seed?.source == "seed")
       #expect(seed?.state == "linked")
       #expect(seed?.id == nodes[0].nodeID)
-      // Peers hear about new links.
-      let linked = try await watcher.awaitEvent("node.linked") {
-        ($0.data["node"] as? [String: Any])?["id"] as? String == nodes[0].nodeID
-      }
-      #expect((linked.data["node"] as? [String: Any])?["name"] as? String == "node0")
+    }
+  }
+
+  @Test func nodesSeededOnlyWithAHubLinkToEachOtherAndSeeEachOthersPeers() async throws {
+    // node1 and node2 know only node0; node0 passes their addresses along (nodeDirectory).
+    try await withMesh(count: 3, seeds: { $0 == 0 ? [] : [0] }) { nodes in
+      try await awaitLinks(nodes)
+      let entry = try nodes[1].meshNodes().nodes.first { $0.id == nodes[2].nodeID }
+      #expect(entry?.state == "linked")
+      let type = "hub-test"
+      let advertiser = try nodes[2].meshPeer("on-two")
+      let browser = try nodes[1].meshPeer("on-one")
+      _ = try browser.browse(type)
+      try advertiser.advertise(type)
+      try await eventuallyAsync(timeout: .seconds(5)) { try browser.servicePeerIDs(type).contains(advertiser.id) }
     }
   }
 
@@ -596,6 +603,16 @@ struct MeshTests {
         #expect(found.data["discoveryInfo"] as? [String: String] == ["k": "v"])
         #expect((found.data["peer"] as? [String: Any])?["nodeId"] as? String == victimID)
         #expect(try survivor.servicePeerIDs(type).contains(advertiser.id), "node\(index)")
+        // Every peer hears the node go and come back.
+        let events = try survivor.allEvents(since: marks[index])
+        #expect(
+          events.contains {
+            $0.type == "node.unlinked" && ($0.data["node"] as? [String: Any])?["id"] as? String == victimID
+          })
+        #expect(
+          events.contains {
+            $0.type == "node.linked" && ($0.data["node"] as? [String: Any])?["id"] as? String == victimID
+          })
       }
       let advertising = try advertiser.get("/api/v1/advertising").jsonObject()["advertising"] as? [[String: Any]]
       #expect(advertising?.compactMap { $0["serviceType"] as? String } == [type])

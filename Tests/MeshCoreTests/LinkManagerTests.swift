@@ -26,8 +26,16 @@ private func withoutHeartbeats(_ actions: [LinkManager.Action]) -> [LinkManager.
 /// Links `manager` to `remote` over inbound connection `id` at `now`.
 private func linkInbound(_ manager: inout LinkManager, _ remote: String, id: LinkManager.ConnectionID, now: UInt64) {
   _ = manager.inboundOpened(id, remoteHost: "10.0.0.\(remote.count)", now: now)
-  let actions = manager.received(.hello(hello(remote)), on: id, now: now)
+  let actions = withoutGossip(manager.received(.hello(hello(remote)), on: id, now: now))
   precondition(actions == [.linkUp(hello(remote))], "expected a link up, got \(actions)")
+}
+
+/// The actions without `nodeDirectory` gossip.
+private func withoutGossip(_ actions: [LinkManager.Action]) -> [LinkManager.Action] {
+  actions.filter {
+    if case .send(_, .nodeDirectory) = $0 { return false }
+    return true
+  }
 }
 
 /// Dials seed `host:9` and completes the handshake with `remote`; returns the connection id.
@@ -45,6 +53,43 @@ private func linkSeed(
 /// The reconnect delay currently scheduled for `key`, relative to `now`.
 private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) -> UInt64? {
   manager.addresses[key]?.retryAt.map { $0 - now }
+}
+
+// MARK: - Address gossip
+
+@Suite struct LinkManagerGossipTests {
+  @Test func aNewLinkLearnsTheOthersAndTheOthersLearnIt() {
+    var hub = manager("m")
+    linkInbound(&hub, "x", id: 1, now: 0)
+    _ = hub.inboundOpened(2, remoteHost: "10.0.0.9", now: 1)
+    let actions = hub.received(.hello(hello("y")), on: 2, now: 1)
+    #expect(actions.contains(.linkUp(hello("y"))))
+    // The newcomer hears about x (at the address x was reached from and its announced port)…
+    #expect(actions.contains(.send(2, .nodeDirectory([NodeAddress(nodeID: "x", host: "10.0.0.1", port: 8080)]))))
+    // …and x hears about the newcomer.
+    #expect(actions.contains(.send(1, .nodeDirectory([NodeAddress(nodeID: "y", host: "10.0.0.9", port: 8080)]))))
+  }
+
+  @Test func gossipedNodesAreDialledOnlyByTheSmallerID() {
+    var small = manager("a")
+    linkInbound(&small, "m", id: 1, now: 0)
+    let dial = small.received(
+      .nodeDirectory([NodeAddress(nodeID: "z", host: "10.0.0.26", port: 8080)]), on: 1, now: 5)
+    #expect(dial == [.connect(firstDial, host: "10.0.0.26", port: 8080)])
+    var large = manager("zz")
+    linkInbound(&large, "m", id: 1, now: 0)
+    #expect(large.received(.nodeDirectory([NodeAddress(nodeID: "b", host: "h", port: 1)]), on: 1, now: 5).isEmpty)
+    #expect(large.status(now: 5).contains { $0.nodeID == "b" && $0.source == .gossip && $0.state == .waiting })
+  }
+
+  @Test func gossipAboutSelfOrLinkedNodesIsIgnored() {
+    var manager = manager("a")
+    linkInbound(&manager, "m", id: 1, now: 0)
+    let frame = MeshMessage.nodeDirectory([
+      NodeAddress(nodeID: "a", host: "h", port: 1), NodeAddress(nodeID: "m", host: "h", port: 2),
+    ])
+    #expect(manager.received(frame, on: 1, now: 5).isEmpty)
+  }
 }
 
 // MARK: - Dialling and handshakes
@@ -236,15 +281,20 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
     #expect(manager.closed(1, now: 11).isEmpty)
   }
 
-  @Test func closedLinkGoesDownAndItsSeedIsRedialledAfterBackoff() {
+  @Test func closedLinkGoesDownAndItsSeedIsRedialledAtOnceThenWithBackoff() {
     var manager = manager("a")
     let id = linkSeed(&manager, host: "h", "b", now: 0)
     #expect(manager.closed(id, now: 1000) == [.linkDown(nodeID: "b")])
-    let delay = scheduledDelay(manager, "h:9", now: 1000)!
+    // A link that was up is re-dialled at the next tick…
+    #expect(scheduledDelay(manager, "h:9", now: 1000) == 0)
+    #expect(manager.tick(now: 1000) == [.connect(id + 1, host: "h", port: 9)])
+    // …and only if that fails does the backoff start.
+    #expect(manager.outboundFailed(id + 1, now: 1010).isEmpty)
+    let delay = scheduledDelay(manager, "h:9", now: 1010)!
     #expect((200...300).contains(delay))
-    #expect(manager.status(now: 1000).map(\.state) == [.backoff])
-    #expect(manager.tick(now: 1000 + delay - 1).isEmpty)
-    #expect(manager.tick(now: 1000 + delay) == [.connect(id + 1, host: "h", port: 9)])
+    #expect(manager.status(now: 1010).map(\.state) == [.backoff])
+    #expect(manager.tick(now: 1010 + delay - 1).isEmpty)
+    #expect(manager.tick(now: 1010 + delay) == [.connect(id + 2, host: "h", port: 9)])
   }
 }
 
@@ -305,7 +355,10 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
     _ = manager.outboundOpened(id, now: now)
     #expect(manager.received(.hello(hello("b")), on: id, now: now) == [.linkUp(hello("b"))])
     #expect(manager.closed(id, now: now + 10) == [.linkDown(nodeID: "b")])
-    #expect((200...300).contains(scheduledDelay(manager, "h:9", now: now + 10)!))
+    #expect(scheduledDelay(manager, "h:9", now: now + 10) == 0)
+    _ = manager.tick(now: now + 10)
+    _ = manager.outboundFailed(id + 1, now: now + 20)
+    #expect((200...300).contains(scheduledDelay(manager, "h:9", now: now + 20)!))
   }
 
   @Test func linkedNodeIsNotRedialledThroughAnotherAddress() {

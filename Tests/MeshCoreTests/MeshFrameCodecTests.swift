@@ -198,6 +198,11 @@ private let linkSamples: [MeshMessage] = [
   .goodbye(reason: "shutdown"),
   .goodbye(reason: "duplicate link"),
   .goodbye(reason: ""),
+  .nodeDirectory([]),
+  .nodeDirectory([
+    NodeAddress(nodeID: "node-b", host: "192.168.1.20", port: 8080),
+    NodeAddress(nodeID: "node-c", host: "fe80::1", port: 65535),
+  ]),
 ]
 
 /// Messages covering every case.
@@ -205,7 +210,7 @@ private let samples: [MeshMessage] = linkSamples + sessionSamples
 
 /// Every frame type byte of protocol version 1.
 private let knownTypes: [UInt8] = [
-  0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x7F,
+  0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x7F,
 ]
 
 /// A seeded xorshift64 generator (Marsaglia 2003), so every run fuzzes the same inputs.
@@ -480,6 +485,15 @@ private struct XorShift64 {
     #expect(MeshFrameCodec.encode(.peerRemoved(peerID: "p1")) == removed)
     #expect(try MeshFrameCodec.decode(removed) == .peerRemoved(peerID: "p1"))
     let goodbye: [UInt8] = [0x4D, 0x47, 0x01, 0x7F, 0x00, 0x00, 0x00, 0x0A, 0x00, 0x08] + Array("shutdown".utf8)
+    let directory: [UInt8] = [
+      0x4D, 0x47, 0x01, 0x13, 0x00, 0x00, 0x00, 0x0B,  // header: nodeDirectory, 11 payload bytes
+      0x00, 0x01,  // one node
+      0x00, 0x01, 0x62,  // nodeID "b"
+      0x00, 0x02, 0x68, 0x31,  // host "h1"
+      0x1F, 0x90,  // port 8080
+    ]
+    #expect(MeshFrameCodec.encode(.nodeDirectory([NodeAddress(nodeID: "b", host: "h1", port: 8080)])) == directory)
+    #expect(try MeshFrameCodec.decode(directory) == .nodeDirectory([NodeAddress(nodeID: "b", host: "h1", port: 8080)]))
     #expect(MeshFrameCodec.encode(.goodbye(reason: "shutdown")) == goodbye)
     #expect(try MeshFrameCodec.decode(goodbye) == .goodbye(reason: "shutdown"))
   }

@@ -94,16 +94,16 @@ private func viewsMatch(_ simulation: Simulation) -> Bool {
 // MARK: - Static seeds
 
 @Suite(.timeLimit(.minutes(1))) struct SeedTopologyTests {
-  @Test func starSeedsLinkEveryLeafToTheHubOnly() {
+  @Test func starSeedsBecomeAFullMeshThroughAddressGossip() {
     var network = NetworkModel()
     network.discovery = .seedStar(hub: 0)
     let simulation = mesh(nodes: 6, network: network)
     #expect(simulation.runUntilQuiet(maxTime: 10_000) != nil)
     #expect(viewsMatch(simulation))
     #expect(simulation.linkedNodes(of: 0).count == 5)
-    #expect(simulation.linkedNodes(of: 3) == [0])
-    // Peers are not relayed: a leaf sees the hub's peer only.
-    #expect(simulation.directoryView(3)["p3"]?["svc"] == ["p0"])
+    // The hub passes addresses along (nodeDirectory), so leaves link to each other and see every peer.
+    #expect(simulation.linkedNodes(of: 3) == [0, 1, 2, 4, 5])
+    #expect(simulation.directoryView(3)["p3"]?["svc"] == ["p0", "p1", "p2", "p4", "p5"])
   }
 
   /// Both sides of each pair dial; duplicate links are resolved and the side whose link moved re-sends its snapshot
@@ -202,14 +202,15 @@ private func viewsMatch(_ simulation: Simulation) -> Bool {
     #expect(simulation.linkedNodes(of: 0).count == 5)
   }
 
-  @Test func isolatedHubLeavesTheLeavesAlone() {
+  @Test func isolatingTheHubKeepsTheLeavesTogether() {
     var network = NetworkModel()
     network.discovery = .seedStar(hub: 0)
     let simulation = mesh(nodes: 5, network: network)
     simulation.runUntilQuiet(maxTime: 10_000)
     simulation.partition([[0]])
     #expect(simulation.runUntilQuiet(maxTime: 10_000) != nil)
-    #expect(simulation.directoryView(2)["p2"]?["svc"] == [])
+    // The leaves learnt each other's addresses from the hub, so only the hub's peer is lost to them.
+    #expect(simulation.directoryView(2)["p2"]?["svc"] == ["p1", "p3", "p4"])
     #expect(simulation.directoryView(0)["p0"]?["svc"] == [])
     simulation.heal()
     // Leaves redial the hub with backoff (at most 5 s + 20 %).
