@@ -38,6 +38,9 @@ let package = Package(
       swiftSettings: swiftSettings
     ),
     .executableTarget(name: "meshgate", dependencies: ["Gateway", "Logging"], swiftSettings: swiftSettings),
+    // Benchmarks (run with `make bench`).
+    .executableTarget(
+      name: "mesh-scale", dependencies: ["MeshSimulator"], path: "bench/mesh-scale", swiftSettings: swiftSettings),
     // Test support: raw HTTP/WebSocket clients and a process harness for real nodes.
     .target(name: "MeshgateTestSupport", swiftSettings: swiftSettings),
 

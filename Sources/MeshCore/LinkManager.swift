@@ -42,10 +42,11 @@ public struct LinkManager: Sendable {
     case seed
     /// The multicast beacon: dialled when our node id is smaller; forgotten when it stops announcing.
     case beacon
-    /// Passed along by a linked node (`nodeDirectory`): handled like the beacon.
+    /// Passed along by a linked node (`nodeDirectory`): dialled by whoever learns it (only the newcomer does),
+    /// forgotten when quiet.
     case gossip
 
-    /// Found rather than configured: only the smaller node id dials, and the address expires when quiet.
+    /// Found rather than configured: the address expires when quiet.
     var isDiscovered: Bool { self != .seed }
   }
 
@@ -167,8 +168,8 @@ public struct LinkManager: Sendable {
     }
     addresses[key]!.lastSeen = now
     addresses[key]!.nodeID = nodeID
-    // The side with the smaller id dials; the other waits for the inbound link.
-    if addresses[key]!.source.isDiscovered && local.nodeID > nodeID { return actions }
+    // For beacon discoveries (which both sides make) the side with the smaller id dials; the other waits.
+    if addresses[key]!.source == .beacon && local.nodeID > nodeID { return actions }
     dialIfDue(key, now: now, into: &actions)
     return actions
   }
@@ -183,17 +184,16 @@ public struct LinkManager: Sendable {
     return NodeAddress(nodeID: hello.nodeID, host: host, port: hello.port)
   }
 
-  /// Tells a newly linked node about every other linked node, and every other linked node about it.
+  /// Tells a newly linked node about every other linked node, so that it can dial them (a newcomer given one seed
+  /// ends up linked to everyone). Skipped for nodes found by beacon: they hear every other node's beacon too, and
+  /// sending each new link the whole directory would cost O(N³) bytes in a large beacon mesh.
   mutating func gossip(newLink id: ConnectionID, nodeID: String, into actions: inout [Action]) {
+    if addresses.values.contains(where: { $0.nodeID == nodeID && $0.source == .beacon }) { return }
     var others: [NodeAddress] = []
     for (otherNode, otherID) in links.sorted(by: { $0.key < $1.key }) where otherNode != nodeID {
       if let address = reachableAddress(of: otherID) { others.append(address) }
     }
     if !others.isEmpty { actions.append(.send(id, .nodeDirectory(others))) }
-    guard let address = reachableAddress(of: id) else { return }
-    for (otherNode, otherID) in links.sorted(by: { $0.key < $1.key }) where otherNode != nodeID {
-      actions.append(.send(otherID, .nodeDirectory([address])))
-    }
   }
 
   mutating func dialIfDue(_ key: String, now: UInt64, into actions: inout [Action]) {
@@ -372,7 +372,7 @@ public struct LinkManager: Sendable {
         addresses[key] = nil
         continue
       }
-      if address.source.isDiscovered, let nodeID = address.nodeID, local.nodeID > nodeID { continue }
+      if address.source == .beacon, let nodeID = address.nodeID, local.nodeID > nodeID { continue }
       if address.retryAt != nil { dialIfDue(key, now: now, into: &actions) }
     }
     return actions

@@ -73,6 +73,7 @@ struct ReadmeTests {
       for expected in [
         "\"state\":\"linked\"", "\"skills\":\"plumbing\"", "\"verificationCode\"", "\"state\":\"accepted\"",
         "\"state\":\"connected\"", "session.data", "session.event", "invitation.received", "\"transceiving\":true",
+        "\"receivedFrom\":{", "\"assignedTo\":{", "\"payment\":\"120.00\"",
       ] {
         #expect(result.output.contains(expected), "README mesh output lacks \(expected):\n\(result.output)")
       }

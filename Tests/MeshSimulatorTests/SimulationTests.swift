@@ -45,10 +45,15 @@ private func viewsMatch(_ simulation: Simulation) -> Bool {
       #expect(simulation.directoryView(node)["p\(node)"]?["svc"]?.count == nodes - 1)
       #expect(simulation.linkedNodes(of: node).count == nodes - 1)
     }
-    // Beacon discovery: one dial per pair, no duplicate links, nothing lost.
+    // Beacon discovery: about one dial per pair, one link per pair, nothing lost. A node linked before it heard the
+    // other's beacon passes its directory along, and the gossip can start a dial that duplicate-link resolution
+    // then closes, so a few extra connections are allowed.
     #expect(simulation.stats.linkUps == nodes * (nodes - 1))
     #expect(simulation.stats.linkDowns == 0)
-    #expect(simulation.stats.connectionsOpened == nodes * (nodes - 1) / 2)
+    let pairs = nodes * (nodes - 1) / 2
+    #expect(simulation.stats.connectionsOpened >= pairs)
+    #expect(
+      simulation.stats.connectionsOpened <= pairs + pairs / 5, "\(simulation.stats.connectionsOpened) connections")
     if let converged { #expect(converged < 2000, "converged after \(converged) ms") }
   }
 
