@@ -12,6 +12,69 @@
 //   6. Live socket (WebSocket with resume cursor and exponential backoff)
 //   7. Identity (sign in, copy token, switch peer, leave)
 //   8. Boot
+//
+// The views (Nearby, Jobs, Invitations, Sessions, invitation prompts and the
+// tab navigation) live in dashboard.js; this module feeds them sign-in, hello
+// and every new event.
+//
+// data-testid hooks (stable; Selenium and other tests rely on them).
+// "row" ids repeat once per list item and carry data-* keys noted in brackets;
+// query the ids listed under a row inside that row.
+//
+//   Header       node-name, connection-state [data-state], connection-label,
+//                connection-retry, retry-now
+//   Node panel   node-panel, node-info-name, node-id, node-version, node-uptime,
+//                node-peer-count, node-open-websockets, node-status
+//   Identity     identity-panel, identity-notice, sign-in-form, name-input,
+//                name-byte-count, sign-in-error, sign-in-submit, peer-badge,
+//                peer-name, peer-id, copy-token, switch-peer, leave,
+//                token-fallback, token-field, peer-status
+//   Tabs         tabs, tab-nearby, tab-jobs, tab-invitations, tab-sessions,
+//                tab-events (role=tab, aria-selected), invitations-badge
+//   Prompts      invitation-prompts, prompt-list,
+//                row invitation-prompt [data-invitation-id, data-state]:
+//                  prompt-from, prompt-context, prompt-code, prompt-expires,
+//                  prompt-error, prompt-accept, prompt-decline, prompt-dismiss
+//   Nearby       view-nearby, receive-jobs (checkbox, role=switch),
+//                receive-jobs-label, receive-jobs-status, nearby-empty, nearby-list,
+//                row nearby-peer [data-peer-id; class is-entering / is-leaving]:
+//                  nearby-peer-name, nearby-peer-node
+//                mesh-self, mesh-updated, mesh-empty, mesh-list,
+//                row mesh-node [data-node-id, data-state]:
+//                  mesh-node-name, mesh-node-address, mesh-node-state,
+//                  mesh-node-direction, mesh-node-rtt
+//   Jobs         view-jobs, jobs-signed-out, job-form, job-form-title, job-name,
+//                job-due, job-payment, job-notes, job-name-error, job-due-error,
+//                job-payment-error, job-notes-error, job-form-error, job-submit,
+//                job-cancel-edit, jobs-count, jobs-empty, jobs-list,
+//                row job-row [data-job-id, data-assigned]:
+//                  job-name, job-meta, job-notes, job-status [data-kind],
+//                  job-assigned-to, job-received-from, job-send-to (select),
+//                  job-send, job-edit, job-delete (press twice), job-error
+//                (job-name / job-notes inside a row are the row's texts; the
+//                form's inputs are the ones outside any job-row)
+//   Invitations  view-invitations, invitations-signed-out, incoming-empty,
+//                incoming-list, outgoing-empty, outgoing-list,
+//                row invitation-row [data-invitation-id, data-direction, data-state]:
+//                  invitation-title, invitation-meta, invitation-state,
+//                  invitation-accept, invitation-decline, invitation-cancel,
+//                  invitation-error
+//   Sessions     view-sessions, sessions-signed-out, session-create,
+//                sessions-error, sessions-empty, sessions-list,
+//                row session-row [data-session-id]:
+//                  session-title, session-meta, session-leave (press twice),
+//                  session-members, session-invite-peer (select),
+//                  session-invite, session-note, session-messages,
+//                  session-form, session-text, session-send, session-error,
+//                  row session-member [data-peer-id, data-state]:
+//                    session-member-name, session-member-state
+//                  row session-message [data-mine]:
+//                    session-message-from, session-message-text
+//   Events       events-panel (also the Events view), event-count,
+//                event-filter, clear-events, events-empty, event-list,
+//                row event-row [data-type, data-id]: event-type
+
+import { createDashboard } from './dashboard.js';
 
 // ---------------------------------------------------------------------------
 // 1. Constants and helpers
@@ -839,12 +902,15 @@ function renderIdleBadge() {
   else badge.set('offline', nodePanel.retryAt);
 }
 
+const dashboard = createDashboard({ h, api, ApiError, setText, byTestId, storage });
+
 const socket = new LiveSocket({
   getCursor: () => session.cursor,
   onPeer(peer) {
     session.peer = peer;
     storage.set(KEY_PEER, JSON.stringify(peer));
     renderIdentity();
+    dashboard.setPeer(peer);
   },
   onHello(hello) {
     if (hello.peer) this.onPeer(hello.peer);
@@ -864,9 +930,14 @@ const socket = new LiveSocket({
       storage.set(KEY_CURSOR, latest);
       if (eventList.floor !== null) eventList.floor = latest;
     }
+    // Reload the views over REST; events after this hello keep them current.
+    dashboard.onHello();
   },
   onEvent(event) {
-    if (eventList.add(event)) advanceCursor(event.id);
+    if (eventList.add(event)) {
+      advanceCursor(event.id);
+      dashboard.onEvent(event);
+    }
     applyPeerUpdate(event);
   },
   onSignedOut(reason) {
@@ -914,6 +985,7 @@ function signOutLocally({ notice = '', focus = false, persist = true } = {}) {
     storage.remove(KEY_CURSOR);
   }
   eventList.reset();
+  dashboard.signOut();
   renderIdentity();
   showNotice(notice);
   renderIdleBadge();
@@ -935,6 +1007,7 @@ function startSession(token, peer, { persist = true } = {}) {
     storage.set(KEY_TOKEN, token);
   }
   eventList.reset();
+  dashboard.signIn(token, peer);
   showNotice('');
   renderIdentity();
   socket.start(token);
@@ -1082,6 +1155,7 @@ function retryEverything() {
 
 function boot() {
   eventList.init();
+  dashboard.init();
 
   ui.form.addEventListener('submit', onSignIn);
   ui.nameInput.addEventListener('input', updateByteCount);
@@ -1104,11 +1178,15 @@ function boot() {
   renderIdentity();
   badge.render();
   nodePanel.refresh();
-  if (session.token) socket.start(session.token);
+  if (session.token) {
+    dashboard.signIn(session.token, session.peer);
+    socket.start(session.token);
+  }
 
   // One clock for the uptime and the retry countdown.
   window.setInterval(() => {
     nodePanel.tick();
+    dashboard.tick();
     if (badge.state === 'offline') badge.render();
   }, TICK_MS);
 }

@@ -6,12 +6,11 @@
 /// kept exactly as cents, returned as a string such as `"12.50"`); `notes` at most 4 KiB of UTF-8.
 import MeshCore
 
-/// A peer reference stored with a job (who it was assigned to, who sent it).
-struct JobParty: Sendable, Equatable {
-  var peerID: String
-  var displayName: String
-  var nodeID: String
+/// A peer reference stored with a job (who it was assigned to, who sent it): the directory's peer reference.
+typealias JobParty = Directory.PeerRef
 
+extension Directory.PeerRef {
+  /// `{"id","displayName","nodeId"}`, the peer shape of every event and response.
   var json: JSONValue {
     ["id": .string(peerID), "displayName": .string(displayName), "nodeId": .string(nodeID)]
   }

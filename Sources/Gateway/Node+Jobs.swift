@@ -149,7 +149,7 @@ extension Node {
     }
     pendingJobSends[invitation.id] = PendingJobSend(
       jobID: job.id, senderPeerID: sender.id, sessionID: session.sessionID,
-      receiver: JobParty(peerID: receiver.peerID, displayName: receiver.displayName, nodeID: receiver.nodeID))
+      receiver: receiver)
     apply(directives)
     return .json(["job": job.json, "invitation": invitationJSON(invitation)], status: 202)
   }

@@ -210,9 +210,7 @@ extension Node {
     if !entries.isEmpty { publishInBackground(entries) }
   }
 
-  static func peerRefJSON(_ peer: Directory.PeerRef) -> JSONValue {
-    ["id": .string(peer.peerID), "displayName": .string(peer.displayName), "nodeId": .string(peer.nodeID)]
-  }
+  static func peerRefJSON(_ peer: Directory.PeerRef) -> JSONValue { peer.json }
 
   static func mapJSON(_ map: [String: String]) -> JSONValue {
     .object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))

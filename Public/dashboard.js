@@ -1,0 +1,1233 @@
+// meshgate dashboard views: Nearby, Jobs, Invitations, Sessions, and the
+// incoming-invitation prompts. Imported by app.js, which owns sign-in, the
+// event socket and the event log, and hands this module its helpers (so
+// there is one copy of the REST client and the DOM helpers).
+//
+// State is loaded over REST when a socket says hello (first connect and every
+// reconnect) and then kept current by the events app.js passes to onEvent().
+// Every list is keyed: rows are updated in place, so focus and half-typed text
+// in a row survive live updates.
+
+const JOBS_SERVICE = 'jobmanager-jobs';
+const MESH_REFRESH_MS = 5_000;
+const SESSION_REFRESH_DEBOUNCE_MS = 150;
+const LEAVE_ANIMATION_MS = 400;
+const CONFIRM_MS = 4_000;
+const MAX_MESSAGES_PER_SESSION = 200;
+const KEY_VIEW = 'meshgate.view';
+const VIEWS = ['nearby', 'jobs', 'invitations', 'sessions', 'events'];
+const JOB_FIELDS = { name: 'job-name', dueDate: 'job-due', payment: 'job-payment', notes: 'job-notes' };
+
+/**
+ * @param {object} deps helpers from app.js: h, api, ApiError, setText, byTestId, storage
+ */
+export function createDashboard({ h, api, ApiError, setText, byTestId, storage }) {
+  const reducedMotion = window.matchMedia('(prefers-reduced-motion: reduce)');
+
+  // -------------------------------------------------------------- state
+  const state = {
+    token: null,
+    me: null,
+    /** Bumped on sign-in/out so late responses for an old peer are dropped. */
+    generation: 0,
+    receiving: false,
+    nearby: new Map(), // peerId → {peer, discoveryInfo}
+    meshSelf: null,
+    meshNodes: [],
+    meshAt: 0,
+    jobs: new Map(), // jobId → job
+    /** jobId → {invitationId, code, to} while an offer is pending; or {failure}. */
+    jobOffers: new Map(),
+    invitations: new Map(), // id → invitation
+    /** invitation id → message shown on its prompt after a failed answer. */
+    promptProblems: new Map(),
+    sessions: new Map(), // id → session
+    messages: new Map(), // sessionId → [{id, from, text, at, mine}]
+    editingJobId: null,
+  };
+
+  const el = {
+    prompts: byTestId('invitation-prompts'),
+    promptList: byTestId('prompt-list'),
+    tabs: [...document.querySelectorAll('[role="tab"][data-view]')],
+    invitationsBadge: byTestId('invitations-badge'),
+    receiveJobs: byTestId('receive-jobs'),
+    receiveStatus: byTestId('receive-jobs-status'),
+    nearbyEmpty: byTestId('nearby-empty'),
+    nearbyList: byTestId('nearby-list'),
+    meshSelf: byTestId('mesh-self'),
+    meshEmpty: byTestId('mesh-empty'),
+    meshList: byTestId('mesh-list'),
+    meshUpdated: byTestId('mesh-updated'),
+    jobForm: byTestId('job-form'),
+    jobFormTitle: byTestId('job-form-title'),
+    jobSubmit: byTestId('job-submit'),
+    jobCancelEdit: byTestId('job-cancel-edit'),
+    jobFormError: byTestId('job-form-error'),
+    jobsList: byTestId('jobs-list'),
+    jobsEmpty: byTestId('jobs-empty'),
+    jobsCount: byTestId('jobs-count'),
+    incomingList: byTestId('incoming-list'),
+    incomingEmpty: byTestId('incoming-empty'),
+    outgoingList: byTestId('outgoing-list'),
+    outgoingEmpty: byTestId('outgoing-empty'),
+    sessionCreate: byTestId('session-create'),
+    sessionsError: byTestId('sessions-error'),
+    sessionsList: byTestId('sessions-list'),
+    sessionsEmpty: byTestId('sessions-empty'),
+  };
+
+  // ------------------------------------------------------------ helpers
+
+  const signedIn = () => Boolean(state.token);
+  const call = (path, options = {}) => api(path, { ...options, token: state.token });
+
+  /** Run `fn` only if the peer has not changed meanwhile. */
+  function guard(fn) {
+    const generation = state.generation;
+    return (...args) => (generation === state.generation ? fn(...args) : undefined);
+  }
+
+  function showError(node, message) {
+    node.hidden = !message;
+    setText(node, message || '');
+  }
+
+  function shortId(id) {
+    return id ? String(id).slice(0, 8) : '—';
+  }
+
+  function nodeName(nodeId) {
+    if (!nodeId) return 'unknown node';
+    if (state.meshSelf && state.meshSelf.id === nodeId) return `${state.meshSelf.name || shortId(nodeId)} (this node)`;
+    const node = state.meshNodes.find((n) => n.id === nodeId);
+    return node && node.name ? node.name : `node ${shortId(nodeId)}`;
+  }
+
+  function peerName(ref) {
+    if (!ref) return 'someone';
+    return ref.displayName || shortId(ref.id);
+  }
+
+  function isIncoming(invitation) {
+    return Boolean(state.me && invitation.to && invitation.to.id === state.me.id);
+  }
+
+  /**
+   * Keyed list sync: rows carry data-key; new keys get create(item), existing
+   * ones update(row, item), and rows whose key is gone are removed (through
+   * `leave` when given, for exit animations). Order follows `items`.
+   */
+  function syncList(list, items, keyOf, create, update, leave) {
+    const existing = new Map();
+    for (const row of list.children) {
+      if (!row.classList.contains('is-leaving')) existing.set(row.dataset.key, row);
+    }
+    const wanted = new Set();
+    let cursor = list.firstElementChild;
+    for (const item of items) {
+      const key = String(keyOf(item));
+      wanted.add(key);
+      let row = existing.get(key);
+      if (!row) {
+        row = create(item);
+        row.dataset.key = key;
+      }
+      update(row, item);
+      while (cursor && cursor.classList.contains('is-leaving')) cursor = cursor.nextElementSibling;
+      if (row !== cursor) list.insertBefore(row, cursor);
+      else cursor = cursor.nextElementSibling;
+    }
+    for (const [key, row] of existing) {
+      if (wanted.has(key)) continue;
+      if (leave) leave(row);
+      else row.remove();
+    }
+  }
+
+  /** Give a row an enter animation (skipped for reduced motion). */
+  function animateIn(row) {
+    if (reducedMotion.matches) return;
+    row.classList.add('is-entering');
+    row.addEventListener('animationend', () => row.classList.remove('is-entering'), { once: true });
+  }
+
+  function animateOut(row) {
+    if (reducedMotion.matches) {
+      row.remove();
+      return;
+    }
+    row.classList.remove('is-entering');
+    row.classList.add('is-leaving');
+    row.setAttribute('aria-hidden', 'true');
+    const done = () => row.remove();
+    row.addEventListener('animationend', done, { once: true });
+    window.setTimeout(done, LEAVE_ANIMATION_MS + 100);
+  }
+
+  /** Replace a <select>'s options with the nearby peers, keeping the choice. */
+  function fillPeerSelect(select, { exclude = new Set() } = {}) {
+    const current = select.value;
+    const peers = [...state.nearby.values()].filter((entry) => !exclude.has(entry.peer.id));
+    const signature = peers.map((e) => `${e.peer.id}:${e.peer.displayName}`).join('|');
+    if (select.dataset.signature !== signature) {
+      select.dataset.signature = signature;
+      const options = peers.map((entry) =>
+        h('option', { value: entry.peer.id }, `${peerName(entry.peer)} · ${nodeName(entry.peer.nodeId)}`),
+      );
+      if (options.length === 0) options.push(h('option', { value: '' }, 'No one nearby is receiving jobs'));
+      select.replaceChildren(...options);
+      if (peers.some((e) => e.peer.id === current)) select.value = current;
+    }
+    select.disabled = peers.length === 0;
+    return peers.length;
+  }
+
+  /** A two-step button: first press arms it, second press within 4 s acts. */
+  function confirmButton(button, label, armedLabel, action) {
+    let timer = 0;
+    button.addEventListener('click', () => {
+      if (button.dataset.armed !== 'true') {
+        button.dataset.armed = 'true';
+        button.textContent = armedLabel;
+        timer = window.setTimeout(() => {
+          button.dataset.armed = 'false';
+          button.textContent = label;
+        }, CONFIRM_MS);
+        return;
+      }
+      window.clearTimeout(timer);
+      button.dataset.armed = 'false';
+      button.textContent = label;
+      action();
+    });
+  }
+
+  // --------------------------------------------------------------- tabs
+
+  function selectView(view, { focus = false } = {}) {
+    if (!VIEWS.includes(view)) view = 'nearby';
+    for (const tab of el.tabs) {
+      const selected = tab.dataset.view === view;
+      tab.setAttribute('aria-selected', selected ? 'true' : 'false');
+      tab.tabIndex = selected ? 0 : -1;
+      document.getElementById(tab.getAttribute('aria-controls')).hidden = !selected;
+      if (selected && focus) tab.focus();
+    }
+    storage.set(KEY_VIEW, view);
+  }
+
+  function initTabs() {
+    for (const tab of el.tabs) {
+      tab.addEventListener('click', () => selectView(tab.dataset.view));
+      tab.addEventListener('keydown', (event) => {
+        const index = el.tabs.indexOf(tab);
+        let next = null;
+        if (event.key === 'ArrowRight') next = (index + 1) % el.tabs.length;
+        else if (event.key === 'ArrowLeft') next = (index - 1 + el.tabs.length) % el.tabs.length;
+        else if (event.key === 'Home') next = 0;
+        else if (event.key === 'End') next = el.tabs.length - 1;
+        if (next === null) return;
+        event.preventDefault();
+        selectView(el.tabs[next].dataset.view, { focus: true });
+      });
+    }
+    selectView(storage.get(KEY_VIEW) || 'nearby');
+  }
+
+  // ------------------------------------------------------------- nearby
+
+  async function setReceiving(on) {
+    el.receiveJobs.disabled = true;
+    setText(el.receiveStatus, on ? 'Turning on…' : 'Turning off…');
+    try {
+      if (on) await call(`advertising/${JOBS_SERVICE}`, { method: 'PUT', body: {} });
+      else await call(`advertising/${JOBS_SERVICE}`, { method: 'DELETE' });
+      state.receiving = on;
+    } catch (err) {
+      // 404 on DELETE: we were not advertising, which is what we wanted.
+      if (!on && err.status === 404) state.receiving = false;
+      else setText(el.receiveStatus, `Could not change Receive Jobs: ${err.message}`);
+    }
+    renderReceiving(true);
+  }
+
+  function renderReceiving(keepError = false) {
+    el.receiveJobs.disabled = !signedIn();
+    el.receiveJobs.checked = state.receiving;
+    el.receiveJobs.setAttribute('aria-checked', state.receiving ? 'true' : 'false');
+    if (!signedIn()) setText(el.receiveStatus, '');
+    else if (!keepError || !el.receiveStatus.textContent.startsWith('Could not')) {
+      setText(
+        el.receiveStatus,
+        state.receiving
+          ? 'You are receiving jobs: nearby peers can send you job offers.'
+          : 'Turn on Receive Jobs to let nearby peers offer you jobs.',
+      );
+    }
+  }
+
+  function renderNearby() {
+    const entries = signedIn()
+      ? [...state.nearby.values()].sort((a, b) => peerName(a.peer).localeCompare(peerName(b.peer)))
+      : [];
+    const hadRows = el.nearbyList.childElementCount > 0;
+    syncList(
+      el.nearbyList,
+      entries,
+      (e) => e.peer.id,
+      (e) => {
+        const row = h(
+          'li',
+          { className: 'row nearby-row', dataset: { testid: 'nearby-peer', peerId: e.peer.id } },
+          h('span', { className: 'avatar', 'aria-hidden': 'true' }),
+          h(
+            'div',
+            { className: 'row-main' },
+            h('strong', { className: 'row-title', dataset: { testid: 'nearby-peer-name' } }),
+            h('span', { className: 'row-sub', dataset: { testid: 'nearby-peer-node' } }),
+          ),
+        );
+        if (hadRows || state.nearbyLoaded) animateIn(row);
+        return row;
+      },
+      (row, e) => {
+        const name = peerName(e.peer);
+        setText(row.querySelector('[data-testid="nearby-peer-name"]'), name);
+        setText(row.querySelector('.avatar'), name.slice(0, 1).toUpperCase());
+        const info = Object.entries(e.discoveryInfo || {})
+          .map(([k, v]) => `${k}: ${v}`)
+          .join(' · ');
+        setText(row.querySelector('[data-testid="nearby-peer-node"]'), [nodeName(e.peer.nodeId), info].filter(Boolean).join(' · '));
+      },
+      animateOut,
+    );
+    el.nearbyEmpty.hidden = entries.length > 0;
+    setText(
+      el.nearbyEmpty,
+      signedIn() ? 'No one nearby is receiving jobs right now. They appear here as they turn it on.' : 'Sign in to see nearby peers.',
+    );
+    // The send/invite pickers list the same peers.
+    renderJobs();
+    renderSessions();
+  }
+
+  async function refreshMesh() {
+    try {
+      const result = await api('mesh/nodes');
+      state.meshSelf = result.self || null;
+      state.meshNodes = Array.isArray(result.nodes) ? result.nodes : [];
+      state.meshAt = Date.now();
+      renderMesh();
+    } catch {
+      setText(el.meshUpdated, 'The node is not answering.');
+    }
+  }
+
+  function renderMesh() {
+    const self = state.meshSelf;
+    setText(el.meshSelf, self ? `This node: ${self.name || shortId(self.id)} · port ${self.port ?? '—'}` : '…');
+    const nodes = [...state.meshNodes].sort((a, b) => String(a.name || a.address).localeCompare(String(b.name || b.address)));
+    syncList(
+      el.meshList,
+      nodes,
+      (n) => n.id || n.address,
+      () =>
+        h(
+          'li',
+          { className: 'row mesh-row', dataset: { testid: 'mesh-node' } },
+          h('span', { className: 'state-dot', 'aria-hidden': 'true' }),
+          h(
+            'div',
+            { className: 'row-main' },
+            h('strong', { className: 'row-title', dataset: { testid: 'mesh-node-name' } }),
+            h('span', { className: 'row-sub', dataset: { testid: 'mesh-node-address' } }),
+          ),
+          h(
+            'dl',
+            { className: 'mini-facts' },
+            h('div', {}, h('dt', {}, 'State'), h('dd', { dataset: { testid: 'mesh-node-state' } })),
+            h('div', {}, h('dt', {}, 'Direction'), h('dd', { dataset: { testid: 'mesh-node-direction' } })),
+            h('div', {}, h('dt', {}, 'RTT'), h('dd', { dataset: { testid: 'mesh-node-rtt' } })),
+          ),
+        ),
+      (row, n) => {
+        row.dataset.nodeId = n.id || '';
+        row.dataset.state = n.state || 'unknown';
+        setText(row.querySelector('[data-testid="mesh-node-name"]'), n.name || (n.id ? `node ${shortId(n.id)}` : n.address || 'unknown'));
+        setText(
+          row.querySelector('[data-testid="mesh-node-address"]'),
+          [n.address, n.source ? `via ${n.source}` : ''].filter(Boolean).join(' · '),
+        );
+        setText(row.querySelector('[data-testid="mesh-node-state"]'), n.state || '—');
+        setText(row.querySelector('[data-testid="mesh-node-direction"]'), n.direction || '—');
+        setText(row.querySelector('[data-testid="mesh-node-rtt"]'), Number.isFinite(n.rttMillis) ? `${n.rttMillis} ms` : '—');
+      },
+    );
+    el.meshEmpty.hidden = nodes.length > 0;
+    if (state.meshAt) setText(el.meshUpdated, `Updated ${new Date(state.meshAt).toLocaleTimeString()}`);
+  }
+
+  // --------------------------------------------------------------- jobs
+
+  function jobFieldEl(field) {
+    return byTestId(JOB_FIELDS[field]);
+  }
+
+  function clearJobErrors() {
+    for (const field of Object.keys(JOB_FIELDS)) {
+      showError(byTestId(`${JOB_FIELDS[field]}-error`), '');
+      jobFieldEl(field).removeAttribute('aria-invalid');
+    }
+    showError(el.jobFormError, '');
+  }
+
+  /** Server messages name the field first ("dueDate must be …"): show them under it. */
+  function showJobError(message) {
+    const match = /^(name|dueDate|payment|notes)\b/.exec(message || '');
+    if (match) {
+      showError(byTestId(`${JOB_FIELDS[match[1]]}-error`), message);
+      const input = jobFieldEl(match[1]);
+      input.setAttribute('aria-invalid', 'true');
+      input.focus();
+    } else {
+      showError(el.jobFormError, message);
+    }
+  }
+
+  function resetJobForm() {
+    state.editingJobId = null;
+    el.jobForm.reset();
+    clearJobErrors();
+    setText(el.jobFormTitle, 'New job');
+    setText(el.jobSubmit, 'Add job');
+    el.jobCancelEdit.hidden = true;
+  }
+
+  function editJob(job) {
+    state.editingJobId = job.id;
+    clearJobErrors();
+    jobFieldEl('name').value = job.name || '';
+    jobFieldEl('dueDate').value = job.dueDate || '';
+    jobFieldEl('payment').value = job.payment || '';
+    jobFieldEl('notes').value = job.notes || '';
+    setText(el.jobFormTitle, `Edit “${job.name}”`);
+    setText(el.jobSubmit, 'Save changes');
+    el.jobCancelEdit.hidden = false;
+    jobFieldEl('name').focus();
+  }
+
+  async function onJobSubmit(event) {
+    event.preventDefault();
+    clearJobErrors();
+    const editing = state.editingJobId;
+    const values = {};
+    for (const field of Object.keys(JOB_FIELDS)) values[field] = jobFieldEl(field).value;
+    if (!values.name.trim()) {
+      showJobError('name is required: give the job a name.');
+      return;
+    }
+    const body = { name: values.name };
+    for (const field of ['dueDate', 'payment', 'notes']) {
+      const value = field === 'notes' ? values[field] : values[field].trim();
+      if (value !== '') body[field] = value;
+      else if (editing) body[field] = null; // clearing a field on edit
+    }
+    el.jobSubmit.disabled = true;
+    try {
+      const result = editing
+        ? await call(`jobs/${encodeURIComponent(editing)}`, { method: 'PATCH', body })
+        : await call('jobs', { method: 'POST', body });
+      if (result && result.job) upsertJob(result.job);
+      resetJobForm();
+      if (!editing) jobFieldEl('name').focus();
+    } catch (err) {
+      showJobError(err.status === 0 ? `${err.message} Your input is kept; try again.` : err.message);
+    } finally {
+      el.jobSubmit.disabled = false;
+    }
+  }
+
+  function upsertJob(job) {
+    if (!job || !job.id) return;
+    state.jobs.set(job.id, job);
+    if (job.assignedTo) state.jobOffers.delete(job.id);
+    renderJobs();
+  }
+
+  async function deleteJob(job, row) {
+    try {
+      await call(`jobs/${encodeURIComponent(job.id)}`, { method: 'DELETE' });
+    } catch (err) {
+      if (err.status !== 404) {
+        showError(row.querySelector('[data-testid="job-error"]'), `Could not delete: ${err.message}`);
+        return;
+      }
+    }
+    state.jobs.delete(job.id);
+    state.jobOffers.delete(job.id);
+    if (state.editingJobId === job.id) resetJobForm();
+    renderJobs();
+  }
+
+  async function sendJob(job, row) {
+    const select = row.querySelector('[data-testid="job-send-to"]');
+    const to = select.value;
+    const error = row.querySelector('[data-testid="job-error"]');
+    showError(error, '');
+    if (!to) {
+      showError(error, 'Pick a nearby peer who is receiving jobs.');
+      return;
+    }
+    const button = row.querySelector('[data-testid="job-send"]');
+    button.disabled = true;
+    try {
+      const result = await call(`jobs/${encodeURIComponent(job.id)}/send`, { method: 'POST', body: { to } });
+      const invitation = result && result.invitation;
+      if (invitation) {
+        state.invitations.set(invitation.id, invitation);
+        state.jobOffers.set(job.id, { invitationId: invitation.id });
+        renderInvitations();
+      }
+    } catch (err) {
+      showError(error, err.message);
+    }
+    renderJobs();
+  }
+
+  function jobStatus(job) {
+    if (job.assignedTo) return { text: `Assigned to ${peerName(job.assignedTo)}`, kind: 'ok' };
+    const offer = state.jobOffers.get(job.id);
+    if (offer && offer.invitationId) {
+      const invitation = state.invitations.get(offer.invitationId);
+      if (invitation && invitation.state === 'pending') {
+        return {
+          text: `Offered to ${peerName(invitation.to)} · code ${invitation.verificationCode} · waiting for an answer`,
+          kind: 'pending',
+        };
+      }
+    }
+    if (offer && offer.failure) return { text: offer.failure, kind: 'bad' };
+    if (job.receivedFrom) return { text: `Received from ${peerName(job.receivedFrom)}`, kind: 'info' };
+    return { text: 'Not sent yet', kind: 'muted' };
+  }
+
+  function renderJobs() {
+    const jobs = signedIn()
+      ? [...state.jobs.values()].sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)))
+      : [];
+    syncList(
+      el.jobsList,
+      jobs,
+      (job) => job.id,
+      (job) => {
+        const row = h(
+          'li',
+          { className: 'row job-row', dataset: { testid: 'job-row', jobId: job.id } },
+          h(
+            'div',
+            { className: 'row-main' },
+            h('strong', { className: 'row-title', dataset: { testid: 'job-name' } }),
+            h('span', { className: 'row-sub', dataset: { testid: 'job-meta' } }),
+            h('p', { className: 'job-notes', dataset: { testid: 'job-notes' } }),
+            h('p', { className: 'status-line', dataset: { testid: 'job-status' } }),
+            h('p', { className: 'hint', dataset: { testid: 'job-assigned-to' } }),
+            h('p', { className: 'hint', dataset: { testid: 'job-received-from' } }),
+          ),
+          h(
+            'div',
+            { className: 'row-actions' },
+            h(
+              'div',
+              { className: 'send-group' },
+              h('label', { className: 'visually-hidden', for: `send-to-${job.id}` }, `Send “${job.name}” to`),
+              h('select', { className: 'input input-small', id: `send-to-${job.id}`, dataset: { testid: 'job-send-to' } }),
+              h('button', { type: 'button', className: 'button button-small button-primary', dataset: { testid: 'job-send' } }, 'Send'),
+            ),
+            h(
+              'div',
+              { className: 'button-row' },
+              h('button', { type: 'button', className: 'button button-small', dataset: { testid: 'job-edit' } }, 'Edit'),
+              h('button', { type: 'button', className: 'button button-small button-danger', dataset: { testid: 'job-delete' } }, 'Delete'),
+            ),
+          ),
+          h('p', { className: 'field-error row-error', role: 'alert', dataset: { testid: 'job-error' }, hidden: true }),
+        );
+        const id = job.id;
+        row.querySelector('[data-testid="job-edit"]').addEventListener('click', () => {
+          const current = state.jobs.get(id);
+          if (current) editJob(current);
+        });
+        row.querySelector('[data-testid="job-send"]').addEventListener('click', () => {
+          const current = state.jobs.get(id);
+          if (current) sendJob(current, row);
+        });
+        confirmButton(row.querySelector('[data-testid="job-delete"]'), 'Delete', 'Confirm delete', () => {
+          const current = state.jobs.get(id);
+          if (current) deleteJob(current, row);
+        });
+        return row;
+      },
+      (row, job) => {
+        setText(row.querySelector('[data-testid="job-name"]'), job.name);
+        const meta = [job.dueDate ? `Due ${job.dueDate}` : 'No due date', job.payment ? `Pays ${job.payment}` : 'No payment set'];
+        setText(row.querySelector('[data-testid="job-meta"]'), meta.join(' · '));
+        const notes = row.querySelector('[data-testid="job-notes"]');
+        setText(notes, job.notes || '');
+        notes.hidden = !job.notes;
+        const status = jobStatus(job);
+        const statusEl = row.querySelector('[data-testid="job-status"]');
+        setText(statusEl, status.text);
+        statusEl.dataset.kind = status.kind;
+        const assigned = row.querySelector('[data-testid="job-assigned-to"]');
+        setText(assigned, job.assignedTo ? `assignedTo: ${peerName(job.assignedTo)} (${nodeName(job.assignedTo.nodeId)})` : '');
+        assigned.hidden = !job.assignedTo;
+        const received = row.querySelector('[data-testid="job-received-from"]');
+        setText(received, job.receivedFrom ? `receivedFrom: ${peerName(job.receivedFrom)} (${nodeName(job.receivedFrom.nodeId)})` : '');
+        received.hidden = !job.receivedFrom;
+        row.dataset.assigned = job.assignedTo ? 'true' : 'false';
+        const select = row.querySelector('[data-testid="job-send-to"]');
+        const count = fillPeerSelect(select);
+        const pending = status.kind === 'pending';
+        const sendGroup = row.querySelector('.send-group');
+        sendGroup.hidden = Boolean(job.assignedTo);
+        row.querySelector('[data-testid="job-send"]').disabled = count === 0 || pending;
+      },
+    );
+    el.jobsEmpty.hidden = jobs.length > 0;
+    setText(el.jobsCount, jobs.length === 1 ? '1 job' : `${jobs.length} jobs`);
+  }
+
+  // -------------------------------------------------------- invitations
+
+  function upsertInvitation(invitation) {
+    if (!invitation || !invitation.id) return;
+    state.invitations.set(invitation.id, invitation);
+    if (invitation.state !== 'pending') state.promptProblems.delete(invitation.id);
+    renderInvitations();
+    renderJobs();
+  }
+
+  async function answerInvitation(invitation, accept) {
+    try {
+      const result = await call(`invitations/${encodeURIComponent(invitation.id)}/${accept ? 'accept' : 'decline'}`, {
+        method: 'POST',
+      });
+      if (result && result.invitation) upsertInvitation(result.invitation);
+      if (accept) refreshSessionsSoon();
+    } catch (err) {
+      let message = err.message;
+      if (err.status === 409) {
+        message = /expired/.test(err.message)
+          ? `This offer expired before you answered. Ask ${peerName(invitation.from)} to send it again.`
+          : `Too late: ${err.message}.`;
+        // The node will also tell us the final state; show it as closed now.
+        state.invitations.set(invitation.id, { ...invitation, state: /expired/.test(err.message) ? 'expired' : invitation.state });
+      }
+      state.promptProblems.set(invitation.id, message);
+      renderInvitations();
+    }
+  }
+
+  async function cancelInvitation(invitation, row) {
+    try {
+      const result = await call(`invitations/${encodeURIComponent(invitation.id)}/cancel`, { method: 'POST' });
+      if (result && result.invitation) upsertInvitation(result.invitation);
+    } catch (err) {
+      showError(row.querySelector('[data-testid="invitation-error"]'), err.message);
+    }
+  }
+
+  function expiresText(invitation) {
+    if (invitation.state !== 'pending' || !invitation.expiresAt) return '';
+    const seconds = Math.ceil((new Date(invitation.expiresAt).getTime() - Date.now()) / 1000);
+    if (!Number.isFinite(seconds)) return '';
+    return seconds > 0 ? `expires in ${seconds} s` : 'expiring…';
+  }
+
+  function offerText(invitation) {
+    const context = invitation.context ? `“${invitation.context}”` : 'a session';
+    return context;
+  }
+
+  function renderPrompts() {
+    const prompts = signedIn()
+      ? [...state.invitations.values()].filter(
+          (inv) => isIncoming(inv) && (inv.state === 'pending' || state.promptProblems.has(inv.id)),
+        )
+      : [];
+    syncList(
+      el.promptList,
+      prompts,
+      (inv) => inv.id,
+      (inv) => {
+        const row = h(
+          'li',
+          {
+            className: 'prompt',
+            role: 'group',
+            'aria-labelledby': `prompt-title-${inv.id}`,
+            dataset: { testid: 'invitation-prompt', invitationId: inv.id },
+          },
+          h(
+            'p',
+            { className: 'prompt-title', id: `prompt-title-${inv.id}` },
+            h('strong', { dataset: { testid: 'prompt-from' } }),
+            ' offers you ',
+            h('strong', { dataset: { testid: 'prompt-context' } }),
+          ),
+          h(
+            'p',
+            { className: 'prompt-code-line' },
+            'Verification code ',
+            h('code', { className: 'code', dataset: { testid: 'prompt-code' } }),
+            h('span', { className: 'hint prompt-expires', dataset: { testid: 'prompt-expires' } }),
+          ),
+          h('p', { className: 'hint' }, 'Check that the same code shows on their screen before you accept.'),
+          h('p', { className: 'field-error', role: 'alert', dataset: { testid: 'prompt-error' }, hidden: true }),
+          h(
+            'div',
+            { className: 'button-row' },
+            h('button', { type: 'button', className: 'button button-primary', dataset: { testid: 'prompt-accept' } }, 'Accept'),
+            h('button', { type: 'button', className: 'button', dataset: { testid: 'prompt-decline' } }, 'Decline'),
+            h('button', { type: 'button', className: 'button', dataset: { testid: 'prompt-dismiss' }, hidden: true }, 'Dismiss'),
+          ),
+        );
+        const id = inv.id;
+        const answer = (accept) => {
+          const current = state.invitations.get(id);
+          if (!current) return;
+          row.querySelector('[data-testid="prompt-accept"]').disabled = true;
+          row.querySelector('[data-testid="prompt-decline"]').disabled = true;
+          answerInvitation(current, accept);
+        };
+        row.querySelector('[data-testid="prompt-accept"]').addEventListener('click', () => answer(true));
+        row.querySelector('[data-testid="prompt-decline"]').addEventListener('click', () => answer(false));
+        row.querySelector('[data-testid="prompt-dismiss"]').addEventListener('click', () => {
+          state.promptProblems.delete(id);
+          renderInvitations();
+        });
+        animateIn(row);
+        return row;
+      },
+      (row, inv) => {
+        row.dataset.state = inv.state;
+        setText(row.querySelector('[data-testid="prompt-from"]'), peerName(inv.from));
+        setText(row.querySelector('[data-testid="prompt-context"]'), offerText(inv));
+        setText(row.querySelector('[data-testid="prompt-code"]'), inv.verificationCode || '—');
+        setText(row.querySelector('[data-testid="prompt-expires"]'), expiresText(inv));
+        const problem = state.promptProblems.get(inv.id);
+        showError(row.querySelector('[data-testid="prompt-error"]'), problem || '');
+        const open = inv.state === 'pending' && !problem;
+        row.querySelector('[data-testid="prompt-accept"]').hidden = !open;
+        row.querySelector('[data-testid="prompt-decline"]').hidden = !open;
+        row.querySelector('[data-testid="prompt-dismiss"]').hidden = open;
+        if (open) {
+          row.querySelector('[data-testid="prompt-accept"]').disabled = false;
+          row.querySelector('[data-testid="prompt-decline"]').disabled = false;
+        }
+      },
+    );
+    el.prompts.hidden = prompts.length === 0;
+    const pending = prompts.filter((inv) => inv.state === 'pending').length;
+    el.invitationsBadge.hidden = pending === 0;
+    setText(el.invitationsBadge, String(pending));
+    el.invitationsBadge.setAttribute('aria-label', `${pending} waiting`);
+  }
+
+  function invitationRow(inv, incoming) {
+    const row = h(
+      'li',
+      {
+        className: 'row invitation-row',
+        dataset: { testid: 'invitation-row', invitationId: inv.id, direction: incoming ? 'incoming' : 'outgoing' },
+      },
+      h(
+        'div',
+        { className: 'row-main' },
+        h('strong', { className: 'row-title', dataset: { testid: 'invitation-title' } }),
+        h('span', { className: 'row-sub', dataset: { testid: 'invitation-meta' } }),
+      ),
+      h('span', { className: 'pill', dataset: { testid: 'invitation-state' } }),
+      h(
+        'div',
+        { className: 'button-row row-actions' },
+        incoming
+          ? h('button', { type: 'button', className: 'button button-small button-primary', dataset: { testid: 'invitation-accept' } }, 'Accept')
+          : null,
+        incoming
+          ? h('button', { type: 'button', className: 'button button-small', dataset: { testid: 'invitation-decline' } }, 'Decline')
+          : h('button', { type: 'button', className: 'button button-small button-danger', dataset: { testid: 'invitation-cancel' } }, 'Cancel'),
+      ),
+      h('p', { className: 'field-error row-error', role: 'alert', dataset: { testid: 'invitation-error' }, hidden: true }),
+    );
+    const id = inv.id;
+    const current = () => state.invitations.get(id);
+    if (incoming) {
+      row.querySelector('[data-testid="invitation-accept"]').addEventListener('click', () => current() && answerInvitation(current(), true));
+      row.querySelector('[data-testid="invitation-decline"]').addEventListener('click', () => current() && answerInvitation(current(), false));
+    } else {
+      row.querySelector('[data-testid="invitation-cancel"]').addEventListener('click', () => current() && cancelInvitation(current(), row));
+    }
+    return row;
+  }
+
+  function updateInvitationRow(row, inv, incoming) {
+    row.dataset.state = inv.state;
+    setText(
+      row.querySelector('[data-testid="invitation-title"]'),
+      incoming ? `${peerName(inv.from)} offers ${offerText(inv)}` : `To ${peerName(inv.to)}: ${offerText(inv)}`,
+    );
+    setText(
+      row.querySelector('[data-testid="invitation-meta"]'),
+      [`code ${inv.verificationCode || '—'}`, `session ${shortId(inv.session && inv.session.id)}`, expiresText(inv)]
+        .filter(Boolean)
+        .join(' · '),
+    );
+    const pill = row.querySelector('[data-testid="invitation-state"]');
+    setText(pill, inv.state);
+    pill.dataset.state = inv.state;
+    const pending = inv.state === 'pending';
+    for (const button of row.querySelectorAll('.row-actions button')) button.hidden = !pending;
+    if (incoming) showError(row.querySelector('[data-testid="invitation-error"]'), state.promptProblems.get(inv.id) || '');
+  }
+
+  function renderInvitations() {
+    const all = signedIn() ? [...state.invitations.values()] : [];
+    const byNewest = (a, b) => String(b.expiresAt).localeCompare(String(a.expiresAt));
+    const incoming = all.filter(isIncoming).sort(byNewest);
+    const outgoing = all.filter((inv) => !isIncoming(inv)).sort(byNewest);
+    syncList(el.incomingList, incoming, (i) => i.id, (i) => invitationRow(i, true), (r, i) => updateInvitationRow(r, i, true));
+    syncList(el.outgoingList, outgoing, (i) => i.id, (i) => invitationRow(i, false), (r, i) => updateInvitationRow(r, i, false));
+    el.incomingEmpty.hidden = incoming.length > 0;
+    el.outgoingEmpty.hidden = outgoing.length > 0;
+    renderPrompts();
+  }
+
+  // ----------------------------------------------------------- sessions
+
+  let sessionsTimer = 0;
+  function refreshSessionsSoon() {
+    window.clearTimeout(sessionsTimer);
+    sessionsTimer = window.setTimeout(guard(refreshSessions), SESSION_REFRESH_DEBOUNCE_MS);
+  }
+
+  async function refreshSessions() {
+    if (!signedIn()) return;
+    const done = guard((result) => {
+      state.sessions = new Map((result.sessions || []).map((s) => [s.id, s]));
+      renderSessions();
+    });
+    try {
+      done(await call('sessions'));
+    } catch {
+      // The socket's reconnect reloads everything; nothing to show here.
+    }
+  }
+
+  async function createSession() {
+    showError(el.sessionsError, '');
+    el.sessionCreate.disabled = true;
+    try {
+      const result = await call('sessions', { method: 'POST', body: { strategy: 'cluster' } });
+      if (result && result.session) state.sessions.set(result.session.id, result.session);
+      renderSessions();
+      const row = el.sessionsList.querySelector(`[data-session-id="${CSS.escape(result.session.id)}"] select`);
+      if (row) row.focus();
+    } catch (err) {
+      showError(el.sessionsError, `Could not start a session: ${err.message}`);
+    } finally {
+      el.sessionCreate.disabled = false;
+    }
+  }
+
+  async function leaveSession(session) {
+    try {
+      await call(`sessions/${encodeURIComponent(session.id)}/members/me`, { method: 'DELETE' });
+    } catch (err) {
+      if (err.status !== 404) {
+        showError(el.sessionsError, `Could not leave: ${err.message}`);
+        return;
+      }
+    }
+    state.sessions.delete(session.id);
+    state.messages.delete(session.id);
+    renderSessions();
+  }
+
+  async function invitePeer(session, row) {
+    const select = row.querySelector('[data-testid="session-invite-peer"]');
+    const error = row.querySelector('[data-testid="session-error"]');
+    showError(error, '');
+    if (!select.value) {
+      showError(error, 'Pick a nearby peer to invite.');
+      return;
+    }
+    try {
+      const result = await call('invitations', {
+        method: 'POST',
+        body: { to: select.value, session: session.id, context: `Join my session`, timeoutSeconds: 60 },
+      });
+      if (result && result.invitation) upsertInvitation(result.invitation);
+      const inv = result.invitation;
+      showError(error, '');
+      setText(row.querySelector('[data-testid="session-note"]'), `Invited ${peerName(inv.to)} · code ${inv.verificationCode}`);
+    } catch (err) {
+      showError(error, err.message);
+    }
+  }
+
+  let messageSeq = 0;
+  /** Keep a message (with a stable key for the keyed list). */
+  function addMessage(sessionId, message) {
+    let list = state.messages.get(sessionId);
+    if (!list) state.messages.set(sessionId, (list = []));
+    messageSeq += 1;
+    list.push({ ...message, key: `m${messageSeq}` });
+    if (list.length > MAX_MESSAGES_PER_SESSION) list.shift();
+  }
+
+  async function sendText(session, row) {
+    const input = row.querySelector('[data-testid="session-text"]');
+    const error = row.querySelector('[data-testid="session-error"]');
+    const text = input.value;
+    if (!text) return;
+    const button = row.querySelector('[data-testid="session-send"]');
+    button.disabled = true;
+    showError(error, '');
+    try {
+      // Raw body; fetch sends a string as text/plain.
+      const response = await fetch(
+        new URL(`api/v1/sessions/${encodeURIComponent(session.id)}/data?mode=reliable`, document.baseURI),
+        {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${state.token}`, 'Content-Type': 'text/plain; charset=utf-8' },
+          body: text,
+          cache: 'no-store',
+        },
+      );
+      if (!response.ok) {
+        let message = `The node answered ${response.status}`;
+        try {
+          const payload = await response.json();
+          if (payload && payload.error && payload.error.message) message = payload.error.message;
+        } catch {
+          // keep the status line
+        }
+        throw new ApiError(response.status, 'send_failed', message);
+      }
+      addMessage(session.id, { from: state.me, text, at: new Date(), mine: true });
+      input.value = ''; // cleared only once the node took it
+      renderSessions();
+    } catch (err) {
+      showError(error, `Not sent (your text is kept): ${err.message}`);
+    } finally {
+      button.disabled = false;
+      input.focus();
+    }
+  }
+
+  function renderSessions() {
+    const sessions = signedIn() ? [...state.sessions.values()] : [];
+    syncList(
+      el.sessionsList,
+      sessions,
+      (s) => s.id,
+      (s) => {
+        const formId = `session-form-${s.id}`;
+        const row = h(
+          'li',
+          { className: 'row session-row', dataset: { testid: 'session-row', sessionId: s.id } },
+          h(
+            'div',
+            { className: 'session-head' },
+            h('strong', { className: 'row-title', dataset: { testid: 'session-title' } }),
+            h('span', { className: 'row-sub', dataset: { testid: 'session-meta' } }),
+            h('button', { type: 'button', className: 'button button-small button-danger', dataset: { testid: 'session-leave' } }, 'Leave'),
+          ),
+          h('ul', { className: 'members', dataset: { testid: 'session-members' }, 'aria-label': 'Members' }),
+          h(
+            'div',
+            { className: 'send-group' },
+            h('label', { className: 'visually-hidden', for: `invite-${s.id}` }, 'Invite a nearby peer'),
+            h('select', { className: 'input input-small', id: `invite-${s.id}`, dataset: { testid: 'session-invite-peer' } }),
+            h('button', { type: 'button', className: 'button button-small', dataset: { testid: 'session-invite' } }, 'Invite'),
+          ),
+          h('p', { className: 'hint', dataset: { testid: 'session-note' }, role: 'status' }),
+          h('ol', { className: 'messages', dataset: { testid: 'session-messages' }, 'aria-label': 'Messages', 'aria-live': 'polite' }),
+          h(
+            'form',
+            { className: 'message-form', id: formId, dataset: { testid: 'session-form' } },
+            h('label', { className: 'visually-hidden', for: `text-${s.id}` }, 'Text to send to the session'),
+            h('input', {
+              className: 'input',
+              id: `text-${s.id}`,
+              type: 'text',
+              autocomplete: 'off',
+              placeholder: 'Send text to everyone connected',
+              dataset: { testid: 'session-text' },
+            }),
+            h('button', { type: 'submit', className: 'button button-primary', dataset: { testid: 'session-send' } }, 'Send'),
+          ),
+          h('p', { className: 'field-error', role: 'alert', dataset: { testid: 'session-error' }, hidden: true }),
+        );
+        const id = s.id;
+        const current = () => state.sessions.get(id);
+        confirmButton(row.querySelector('[data-testid="session-leave"]'), 'Leave', 'Confirm leave', () => current() && leaveSession(current()));
+        row.querySelector('[data-testid="session-invite"]').addEventListener('click', () => current() && invitePeer(current(), row));
+        row.querySelector('form').addEventListener('submit', (event) => {
+          event.preventDefault();
+          if (current()) sendText(current(), row);
+        });
+        return row;
+      },
+      (row, s) => {
+        setText(row.querySelector('[data-testid="session-title"]'), `Session ${shortId(s.id)}`);
+        setText(row.querySelector('[data-testid="session-meta"]'), `${s.strategy} · encryption ${s.encryption} · up to ${s.maxPeers}`);
+        const members = [...(s.members || [])].sort((a, b) => peerName(a).localeCompare(peerName(b)));
+        syncList(
+          row.querySelector('[data-testid="session-members"]'),
+          members,
+          (m) => m.id,
+          () =>
+            h(
+              'li',
+              { className: 'member', dataset: { testid: 'session-member' } },
+              h('span', { className: 'state-dot', 'aria-hidden': 'true' }),
+              h('span', { dataset: { testid: 'session-member-name' } }),
+              h('span', { className: 'pill', dataset: { testid: 'session-member-state' } }),
+            ),
+          (li, m) => {
+            li.dataset.peerId = m.id;
+            li.dataset.state = m.state;
+            const you = state.me && m.id === state.me.id ? ' (you)' : '';
+            setText(li.querySelector('[data-testid="session-member-name"]'), `${peerName(m)}${you}`);
+            const pill = li.querySelector('[data-testid="session-member-state"]');
+            setText(pill, m.state);
+            pill.dataset.state = m.state;
+          },
+        );
+        const memberIds = new Set(members.map((m) => m.id));
+        fillPeerSelect(row.querySelector('[data-testid="session-invite-peer"]'), { exclude: memberIds });
+        row.querySelector('[data-testid="session-invite"]').disabled =
+          row.querySelector('[data-testid="session-invite-peer"]').disabled;
+        const messages = state.messages.get(s.id) || [];
+        syncList(
+          row.querySelector('[data-testid="session-messages"]'),
+          messages,
+          (m) => m.key,
+          (m) =>
+            h(
+              'li',
+              { className: `message${m.mine ? ' is-mine' : ''}`, dataset: { testid: 'session-message', mine: m.mine ? 'true' : 'false' } },
+              h('span', { className: 'message-from', dataset: { testid: 'session-message-from' } }, m.mine ? 'You' : peerName(m.from)),
+              h('span', { className: 'message-text', dataset: { testid: 'session-message-text' } }, m.text),
+              h('time', { className: 'message-time', datetime: m.at.toISOString() }, m.at.toLocaleTimeString()),
+            ),
+          () => {},
+        );
+      },
+    );
+    el.sessionsEmpty.hidden = sessions.length > 0;
+  }
+
+  function applySessionState(data) {
+    const session = state.sessions.get(data.sessionId);
+    const peer = data.peer || {};
+    if (!session) {
+      refreshSessionsSoon();
+      return;
+    }
+    const member = (session.members || []).find((m) => m.id === peer.id);
+    if (member) member.state = data.state;
+    else session.members = [...(session.members || []), { ...peer, state: data.state }];
+    // We left (or were dropped): the node no longer lists the session for us.
+    if (state.me && peer.id === state.me.id && data.state === 'notConnected') refreshSessionsSoon();
+    renderSessions();
+  }
+
+  // ------------------------------------------------------------ loading
+
+  async function loadAll() {
+    if (!signedIn()) return;
+    const g = guard((fn) => fn());
+    const tasks = [
+      // Browse (idempotent PUT) answers with who advertises right now.
+      call(`browsing/${JOBS_SERVICE}`, { method: 'PUT' }).then((r) =>
+        g(() => {
+          state.nearby = new Map((r.peers || []).map((e) => [e.peer.id, e]));
+          renderNearby();
+          state.nearbyLoaded = true;
+        }),
+      ),
+      call('advertising').then((r) =>
+        g(() => {
+          state.receiving = (r.advertising || []).some((a) => a.serviceType === JOBS_SERVICE);
+          renderReceiving();
+        }),
+      ),
+      call('jobs').then((r) =>
+        g(() => {
+          state.jobs = new Map((r.jobs || []).map((j) => [j.id, j]));
+          renderJobs();
+        }),
+      ),
+      Promise.all([
+        call('invitations', { query: { direction: 'incoming' } }),
+        call('invitations', { query: { direction: 'outgoing' } }),
+      ]).then(([incoming, outgoing]) =>
+        g(() => {
+          const merged = new Map();
+          for (const inv of [...(incoming.invitations || []), ...(outgoing.invitations || [])]) merged.set(inv.id, inv);
+          // Keep locally-known closed ones (the node may have pruned them).
+          for (const [id, inv] of state.invitations) if (!merged.has(id) && inv.state !== 'pending') merged.set(id, inv);
+          state.invitations = merged;
+          renderInvitations();
+          renderJobs();
+        }),
+      ),
+      refreshSessions(),
+      refreshMesh(),
+    ];
+    await Promise.allSettled(tasks);
+  }
+
+  // ------------------------------------------------------------- events
+
+  function onEvent(event) {
+    if (!signedIn()) return;
+    const data = event.data && typeof event.data === 'object' ? event.data : {};
+    switch (event.type) {
+      case 'peer.found':
+        if (data.serviceType === JOBS_SERVICE && data.peer && data.peer.id) {
+          state.nearby.set(data.peer.id, { peer: data.peer, discoveryInfo: data.discoveryInfo || {} });
+          renderNearby();
+        }
+        break;
+      case 'peer.lost':
+        if (data.serviceType === JOBS_SERVICE && data.peer) {
+          state.nearby.delete(data.peer.id);
+          renderNearby();
+        }
+        break;
+      case 'node.linked':
+      case 'node.unlinked':
+        refreshMesh();
+        break;
+      case 'invitation.received':
+      case 'invitation.accepted':
+      case 'invitation.declined':
+      case 'invitation.expired':
+      case 'invitation.canceled':
+        upsertInvitation(data.invitation);
+        if (event.type === 'invitation.accepted') refreshSessionsSoon();
+        break;
+      case 'session.peer.state':
+        applySessionState(data);
+        break;
+      case 'session.data':
+        if (!state.sessions.has(data.sessionId)) refreshSessionsSoon();
+        addMessage(data.sessionId, {
+          from: data.from,
+          text: typeof data.text === 'string' ? data.text : `(${data.bytes ?? '?'} bytes of binary data)`,
+          at: event.at ? new Date(event.at) : new Date(),
+          mine: false,
+        });
+        renderSessions();
+        break;
+      case 'session.send.failed': {
+        const row = el.sessionsList.querySelector(`[data-session-id="${CSS.escape(String(data.sessionId))}"]`);
+        if (row) showError(row.querySelector('[data-testid="session-error"]'), `Not delivered to ${(data.undelivered || []).length} peer(s): ${data.reason}`);
+        break;
+      }
+      case 'job.received':
+      case 'job.delivered':
+        upsertJob(data.job);
+        break;
+      case 'job.send.failed':
+        if (data.jobId) {
+          const why = { declined: 'declined the offer', expired: 'did not answer in time', canceled: 'offer canceled' }[data.reason] || data.reason;
+          state.jobOffers.set(data.jobId, { failure: `Not delivered to ${peerName(data.to)}: ${why}` });
+          renderJobs();
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  // ------------------------------------------------------ public surface
+
+  function renderAll() {
+    document.body.dataset.signedIn = signedIn() ? 'true' : 'false';
+    renderReceiving();
+    renderNearby();
+    renderMesh();
+    renderJobs();
+    renderInvitations();
+    renderSessions();
+  }
+
+  function init() {
+    initTabs();
+    el.receiveJobs.addEventListener('change', () => setReceiving(el.receiveJobs.checked));
+    el.jobForm.addEventListener('submit', onJobSubmit);
+    el.jobCancelEdit.addEventListener('click', resetJobForm);
+    el.sessionCreate.addEventListener('click', createSession);
+    renderAll();
+    refreshMesh();
+    window.setInterval(() => {
+      if (document.visibilityState === 'visible') refreshMesh();
+    }, MESH_REFRESH_MS);
+  }
+
+  return {
+    init,
+    /** A peer signed in (or was adopted from another tab). */
+    signIn(token, peer) {
+      state.generation += 1;
+      state.token = token;
+      state.me = peer || null;
+      state.nearby.clear();
+      state.nearbyLoaded = false;
+      state.jobs.clear();
+      state.jobOffers.clear();
+      state.invitations.clear();
+      state.promptProblems.clear();
+      state.sessions.clear();
+      state.messages.clear();
+      state.receiving = false;
+      resetJobForm();
+      renderAll();
+    },
+    setPeer(peer) {
+      state.me = peer || state.me;
+      renderSessions();
+    },
+    signOut() {
+      state.generation += 1;
+      state.token = null;
+      state.me = null;
+      state.nearby.clear();
+      state.jobs.clear();
+      state.invitations.clear();
+      state.sessions.clear();
+      state.messages.clear();
+      resetJobForm();
+      renderAll();
+    },
+    /** Every socket hello (first connect and reconnects): reload from REST. */
+    onHello() {
+      loadAll();
+    },
+    onEvent,
+    /** Called twice a second by app.js: countdowns. */
+    tick() {
+      if (!signedIn()) return;
+      for (const row of el.promptList.children) {
+        const inv = state.invitations.get(row.dataset.key);
+        if (inv) setText(row.querySelector('[data-testid="prompt-expires"]'), expiresText(inv));
+      }
+    },
+  };
+}
