@@ -9,6 +9,9 @@ import Logging
 import MeshCore
 
 extension Node {
+  /// The most peers one node hosts (its peer snapshot frame holds at most 65 536).
+  static let maxPeersPerNode = 50_000
+
   func run(_ operation: Operation, _ context: RequestContext) async throws -> HTTPResponse {
     switch operation {
     case .healthz: return try await healthz()
@@ -80,6 +83,11 @@ extension Node {
       discoveryInfo = try Validate.discoveryInfo(try body.optionalStringMap("discoveryInfo") ?? [:])
     } catch let error as ValidationError {
       throw error.apiError
+    }
+    // A node's peers travel in one snapshot frame; keep well inside its limit.
+    guard peers.count < Self.maxPeersPerNode else {
+      throw APIError.unavailable(
+        "this node already hosts its maximum of \(Self.maxPeersPerNode) peers; delete unused peers or use another node")
     }
     let token = "mgt_" + Crypto.base64URL(try Crypto.randomBytes(32))
     let peer = StoredPeer(

@@ -193,6 +193,8 @@ public struct LinkManager: Sendable {
     for (otherNode, otherID) in links.sorted(by: { $0.key < $1.key }) where otherNode != nodeID {
       if let address = reachableAddress(of: otherID) { others.append(address) }
     }
+    // The frame holds at most MeshFrameCodec.maxDirectoryNodes entries; a larger mesh links through the rest too.
+    others = Array(others.prefix(MeshFrameCodec.maxDirectoryNodes))
     if !others.isEmpty { actions.append(.send(id, .nodeDirectory(others))) }
   }
 
