@@ -56,7 +56,13 @@ extension Node {
       }
       limit = value
     }
-    let page = try await store.jobs(owner: context.authenticatedPeer.id, after: query["cursor"], limit: limit)
+    let page: [Job]
+    do {
+      let cursor = query["cursor"].flatMap { $0.isEmpty ? nil : $0 }
+      page = try await store.jobs(owner: context.authenticatedPeer.id, after: cursor, limit: limit)
+    } catch is JobCursorError {
+      throw APIError.badRequest("cursor must be the nextCursor of a previous page of GET /api/v1/jobs")
+    }
     var body: JSONObject = ["jobs": .array(page.map(\.json))]
     body["nextCursor"] = page.count == limit ? page.last.map { .string($0.id) } ?? .null : .null
     return .json(.object(body))
@@ -88,6 +94,12 @@ extension Node {
 
   func deleteJob(_ context: RequestContext) async throws -> HTTPResponse {
     let id = context.parameters["jobId"] ?? ""
+    // A job being offered is withdrawn first: the receiver sees the invitation canceled, the sender job.send.failed.
+    if let (invitationID, pending) = pendingJobSends.first(where: { $0.value.jobID == id }),
+      pending.senderPeerID == context.authenticatedPeer.id
+    {
+      apply((try? mesh.sessions.cancel(invitationID, by: pending.senderPeerID)) ?? [])
+    }
     guard try await store.deleteJob(id: id, owner: context.authenticatedPeer.id) else {
       throw APIError.notFound("no job \(id) in this peer's list; see GET /api/v1/jobs")
     }
@@ -141,7 +153,7 @@ extension Node {
         UUID().uuidString.lowercased(), from: sender.id,
         to: SessionMember(
           peerID: receiver.peerID, displayName: receiver.displayName, nodeID: receiver.nodeID, state: .connecting),
-        sessionID: session.sessionID, context: Array(job.name.utf8), timeoutMillis: UInt32(timeout * 1000),
+        sessionID: session.sessionID, context: Self.invitationContext(job.name), timeoutMillis: UInt32(timeout * 1000),
         now: Self.monotonicMillis())
     } catch {
       apply((try? mesh.sessions.leave(session.sessionID, peerID: sender.id)) ?? [])
@@ -152,6 +164,17 @@ extension Node {
       receiver: receiver)
     apply(directives)
     return .json(["job": job.json, "invitation": invitationJSON(invitation)], status: 202)
+  }
+
+  /// The job name as invitation context: whole characters, at most 4 KiB (a 200-character name can be longer).
+  static func invitationContext(_ name: String) -> [UInt8] {
+    var context: [UInt8] = []
+    for character in name {
+      let bytes = Array(String(character).utf8)
+      guard context.count + bytes.count <= MeshFrameCodec.maxContextBytes else { break }
+      context += bytes
+    }
+    return context
   }
 
   /// The inviter's side of a job offer ended: deliver the job on accept, report anything else.

@@ -30,6 +30,9 @@ struct StoredEvent: Sendable, Equatable {
   }
 }
 
+/// A jobs cursor that names no job of the caller.
+struct JobCursorError: Error {}
+
 /// Typed queries over the node database.
 final class NodeStore: Sendable {
   let database: Database
@@ -247,6 +250,7 @@ final class NodeStore: Sendable {
           """, [.text(owner), .text(try anchor.string(0)), .text(cursor), .integer(Int64(limit))]
         ).map(Self.job)
       }
+      if cursor != nil { throw JobCursorError() }
       return try connection.query(
         "SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? ORDER BY created_at, id LIMIT ?",
         [.text(owner), .integer(Int64(limit))]

@@ -188,6 +188,9 @@ public struct SessionBook: Sendable {
       throw Failure(409, "not_connected", "only connected members can invite; this peer is \(inviter.state.rawValue)")
     }
     guard to.peerID != fromPeerID else { throw Failure(400, "invalid_request", "a peer cannot invite itself") }
+    guard context.count <= MeshFrameCodec.maxContextBytes else {
+      throw Failure(400, "validation_failed", "context must be at most \(MeshFrameCodec.maxContextBytes) bytes")
+    }
     if let existing = member(to.peerID, of: session), existing.state != .notConnected {
       throw Failure(409, "already_member", "\(to.displayName) is already a member of this session")
     }
