@@ -81,16 +81,21 @@ extension Node {
 
   func servicePeers(_ context: RequestContext) throws -> HTTPResponse {
     let type = try serviceType(context)
+    let page = try Page(
+      mesh.directory.advertisers(of: type, excluding: context.authenticatedPeer.id), id: \.peer.peerID,
+      query: context.request.head.query)
     return .json([
-      "serviceType": .string(type), "peers": advertisersJSON(type, excluding: context.authenticatedPeer.id),
+      "serviceType": .string(type), "peers": .array(page.items.map(Self.advertiserJSON)),
+      "nextCursor": page.nextCursorJSON,
     ])
   }
 
   func advertisersJSON(_ serviceType: String, excluding: String) -> JSONValue {
-    .array(
-      mesh.directory.advertisers(of: serviceType, excluding: excluding).map { advertiser in
-        ["peer": Self.peerRefJSON(advertiser.peer), "discoveryInfo": Self.mapJSON(advertiser.discoveryInfo)]
-      })
+    .array(mesh.directory.advertisers(of: serviceType, excluding: excluding).map(Self.advertiserJSON))
+  }
+
+  static func advertiserJSON(_ advertiser: (peer: Directory.PeerRef, discoveryInfo: [String: String])) -> JSONValue {
+    ["peer": advertiser.peer.json, "discoveryInfo": mapJSON(advertiser.discoveryInfo)]
   }
 
   func addMeshNode(_ context: RequestContext) throws -> HTTPResponse {

@@ -38,7 +38,7 @@ extension Node {
     case .listMeshNodes: return .json(meshNodesJSON())
     case .addMeshNode: return try addMeshNode(context)
     case .createSession: return try createSession(context)
-    case .listSessions: return listSessions(context)
+    case .listSessions: return try listSessions(context)
     case .getSession: return try getSession(context)
     case .leaveSession: return try leaveSession(context)
     case .sendData: return try sendData(context)

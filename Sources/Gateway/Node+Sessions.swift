@@ -175,8 +175,10 @@ extension Node {
     return .json(["session": sessionJSON(session)], status: 201)
   }
 
-  func listSessions(_ context: RequestContext) -> HTTPResponse {
-    .json(["sessions": .array(mesh.sessions.sessions(of: context.authenticatedPeer.id).map(sessionJSON))])
+  func listSessions(_ context: RequestContext) throws -> HTTPResponse {
+    let page = try Page(
+      mesh.sessions.sessions(of: context.authenticatedPeer.id), id: \.sessionID, query: context.request.head.query)
+    return .json(["sessions": .array(page.items.map(sessionJSON)), "nextCursor": page.nextCursorJSON])
   }
 
   func ownSession(_ context: RequestContext) throws(APIError) -> SessionDescription {
@@ -358,7 +360,8 @@ extension Node {
       default: true
       }
     }
-    return .json(["invitations": .array(list.map(invitationJSON))])
+    let page = try Page(list, id: \.id, query: context.request.head.query)
+    return .json(["invitations": .array(page.items.map(invitationJSON)), "nextCursor": page.nextCursorJSON])
   }
 
   func ownInvitation(_ context: RequestContext) throws(APIError) -> SessionBook.Invitation {

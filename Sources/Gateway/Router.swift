@@ -215,7 +215,10 @@ struct Router: Sendable {
       operationID: "listServicePeers", summary: "Peers advertising the service type, mesh-wide, the caller excluded.",
       authenticated: true, requestSchema: nil,
       responses: [(200, "Advertisers.", Schemas.servicePeers), (400, "Invalid service type.", Schemas.error)],
-      queryParameters: []),
+      queryParameters: [
+        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
+        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
+      ]),
     Route(
       method: .get, pattern: "/api/v1/mesh/nodes", operation: .listMeshNodes, operationID: "listMeshNodes",
       summary: "This node and every node it knows: link state, direction, RTT, how it was found.",
@@ -237,8 +240,12 @@ struct Router: Sendable {
       queryParameters: []),
     Route(
       method: .get, pattern: "/api/v1/sessions", operation: .listSessions, operationID: "listSessions",
-      summary: "Sessions this peer is a member of.", authenticated: true, requestSchema: nil,
-      responses: [(200, "Sessions.", Schemas.sessionList)], queryParameters: []),
+      summary: "Sessions this peer is a member of, paged.", authenticated: true, requestSchema: nil,
+      responses: [(200, "Sessions.", Schemas.sessionList), (400, "Bad limit or cursor.", Schemas.error)],
+      queryParameters: [
+        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
+        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
+      ]),
     Route(
       method: .get, pattern: "/api/v1/sessions/{sessionId}", operation: .getSession, operationID: "getSession",
       summary: "One session with its members and their states.", authenticated: true, requestSchema: nil,
@@ -286,7 +293,9 @@ struct Router: Sendable {
       summary: "Invitations this peer sent or received, newest first.", authenticated: true, requestSchema: nil,
       responses: [(200, "Invitations.", Schemas.invitationList), (400, "Bad direction.", Schemas.error)],
       queryParameters: [
-        ("direction", "incoming or outgoing; default both.", ["type": "string", "enum": ["incoming", "outgoing"]])
+        ("direction", "incoming or outgoing; default both.", ["type": "string", "enum": ["incoming", "outgoing"]]),
+        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
+        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
       ]),
     Route(
       method: .get, pattern: "/api/v1/invitations/{invitationId}", operation: .getInvitation,
@@ -439,7 +448,10 @@ enum Schemas {
   ]
   static let servicePeers: JSONValue = [
     "type": "object", "required": ["serviceType", "peers"],
-    "properties": ["serviceType": serviceType, "peers": ["type": "array", "items": advertiser]],
+    "properties": [
+      "serviceType": serviceType, "peers": ["type": "array", "items": advertiser],
+      "nextCursor": ["type": ["string", "null"]],
+    ],
   ]
   static let browsingEntry: JSONValue = [
     "type": "object", "required": ["serviceType", "peers"],
@@ -489,7 +501,8 @@ enum Schemas {
     "type": "object", "required": ["session"], "properties": ["session": session],
   ]
   static let sessionList: JSONValue = [
-    "type": "object", "required": ["sessions"], "properties": ["sessions": ["type": "array", "items": session]],
+    "type": "object", "required": ["sessions"],
+    "properties": ["sessions": ["type": "array", "items": session], "nextCursor": ["type": ["string", "null"]]],
   ]
   static let createSession: JSONValue = [
     "type": "object", "additionalProperties": false,
@@ -528,7 +541,9 @@ enum Schemas {
   ]
   static let invitationList: JSONValue = [
     "type": "object", "required": ["invitations"],
-    "properties": ["invitations": ["type": "array", "items": invitation]],
+    "properties": [
+      "invitations": ["type": "array", "items": invitation], "nextCursor": ["type": ["string", "null"]],
+    ],
   ]
   static let createInvitation: JSONValue = [
     "type": "object", "required": ["to", "session"], "additionalProperties": false,

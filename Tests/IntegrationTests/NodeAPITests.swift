@@ -187,3 +187,38 @@ struct NodeAPITests {
     }
   }
 }
+
+@Suite(.timeLimit(.minutes(2)))
+struct PagingTests {
+  @Test func inMemoryListsPageWithLimitAndCursor() async throws {
+    try await withNode { node in
+      let browser = try node.createPeer("browser")
+      var advertisers: [String] = []
+      for index in 0..<7 {
+        let peer = try node.createPeer("ad\(index)")
+        advertisers.append(peer.id)
+        let response = try HTTPClient.put(port: node.port, path: "/api/v1/advertising/paging-test", token: peer.token)
+        #expect(response.status == 200)
+      }
+      var seen: [String] = []
+      var cursor: String?
+      for _ in 0..<10 {
+        var path = "/api/v1/services/paging-test/peers?limit=3"
+        if let cursor { path += "&cursor=\(cursor)" }
+        let page = try HTTPClient.get(port: node.port, path: path, token: browser.token).jsonObject()
+        let peers = try #require(page["peers"] as? [[String: Any]])
+        #expect(peers.count <= 3)
+        seen += peers.compactMap { ($0["peer"] as? [String: Any])?["id"] as? String }
+        cursor = page["nextCursor"] as? String
+        if cursor == nil { break }
+      }
+      #expect(seen == advertisers.sorted())
+      let bad = try HTTPClient.get(
+        port: node.port, path: "/api/v1/services/paging-test/peers?cursor=nobody", token: browser.token)
+      #expect(bad.status == 400)
+      #expect(errorMessage(bad)?.contains("cursor") == true)
+      let badLimit = try HTTPClient.get(port: node.port, path: "/api/v1/sessions?limit=0", token: browser.token)
+      #expect(badLimit.status == 400)
+    }
+  }
+}
