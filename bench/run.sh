@@ -1,14 +1,227 @@
 #!/usr/bin/env bash
 # Benchmarks, bounded in time, loopback only. Each prints ratios against a baseline measured in the same run.
 #   make bench                 all of them
-#   bench/run.sh mesh-scale    one of them
+#   bench/run.sh mesh-scale    one of them: mesh-scale | ws-broadcast | rest | startup | ws-idle
+#
+# Knobs (environment):
+#   BENCH_SCRATCH=DIR    swift --scratch-path for the meshgate build (default .build)
+#   MESHGATE_BIN=PATH    use this meshgate binary instead of building one
+#   WS_SUBS=50 WS_MSGS=2000 WS_SIZE=64 WS_RATE=100 WS_RATE_SECONDS=3     ws-broadcast load
+#   REST_SECONDS=10 REST_PACED_RATE=5000                                  rest load
+#   STARTUP_RUNS=20                                                       startup
+#   IDLE_CLIENTS=2000                                                     ws-idle
+# Tools: bench/packages.txt (apt, via scripts/install-deps.sh), bench/requirements.txt (pip).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SWIFT=${SWIFT:-$(command -v swift || echo /opt/swift/usr/bin/swift)}
 which=${1:-all}
+want() { [[ $which == all || $which == "$1" ]]; }
+case $which in
+  all | mesh-scale | ws-broadcast | rest | startup | ws-idle) ;;
+  *) echo "usage: bench/run.sh [all|mesh-scale|ws-broadcast|rest|startup|ws-idle]" >&2; exit 2 ;;
+esac
 
-if [[ $which == all || $which == mesh-scale ]]; then
+if want mesh-scale; then
   echo "==> mesh-scale: MeshCore simulator, cold start of N nodes (beacon discovery), ratios against N=10"
   "$SWIFT" build -c release --product mesh-scale >/dev/null
   timeout 600 .build/release/mesh-scale ${MESH_SCALE_NODES:-10 100 500}
+fi
+
+want ws-broadcast || want rest || want startup || want ws-idle || exit 0
+
+# ---------------------------------------------------------------------------------------------------------------
+# Shared set-up: tools, builds, process bookkeeping.
+
+bash scripts/install-deps.sh bench/packages.txt
+if ! python3 -c 'import websockets.asyncio.server' 2>/dev/null; then
+  python3 -m pip install -q -r bench/requirements.txt
+fi
+
+WORK=$(mktemp -d /tmp/meshgate-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+WSLOAD=$WORK/wsload
+gcc -O2 -Wall -o "$WSLOAD" bench/wsload/wsload.c
+
+if [[ -n ${MESHGATE_BIN:-} ]]; then
+  MESHGATE=$MESHGATE_BIN
+else
+  scratch=${BENCH_SCRATCH:-.build}
+  echo "==> building meshgate (release, scratch $scratch)"
+  "$SWIFT" build -c release --scratch-path "$scratch" --product meshgate >/dev/null
+  MESHGATE=$scratch/release/meshgate
+fi
+
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# start_meshgate NAME: starts a node on a free loopback port; sets MG_PID, MG_PORT, MG_BASE.
+start_meshgate() {
+  local dir=$WORK/$1
+  mkdir -p "$dir"
+  "$MESHGATE" --port 0 --bind 127.0.0.1 --data-dir "$dir/data" --discovery static --log-level warning \
+    >"$dir/out.log" 2>"$dir/err.log" &
+  MG_PID=$!
+  PIDS+=("$MG_PID")
+  for _ in $(seq 100); do
+    MG_PORT=$(sed -n 's/^meshgate ready .*port=\([0-9]*\).*/\1/p' "$dir/out.log")
+    [[ -n $MG_PORT ]] && break
+    sleep 0.1
+  done
+  [[ -n $MG_PORT ]] || { echo "meshgate did not start:" >&2; cat "$dir/err.log" >&2; exit 1; }
+  MG_BASE=http://127.0.0.1:$MG_PORT
+}
+
+stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# field FILE LABEL KEY: a key=value from wsload's RESULT line with that label.
+field() { sed -n "s/^RESULT label=$2 .* $3=\([^ ]*\).*/\1/p" "$1" | tail -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%.2fx", a / b }'; }
+
+# ---------------------------------------------------------------------------------------------------------------
+if want ws-broadcast; then
+  subs=${WS_SUBS:-50} msgs=${WS_MSGS:-2000} size=${WS_SIZE:-64} rate=${WS_RATE:-100}
+  rate_msgs=$(( rate * ${WS_RATE_SECONDS:-3} ))
+  out=$WORK/ws-broadcast.txt
+  echo "==> ws-broadcast: $subs subscribers, 1 publisher, $msgs x $size B (window 64 in flight), then $rate msg/s for $rate_msgs msgs"
+  echo "    load generator: bench/wsload (C, epoll, one thread); baselines: lws-mirror (C), Python websockets"
+  # run_ws LABEL PID ARGS...: max-throughput run, then a paced run at the same rate for every server.
+  run_ws() {
+    local label=$1 pid=$2; shift 2
+    timeout 60 "$WSLOAD" "$@" -m "$msgs" -s "$size" --window 64 --server-pid "$pid" --label "$label" --timeout 30 \
+      | tee -a "$out" | grep RESULT || true
+    timeout 60 "$WSLOAD" "$@" -m "$rate_msgs" -s "$size" --rate "$rate" --window 100000 --server-pid "$pid" \
+      --label "$label-paced" --timeout 30 | tee -a "$out" | grep RESULT || true
+  }
+
+  # (a) the C libwebsockets test server, mirror protocol (a broadcast room)
+  port=$(free_port)
+  libwebsockets-test-server --port "$port" --interface lo >"$WORK/lws-test-server.log" 2>&1 &
+  pid=$!; PIDS+=("$pid")
+  sleep 0.5
+  run_ws c "$pid" --sub-url "ws://127.0.0.1:$port/" -n "$subs" --protocol lws-mirror-protocol
+  stop_pid "$pid"
+
+  # (b) Python websockets broadcast server
+  python3 bench/py_broadcast.py --port 0 >"$WORK/py.log" 2>&1 &
+  pid=$!; PIDS+=("$pid")
+  for _ in $(seq 50); do grep -q ready "$WORK/py.log" && break; sleep 0.1; done
+  port=$(sed -n 's/.*port=//p' "$WORK/py.log")
+  run_ws python "$pid" --sub-url "ws://127.0.0.1:$port/" -n "$subs"
+  stop_pid "$pid"
+
+  # (c) meshgate: N peers in one session, publisher sends with {"op":"send"} on its /api/v1/ws socket
+  start_meshgate ws-broadcast
+  python3 bench/mg_setup.py --base "$MG_BASE" -n "$subs" --out "$WORK/mg"
+  sid=$(cat "$WORK/mg/session")
+  run_ws meshgate "$MG_PID" --sub-urls "$WORK/mg/subs.txt" --pub-url "$(cat "$WORK/mg/pub.txt")" --ready-first \
+    --template '{"op":"send","session":"'"$sid"'","mode":"reliable","text":"%s"}'
+  stop_pid "$MG_PID"
+
+  echo
+  printf '%-18s %12s %12s %9s %9s %10s %10s %s\n' server "deliveries/s" "msgs/s" "p99 ms" "paced p50" "paced p99" \
+    "µs/deliv" "complete/load-cpu-vs-server"
+  for l in c python meshgate; do
+    printf '%-18s %12s %12s %9s %9s %10s %10s %s/%s\n' "$l" "$(field "$out" $l deliveries_per_s)" \
+      "$(field "$out" $l msgs_per_s)" "$(field "$out" $l p99_ms)" "$(field "$out" $l-paced p50_ms)" \
+      "$(field "$out" $l-paced p99_ms)" "$(field "$out" $l server_us_per_delivery)" "$(field "$out" $l complete)" \
+      "$(field "$out" $l load_vs_server_cpu)"
+  done
+  m=$(field "$out" meshgate deliveries_per_s) c=$(field "$out" c deliveries_per_s) p=$(field "$out" python deliveries_per_s)
+  echo "ratios: meshgate/C msgs/s $(ratio "$m" "$c") (target >= 0.8x), meshgate/python msgs/s $(ratio "$m" "$p") (target >= 5x)"
+  echo "        meshgate/C paced p99 $(ratio "$(field "$out" meshgate-paced p99_ms)" "$(field "$out" c-paced p99_ms)") (target <= 1.5x)," \
+    "saturated p99 $(ratio "$(field "$out" meshgate p99_ms)" "$(field "$out" c p99_ms)")," \
+    "server CPU per delivery $(ratio "$(field "$out" meshgate server_us_per_delivery)" "$(field "$out" c server_us_per_delivery)")"
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+if want rest; then
+  secs=${REST_SECONDS:-10} paced=${REST_PACED_RATE:-5000}
+  echo "==> rest: wrk -t1, ${secs}s per run; GET /healthz is the baseline; closed loop (-c16) and paced (~$paced req/s)"
+  start_meshgate rest
+  tok() { curl -sf -X POST -H 'Content-Type: application/json' -d "{\"displayName\":\"$1\"}" "$MG_BASE/api/v1/peers" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'; }
+  reader=$(tok bench-reader) writer=$(tok bench-writer)
+  for i in $(seq 20); do
+    curl -sf -o /dev/null -X POST -H "Authorization: Bearer $reader" -H 'Content-Type: application/json' \
+      -d "{\"name\":\"job $i\",\"payment\":12.5,\"notes\":\"bench\"}" "$MG_BASE/api/v1/jobs"
+  done
+  out=$WORK/rest.txt
+  # wrk_run LABEL CONNS DELAY_MS TOKEN METHOD PATH
+  wrk_run() {
+    local label=$1 conns=$2 delay=$3 token=$4 method=$5 path=$6
+    MG_TOKEN=$token MG_METHOD=$method MG_DELAY_MS=$delay timeout $((secs + 20)) \
+      wrk -t1 -c"$conns" -d"${secs}s" --latency -s bench/wrk/request.lua "$MG_BASE$path" >"$WORK/wrk-$label.txt" 2>&1 || true
+    python3 bench/wrk_summary.py "$label" "$WORK/wrk-$label.txt" | tee -a "$out"
+  }
+  # paced: C connections each waiting D = 5 ms between requests: C*1000/(D + latency) req/s, a little under C*200
+  pconns=$(( (paced + 199) / 200 )) pdelay=5
+  for mode in closed paced; do
+    if [[ $mode == closed ]]; then conns=16 delay=0; else conns=$pconns delay=$pdelay; fi
+    wrk_run "healthz-$mode" "$conns" "$delay" "$reader" GET /healthz
+    wrk_run "get-jobs-$mode" "$conns" "$delay" "$reader" GET /api/v1/jobs
+    wrk_run "post-jobs-$mode" "$conns" "$delay" "$writer" POST /api/v1/jobs
+  done
+  stop_pid "$MG_PID"
+  rget() { awk -v l="label=$1" -v k="$2" '$2 == l { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v = kv[2] } } END { print v }' "$out"; }
+  for mode in closed paced; do
+    for ep in get-jobs post-jobs; do
+      echo "ratios ($mode) $ep vs healthz: req/s $(ratio "$(rget $ep-$mode rps)" "$(rget healthz-$mode rps)")," \
+        "p99 $(ratio "$(rget $ep-$mode p99_ms)" "$(rget healthz-$mode p99_ms)") (p99 $(rget $ep-$mode p99_ms) ms at $(rget $ep-$mode rps) req/s; target < 5 ms at 5000 req/s)"
+    done
+  done
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+if want startup; then
+  echo "==> startup: time from exec to the 'meshgate ready' line, ${STARTUP_RUNS:-20} runs, vs 'python3 -c pass'"
+  python3 bench/startup.py --runs "${STARTUP_RUNS:-20}" --work "$WORK/startup" -- "$MESHGATE"
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
+if want ws-idle; then
+  n=${IDLE_CLIENTS:-2000}
+  echo "==> ws-idle: RSS growth for $n idle WebSocket clients; baseline: libwebsockets-test-server with the same clients"
+  rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }  # KiB
+  # idle_run LABEL PID URL_ARGS...: prints KiB before/after and bytes per client
+  idle_run() {
+    local label=$1 pid=$2; shift 2
+    local before after fifo=$WORK/idle-$label.fifo
+    sleep 0.5
+    before=$(rss "$pid")
+    mkfifo "$fifo"
+    timeout 60 "$WSLOAD" "$@" -m 0 --hold 4 --timeout 40 >"$fifo" &
+    local lp=$!
+    # wait until all are connected, give the server a moment, then read RSS
+    if grep -m1 -q 'wsload connected' "$fifo"; then
+      sleep 1.5
+      after=$(rss "$pid")
+    else
+      after=$before
+      echo "wsload could not connect all $n clients" >&2
+    fi
+    cat "$fifo" >/dev/null || true
+    wait "$lp" || true
+    rm -f "$fifo"
+    echo "IDLE label=$label clients=$n rss_before_kib=$before rss_after_kib=$after bytes_per_client=$(( (after - before) * 1024 / n ))" \
+      | tee -a "$WORK/idle.txt"
+  }
+  port=$(free_port)
+  libwebsockets-test-server --port "$port" --interface lo >"$WORK/lws-idle.log" 2>&1 &
+  pid=$!; PIDS+=("$pid")
+  idle_run c "$pid" --sub-url "ws://127.0.0.1:$port/" -n "$n" --protocol lws-mirror-protocol
+  stop_pid "$pid"
+  start_meshgate ws-idle
+  python3 bench/mg_setup.py --base "$MG_BASE" -n "$n" --out "$WORK/idle" --no-session >/dev/null
+  idle_run meshgate "$MG_PID" --sub-urls "$WORK/idle/subs.txt"
+  stop_pid "$MG_PID"
+  b() { sed -n "s/^IDLE label=$1 .*bytes_per_client=\([-0-9]*\).*/\1/p" "$WORK/idle.txt"; }
+  echo "ratio: meshgate/C bytes per idle client $(ratio "$(b meshgate)" "$(b c)"); meshgate $(( $(b meshgate) / 1024 )) KiB per client (target <= 16 KiB)"
 fi

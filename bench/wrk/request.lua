@@ -1,0 +1,27 @@
+-- wrk script for bench/run.sh rest. Environment:
+--   MG_TOKEN     peer token, sent as Authorization: Bearer (empty: no header)
+--   MG_METHOD    GET (default) or POST (sends a job as JSON)
+--   MG_DELAY_MS  pause per connection between requests (0 = closed loop, as fast as possible)
+local token = os.getenv("MG_TOKEN") or ""
+local method = os.getenv("MG_METHOD") or "GET"
+local delay_ms = tonumber(os.getenv("MG_DELAY_MS") or "0")
+
+wrk.method = method
+if token ~= "" then wrk.headers["Authorization"] = "Bearer " .. token end
+if method == "POST" then
+  wrk.headers["Content-Type"] = "application/json"
+  wrk.body = '{"name":"bench job","payment":12.5,"notes":"created by wrk"}'
+end
+
+if delay_ms > 0 then
+  function delay() return delay_ms end
+end
+
+local statuses = {}
+function response(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
+end
+
+function done(summary, latency, requests)
+  -- per-thread status counts are not shared with done(); wrk prints Non-2xx itself
+end
