@@ -206,7 +206,8 @@ extension Node {
   }
 
   func publishToAllPeers(type: String, data: JSONValue) {
-    let entries = peers.keys.sorted().map { (peerID: $0, type: type, data: data) }
+    let shared = data.preserialized
+    let entries = peers.keys.sorted().map { (peerID: $0, type: type, data: shared) }
     if !entries.isEmpty { publishInBackground(entries) }
   }
 

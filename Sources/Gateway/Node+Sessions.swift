@@ -21,6 +21,7 @@ extension Node {
     var events: [(peerID: String, type: String, data: JSONValue)] = []
     var received: [SessionBook.Invitation] = []
     var ended: [SessionBook.Invitation] = []
+    var lastEvent: (event: SessionBook.Event, type: String, data: JSONValue)?
     for directive in directives {
       switch directive {
       case .send(let message, let nodeID):
@@ -35,7 +36,15 @@ extension Node {
         sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
       case .notify(let peerID, let event):
         guard peers[peerID] != nil else { continue }
-        events.append(sessionEvent(event, for: peerID))
+        // A fan-out notifies many local peers of the same event in a row: serialize its data once for all of them.
+        if let last = lastEvent, last.event == event {
+          events.append((peerID, last.type, last.data))
+        } else {
+          let built = sessionEvent(event, for: peerID)
+          let data = built.data.preserialized
+          lastEvent = (event, built.type, data)
+          events.append((peerID, built.type, data))
+        }
         switch event {
         case .invitationReceived(let invitation):
           received.append(invitation)

@@ -14,6 +14,9 @@ public enum JSONValue: Sendable, Hashable {
   case array([JSONValue])
   /// An object; keys keep their order. Duplicate keys are rejected by the parser.
   case object(JSONObject)
+  /// An already serialized JSON value, written out as is. The parser never produces it; it lets a value that is
+  /// sent to many recipients (an event's data) be serialized once. The bytes must be valid JSON.
+  case serialized([UInt8])
 
   /// The string payload, if this is a string.
   public var stringValue: String? {
@@ -45,6 +48,7 @@ public enum JSONValue: Sendable, Hashable {
     case .string: "a string"
     case .array: "an array"
     case .object: "an object"
+    case .serialized: "a JSON value"
     }
   }
 }
@@ -109,6 +113,9 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
 // MARK: - Serializing
 
 extension JSONValue {
+  /// This value serialized once, for writing many times (see ``serialized(_:)``).
+  public var preserialized: JSONValue { .serialized(serialized()) }
+
   /// The compact UTF-8 encoding of this value.
   public func serialized() -> [UInt8] {
     var out: [UInt8] = []
@@ -124,6 +131,7 @@ extension JSONValue {
 
   func write(to out: inout [UInt8]) {
     switch self {
+    case .serialized(let bytes): out.append(contentsOf: bytes)
     case .null: out.append(contentsOf: "null".utf8)
     case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
     case .int(let value): out.append(contentsOf: String(value).utf8)
@@ -420,4 +428,11 @@ struct JSONParser {
     guard let value = Double(text), value.isFinite else { throw fail("number out of range") }
     return .double(value)
   }
+}
+
+extension JSONValue: CustomStringConvertible, CustomDebugStringConvertible {
+  /// The compact JSON text (also what test failures and logs show, instead of a reflected enum dump).
+  public var description: String { serializedString() }
+
+  public var debugDescription: String { serializedString() }
 }
