@@ -81,6 +81,9 @@ public struct SessionBook: Sendable {
     var toPeerIDs: [String]
   }
 
+  /// How long closed invitations are kept after they would have expired.
+  public static let closedInvitationRetention: UInt64 = 10 * 60 * 1000
+
   public let nodeID: String
   /// Sessions this node hosts or has local members in.
   public private(set) var sessions: [String: SessionDescription] = [:]
@@ -90,6 +93,9 @@ public struct SessionBook: Sendable {
   var outgoingSequence: [String: UInt64] = [:]
   var unacknowledged: [String: [Pending]] = [:]
   var incomingSequence: [String: UInt64] = [:]
+  /// The last description each replica got from its host, to undo local notConnected marks when a link between
+  /// two member nodes (neither of them the host) comes back.
+  var confirmed: [String: SessionDescription] = [:]
 
   public init(nodeID: String) {
     self.nodeID = nodeID
@@ -152,7 +158,10 @@ public struct SessionBook: Sendable {
                 peerID: peerID, displayName: member(peerID, of: session)!.displayName, nodeID: nodeID,
                 state: .notConnected))))
       }
-      if !updated.members.contains(where: { $0.nodeID == nodeID }) { sessions[sessionID] = nil }
+      if !updated.members.contains(where: { $0.nodeID == nodeID }) {
+        sessions[sessionID] = nil
+        confirmed[sessionID] = nil
+      }
     }
     return directives
   }
@@ -333,7 +342,14 @@ public struct SessionBook: Sendable {
     nodes.remove(nodeID)
     for node in nodes.sorted() { directives.append(.send(.sessionState(session), to: node)) }
     for local in session.members where local.nodeID == nodeID {
-      directives.append(.notify(peerID: local.peerID, .memberState(sessionID: session.sessionID, member: changed)))
+      if local.peerID == changed.peerID && changed.state != .notConnected {
+        // The joiner learns the whole membership, itself included.
+        for member in session.members {
+          directives.append(.notify(peerID: local.peerID, .memberState(sessionID: session.sessionID, member: member)))
+        }
+      } else {
+        directives.append(.notify(peerID: local.peerID, .memberState(sessionID: session.sessionID, member: changed)))
+      }
     }
     if changed.nodeID == nodeID && !session.members.contains(where: { $0.peerID == changed.peerID }) {
       directives.append(.notify(peerID: changed.peerID, .memberState(sessionID: session.sessionID, member: changed)))
@@ -346,8 +362,9 @@ public struct SessionBook: Sendable {
     // Equal revisions are accepted: a host re-sends its description after a link is replaced, and it must undo
     // the notConnected marks this replica made locally while the link was down.
     if let old, old.revision > description.revision { return }
-    var localPeers = Set(description.members.filter { $0.nodeID == nodeID }.map(\.peerID))
-    for member in old?.members ?? [] where member.nodeID == nodeID { localPeers.insert(member.peerID) }
+    let oldLocal = Set((old?.members ?? []).filter { $0.nodeID == nodeID }.map(\.peerID))
+    var localPeers = oldLocal
+    for member in description.members where member.nodeID == nodeID { localPeers.insert(member.peerID) }
     var changes: [SessionMember] = []
     for member in description.members where old.flatMap({ self.member(member.peerID, of: $0) }) != member {
       changes.append(member)
@@ -357,9 +374,13 @@ public struct SessionBook: Sendable {
       gone.state = .notConnected
       changes.append(gone)
     }
-    sessions[description.sessionID] = description.members.contains { $0.nodeID == nodeID } ? description : nil
+    let keep = description.members.contains { $0.nodeID == nodeID }
+    sessions[description.sessionID] = keep ? description : nil
+    confirmed[description.sessionID] = keep ? description : nil
     for peer in localPeers.sorted() {
-      for change in changes {
+      // A local peer that just joined learns the whole membership; the others learn what changed.
+      let told = oldLocal.contains(peer) ? changes : description.members
+      for change in told {
         directives.append(.notify(peerID: peer, .memberState(sessionID: description.sessionID, member: change)))
       }
     }
@@ -527,6 +548,46 @@ public struct SessionBook: Sendable {
     outgoingSequence[remoteNode] = 0
     incomingSequence[remoteNode] = 0
     var directives: [Directive] = []
+    // Members on that node that the host still counts in, but this replica marked notConnected when the link
+    // dropped, are back (the host itself re-sends its description when it is the one re-linked).
+    for sessionID in sessions.keys.sorted() {
+      guard var session = sessions[sessionID], session.hostNodeID != nodeID, session.hostNodeID != remoteNode,
+        let truth = confirmed[sessionID]
+      else { continue }
+      var restored: [SessionMember] = []
+      for index in session.members.indices where session.members[index].nodeID == remoteNode {
+        if let member = truth.members.first(where: { $0.peerID == session.members[index].peerID }),
+          member.state != session.members[index].state
+        {
+          session.members[index].state = member.state
+          restored.append(member)
+        }
+      }
+      guard !restored.isEmpty else { continue }
+      sessions[sessionID] = session
+      for local in session.members where local.nodeID == nodeID {
+        for member in restored {
+          directives.append(.notify(peerID: local.peerID, .memberState(sessionID: sessionID, member: member)))
+        }
+      }
+    }
+    // Answers and outcomes that may have been lost with the old link are repeated; both handlers ignore repeats.
+    for id in invitations.keys.sorted() {
+      let invitation = invitations[id]!
+      if invitation.fromNodeID == nodeID, invitation.toNodeID == remoteNode, invitation.state != .pending {
+        directives.append(
+          .send(
+            .inviteClosed(invitationID: id, outcome: InvitationOutcome(rawValue: invitation.state.rawValue)!),
+            to: remoteNode))
+      } else if invitation.toNodeID == nodeID, invitation.fromNodeID == remoteNode,
+        invitation.state == .accepted || invitation.state == .declined
+      {
+        directives.append(
+          .send(
+            .inviteAnswer(invitationID: id, outcome: invitation.state == .accepted ? .accepted : .declined),
+            to: remoteNode))
+      }
+    }
     // Members we host that live on that node were marked notConnected when it went away; they stay out.
     for session in sessions.values.sorted(by: { $0.sessionID < $1.sessionID }) where session.hostNodeID == nodeID {
       if session.members.contains(where: { $0.nodeID == remoteNode }) {
@@ -567,6 +628,7 @@ public struct SessionBook: Sendable {
         // Without its host the session has no membership authority: this replica ends, and local members are told
         // that everyone else is gone (the host dropped them too, so a re-link does not bring a zombie back).
         sessions[sessionID] = nil
+        confirmed[sessionID] = nil
         for local in session.members where local.nodeID == nodeID {
           for other in session.members where other.peerID != local.peerID {
             var gone = other
@@ -603,6 +665,11 @@ public struct SessionBook: Sendable {
   /// Expires pending invitations whose time is up.
   public mutating func tick(now: UInt64) -> [Directive] {
     var directives: [Directive] = []
+    // Closed invitations are kept for a while (listings, repeats after a re-link), then forgotten.
+    for (id, invitation) in invitations
+    where invitation.state != .pending && now > invitation.expiresAt + Self.closedInvitationRetention {
+      invitations[id] = nil
+    }
     for id in invitations.keys.sorted() {
       guard let invitation = invitations[id], invitation.state == .pending, now >= invitation.expiresAt else {
         continue
