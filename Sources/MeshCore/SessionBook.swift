@@ -96,6 +96,14 @@ public struct SessionBook: Sendable {
   /// The last description each replica got from its host, to undo local notConnected marks when a link between
   /// two member nodes (neither of them the host) comes back.
   var confirmed: [String: SessionDescription] = [:]
+  /// The latest `now` seen, for stamping state changes made by commands that take no clock.
+  var lastNow: UInt64 = 0
+  /// When each invitation left `pending` (this node's clock).
+  var closedAt: [String: UInt64] = [:]
+  /// Invitee side: answers the inviter's node has confirmed (with `inviteClosed` of the same outcome).
+  var confirmedAnswers: Set<String> = []
+  /// Outcomes decided in this window before a re-link are repeated to the other side, in case the old link lost them.
+  public static let repeatWindow: UInt64 = 30_000
 
   public init(nodeID: String) {
     self.nodeID = nodeID
@@ -255,6 +263,8 @@ public struct SessionBook: Sendable {
     }
     invitation.state = accept ? .accepted : .declined
     invitations[invitationID] = invitation
+    lastNow = max(lastNow, now)
+    closedAt[invitationID] = lastNow
     var directives: [Directive] = []
     directives.append(.notify(peerID: peerID, .invitationEnded(invitation)))
     if invitation.fromNodeID == nodeID {
@@ -278,6 +288,7 @@ public struct SessionBook: Sendable {
     }
     invitation.state = .canceled
     invitations[invitationID] = invitation
+    closedAt[invitationID] = lastNow
     var directives: [Directive] = []
     directives.append(.notify(peerID: peerID, .invitationEnded(invitation)))
     if invitation.toNodeID == nodeID {
@@ -295,6 +306,7 @@ public struct SessionBook: Sendable {
       // A remote answer to a pending invitation (the caller checked); a local answer already set the state.
       invitation.state = outcome == .accepted ? .accepted : .declined
       invitations[invitationID] = invitation
+      closedAt[invitationID] = lastNow
     }
     directives.append(.notify(peerID: invitation.offer.fromPeerID, .invitationEnded(invitation)))
     guard outcome == .accepted, let session = sessions[invitation.offer.session.sessionID] else { return }
@@ -473,6 +485,7 @@ public struct SessionBook: Sendable {
 
   /// A session or invitation frame from a linked node.
   public mutating func received(_ message: MeshMessage, from remoteNode: String, now: UInt64) -> [Directive] {
+    lastNow = max(lastNow, now)
     var directives: [Directive] = []
     switch message {
     case .invite(let offer):
@@ -500,14 +513,21 @@ public struct SessionBook: Sendable {
         break
       }
       inviterLearned(invitationID, outcome: outcome, into: &directives)
+      // Confirm the answer, so the invitee's node stops repeating it after re-links.
+      directives.append(.send(.inviteClosed(invitationID: invitationID, outcome: outcome), to: remoteNode))
     case .inviteClosed(let invitationID, let outcome):
       guard var invitation = invitations[invitationID], invitation.toNodeID == nodeID,
         invitation.fromNodeID == remoteNode
       else { break }
       let state = InvitationState(rawValue: outcome.rawValue)!
-      guard invitation.state != state else { break }
+      guard invitation.state != state else {
+        // The inviter's node confirms the answer this node sent: no need to repeat it after a re-link.
+        confirmedAnswers.insert(invitationID)
+        break
+      }
       invitation.state = state
       invitations[invitationID] = invitation
+      closedAt[invitationID] = now
       directives.append(.notify(peerID: invitation.offer.toPeerID, .invitationEnded(invitation)))
     case .sessionJoin(let sessionID, let member):
       addMember(member, to: sessionID, into: &directives)
@@ -571,15 +591,19 @@ public struct SessionBook: Sendable {
         }
       }
     }
-    // Answers and outcomes that may have been lost with the old link are repeated; both handlers ignore repeats.
+    // Outcomes that may have been lost with the old link are repeated; both handlers ignore repeats. The inviter
+    // repeats what it decided (expired, canceled), the invitee its answers not yet confirmed, and only recent ones.
     for id in invitations.keys.sorted() {
       let invitation = invitations[id]!
-      if invitation.fromNodeID == nodeID, invitation.toNodeID == remoteNode, invitation.state != .pending {
+      guard let closed = closedAt[id], closed + Self.repeatWindow >= lastNow else { continue }
+      if invitation.fromNodeID == nodeID, invitation.toNodeID == remoteNode,
+        invitation.state == .expired || invitation.state == .canceled
+      {
         directives.append(
           .send(
-            .inviteClosed(invitationID: id, outcome: InvitationOutcome(rawValue: invitation.state.rawValue)!),
+            .inviteClosed(invitationID: id, outcome: invitation.state == .expired ? .expired : .canceled),
             to: remoteNode))
-      } else if invitation.toNodeID == nodeID, invitation.fromNodeID == remoteNode,
+      } else if invitation.toNodeID == nodeID, invitation.fromNodeID == remoteNode, !confirmedAnswers.contains(id),
         invitation.state == .accepted || invitation.state == .declined
       {
         directives.append(
@@ -664,11 +688,14 @@ public struct SessionBook: Sendable {
 
   /// Expires pending invitations whose time is up.
   public mutating func tick(now: UInt64) -> [Directive] {
+    lastNow = max(lastNow, now)
     var directives: [Directive] = []
     // Closed invitations are kept for a while (listings, repeats after a re-link), then forgotten.
     for (id, invitation) in invitations
     where invitation.state != .pending && now > invitation.expiresAt + Self.closedInvitationRetention {
       invitations[id] = nil
+      closedAt[id] = nil
+      confirmedAnswers.remove(id)
     }
     for id in invitations.keys.sorted() {
       guard let invitation = invitations[id], invitation.state == .pending, now >= invitation.expiresAt else {
@@ -684,6 +711,7 @@ public struct SessionBook: Sendable {
     guard var invitation = invitations[id], invitation.state == .pending else { return }
     invitation.state = .expired
     invitations[id] = invitation
+    closedAt[id] = lastNow
     if invitation.fromNodeID == nodeID {
       directives.append(.notify(peerID: invitation.offer.fromPeerID, .invitationEnded(invitation)))
       if invitation.toNodeID != nodeID {

@@ -26,6 +26,7 @@ extension Simulation {
     case .tick(let node, let incarnation):
       guard nodes[node].alive, nodes[node].incarnation == incarnation else { return }
       perform(nodes[node].links.tick(now: now), on: node)
+      apply(nodes[node].sessions.tick(now: now), on: node)
       queue.schedule(.tick(node: node, incarnation: incarnation), at: now + network.tickInterval)
     case .beacon(let node, let incarnation):
       guard nodes[node].alive, nodes[node].incarnation == incarnation else { return }
@@ -64,20 +65,24 @@ extension Simulation {
         stats.linkUps += 1
         changed()
         apply(nodes[node].directory.nodeLinked(hello.nodeID), on: node)
+        apply(nodes[node].sessions.nodeLinked(hello.nodeID), on: node)
       case .linkReplaced(let nodeID):
-        // Frames sent on the replaced connection may be lost: the directory re-sends its snapshot.
+        // Frames sent on the replaced connection may be lost: the directory re-sends its snapshot, unacknowledged
+        // reliable data fails and hosted sessions are re-sent.
         stats.linkReplacements += 1
         apply(nodes[node].directory.nodeLinked(nodeID), on: node)
+        apply(nodes[node].sessions.linkReplaced(nodeID), on: node)
       case .linkDown(let nodeID):
         stats.linkDowns += 1
         changed()
         apply(nodes[node].directory.nodeUnlinked(nodeID), on: node)
+        apply(nodes[node].sessions.nodeUnlinked(nodeID), on: node)
       case .deliver(let message, let from):
         switch message {
         case .peerSnapshot, .peerUpdated, .peerRemoved:
           apply(nodes[node].directory.received(message, from: from), on: node)
         default:
-          break  // Sessions are not simulated.
+          apply(nodes[node].sessions.received(message, from: from, now: now), on: node)
         }
       }
     }
@@ -94,6 +99,25 @@ extension Simulation {
         if let id = nodes[node].links.connection(of: nodeID) { send(message, from: node, on: id) }
       case .notify(let peerID, let event):
         record(event, for: peerID)
+      }
+    }
+  }
+
+  func apply(_ directives: [SessionBook.Directive], on node: Int) {
+    for directive in directives {
+      switch directive {
+      case .send(let message, let nodeID):
+        guard let id = nodes[node].links.connection(of: nodeID) else {
+          stats.sessionFramesUnlinked += 1
+          continue
+        }
+        send(message, from: node, on: id)
+      case .notify(let peerID, let event):
+        // The runtime tells only the peers it hosts (a data frame may name peers that live elsewhere).
+        guard nodes[node].durable[peerID] != nil else { continue }
+        stats.sessionNotifications += 1
+        logs[peerID, default: []].append(PeerEvent(time: now, kind: .session(event)))
+        changed()
       }
     }
   }

@@ -1,8 +1,8 @@
 public import MeshCore
 
 /// A deterministic discrete-event simulator of a meshgate mesh: N nodes in one process, each running the real
-/// ``LinkManager`` and ``Directory`` wired together the way the node runtime wires them (`Node+Mesh.swift`),
-/// over a simulated LAN (``NetworkModel``).
+/// ``LinkManager``, ``Directory`` and ``SessionBook`` wired together the way the node runtime wires them
+/// (`Node+Mesh.swift`, `Node+Sessions.swift`), over a simulated LAN (``NetworkModel``).
 ///
 /// Everything is driven by one virtual millisecond clock and one priority queue of events; ties run in the
 /// order they were scheduled, and every random choice (delays, loss, tick phases, node ids, the link managers'
@@ -12,12 +12,19 @@ public import MeshCore
 /// The runtime wiring per node:
 /// - `LinkManager.Action.connect / send / close` go to the simulated network; connection opens, frames and
 ///   closes come back as `outboundOpened` / `inboundOpened` / `received` / `closed` / `outboundFailed`.
-/// - `linkUp` and `linkReplaced` → `Directory.nodeLinked` (which sends the snapshot), `linkDown` →
-///   `nodeUnlinked`, `deliver` of directory frames → `Directory.received`.
+/// - `linkUp` → `Directory.nodeLinked` (which sends the snapshot) and `SessionBook.nodeLinked`; `linkReplaced` →
+///   `Directory.nodeLinked` and `SessionBook.linkReplaced`; `linkDown` → `Directory.nodeUnlinked` and
+///   `SessionBook.nodeUnlinked`; `deliver` of directory frames → `Directory.received`, of any other frame →
+///   `SessionBook.received`.
 /// - `Directory.Directive.broadcast` is sent on the link connection of every linked node, `.send(to:)` on that
 ///   node's link connection, and `.notify` is appended to the peer's event log (``events(of:)``).
-/// - Each node ticks its link manager every ``NetworkModel/tickInterval`` and (with beacon discovery) announces
-///   itself every ``NetworkModel/beaconInterval``.
+/// - `SessionBook.Directive.send(to:)` goes on that node's link connection (dropped when it is not linked), and
+///   `.notify` is appended to the peer's event log as ``PeerEvent/Kind/session(_:)`` when the peer lives on that
+///   node (the runtime keeps only its local peers' notifications).
+/// - Each node ticks its link manager and then its session book every ``NetworkModel/tickInterval`` and (with
+///   beacon discovery) announces itself every ``NetworkModel/beaconInterval``.
+/// - Session and invitation commands (``createSession(creator:strategy:encryption:maxPeers:)``,
+///   ``invite(from:to:session:context:timeoutMillis:)``, ``accept(_:by:)`` …) do what the REST handlers do.
 ///
 /// What browsers believe is computed from their event logs alone (found adds, lost removes), exactly as a client
 /// of the REST API would, and compared with the ground truth: every peer advertising the service on a live node
@@ -53,6 +60,12 @@ public final class Simulation {
   var beliefs: [String: [String: [String: Advertisement]]] = [:]
   /// Something changed since the last failed convergence check.
   var dirty = true
+  /// The node each session was created on (its host), by session id.
+  var sessionHosts: [String: Int] = [:]
+  var nextSessionNumber = 1
+  var nextInvitationNumber = 1
+  /// Peers that left a session on their own, by session id.
+  var departures: [String: Set<String>] = [:]
 
   /// Creates `nodeCount` nodes, all up at time 0, and starts their discovery.
   public init(seed: UInt64, nodeCount: Int, network: NetworkModel = NetworkModel()) {
@@ -146,6 +159,7 @@ public final class Simulation {
     changed()
     guard nodes[node].alive else { return }
     apply(nodes[node].directory.removeLocalPeer(peerID), on: node)
+    apply(nodes[node].sessions.peerRemoved(peerID, now: now), on: node)
   }
 
   /// `PUT /advertising/{serviceType}`.
@@ -221,7 +235,26 @@ public final class Simulation {
   /// Whether nodes `a` and `b` can reach each other.
   public func reachable(_ a: Int, _ b: Int) -> Bool { group[a] == group[b] }
 
-  /// Stops node `index` at once: its state machines are gone, its connections vanish (see
+  /// Resets every open connection between nodes `a` and `b`, as a lost frame does (both ends hear of it after a
+  /// frame delay); the link managers re-dial as usual. Returns how many connections were reset.
+  @discardableResult
+  public func resetConnections(between a: Int, and b: Int) -> Int {
+    var count = 0
+    for wire in wires.indices where wires[wire].state == .open && !wires[wire].broken {
+      let ends = Set(wires[wire].ends.map(\.node))
+      guard ends == [a, b] else { continue }
+      wires[wire].broken = true
+      stats.connectionResets += 1
+      transmit(.fin, on: wire, toward: 0)
+      transmit(.fin, on: wire, toward: 1)
+      count += 1
+    }
+    changed()
+    return count
+  }
+
+  /// Stops node `index` at once: its state machines (links, directory, sessions and invitations) are gone, its
+  /// connections vanish (see
   /// ``NetworkModel/CrashDetection``). Its peers' event logs record ``PeerEvent/Kind/nodeCrashed``.
   public func crash(_ index: Int) {
     precondition(nodes[index].alive, "node \(index) is not running")
@@ -249,6 +282,7 @@ public final class Simulation {
     nodes[index].alive = true
     nodes[index].links = links(for: nodes[index].nodeID, index: index, incarnation: nodes[index].incarnation)
     nodes[index].directory = Directory(nodeID: nodes[index].nodeID)
+    nodes[index].sessions = SessionBook(nodeID: nodes[index].nodeID)
     nodes[index].nextInbound = 1
     for peerID in nodes[index].durable.keys.sorted() {
       logs[peerID, default: []].append(PeerEvent(time: now, kind: .nodeRestarted))
@@ -335,6 +369,10 @@ public struct SimulationStats: Sendable, Equatable {
   public var linkDowns = 0
   /// `found` / `lost` events told to peers.
   public var notifications = 0
+  /// Session and invitation events told to local peers (``PeerEvent/Kind/session(_:)``).
+  public var sessionNotifications = 0
+  /// Session frames dropped because their node was not linked.
+  public var sessionFramesUnlinked = 0
   /// Simulation events processed.
   public var events = 0
 
@@ -352,6 +390,8 @@ public struct PeerEvent: Sendable, Hashable {
     case nodeCrashed
     /// The peer's node started again and re-created the peer.
     case nodeRestarted
+    /// `invitation.*`, `session.peer.state`, `session.data`, `session.event` or `session.send.failed`.
+    case session(SessionBook.Event)
   }
 
   /// Virtual milliseconds.
@@ -397,6 +437,7 @@ struct SimulatedNode {
   var incarnation = 0
   var links: LinkManager
   var directory: Directory
+  var sessions: SessionBook
   var endpoints: [LinkManager.ConnectionID: WireEnd] = [:]
   var nextInbound: LinkManager.ConnectionID = 1
   var durable: [String: DurablePeer] = [:]
@@ -407,6 +448,7 @@ struct SimulatedNode {
     self.host = host
     self.links = links
     self.directory = Directory(nodeID: nodeID)
+    self.sessions = SessionBook(nodeID: nodeID)
   }
 }
 
