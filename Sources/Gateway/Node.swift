@@ -110,11 +110,12 @@ public actor Node {
       sessions: SessionBook(nodeID: nodeID))
   }
 
-  /// Starts periodic work (SSE keep-alives). Runs on the service thread.
+  /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
+  /// service thread.
   func start() {
     keepAliveTask = Task { [weak self] in
       while !Task.isCancelled {
-        try? await Task.sleep(for: .seconds(15))
+        try? await Task.sleep(for: .seconds(5))
         await self?.sendKeepAlives()
       }
     }
