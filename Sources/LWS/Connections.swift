@@ -23,10 +23,17 @@ public final class OutboundMessage: @unchecked Sendable {
     self.isBinary = binary
     self.storage = .allocate(byteCount: pre + max(bytes.count, 1), alignment: 16)
     let payload = (storage + pre).assumingMemoryBound(to: UInt8.self)
-    var index = 0
-    for byte in bytes {
-      payload[index] = byte
-      index += 1
+    // Contiguous bytes (arrays, the usual case) are copied in one go; this init is generic and called from other
+    // modules, where a byte-by-byte loop would run unspecialized.
+    let copied: Void? = bytes.withContiguousStorageIfAvailable { buffer in
+      if let base = buffer.baseAddress, buffer.count > 0 { payload.update(from: base, count: buffer.count) }
+    }
+    if copied == nil {
+      var index = 0
+      for byte in bytes {
+        payload[index] = byte
+        index += 1
+      }
     }
   }
 
