@@ -391,18 +391,21 @@ public actor Node {
 
   func drainPublishQueue() async {
     while !publishQueue.isEmpty {
-      let batch = publishQueue.removeFirst()
+      // Everything queued so far goes to the store in one transaction: one hop to the database queue and back
+      // for many events, instead of one per batch (fan-outs queue many batches while a write is in flight).
+      let batches = publishQueue
+      publishQueue.removeAll()
       // Peers deleted meanwhile get nothing (their log is gone).
-      let entries = batch.entries.filter { peers[$0.peerID] != nil }
+      let entries = batches.flatMap(\.entries).filter { peers[$0.peerID] != nil }
       do {
         if !entries.isEmpty {
           let events = try await store.appendEvents(entries, at: Timestamp.now())
           pushLive(events)
         }
-        batch.continuation?.resume()
+        for batch in batches { batch.continuation?.resume() }
       } catch {
         logger.error("Could not append events.", ["error": String(describing: error)])
-        batch.continuation?.resume(throwing: error)
+        for batch in batches { batch.continuation?.resume(throwing: error) }
       }
     }
     publishing = false
