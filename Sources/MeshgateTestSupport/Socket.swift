@@ -291,17 +291,10 @@ final class BufferedConnection {
   /// Reads once more from the socket into the buffer. Returns false at EOF; throws on timeout with `context`.
   @discardableResult
   func fill(deadline: Deadline, context: @autoclosure () -> String) throws -> Bool {
-    if sawEOF { return false }
-    switch try socket.read(deadline: deadline) {
-    case .data(let bytes):
-      buffer.append(bytes)
-      return true
-    case .eof:
-      sawEOF = true
-      return false
-    case .timedOut:
+    guard let filled = try tryFill(deadline: deadline) else {
       throw TestSupportError.timeout("\(context()) within \(deadline.timeout.shortDescription)")
     }
+    return filled
   }
 
   /// Like `fill` but returns nil on timeout instead of throwing.
