@@ -220,11 +220,33 @@ extension Node {
       }
       job.assignedTo = pending.receiver
       job.updatedAt = Timestamp.now()
+      // If the link drops before the receiver's node acknowledges the job, session.send.failed undoes this.
+      deliveringJobs[pending.sessionID] = pending
       try await store.saveJob(job)
       try await publish([(pending.senderPeerID, "job.delivered", ["job": job.json])])
       apply((try? mesh.sessions.leave(pending.sessionID, peerID: pending.senderPeerID)) ?? [])
     } catch {
       logger.error("Delivering a job failed.", ["job.id": pending.jobID, "error": String(describing: error)])
+    }
+  }
+
+  /// The job's named event was not acknowledged (the link dropped): the job is not assigned after all.
+  func jobDeliveryFailed(_ delivery: PendingJobSend, reason: String) async {
+    do {
+      guard var job = try await store.job(id: delivery.jobID, owner: delivery.senderPeerID),
+        job.assignedTo?.peerID == delivery.receiver.peerID
+      else { return }
+      job.assignedTo = nil
+      job.updatedAt = Timestamp.now()
+      try await store.saveJob(job)
+      try await publish([
+        (
+          delivery.senderPeerID, "job.send.failed",
+          ["jobId": .string(job.id), "to": delivery.receiver.json, "reason": .string(reason)]
+        )
+      ])
+    } catch {
+      logger.error("Undoing a job assignment failed.", ["job.id": delivery.jobID, "error": String(describing: error)])
     }
   }
 

@@ -52,6 +52,10 @@ extension Node {
           ended.append(invitation)
         case .namedEvent(_, _, JobRules.transferEvent, let object):
           Task { await self.jobArrived(for: peerID, object: object) }
+        case .sendFailed(let sessionID, _, let reason):
+          if let delivery = deliveringJobs.removeValue(forKey: sessionID) {
+            Task { await self.jobDeliveryFailed(delivery, reason: reason) }
+          }
         default:
           break
         }
@@ -244,7 +248,7 @@ extension Node {
     apply(result.directives)
     let recipients = result.directives.reduce(0) { count, directive in
       switch directive {
-      case .send(.sessionData(_, _, let to, _, _), _), .send(.sessionEvent(_, _, let to, _, _), _): count + to.count
+      case .send(.sessionData(_, _, let to, _, _), _), .send(.sessionEvent(_, _, let to, _, _, _), _): count + to.count
       case .notify(_, .data), .notify(_, .namedEvent): count + 1
       default: count
       }

@@ -69,6 +69,8 @@ public actor Node {
   var mesh: MeshRuntime
   var transceivers: Set<Transceiver> = []
   var pendingJobSends: [String: PendingJobSend] = [:]
+  /// Jobs sent as a named event and not yet known to have failed, by session id.
+  var deliveringJobs: [String: PendingJobSend] = [:]
   var publishQueue: [PendingPublish] = []
   var publishing = false
   var transceiveSessions: [Transceiver: String] = [:]

@@ -112,10 +112,11 @@ public enum MeshFrameCodec {
       writer.targets(toPeerIDs)
       writer.u64(sequence)
       writer.blob(payload, field: "payload", limit: self.maxDataPayloadBytes)
-    case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, let name, let object):
+    case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, let sequence, let name, let object):
       writer.string(sessionID, field: "sessionID")
       writer.string(fromPeerID, field: "fromPeerID")
       writer.targets(toPeerIDs)
+      writer.u64(sequence)
       writer.string(name, field: "name")
       writer.blob(object, field: "object", limit: self.maxEventObjectBytes)
     case .dataAck(let sequence):
@@ -216,10 +217,12 @@ public enum MeshFrameCodec {
       let sessionID = try reader.string(field: "sessionID")
       let fromPeerID = try reader.string(field: "fromPeerID")
       let toPeerIDs = try reader.targets()
+      let sequence = try reader.u64(field: "sequence")
       let name = try reader.string(field: "name")
       let object = try reader.blob(field: "object", limit: self.maxEventObjectBytes)
       message = .sessionEvent(
-        sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: toPeerIDs, name: name, object: object)
+        sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: toPeerIDs, sequence: sequence, name: name,
+        object: object)
     case .dataAck:
       message = .dataAck(sequence: try reader.u64(field: "sequence"))
     }

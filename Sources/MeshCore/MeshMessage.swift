@@ -184,8 +184,10 @@ public enum MeshMessage: Sendable, Hashable {
   case sessionState(SessionDescription)
   /// Data for some members on the receiving node; `sequence` > 0 asks for a ``dataAck(sequence:)`` (reliable).
   case sessionData(sessionID: String, fromPeerID: String, toPeerIDs: [String], sequence: UInt64, payload: [UInt8])
-  /// A named event (PeerKit) with a JSON object as UTF-8 text.
-  case sessionEvent(sessionID: String, fromPeerID: String, toPeerIDs: [String], name: String, object: [UInt8])
+  /// A named event (PeerKit) with a JSON object as UTF-8 text; `sequence` > 0 asks for a ``dataAck(sequence:)``,
+  /// sharing the link's sequence numbers with `sessionData`.
+  case sessionEvent(
+    sessionID: String, fromPeerID: String, toPeerIDs: [String], sequence: UInt64, name: String, object: [UInt8])
   /// Cumulative acknowledgement: every reliable frame up to `sequence` on this link was delivered.
   case dataAck(sequence: UInt64)
 }

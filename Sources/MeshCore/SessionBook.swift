@@ -446,20 +446,21 @@ public struct SessionBook: Sendable {
         undelivered.append(contentsOf: peerIDs)
         continue
       }
+      var sequence: UInt64 = 0
+      if reliable {
+        sequence = (outgoingSequence[node] ?? 0) + 1
+        outgoingSequence[node] = sequence
+        unacknowledged[node, default: []].append(
+          Pending(sequence: sequence, sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: peerIDs))
+      }
       if let namedEvent {
         directives.append(
           .send(
             .sessionEvent(
-              sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: peerIDs, name: namedEvent, object: payload),
+              sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: peerIDs, sequence: sequence, name: namedEvent,
+              object: payload),
             to: node))
       } else {
-        var sequence: UInt64 = 0
-        if reliable {
-          sequence = (outgoingSequence[node] ?? 0) + 1
-          outgoingSequence[node] = sequence
-          unacknowledged[node, default: []].append(
-            Pending(sequence: sequence, sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: peerIDs))
-        }
         directives.append(
           .send(
             .sessionData(
@@ -550,7 +551,12 @@ public struct SessionBook: Sendable {
           .notify(
             peerID: peerID, .data(sessionID: sessionID, from: fromPeerID, payload: payload, reliable: sequence > 0)))
       }
-    case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, let name, let object):
+    case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, let sequence, let name, let object):
+      if sequence > 0 {
+        guard sequence > incomingSequence[remoteNode] ?? 0 else { break }
+        incomingSequence[remoteNode] = sequence
+        directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
+      }
       for peerID in toPeerIDs {
         directives.append(
           .notify(peerID: peerID, .namedEvent(sessionID: sessionID, from: fromPeerID, name: name, object: object)))

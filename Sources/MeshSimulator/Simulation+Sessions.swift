@@ -121,7 +121,7 @@ extension Simulation {
     var addressed = result.undelivered
     for directive in result.directives {
       switch directive {
-      case .send(.sessionData(_, _, let to, _, _), _), .send(.sessionEvent(_, _, let to, _, _), _):
+      case .send(.sessionData(_, _, let to, _, _), _), .send(.sessionEvent(_, _, let to, _, _, _), _):
         addressed.append(contentsOf: to)
       case .notify(let to, .data), .notify(let to, .namedEvent):
         addressed.append(to)

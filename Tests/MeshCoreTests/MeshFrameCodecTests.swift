@@ -149,10 +149,11 @@ private let sessionSamples: [MeshMessage] = [
     sessionID: "ß", fromPeerID: "🦊", toPeerIDs: ["ünï", "", "caf\u{E9}"], sequence: 42,
     payload: Array(0...255)),
   .sessionEvent(
-    sessionID: "s-1", fromPeerID: "p-1", toPeerIDs: ["p-2"], name: "job.progress",
+    sessionID: "s-1", fromPeerID: "p-1", toPeerIDs: ["p-2"], sequence: 7, name: "job.progress",
     object: Array("{\"percent\":42,\"note\":\"½ done\"}".utf8)),
-  .sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: [], name: "", object: []),
-  .sessionEvent(sessionID: "s", fromPeerID: "p", toPeerIDs: ["a", "b", "c"], name: "ereignis ⚡️", object: [0xFF]),
+  .sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: [], sequence: 0, name: "", object: []),
+  .sessionEvent(
+    sessionID: "s", fromPeerID: "p", toPeerIDs: ["a", "b", "c"], sequence: .max, name: "ereignis ⚡️", object: [0xFF]),
   .dataAck(sequence: 0),
   .dataAck(sequence: 1),
   .dataAck(sequence: .max),
@@ -344,7 +345,7 @@ private struct XorShift64 {
         sessionID: max, fromPeerID: max, toPeerIDs: targets, sequence: .max,
         payload: (0..<MeshFrameCodec.maxDataPayloadBytes).map { UInt8(truncatingIfNeeded: $0) }),
       .sessionEvent(
-        sessionID: max, fromPeerID: max, toPeerIDs: targets, name: max,
+        sessionID: max, fromPeerID: max, toPeerIDs: targets, sequence: 1, name: max,
         object: [UInt8](repeating: 0x7B, count: MeshFrameCodec.maxEventObjectBytes)),
       .sessionData(sessionID: "s", fromPeerID: "p", toPeerIDs: [max], sequence: 1, payload: []),
     ]
@@ -639,7 +640,7 @@ private struct XorShift64 {
       (.sessionLeave(sessionID: "", peerID: ""), 0x29),
       (.sessionState(emptySession), 0x2A),
       (.sessionData(sessionID: "", fromPeerID: "", toPeerIDs: [], sequence: 0, payload: []), 0x30),
-      (.sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: [], name: "", object: []), 0x31),
+      (.sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: [], sequence: 0, name: "", object: []), 0x31),
       (.dataAck(sequence: 0), 0x32),
     ]
     for (message, type) in types {
@@ -944,11 +945,11 @@ private struct XorShift64 {
       decodeError(frame(0x30, dataPrefix + [0xFF, 0xFF, 0xFF, 0xFF]))?.reason
         == .blobTooLarge(field: "payload", bytes: 0xFFFF_FFFF, limit: payloadLimit))
 
-    let eventPrefix = wire("s") + wire("p") + wireTargets([]) + wire("n")
+    let eventPrefix = wire("s") + wire("p") + wireTargets([]) + [UInt8](repeating: 0, count: 8) + wire("n")
     let objectLimit = MeshFrameCodec.maxEventObjectBytes
     let event = decodeError(frame(0x31, eventPrefix + be32(objectLimit + 1)))
     #expect(
-      event == MeshFrameError(.blobTooLarge(field: "object", bytes: objectLimit + 1, limit: objectLimit), offset: 19))
+      event == MeshFrameError(.blobTooLarge(field: "object", bytes: objectLimit + 1, limit: objectLimit), offset: 27))
 
     // Within the limit but longer than what is left: truncated, not too large.
     #expect(
@@ -1055,9 +1056,9 @@ private struct XorShift64 {
       ("sessionID", 0x30, [], wire("p") + wireTargets([]) + be64(0) + blob([])),
       ("fromPeerID", 0x30, wire("s"), wireTargets([]) + be64(0) + blob([])),
       ("toPeerID", 0x30, wire("s") + wire("p") + be16(2) + wire("q"), be64(0) + blob([])),
-      ("fromPeerID", 0x31, wire("s"), wireTargets([]) + wire("n") + blob([])),
-      ("toPeerID", 0x31, wire("s") + wire("p") + be16(1), wire("n") + blob([])),
-      ("name", 0x31, wire("s") + wire("p") + wireTargets(["q"]), blob([])),
+      ("fromPeerID", 0x31, wire("s"), wireTargets([]) + [UInt8](repeating: 0, count: 8) + wire("n") + blob([])),
+      ("toPeerID", 0x31, wire("s") + wire("p") + be16(1), [UInt8](repeating: 0, count: 8) + wire("n") + blob([])),
+      ("name", 0x31, wire("s") + wire("p") + wireTargets(["q"]) + [UInt8](repeating: 0, count: 8), blob([])),
     ]
     for (field, type, before, after) in cases {
       // The valid version of the same frame decodes, so the bad bytes are the only problem.
@@ -1075,7 +1076,7 @@ private struct XorShift64 {
     #expect(decodeError(frame(0x21, long + [0]))?.reason == .stringTooLong(field: "invitationID", bytes: 4097))
     #expect(decodeError(frame(0x29, wire("s") + long))?.reason == .stringTooLong(field: "peerID", bytes: 4097))
     #expect(
-      decodeError(frame(0x31, wire("s") + wire("p") + wireTargets([]) + long + blob([])))?.reason
+      decodeError(frame(0x31, wire("s") + wire("p") + wireTargets([]) + be64(0) + long + blob([])))?.reason
         == .stringTooLong(field: "name", bytes: 4097))
     #expect(
       decodeError(frame(0x30, wire("s") + wire("p") + be16(1) + [0xFF, 0xFF]))?.reason
@@ -1091,7 +1092,7 @@ private struct XorShift64 {
       frame(0x29, wire("s") + wire("p") + [0]),
       frame(0x2A, wireSession() + [0]),
       frame(0x30, wire("s") + wire("p") + wireTargets([]) + be64(0) + blob([]) + [0]),
-      frame(0x31, wire("s") + wire("p") + wireTargets([]) + wire("n") + blob([]) + [0]),
+      frame(0x31, wire("s") + wire("p") + wireTargets([]) + be64(0) + wire("n") + blob([]) + [0]),
       frame(0x32, be64(1) + [0]),
     ]
     for bytes in cases {
@@ -1233,7 +1234,8 @@ private struct XorShift64 {
     }
     await #expect(processExitsWith: .failure) {
       let object = [UInt8](repeating: 0, count: MeshFrameCodec.maxEventObjectBytes + 1)
-      _ = MeshFrameCodec.encode(.sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: [], name: "", object: object))
+      _ = MeshFrameCodec.encode(
+        .sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: [], sequence: 0, name: "", object: object))
     }
   }
 
@@ -1256,7 +1258,7 @@ private struct XorShift64 {
     }
     await #expect(processExitsWith: .failure) {
       _ = MeshFrameCodec.encode(
-        .sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: ["x", "x"], name: "", object: []))
+        .sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: ["x", "x"], sequence: 0, name: "", object: []))
     }
   }
 

@@ -988,6 +988,30 @@ extension SessionBookTests {
       #expect(mesh.events.isEmpty)
     }
 
+    @Test func reliableNamedEventsAreAcknowledgedOrReportedFailed() throws {
+      var mesh = try fiveMemberMesh()
+      mesh.clearLogs()
+      _ = try mesh.send(from: "a1", on: "A", to: ["b1"], payload: [0x7B, 0x7D], named: "ping")
+      #expect(
+        mesh.inFlight.contains {
+          if case .sessionEvent(_, _, ["b1"], let sequence, "ping", _) = $0.message { sequence > 0 } else { false }
+        })
+      mesh.deliverAll()
+      #expect(mesh.log("b1") == ["s: event ping from a1 [123, 125]"])
+      #expect(mesh["A"].unacknowledged["B"]?.isEmpty != false, "the ack cleared it")
+      // An event still in flight when the link drops is reported to its sender, like reliable data.
+      mesh.hold = { $0.to == "B" }
+      _ = try mesh.send(from: "a1", on: "A", to: ["b1"], payload: [0x7B, 0x7D], named: "ping")
+      mesh.unlink("A", "B")
+      #expect(mesh.log("a1").contains("s: failed b1 (link to node lost)"))
+      // B lost the session's host, so b1's replica ends and every other member is gone for it.
+      #expect(
+        mesh.log("b1") == [
+          "s: event ping from a1 [123, 125]", "s: a1@A notConnected", "s: a2@A notConnected", "s: b2@B notConnected",
+          "s: c1@C notConnected",
+        ])
+    }
+
     @Test func unlinkedTargetNodesAreReportedUndeliveredAndReliableSendsFail() throws {
       var mesh = try fiveMemberMesh()
       let undelivered = try mesh.send(from: "a1", on: "A", to: nil, payload: [5], linked: ["B"])
@@ -1142,9 +1166,12 @@ extension SessionBookTests {
         mesh.inFlight == [
           Mesh.Frame(
             "A", "B",
-            .sessionEvent(sessionID: "s", fromPeerID: "a1", toPeerIDs: ["b1", "b2"], name: "ping", object: object)),
+            .sessionEvent(
+              sessionID: "s", fromPeerID: "a1", toPeerIDs: ["b1", "b2"], sequence: 0, name: "ping", object: object)),
           Mesh.Frame(
-            "A", "C", .sessionEvent(sessionID: "s", fromPeerID: "a1", toPeerIDs: ["c1"], name: "ping", object: object)),
+            "A", "C",
+            .sessionEvent(
+              sessionID: "s", fromPeerID: "a1", toPeerIDs: ["c1"], sequence: 0, name: "ping", object: object)),
         ])
       #expect(mesh.events["a2"] == [.namedEvent(sessionID: "s", from: "a1", name: "ping", object: object)])
       mesh.deliverAll()
