@@ -84,11 +84,11 @@ struct MeshTests {
     // No seeds at all; a random beacon port and group keep parallel tests apart.
     try await withNodes(count: 3, arguments: isolatedBeaconArguments()) { nodes in
       let ready = ContinuousClock.now
-      try await awaitLinks(nodes, timeout: .seconds(20))
+      try await awaitLinks(nodes, timeout: .seconds(40))
       let elapsed = ContinuousClock.now - ready
-      // About 1 s (one beacon interval) alone; the bound leaves room for the whole suite running in parallel on
-      // two cores, where node processes are starved for seconds at a time.
-      #expect(elapsed <= .seconds(10), "beacon discovery took \(seconds(elapsed)) to link three nodes")
+      // About 1 s (one beacon interval) on an idle machine; the bound leaves room for the whole suite (and anything
+      // else) running in parallel on two cores, where node processes are starved for seconds at a time.
+      #expect(elapsed <= .seconds(30), "beacon discovery took \(seconds(elapsed)) to link three nodes")
       for (index, node) in nodes.enumerated() {
         let linked = try node.meshNodes().nodes.filter { $0.state == "linked" }
         #expect(linked.count == 2, "node\(index) must hold exactly one link per other node: \(linked)")
