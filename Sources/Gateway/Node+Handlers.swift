@@ -147,13 +147,7 @@ extension Node {
     let query = context.request.head.query
     let since =
       try Self.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
-    var limit = 100
-    if let text = query["limit"] {
-      guard let value = Int(text), (1...1000).contains(value) else {
-        throw APIError.badRequest("limit must be an integer from 1 to 1000, not \(text.debugDescription)")
-      }
-      limit = value
-    }
+    let limit = try query.limit(maximum: 1000)
     let peer = context.authenticatedPeer
     let page = try await store.events(peerID: peer.id, after: since, limit: limit)
     let next = page.events.last?.sequence ?? since

@@ -49,13 +49,7 @@ extension Node {
 
   func listJobs(_ context: RequestContext) async throws -> HTTPResponse {
     let query = context.request.head.query
-    var limit = 100
-    if let text = query["limit"] {
-      guard let value = Int(text), (1...500).contains(value) else {
-        throw APIError.badRequest("limit must be an integer from 1 to 500, not \(text.debugDescription)")
-      }
-      limit = value
-    }
+    let limit = try query.limit(maximum: 500)
     let page: [Job]
     do {
       let cursor = query["cursor"].flatMap { $0.isEmpty ? nil : $0 }
@@ -111,17 +105,7 @@ extension Node {
     let body = try RequestBody(context.request)
     try body.allowOnly(["to", "timeoutSeconds"])
     let toID = try body.requiredString("to")
-    var timeout = Validate.defaultTimeoutSeconds
-    if let value = body.object["timeoutSeconds"], value != .null {
-      guard let number = value.intValue else {
-        throw APIError.badRequest("timeoutSeconds must be an integer, not \(value.typeDescription)")
-      }
-      do {
-        timeout = try Validate.timeoutSeconds(Int(number))
-      } catch {
-        throw error.apiError
-      }
-    }
+    let timeout = try body.timeoutSeconds()
     let sender = context.authenticatedPeer
     guard peers[sender.id] != nil else { throw APIError.invalidToken }
     if let assigned = job.assignedTo {

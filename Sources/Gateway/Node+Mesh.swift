@@ -176,12 +176,12 @@ extension Node {
             (
               peerID, "peer.found",
               [
-                "peer": Self.peerRefJSON(peer), "serviceType": .string(serviceType),
+                "peer": peer.json, "serviceType": .string(serviceType),
                 "discoveryInfo": Self.mapJSON(info),
               ]
             ))
         case .peerLost(let peer, let serviceType):
-          events.append((peerID, "peer.lost", ["peer": Self.peerRefJSON(peer), "serviceType": .string(serviceType)]))
+          events.append((peerID, "peer.lost", ["peer": peer.json, "serviceType": .string(serviceType)]))
         }
       }
     }
@@ -210,8 +210,6 @@ extension Node {
     let entries = peers.keys.sorted().map { (peerID: $0, type: type, data: shared) }
     if !entries.isEmpty { publishInBackground(entries) }
   }
-
-  static func peerRefJSON(_ peer: Directory.PeerRef) -> JSONValue { peer.json }
 
   static func mapJSON(_ map: [String: String]) -> JSONValue {
     .object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))

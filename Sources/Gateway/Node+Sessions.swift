@@ -112,7 +112,7 @@ extension Node {
   }
 
   func peerJSONByID(_ peerID: String) -> JSONValue {
-    if let peer = mesh.directory.peer(peerID) { return Self.peerRefJSON(peer) }
+    if let peer = mesh.directory.peer(peerID) { return peer.json }
     return ["id": .string(peerID)]
   }
 
@@ -321,18 +321,12 @@ extension Node {
     let toID = try body.requiredString("to")
     let sessionID = try body.requiredString("session")
     let contextText = try body.optionalString("context") ?? ""
-    var timeout = Validate.defaultTimeoutSeconds
     do {
       try Validate.context(contextText.utf8.count)
-      if let value = body.object["timeoutSeconds"], value != .null {
-        guard let number = value.intValue else {
-          throw APIError.badRequest("timeoutSeconds must be an integer, not \(value.typeDescription)")
-        }
-        timeout = try Validate.timeoutSeconds(Int(number))
-      }
-    } catch let error as ValidationError {
+    } catch {
       throw error.apiError
     }
+    let timeout = try body.timeoutSeconds()
     let inviter = context.authenticatedPeer
     guard let target = mesh.directory.peer(toID) else {
       throw APIError.notFound("no peer \(toID) in the mesh; browse with PUT /api/v1/browsing/{serviceType}")
@@ -423,6 +417,19 @@ extension Node {
 }
 
 extension RequestBody {
+  /// `timeoutSeconds`: an integer within DESIGN.md's invitation range, or the default when absent.
+  func timeoutSeconds() throws(APIError) -> Int {
+    guard let value = object["timeoutSeconds"], value != .null else { return Validate.defaultTimeoutSeconds }
+    guard let number = value.intValue else {
+      throw .badRequest("timeoutSeconds must be an integer, not \(value.typeDescription)")
+    }
+    do {
+      return try Validate.timeoutSeconds(Int(number))
+    } catch {
+      throw error.apiError
+    }
+  }
+
   func optionalString(_ key: String) throws(APIError) -> String? {
     guard let value = object[key], value != .null else { return nil }
     guard case .string(let string) = value else {

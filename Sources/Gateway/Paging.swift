@@ -5,6 +5,17 @@
 import LWS
 import MeshCore
 
+extension QueryItems {
+  /// `?limit=`: an integer from 1 to `maximum`, or `defaultLimit` when absent.
+  func limit(maximum: Int, default defaultLimit: Int = 100) throws(APIError) -> Int {
+    guard let text = self["limit"] else { return defaultLimit }
+    guard let value = Int(text), (1...maximum).contains(value) else {
+      throw APIError.badRequest("limit must be an integer from 1 to \(maximum), not \(text.debugDescription)")
+    }
+    return value
+  }
+}
+
 struct Page<Item> {
   var items: [Item]
   /// The cursor for the next page, or nil when this was the last.
@@ -15,13 +26,7 @@ struct Page<Item> {
 
   /// Pages `items` by `id` after the query's `cursor`, `limit` items (default 100, 1–500).
   init(_ items: [Item], id: (Item) -> String, query: QueryItems) throws(APIError) {
-    var limit = 100
-    if let text = query["limit"] {
-      guard let value = Int(text), (1...500).contains(value) else {
-        throw APIError.badRequest("limit must be an integer from 1 to 500, not \(text.debugDescription)")
-      }
-      limit = value
-    }
+    let limit = try query.limit(maximum: 500)
     var start = items.startIndex
     if let cursor = query["cursor"], !cursor.isEmpty {
       guard let index = items.firstIndex(where: { id($0) == cursor }) else {

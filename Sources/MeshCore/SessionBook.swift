@@ -627,16 +627,21 @@ public struct SessionBook: Sendable {
     return directives
   }
 
-  /// The link to `remoteNode` moved to a new connection: data sent on the old one may be lost, so unacknowledged
-  /// reliable data fails, sequences restart, and hosted sessions are re-sent.
-  public mutating func linkReplaced(_ remoteNode: String) -> [Directive] {
-    var directives: [Directive] = []
+  /// Tells the senders of reliable frames to `remoteNode` not yet acknowledged that they may not have arrived.
+  mutating func failUnacknowledged(to remoteNode: String, reason: String, into directives: inout [Directive]) {
     for pending in unacknowledged.removeValue(forKey: remoteNode) ?? [] {
       directives.append(
         .notify(
           peerID: pending.fromPeerID,
-          .sendFailed(sessionID: pending.sessionID, undelivered: pending.toPeerIDs, reason: "link to node replaced")))
+          .sendFailed(sessionID: pending.sessionID, undelivered: pending.toPeerIDs, reason: reason)))
     }
+  }
+
+  /// The link to `remoteNode` moved to a new connection: data sent on the old one may be lost, so unacknowledged
+  /// reliable data fails, sequences restart, and hosted sessions are re-sent.
+  public mutating func linkReplaced(_ remoteNode: String) -> [Directive] {
+    var directives: [Directive] = []
+    failUnacknowledged(to: remoteNode, reason: "link to node replaced", into: &directives)
     directives.append(contentsOf: nodeLinked(remoteNode))
     return directives
   }
@@ -644,12 +649,7 @@ public struct SessionBook: Sendable {
   /// The link to `remoteNode` is gone: its members become notConnected, unacknowledged reliable data fails.
   public mutating func nodeUnlinked(_ remoteNode: String) -> [Directive] {
     var directives: [Directive] = []
-    for pending in unacknowledged.removeValue(forKey: remoteNode) ?? [] {
-      directives.append(
-        .notify(
-          peerID: pending.fromPeerID,
-          .sendFailed(sessionID: pending.sessionID, undelivered: pending.toPeerIDs, reason: "link to node lost")))
-    }
+    failUnacknowledged(to: remoteNode, reason: "link to node lost", into: &directives)
     outgoingSequence[remoteNode] = nil
     incomingSequence[remoteNode] = nil
     for sessionID in sessions.keys.sorted() {
