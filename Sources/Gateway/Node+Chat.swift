@@ -51,8 +51,10 @@ enum ChatRules {
   /// A client-chosen message id (for safe retries): 8–64 characters of `A-Z a-z 0-9 - _`.
   static func messageID(_ id: String) throws(APIError) -> String {
     guard (8...64).contains(id.utf8.count),
-      id.utf8.allSatisfy({ $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
-        || (0x61...0x7A).contains($0) })
+      id.utf8.allSatisfy({
+        $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
+          || (0x61...0x7A).contains($0)
+      })
     else {
       throw .badRequest(
         "id must be 8–64 characters of A-Z, a-z, 0-9, '-' and '_' (a UUID works); it makes retries safe",
@@ -328,7 +330,8 @@ extension Node {
       return
     }
     try await store.setService(
-      NodeStore.StoredService(peerID: peerID, kind: "advertise", serviceType: ChatRules.serviceType, discoveryInfo: valid))
+      NodeStore.StoredService(
+        peerID: peerID, kind: "advertise", serviceType: ChatRules.serviceType, discoveryInfo: valid))
     guard peers[peerID] != nil else { return }
     apply(mesh.directory.startAdvertising(peerID, serviceType: ChatRules.serviceType, discoveryInfo: valid))
   }
