@@ -32,6 +32,8 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var beaconGroup = "239.255.77.77"
   /// The beacon's UDP port.
   public var beaconPort: UInt16 = 8089
+  /// Request and WebSocket limits (Limits.swift).
+  public var limits = Limits()
 
   /// Discovery modes.
   public enum Discovery: String, Sendable, Equatable, CaseIterable {
@@ -70,6 +72,12 @@ public struct NodeConfiguration: Sendable, Equatable {
                             (MESHGATE_DISCOVERY, default beacon)
       --beacon-group ADDR   multicast group of the beacon (MESHGATE_BEACON_GROUP, default 239.255.77.77)
       --beacon-port N       UDP port of the beacon (MESHGATE_BEACON_PORT, default 8089)
+      --rate-limit N        requests per second per peer token, bursts of 2N; 0 = off
+                            (MESHGATE_RATE_LIMIT, default 20000)
+      --ws-rate-limit N     messages per second a browser WebSocket may send, bursts of 2N; 0 = off
+                            (MESHGATE_WS_RATE_LIMIT, default 5000)
+      --ws-max-message-bytes N  largest message a browser WebSocket may send
+                            (MESHGATE_WS_MAX_MESSAGE_BYTES, default 2097152)
       -h, --help            show this help
       --version             print the version
 
@@ -95,7 +103,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--name", "MESHGATE_NAME"), ("--log-level", "MESHGATE_LOG_LEVEL"), ("--public-dir", "MESHGATE_PUBLIC_DIR"),
       ("--max-body-bytes", "MESHGATE_MAX_BODY_BYTES"), ("--event-retention", "MESHGATE_EVENT_RETENTION"),
       ("--peer", "MESHGATE_PEERS"), ("--discovery", "MESHGATE_DISCOVERY"), ("--beacon-group", "MESHGATE_BEACON_GROUP"),
-      ("--beacon-port", "MESHGATE_BEACON_PORT"),
+      ("--beacon-port", "MESHGATE_BEACON_PORT"), ("--rate-limit", "MESHGATE_RATE_LIMIT"),
+      ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"), ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -180,6 +189,11 @@ public struct NodeConfiguration: Sendable, Equatable {
       }
       beaconGroup = value
     case "--beacon-port": beaconPort = UInt16(try integer(1...65535, "a UDP port from 1 to 65535"))
+    case "--rate-limit": limits.requestsPerSecond = try integer(0...10_000_000, "a rate from 0 (off) to 10000000")
+    case "--ws-rate-limit":
+      limits.webSocketMessagesPerSecond = try integer(0...10_000_000, "a rate from 0 (off) to 10000000")
+    case "--ws-max-message-bytes":
+      limits.webSocketMaxMessageBytes = try integer(64...Limits.webSocketHardLimit, "a byte count from 64 to 16777216")
     default: throw ConfigurationError("unknown option \(flag)")
     }
   }

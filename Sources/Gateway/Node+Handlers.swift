@@ -37,6 +37,8 @@ extension Node {
     case .servicePeers: return try servicePeers(context)
     case .listMeshNodes: return .json(meshNodesJSON())
     case .addMeshNode: return try addMeshNode(context)
+    case .getSettings: return .json(settingsJSON())
+    case .updateSettings: return try updateSettings(context)
     case .createSession: return try createSession(context)
     case .listSessions: return try listSessions(context)
     case .getSession: return try getSession(context)
@@ -141,6 +143,7 @@ extension Node {
     // Revoke in memory first, so the token stops working before the store is even touched.
     peers[peer.id] = nil
     peerIDsByTokenHash[peer.tokenHash] = nil
+    security.requestLimiter.forget(peer.id)
     apply(mesh.directory.removeLocalPeer(peer.id))
     apply(mesh.sessions.peerRemoved(peer.id, now: Self.monotonicMillis()))
     chatPeerRemoved(peer.id)
@@ -207,6 +210,24 @@ extension Node {
         "meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).",
         metrics.webSocketUpgradesRejected
       ),
+      (
+        "meshgate_rate_limited_requests_total", "counter", "Requests refused with 429: over their token's rate.",
+        security.rateLimitedRequests
+      ),
+      (
+        "meshgate_websocket_messages_rate_limited_total", "counter",
+        "Browser WebSocket messages dropped: over the socket's message rate.", security.rateLimitedSocketMessages
+      ),
+      (
+        "meshgate_websocket_messages_too_large_total", "counter",
+        "Browser WebSocket messages over the size cap (the socket was closed with 1009).",
+        security.oversizedSocketMessages
+      ),
+      (
+        "meshgate_events_trimmed_total", "counter", "Events dropped from peers' logs by the retention limit.",
+        store.eventsTrimmed
+      ),
+      ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", security.adminDenied),
       ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", mesh.links.linkedNodeIDs.count),
       (
         "meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).",

@@ -76,6 +76,8 @@ public actor Node {
   var transceiveSessions: [Transceiver: String] = [:]
   var chat: ChatRuntime
   var ticks: UInt64 = 0
+  /// Admin token hash, limits and their counters (Admin.swift, Limits.swift).
+  var security: SecurityState
   let meshLogger = Logger(component: "mesh")
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
@@ -84,8 +86,10 @@ public actor Node {
 
   init(
     server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
-    services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles
+    services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
+    adminTokenHash: String = "", limits: Limits = Limits()
   ) {
+    self.security = SecurityState(adminTokenHash: adminTokenHash, limits: limits)
     self.server = server
     self.store = store
     self.configuration = configuration
@@ -168,9 +172,12 @@ public actor Node {
   func perform(_ route: Route, parameters: [String: String], request: HTTPRequest) async {
     do {
       var peer: StoredPeer?
+      if route.admin { try authenticateAdmin(request.head) }
       if route.authenticated {
         let allowQueryToken = route.operation == .eventStream || route.operation == .webSocket
-        peer = try authenticate(request.head, allowQueryToken: allowQueryToken)
+        let authenticated = try authenticate(request.head, allowQueryToken: allowQueryToken)
+        try checkRequestRate(peerID: authenticated.id)
+        peer = authenticated
       }
       let context = RequestContext(request: request, parameters: parameters, peer: peer)
       var response = try await run(route.operation, context)
@@ -287,6 +294,18 @@ public actor Node {
       return
     }
     guard let subscriber = subscribers[.webSocket(id)] else { return }
+    let size: Int
+    switch message {
+    case .binary(let bytes), .text(let bytes): size = bytes.count
+    }
+    if let refusal = checkSocketMessage(id, size: size) {
+      sendFrame(refusal.reply, to: subscriber)
+      if refusal.close {
+        removeSubscriber(.webSocket(id))
+        server.close(id, code: 1009, reason: "message too large")
+      }
+      return
+    }
     let reply: JSONValue
     switch message {
     case .binary:
@@ -319,6 +338,7 @@ public actor Node {
       meshSocketClosed(id)
       return
     }
+    security.socketLimiter.forget("\(id)")
     removeSubscriber(.webSocket(id))
   }
 

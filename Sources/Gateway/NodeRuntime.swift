@@ -92,6 +92,7 @@ final class NodeRuntime {
     let peers = try await store.allPeers()
     let services = try await store.allServices()
     let chatState = try await store.chatState()
+    let admin = try await store.adminToken()
 
     var staticFiles = StaticFiles()
     let logger = Logger(component: "node")
@@ -117,7 +118,7 @@ final class NodeRuntime {
     }
     let node = Node(
       server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
-      chatState: chatState, staticFiles: staticFiles)
+      chatState: chatState, staticFiles: staticFiles, adminTokenHash: admin.hash, limits: configuration.limits)
     let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
     server.delegate = bridge
     let runtime = NodeRuntime(server: server, node: node, bridge: bridge, configuration: configuration)
@@ -132,6 +133,13 @@ final class NodeRuntime {
       ? "127.0.0.1"
       : configuration.bindAddress.contains(":")
         ? "[\(configuration.bindAddress == "::" ? "::1" : configuration.bindAddress)]" : configuration.bindAddress
+    // The admin token exists in clear only now, on the first start; only its hash is kept (Admin.swift).
+    if let token = admin.newToken {
+      let line =
+        "meshgate admin-token=\(token) (shown once; it guards node settings and POST /api/v1/mesh/nodes)\n"
+      FileHandle.standardOutput.write(Data(line.utf8))
+      logger.notice("Admin token created; it was printed once on standard output.")
+    }
     // Written straight to fd 1 (not through stdio's buffer): scripts and tests wait for this line on a pipe.
     let ready =
       "meshgate ready url=http://\(host):\(server.port)/ port=\(server.port) node.id=\(nodeID) data.dir=\(dataURL.path)\n"

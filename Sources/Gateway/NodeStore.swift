@@ -6,6 +6,7 @@
 import Foundation
 import MeshCore
 import Store
+import Synchronization
 
 /// A peer hosted on this node, as stored.
 struct StoredPeer: Sendable, Equatable {
@@ -36,7 +37,24 @@ struct JobCursorError: Error {}
 /// Typed queries over the node database.
 final class NodeStore: Sendable {
   let database: Database
-  let retention: Int
+  /// The retention limit and each peer's log length (learnt on its first append), guarded for the database queue
+  /// and the node actor.
+  let eventLog: Mutex<EventLogState>
+
+  struct EventLogState {
+    var retention: Int
+    var counts: [String: Int] = [:]
+    var trimmed = 0
+  }
+
+  /// Events kept per peer; an admin can change it at run time.
+  var retention: Int {
+    get { eventLog.withLock { $0.retention } }
+    set { eventLog.withLock { $0.retention = newValue } }
+  }
+
+  /// Events dropped by retention since the node started (`/metrics`).
+  var eventsTrimmed: Int { eventLog.withLock { $0.trimmed } }
 
   static let migrations: [Migration] = [
     Migration(
@@ -89,11 +107,12 @@ final class NodeStore: Sendable {
         CREATE INDEX jobs_by_owner ON jobs(owner_peer_id, created_at, id);
         """),
     chatMigration,
+    adminMigration,
   ]
 
   init(path: String, retention: Int) throws {
     self.database = try Database(path: path, migrations: Self.migrations)
-    self.retention = retention
+    self.eventLog = Mutex(EventLogState(retention: retention))
   }
 
   /// The node id, created on first start and kept for the life of the data directory.
@@ -273,41 +292,63 @@ final class NodeStore: Sendable {
       try connection.execute("DELETE FROM events WHERE peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peers WHERE id = ?", [.text(id)])
     }
+    eventLog.withLock { $0.counts[id] = nil }
   }
 
-  /// Appends one event per peer in one transaction and returns them with their sequence numbers, trimming
-  /// each log to the retention limit now and then.
+  /// Appends one event per peer in one transaction and returns them with their sequence numbers. A peer's log
+  /// never holds more than the retention limit: each append past it deletes the oldest events of that peer.
   func appendEvents(_ entries: [(peerID: String, type: String, data: JSONValue)], at: String) async throws
     -> [StoredEvent]
   {
-    let retention = self.retention
-    return try await database.write { connection in
+    try await database.write { connection in
       var stored: [StoredEvent] = []
+      var added: [String: Int] = [:]
       for entry in entries {
         try connection.execute(
           "INSERT INTO events(peer_id, type, at, data) VALUES (?, ?, ?, ?)",
           [.text(entry.peerID), .text(entry.type), .text(at), .text(entry.data.serializedString())])
         let sequence = connection.lastInsertRowID
         stored.append(StoredEvent(sequence: sequence, peerID: entry.peerID, type: entry.type, at: at, data: entry.data))
-        // Trim on about one insert in 64 (amortised), keeping the newest `retention` events of this peer.
-        if Int.random(in: 0..<64) == 0 {
-          try Self.trim(connection, peerID: entry.peerID, retention: retention)
+        added[entry.peerID, default: 0] += 1
+      }
+      let (retention, known) = self.eventLog.withLock { state in
+        (state.retention, added.keys.map { (peerID: $0, count: state.counts[$0]) })
+      }
+      var counts: [String: Int] = [:]
+      var trimmed = 0
+      for (peerID, count) in known {
+        var length = (count ?? -1) + added[peerID]!
+        if count == nil {
+          length = Int(
+            try connection.queryOne("SELECT count(*) FROM events WHERE peer_id = ?", [.text(peerID)])?.int64(0) ?? 0)
         }
+        if length > retention {
+          trimmed += try Self.trim(connection, peerID: peerID, excess: length - retention)
+          length = retention
+        }
+        counts[peerID] = length
+      }
+      self.eventLog.withLock { state in
+        state.counts.merge(counts) { _, new in new }
+        state.trimmed += trimmed
       }
       return stored
     }
   }
 
-  static func trim(_ connection: Connection, peerID: String, retention: Int) throws {
+  /// Deletes the `excess` oldest events of `peerID` and records how far the log was trimmed; returns the count.
+  static func trim(_ connection: Connection, peerID: String, excess: Int) throws -> Int {
     guard
       let row = try connection.queryOne(
-        "SELECT seq FROM events WHERE peer_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
-        [.text(peerID), .integer(Int64(retention))])
-    else { return }
+        "SELECT seq FROM events WHERE peer_id = ? ORDER BY seq LIMIT 1 OFFSET ?",
+        [.text(peerID), .integer(Int64(excess - 1))])
+    else { return 0 }
     let cutoff = try row.int64(0)
     try connection.execute("DELETE FROM events WHERE peer_id = ? AND seq <= ?", [.text(peerID), .integer(cutoff)])
+    let deleted = connection.changes
     try connection.execute(
       "UPDATE peers SET trimmed_through = max(trimmed_through, ?) WHERE id = ?", [.integer(cutoff), .text(peerID)])
+    return deleted
   }
 
   /// Events of `peerID` after `since`, oldest first, at most `limit`; and whether older events the caller

@@ -14,6 +14,7 @@ enum Operation: Sendable {
   case listAdvertising, startAdvertising, stopAdvertising
   case listBrowsing, startBrowsing, stopBrowsing
   case servicePeers, listMeshNodes, addMeshNode
+  case getSettings, updateSettings
   case createSession, listSessions, getSession, leaveSession, sendData, sendEvent
   case createInvitation, listInvitations, getInvitation, acceptInvitation, declineInvitation, cancelInvitation
   case transceive
@@ -33,6 +34,8 @@ struct Route: Sendable {
   let requestSchema: JSONValue?
   let responses: [(status: Int, description: String, schema: JSONValue?)]
   let queryParameters: [(name: String, description: String, schema: JSONValue)]
+  /// Whether the node's admin token is required (Admin.swift).
+  var admin = false
 
   var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: true) }
 
@@ -227,12 +230,29 @@ struct Router: Sendable {
       queryParameters: []),
     Route(
       method: .post, pattern: "/api/v1/mesh/nodes", operation: .addMeshNode, operationID: "addMeshNode",
-      summary: "Adds a static seed HOST:PORT; the node dials it now and re-dials it after every loss.",
-      authenticated: true, requestSchema: Schemas.addMeshNode,
+      summary:
+        "Adds a static seed HOST:PORT; the node dials it now and re-dials it after every loss. Needs the admin token.",
+      authenticated: false, requestSchema: Schemas.addMeshNode,
       responses: [
         (202, "Dialling.", Schemas.meshNodes), (400, "Malformed address.", Schemas.error),
-        (401, "Missing or unknown token.", Schemas.error),
-      ], queryParameters: []),
+        (401, "Missing or unknown admin token.", Schemas.error), (403, "A peer token, not the admin token.", Schemas.error),
+      ], queryParameters: [], admin: true),
+    Route(
+      method: .get, pattern: "/api/v1/node/settings", operation: .getSettings, operationID: "getNodeSettings",
+      summary: "The node's limits and event retention. Needs the admin token.", authenticated: false,
+      requestSchema: nil,
+      responses: [
+        (200, "The settings.", Schemas.settingsEnvelope), (401, "Missing or unknown admin token.", Schemas.error),
+        (403, "A peer token, not the admin token.", Schemas.error),
+      ], queryParameters: [], admin: true),
+    Route(
+      method: .patch, pattern: "/api/v1/node/settings", operation: .updateSettings, operationID: "updateNodeSettings",
+      summary: "Changes limits and event retention at run time (until the node restarts). Needs the admin token.",
+      authenticated: false, requestSchema: Schemas.settingsPatch,
+      responses: [
+        (200, "The settings now in force.", Schemas.settingsEnvelope), (400, "Invalid field.", Schemas.error),
+        (401, "Missing or unknown admin token.", Schemas.error), (403, "A peer token, not the admin token.", Schemas.error),
+      ], queryParameters: [], admin: true),
     Route(
       method: .post, pattern: "/api/v1/sessions", operation: .createSession, operationID: "createSession",
       summary: "Creates a session (MCSession) with this peer as its first member; defaults: optional, cluster, 64.",
@@ -546,6 +566,26 @@ enum Schemas {
     "type": "object", "required": ["self", "nodes"],
     "properties": ["self": ["type": "object"], "nodes": ["type": "array", "items": meshNode]],
   ]
+  static let settings: JSONValue = [
+    "type": "object",
+    "required": ["requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention"],
+    "properties": [
+      "requestsPerSecond": ["type": "integer", "minimum": 0], "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0],
+      "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64], "eventRetention": ["type": "integer", "minimum": 10],
+    ],
+  ]
+  static let settingsEnvelope: JSONValue = [
+    "type": "object", "required": ["settings"], "properties": ["settings": settings],
+  ]
+  static let settingsPatch: JSONValue = [
+    "type": "object", "additionalProperties": false, "minProperties": 1,
+    "properties": [
+      "requestsPerSecond": ["type": "integer", "minimum": 0, "maximum": 10_000_000],
+      "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0, "maximum": 10_000_000],
+      "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64, "maximum": 16_777_216],
+      "eventRetention": ["type": "integer", "minimum": 10, "maximum": 10_000_000],
+    ],
+  ]
   static let addMeshNode: JSONValue = [
     "type": "object", "required": ["address"], "additionalProperties": false,
     "properties": ["address": ["type": "string", "description": "HOST:PORT, e.g. 192.168.1.20:8080"]],
@@ -778,8 +818,17 @@ extension Router {
         }
         responses[String(response.status)] = .object(entry)
       }
+      // Every peer route may also answer 401 (token) and 429 (the token's request rate); admin routes 401/403.
+      let common: [(Int, String)] =
+        route.authenticated
+        ? [(401, "Missing or unknown token."), (429, "Over this token's request rate; see Retry-After.")]
+        : route.admin ? [(401, "Missing or unknown admin token."), (403, "A peer token, not the admin token.")] : []
+      for (status, description) in common where responses[String(status)] == nil {
+        responses[String(status)] = ["description": .string(description), "content": ["application/json": ["schema": Schemas.error]]]
+      }
       operation["responses"] = .object(responses)
       if route.authenticated { operation["security"] = [["bearer": []]] }
+      if route.admin { operation["security"] = [["admin": []]] }
       var item = paths[route.pattern]?.objectValue ?? JSONObject()
       item[route.method.rawValue.lowercased()] = .object(operation)
       paths[route.pattern] = .object(item)
@@ -792,7 +841,13 @@ extension Router {
       ],
       "paths": .object(paths),
       "components": [
-        "securitySchemes": ["bearer": ["type": "http", "scheme": "bearer"]],
+        "securitySchemes": [
+          "bearer": ["type": "http", "scheme": "bearer", "description": "A peer token from POST /api/v1/peers."],
+          "admin": [
+            "type": "http", "scheme": "bearer",
+            "description": "The node's admin token, printed once on its first start (meshgate admin-token=…).",
+          ],
+        ],
         "schemas": ["Error": Schemas.error, "Peer": Schemas.peer, "Event": Schemas.event, "Node": Schemas.node],
       ],
     ]

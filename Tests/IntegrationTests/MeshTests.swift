@@ -46,16 +46,24 @@ struct MeshTests {
       #expect(Set(try nodes[1].linkedNodeIDs()) == [nodes[0].nodeID, nodes[2].nodeID])
 
       let watcher = try nodes[2].meshPeer("watcher")
-      let unauthenticated = try HTTPClient.post(
-        port: nodes[2].port, path: "/api/v1/mesh/nodes", json: #"{"address":"\#(nodes[0].meshAddress)"}"#)
+      let admin = try nodes[2].adminToken()
+      func addSeed(_ address: String, token: String?) throws -> HTTPResponse {
+        try HTTPClient.post(
+          port: nodes[2].port, path: "/api/v1/mesh/nodes", json: #"{"address":"\#(address)"}"#, token: token)
+      }
+      let unauthenticated = try addSeed(nodes[0].meshAddress, token: nil)
       #expect(unauthenticated.status == 401)
-      let malformed = try watcher.post("/api/v1/mesh/nodes", json: #"{"address":"not an address"}"#)
+      // A peer token is not enough: adding mesh nodes needs the node's admin token.
+      let asPeer = try addSeed(nodes[0].meshAddress, token: watcher.token)
+      #expect(asPeer.status == 403, "\(asPeer)")
+      #expect(errorCode(asPeer) == "admin_token_required")
+      let malformed = try addSeed("not an address", token: admin)
       #expect(malformed.status == 400)
       #expect(errorMessage(malformed)?.contains("address") == true)
-      let itself = try watcher.post("/api/v1/mesh/nodes", json: #"{"address":"\#(nodes[2].meshAddress)"}"#)
+      let itself = try addSeed(nodes[2].meshAddress, token: admin)
       #expect(itself.status == 400, "adding the node itself as a seed: \(itself)")
 
-      let added = try watcher.post("/api/v1/mesh/nodes", json: #"{"address":"\#(nodes[0].meshAddress)"}"#)
+      let added = try addSeed(nodes[0].meshAddress, token: admin)
       #expect(added.status == 202, "\(added)")
       try await awaitLinks(nodes)
       let seed = try nodes[2].meshNodes().nodes.first { $0.address == nodes[0].meshAddress }

@@ -39,6 +39,16 @@ extension NodeProcess {
     return (socket, hello)
   }
 
+  /// The admin token the node printed on its first start (`meshgate admin-token=…` on standard output).
+  func adminToken() throws -> String {
+    for line in stdoutText().split(separator: "\n") where line.hasPrefix("meshgate admin-token=") {
+      if let token = line.dropFirst("meshgate admin-token=".count).split(separator: " ").first {
+        return String(token)
+      }
+    }
+    throw TestSupportError.unexpectedMessage("node printed no admin token; stdout:\n\(stdoutText())")
+  }
+
   /// The value of one Prometheus sample line, e.g. `meshgate_peers`.
   func metric(_ sample: String) throws -> Double? {
     let text = try HTTPClient.get(port: port, path: "/metrics").text

@@ -1,0 +1,139 @@
+/// The admin token and the node settings it guards.
+///
+/// Layer 4/6. A node creates one admin token (`mga_` + 32 random bytes, base64url) on its first start, prints it
+/// once on standard output (`meshgate admin-token=…`) and keeps only its SHA-256 in SQLite (migration 7). Peer
+/// tokens never work where the admin token is needed (`403 admin_token_required`), and the admin token is no peer
+/// token (it gets `401` on peer routes). It guards `POST /api/v1/mesh/nodes` and `GET|PATCH /api/v1/node/settings`.
+import Crypto
+import Foundation
+import LWS
+import Logging
+import MeshCore
+import Store
+
+extension NodeStore {
+  /// Migration 7: the admin token's hash (one row).
+  static let adminMigration = Migration(
+    version: 7, name: "admin token",
+    sql: """
+      CREATE TABLE admin_token(
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        token_hash TEXT NOT NULL,
+        created_at TEXT NOT NULL
+      );
+      """)
+
+  /// The stored admin token hash; on first start creates a token and also returns it (the only time it exists
+  /// in clear).
+  func adminToken() async throws -> (hash: String, newToken: String?) {
+    let candidate = "mga_" + Crypto.base64URL(try Crypto.randomBytes(32))
+    let created = Timestamp.now()
+    return try await database.write { connection in
+      if let row = try connection.queryOne("SELECT token_hash FROM admin_token WHERE id = 1") {
+        return (try row.string(0), nil)
+      }
+      let hash = Crypto.sha256Hex(candidate)
+      try connection.execute(
+        "INSERT INTO admin_token(id, token_hash, created_at) VALUES (1, ?, ?)", [.text(hash), .text(created)])
+      return (hash, candidate)
+    }
+  }
+}
+
+extension Node {
+  static let adminHint =
+    "send the node's admin token as 'Authorization: Bearer mga_…'; it is printed once, on the node's first start "
+    + "(the 'meshgate admin-token=' line)"
+
+  /// Checks the request carries the admin token.
+  func authenticateAdmin(_ head: HTTPRequestHead) throws(APIError) {
+    guard let header = head.headers["authorization"] else {
+      security.adminDenied += 1
+      throw APIError(status: 401, code: "admin_token_required", message: "this route needs the admin token: " + Self.adminHint)
+    }
+    let parts = header.split(separator: " ", maxSplits: 1)
+    let token = parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]).trimmingCharacters(in: .whitespaces) : ""
+    if !token.isEmpty, Crypto.sha256Hex(token) == security.adminTokenHash { return }
+    security.adminDenied += 1
+    if !token.isEmpty, peerIDsByTokenHash[Crypto.sha256Hex(token)] != nil {
+      throw APIError(
+        status: 403, code: "admin_token_required",
+        message: "a peer token cannot change node settings or add mesh nodes: " + Self.adminHint)
+    }
+    throw APIError(status: 401, code: "invalid_admin_token", message: "the admin token is not valid on this node: " + Self.adminHint)
+  }
+
+  /// Applies the per-token request rate; throws 429 with Retry-After when the peer is over it.
+  func checkRequestRate(peerID: String) throws(APIError) {
+    let limit = security.limits.requestsPerSecond
+    guard let wait = security.requestLimiter.check(peerID, perSecond: limit, now: Self.monotonicMillis()) else { return }
+    security.rateLimitedRequests += 1
+    throw APIError(
+      status: 429, code: "rate_limited",
+      message: "more than \(limit) requests per second with this token; wait \(wait) s (Retry-After) and slow down",
+      headers: [("retry-after", String(wait))])
+  }
+
+  /// Applies the browser WebSocket caps to one received message; returns the error reply when it is refused (and
+  /// whether the socket must close).
+  func checkSocketMessage(_ id: WebSocketID, size: Int) -> (reply: JSONValue, close: Bool)? {
+    let limits = security.limits
+    if size > limits.webSocketMaxMessageBytes {
+      security.oversizedSocketMessages += 1
+      return (
+        Self.socketError(
+          "message_too_large",
+          "messages on this socket are limited to \(limits.webSocketMaxMessageBytes) bytes (got \(size)); "
+            + "send files with POST /api/v1/sessions/{id}/resources"), true
+      )
+    }
+    if let wait = security.socketLimiter.check(
+      "\(id)", perSecond: limits.webSocketMessagesPerSecond, now: Self.monotonicMillis())
+    {
+      security.rateLimitedSocketMessages += 1
+      var reply = Self.socketError(
+        "rate_limited",
+        "more than \(limits.webSocketMessagesPerSecond) messages per second on this socket; this one was dropped, "
+          + "retry after \(wait) s")
+      if case .object(var object) = reply, case .object(var data)? = object["data"] {
+        data["retryAfterSeconds"] = .int(Int64(wait))
+        object["data"] = .object(data)
+        reply = .object(object)
+      }
+      return (reply, false)
+    }
+    return nil
+  }
+
+  func settingsJSON() -> JSONValue {
+    guard case .object(var object) = security.limits.json else { return .null }
+    object["eventRetention"] = .int(Int64(store.retention))
+    return ["settings": .object(object)]
+  }
+
+  /// `PATCH /api/v1/node/settings`: changes limits at run time (until the node restarts).
+  func updateSettings(_ context: RequestContext) throws -> HTTPResponse {
+    let body = try RequestBody(context.request)
+    let names = ["requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention"]
+    try body.allowOnly(Set(names))
+    guard !body.object.keys.isEmpty else { throw APIError.badRequest("send at least one of \(names.joined(separator: ", "))") }
+    func integer(_ key: String, _ range: ClosedRange<Int>) throws(APIError) -> Int? {
+      guard let value = body.object[key] else { return nil }
+      guard case .int(let number) = value, range.contains(Int(number)) else {
+        throw .badRequest("\(key) must be an integer from \(range.lowerBound) to \(range.upperBound)")
+      }
+      return Int(number)
+    }
+    var limits = security.limits
+    limits.requestsPerSecond = try integer("requestsPerSecond", 0...10_000_000) ?? limits.requestsPerSecond
+    limits.webSocketMessagesPerSecond =
+      try integer("webSocketMessagesPerSecond", 0...10_000_000) ?? limits.webSocketMessagesPerSecond
+    limits.webSocketMaxMessageBytes =
+      try integer("webSocketMaxMessageBytes", 64...Limits.webSocketHardLimit) ?? limits.webSocketMaxMessageBytes
+    let retention = try integer("eventRetention", 10...10_000_000)
+    security.limits = limits
+    if let retention { store.retention = retention }
+    logger.notice("Node settings changed.", ["settings": settingsJSON().serializedString()])
+    return .json(settingsJSON())
+  }
+}
