@@ -88,4 +88,5 @@ struct SecurityState: Sendable {
   var rateLimitedSocketMessages = 0
   var oversizedSocketMessages = 0
   var adminDenied = 0
+  var spoofedFrames = 0
 }

@@ -228,6 +228,10 @@ extension Node {
         store.eventsTrimmed
       ),
       ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", security.adminDenied),
+      (
+        "meshgate_mesh_spoofed_frames_total", "counter",
+        "Session frames dropped because their sender is not a peer of the node that sent them.", security.spoofedFrames
+      ),
       ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", mesh.links.linkedNodeIDs.count),
       (
         "meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).",

@@ -160,6 +160,7 @@ extension Node {
         case .chat(let payload):
           chatFrame(payload, from: nodeID)
         default:
+          guard sessionFrameIsAuthentic(message, from: nodeID) else { break }
           apply(mesh.sessions.received(message, from: nodeID, now: Self.monotonicMillis()))
         }
       }

@@ -484,6 +484,18 @@ public struct SessionBook: Sendable {
 
   // MARK: - Frames and links
 
+  /// Whether a local peer may receive session traffic from another node: it is a local member of the session in
+  /// this replica, or it accepted an invitation into the session (the host's new description may still be on its way).
+  func mayReceive(_ peerID: String, in sessionID: String) -> Bool {
+    if let session = sessions[sessionID], let member = member(peerID, of: session) {
+      return member.nodeID == nodeID
+    }
+    return invitations.values.contains {
+      $0.state == .accepted && $0.offer.toPeerID == peerID && $0.offer.session.sessionID == sessionID
+        && $0.toNodeID == nodeID
+    }
+  }
+
   /// A session or invitation frame from a linked node.
   public mutating func received(_ message: MeshMessage, from remoteNode: String, now: UInt64) -> [Directive] {
     lastNow = max(lastNow, now)
@@ -545,8 +557,9 @@ public struct SessionBook: Sendable {
         directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
       }
       // The sender checked membership in its replica; this node may not have the host's newest description yet
-      // (a join racing the data), so deliver to the listed peers and let the runtime keep only local ones.
-      for peerID in toPeerIDs {
+      // (a join racing the data), so a local peer whose invitation into the session was accepted also receives.
+      // Nobody else does: a frame naming peers outside the session reaches no one.
+      for peerID in toPeerIDs where mayReceive(peerID, in: sessionID) {
         directives.append(
           .notify(
             peerID: peerID, .data(sessionID: sessionID, from: fromPeerID, payload: payload, reliable: sequence > 0)))
@@ -557,7 +570,7 @@ public struct SessionBook: Sendable {
         incomingSequence[remoteNode] = sequence
         directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
       }
-      for peerID in toPeerIDs {
+      for peerID in toPeerIDs where mayReceive(peerID, in: sessionID) {
         directives.append(
           .notify(peerID: peerID, .namedEvent(sessionID: sessionID, from: fromPeerID, name: name, object: object)))
       }
