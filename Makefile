@@ -22,6 +22,10 @@ endif
 # `make test TEST_ARGS="--filter StoreTests"`, `make build BUILD_ARGS="-j 4"`.
 RUN_ARGS ?=
 TEST_ARGS ?=
+# Bounded fuzzing and API-schema testing inside `make test`; `make fuzz` / `make schemathesis` run longer.
+FUZZ_TEST_SECONDS ?= 10
+FUZZ_SECONDS ?= 300
+SCHEMATHESIS_TEST_EXAMPLES ?= 10
 BUILD_ARGS ?=
 export RUN_ARGS
 
@@ -29,7 +33,7 @@ LINT_PATHS := Sources Tests Package.swift
 
 step = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: help deps swift-check build build-debug run test lint format bench clean
+.PHONY: help deps swift-check build build-debug run test lint format bench clean fuzz schemathesis
 
 help: ## Show this help
 	@echo "meshgate make targets:"
@@ -65,6 +69,17 @@ test: deps swift-check ## Build the debug binary and run all tests
 	@$(SWIFT) build $(BUILD_ARGS)
 	$(call step,$(strip swift test $(TEST_ARGS)))
 	@$(SWIFT) test $(BUILD_ARGS) $(TEST_ARGS)
+	$(call step,fuzz: $(FUZZ_TEST_SECONDS)s per decoder (make fuzz runs longer))
+	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_TEST_SECONDS)
+	$(call step,schemathesis: $(SCHEMATHESIS_TEST_EXAMPLES) examples per operation)
+	@bash scripts/schemathesis.sh $(SCHEMATHESIS_TEST_EXAMPLES)
+
+fuzz: deps swift-check ## Fuzz the mesh frame, chat frame and JSON request decoders (FUZZ_SECONDS per decoder, default 300)
+	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+schemathesis: deps swift-check ## Run schemathesis against a fresh node's OpenAPI document (100 examples per operation)
+	@$(SWIFT) build $(BUILD_ARGS)
+	@bash scripts/schemathesis.sh 100
 
 lint: swift-check ## Check formatting and style (swift format lint --strict)
 	@$(SWIFT) format --version >/dev/null 2>&1 || { \

@@ -10,7 +10,9 @@ let swiftSettings: [SwiftSetting] = [
 let package = Package(
   name: "meshgate",
   products: [
-    .executable(name: "meshgate", targets: ["meshgate"])
+    .executable(name: "meshgate", targets: ["meshgate"]),
+    // For the libFuzzer harness in Fuzz/ (a separate package, so normal builds never need -sanitize=fuzzer).
+    .library(name: "MeshgateFuzzTargets", targets: ["Gateway"]),
   ],
   targets: [
     // Layer 1: C module maps and shims only.
@@ -52,7 +54,7 @@ let package = Package(
     .testTarget(name: "GatewayTests", dependencies: ["Gateway", "MeshgateTestSupport"], swiftSettings: swiftSettings),
     .testTarget(
       name: "IntegrationTests",
-      dependencies: ["meshgate", "MeshgateTestSupport"],
+      dependencies: ["meshgate", "MeshgateTestSupport", "MeshCore"],
       swiftSettings: swiftSettings
     ),
   ]

@@ -227,6 +227,10 @@ extension Node {
         "meshgate_events_trimmed_total", "counter", "Events dropped from peers' logs by the retention limit.",
         store.eventsTrimmed
       ),
+      (
+        "meshgate_storage_failures_total", "counter",
+        "Requests refused because the data directory was full or failing (507/503).", metrics.storageFailures
+      ),
       ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", security.adminDenied),
       (
         "meshgate_mesh_spoofed_frames_total", "counter",

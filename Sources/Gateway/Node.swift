@@ -44,6 +44,7 @@ struct NodeMetrics {
   var eventsAppended = 0
   var slowConsumerDisconnects = 0
   var webSocketUpgradesRejected = 0
+  var storageFailures = 0
 }
 
 /// The node actor.
@@ -189,6 +190,12 @@ public actor Node {
       }
     } catch let error as APIError {
       respond(request, error.response)
+    } catch let error where APIError.storage(error) != nil {
+      logger.error(
+        "Request failed: storage.",
+        ["http.request.id": request.id, "http.route": route.pattern, "error": String(describing: error)])
+      metrics.storageFailures += 1
+      respond(request, APIError.storage(error)!.response)
     } catch {
       logger.error(
         "Request failed.",

@@ -1,0 +1,176 @@
+import Foundation
+import Glibc
+import MeshgateTestSupport
+import Testing
+
+/// Fault injection on real nodes: kill -9 in the middle of an invitation (either side), and a full disk under the
+/// data directory (a small tmpfs mounted by the test, which needs root and CAP_SYS_ADMIN; the test is skipped,
+/// saying why, where mounting is not allowed). After each: no crash, no acknowledged data lost, states agree.
+/// (kill -9 in the middle of chat traffic is ChatTests.thirtyMembersFiveSendersAndAKill9; packet loss and delay
+/// between network namespaces are not covered here: see docs/security.md, "Fault tests".)
+@Suite(.timeLimit(.minutes(3)))
+struct NodeFaultTests {
+  // MARK: - kill -9 mid-invitation
+
+  @Test func invitee9sNodeKilledMidInvitationExpiresOnBothSidesAndTheMeshRecovers() async throws {
+    try await withMesh(count: 2) { nodes in
+      try await awaitLinks(nodes)
+      let alice = try nodes[0].meshPeer("alice")
+      let bob = try nodes[1].meshPeer("bob")
+      let sessionID = try #require(try alice.createSession()["id"] as? String)
+      let invitation = try await alice.inviteOK(bob, to: sessionID, timeoutSeconds: 3)
+      let invitationID = try #require(invitation["id"] as? String)
+      try await bob.awaitEvent("invitation.received") { $0.invitationID == invitationID }
+
+      nodes[1].kill9()
+      // The inviter's side ends it at its timeout even though the invitee's node is gone.
+      let expired = try await alice.awaitEvent("invitation.expired", timeout: .seconds(15)) {
+        $0.invitationID == invitationID
+      }
+      #expect(expired.invitation?["state"] as? String == "expired")
+      #expect(alice.node.isRunning)
+
+      try nodes[1].restart()
+      try await awaitLinks(nodes)
+      // Back up, bob's node never offers a pending invitation that can no longer be accepted.
+      let accept = try bob.answer(invitationID, "accept")
+      #expect(accept.status == 404 || accept.status == 409, "late accept after the invitee's node restarted: \(accept)")
+      let listed = try bob.get("/api/v1/invitations?direction=incoming").jsonObject()["invitations"] as? [[String: Any]]
+      #expect((listed ?? []).allSatisfy { $0["state"] as? String != "pending" }, "\(listed ?? [])")
+      #expect(try alice.get("/api/v1/invitations/\(invitationID)").jsonObject().description.contains("expired"))
+      #expect(try alice.memberStates(sessionID).keys.sorted() == [alice.id])
+
+      // The mesh works again end to end.
+      try await inviteAndAccept(alice, bob, sessionID: sessionID)
+      #expect(try alice.sendData(sessionID, "after the crash").status == 202)
+      try await bob.awaitEvent("session.data") { $0.text == "after the crash" }
+    }
+  }
+
+  @Test func inviter9sNodeKilledRightAfterTheAcceptLeavesNoPhantomMembership() async throws {
+    try await withMesh(count: 2) { nodes in
+      try await awaitLinks(nodes)
+      let alice = try nodes[0].meshPeer("alice")
+      let bob = try nodes[1].meshPeer("bob")
+      let sessionID = try #require(try alice.createSession()["id"] as? String)
+      let invitation = try await alice.inviteOK(bob, to: sessionID, timeoutSeconds: 30)
+      let invitationID = try #require(invitation["id"] as? String)
+      try await bob.answerWhenReceived(invitationID, "accept")
+      nodes[0].kill9()
+
+      // The session's host is gone: bob's node does not keep showing him connected to anyone in it.
+      try await eventuallyAsync(timeout: .seconds(15), message: "bob's view of the session after its host died") {
+        let states = try bob.memberStates(sessionID)
+        return states.filter { $0.key != bob.id }.values.allSatisfy { $0 == "notConnected" }
+      }
+      #expect(nodes[1].isRunning)
+      try nodes[0].restart()
+      try await awaitLinks(nodes)
+      // Both nodes serve and a new session between the same peers works.
+      let fresh = try #require(try alice.createSession()["id"] as? String)
+      try await inviteAndAccept(alice, bob, sessionID: fresh)
+      #expect(try bob.sendData(fresh, "hello again").status == 202)
+      try await alice.awaitEvent("session.data") { $0.text == "hello again" }
+    }
+  }
+
+  // MARK: - Disk full
+
+  /// Runs a command; returns its exit status and output.
+  @discardableResult
+  static func run(_ arguments: [String]) -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    do { try process.run() } catch { return (-1, "\(error)") }
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+  }
+
+  /// Whether this process may mount a tmpfs (root with CAP_SYS_ADMIN: yes on a dev VM, no in a default container).
+  static let tmpfsAvailable: Bool = {
+    guard geteuid() == 0 else { return false }
+    let probe = FileManager.default.temporaryDirectory.appendingPathComponent("meshgate-mount-probe-\(getpid())").path
+    try? FileManager.default.createDirectory(atPath: probe, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: probe) }
+    guard run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", probe]).status == 0 else { return false }
+    run(["umount", probe])
+    return true
+  }()
+
+  @Test(.enabled(if: NodeFaultTests.tmpfsAvailable, "needs root and permission to mount a tmpfs (CAP_SYS_ADMIN)"))
+  func fullDiskAnswers507KeepsEveryAcknowledgedWriteAndRecovers() async throws {
+    let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("meshgate-full-\(UUID().uuidString)")
+      .path
+    try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+    let mounted = Self.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mountPoint])
+    try #require(mounted.status == 0, "mount failed: \(mounted.output)")
+    defer {
+      Self.run(["umount", "-l", mountPoint])
+      try? FileManager.default.removeItem(atPath: mountPoint)
+    }
+    let node = try NodeProcess(dataDirectory: mountPoint + "/data", name: "full")
+    defer { node.cleanup() }
+    try node.start()
+    let peer = try node.createPeer("writer")
+    func createJob(_ name: String) throws -> HTTPResponse {
+      try HTTPClient.post(port: node.port, path: "/api/v1/jobs", json: #"{"name":"\#(name)","notes":"\#(String(repeating: "n", count: 2000))"}"#, token: peer.token)
+    }
+    var acknowledged: [String] = []
+    for index in 0..<5 {
+      let response = try createJob("before-\(index)")
+      #expect(response.status == 201)
+      if response.status == 201 { acknowledged.append("before-\(index)") }
+    }
+
+    // Fill the file system to the last byte.
+    let filler = mountPoint + "/filler"
+    FileManager.default.createFile(atPath: filler, contents: nil)
+    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: filler))
+    let chunk = Data(count: 64 << 10)
+    var full = false
+    while !full {
+      do { try handle.write(contentsOf: chunk) } catch { full = true }
+    }
+    var small = Data(count: 512)
+    while small.count > 0 {
+      do { try handle.write(contentsOf: small) } catch { small = Data(count: small.count / 2) }
+    }
+    try? handle.close()
+
+    // Writes now fail with a clear 507 (SQLite may still fit a few into free pages first); nothing crashes.
+    var refusal: HTTPResponse?
+    for index in 0..<300 {
+      let response = try createJob("during-\(index)")
+      if response.status == 201 {
+        acknowledged.append("during-\(index)")
+        continue
+      }
+      refusal = response
+      break
+    }
+    let refused = try #require(refusal, "no write failed on a full disk")
+    #expect(refused.status == 507, "\(refused)")
+    #expect(errorCode(refused) == "storage_full")
+    #expect(errorMessage(refused)?.contains("free disk space") == true)
+    #expect(node.isRunning)
+    #expect(try HTTPClient.get(port: node.port, path: "/healthz").status == 200)
+    #expect(try node.metric("meshgate_storage_failures_total").map { $0 >= 1 } == true)
+
+    // Free the space: writes work again, and after a kill -9 every acknowledged job is still there.
+    try FileManager.default.removeItem(atPath: filler)
+    let after = try createJob("after")
+    #expect(after.status == 201, "\(after)")
+    if after.status == 201 { acknowledged.append("after") }
+    node.kill9()
+    try node.restart()
+    let listed = try HTTPClient.get(port: node.port, path: "/api/v1/jobs?limit=500", token: peer.token).jsonObject()
+    let names = Set((listed["jobs"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String })
+    #expect(Set(acknowledged).isSubset(of: names), "lost: \(Set(acknowledged).subtracting(names).sorted())")
+    _ = try node.stop()
+  }
+}

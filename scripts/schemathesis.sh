@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs schemathesis (pinned in Tests/schemathesis/requirements.txt, installed in a venv under .build/) against the
+# OpenAPI document of a freshly started node, authenticated as a peer, with every check on. Fails on any 5xx, any
+# response that does not match the document, or a node that stops answering.
+#
+#   scripts/schemathesis.sh [MAX_EXAMPLES]    default 10 (make test); make schemathesis uses 100
+#
+# MESHGATE_BIN picks the binary (default .build/debug/meshgate); SCHEMATHESIS_TIMEOUT bounds the run (seconds).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+examples=${1:-10}
+bin=${MESHGATE_BIN:-.build/debug/meshgate}
+venv=.build/schemathesis-venv
+limit=${SCHEMATHESIS_TIMEOUT:-600}
+if [[ ! -x $venv/bin/schemathesis ]] || ! cmp -s Tests/schemathesis/requirements.txt "$venv/requirements.txt"; then
+  echo "==> installing schemathesis into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q -r Tests/schemathesis/requirements.txt
+  cp Tests/schemathesis/requirements.txt "$venv/requirements.txt"
+fi
+work=$(mktemp -d /tmp/meshgate-schemathesis.XXXXXX)
+node_pid=
+cleanup() {
+  if [[ -n $node_pid ]]; then kill "$node_pid" 2>/dev/null || true; wait "$node_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$bin" --port 0 --bind 127.0.0.1 --data-dir "$work/data" --discovery off --log-level warning \
+  >"$work/out.log" 2>"$work/err.log" &
+node_pid=$!
+port=
+for _ in $(seq 100); do
+  port=$(sed -n 's/^meshgate ready .*port=\([0-9]*\).*/\1/p' "$work/out.log")
+  [[ -n $port ]] && break
+  sleep 0.1
+done
+[[ -n $port ]] || { echo "schemathesis: meshgate did not start" >&2; cat "$work/err.log" >&2; exit 1; }
+base=http://127.0.0.1:$port
+token=$(curl -sf -X POST "$base/api/v1/peers" -H 'content-type: application/json' -d '{"displayName":"schemathesis"}' \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+echo "==> schemathesis against $base/api/v1/openapi.json ($examples examples per operation, checks: all)"
+status=0
+timeout "$limit" "$venv/bin/schemathesis" --no-color run "$base/api/v1/openapi.json" --url "$base" \
+  -H "Authorization: Bearer $token" --checks all --max-examples "$examples" --request-timeout 10 \
+  --generation-deterministic >"$work/report.txt" 2>&1 || status=$?
+mkdir -p test-artifacts
+cp "$work/report.txt" test-artifacts/schemathesis.txt
+tail -40 "$work/report.txt"
+if ! curl -sf -m 5 -o /dev/null "$base/healthz"; then
+  echo "schemathesis: the node stopped answering during the run" >&2
+  status=1
+fi
+if ((status != 0)); then
+  echo "schemathesis: failures (full report in test-artifacts/schemathesis.txt); node log:" >&2
+  tail -20 "$work/err.log" >&2
+fi
+exit $status
