@@ -29,7 +29,7 @@ SCHEMATHESIS_TEST_EXAMPLES ?= 10
 BUILD_ARGS ?=
 export RUN_ARGS
 
-LINT_PATHS := Sources Tests Package.swift
+LINT_PATHS := Sources Tests Package.swift Fuzz
 
 step = @printf '\n==> %s\n' "$(1)"
 

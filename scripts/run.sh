@@ -129,6 +129,8 @@ field() { # field NAME: the value of NAME=... in the ready line
   sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p" <<<"$ready"
 }
 port=$(field port)
+# Printed only on the node's first start (a new data directory); only its hash is kept.
+admin_token=$(sed -n 's/^meshgate admin-token=\([^[:space:]]*\).*/\1/p' "$tmp/stdout.log" | head -1)
 url=$(field url)
 node_id=$(field node.id)
 data_dir=$(field data.dir)
@@ -187,6 +189,11 @@ fi
     echo " Try:"
     echo "   curl -H 'Authorization: Bearer $token' ${local_url}api/v1/peers/me"
     echo "   curl -N -H 'Authorization: Bearer $token' ${local_url}api/v1/events/stream"
+  fi
+  if [[ -n $admin_token ]]; then
+    echo
+    echo " Admin token: $admin_token"
+    echo "             (shown this once: it guards node settings and POST /api/v1/mesh/nodes; only its hash is stored)"
   fi
   echo
   echo " Ctrl-C stops the node."

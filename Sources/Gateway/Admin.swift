@@ -49,10 +49,12 @@ extension Node {
   func authenticateAdmin(_ head: HTTPRequestHead) throws(APIError) {
     guard let header = head.headers["authorization"] else {
       security.adminDenied += 1
-      throw APIError(status: 401, code: "admin_token_required", message: "this route needs the admin token: " + Self.adminHint)
+      throw APIError(
+        status: 401, code: "admin_token_required", message: "this route needs the admin token: " + Self.adminHint)
     }
     let parts = header.split(separator: " ", maxSplits: 1)
-    let token = parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]).trimmingCharacters(in: .whitespaces) : ""
+    let token =
+      parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]).trimmingCharacters(in: .whitespaces) : ""
     if !token.isEmpty, Crypto.sha256Hex(token) == security.adminTokenHash { return }
     security.adminDenied += 1
     if !token.isEmpty, peerIDsByTokenHash[Crypto.sha256Hex(token)] != nil {
@@ -60,13 +62,16 @@ extension Node {
         status: 403, code: "admin_token_required",
         message: "a peer token cannot change node settings or add mesh nodes: " + Self.adminHint)
     }
-    throw APIError(status: 401, code: "invalid_admin_token", message: "the admin token is not valid on this node: " + Self.adminHint)
+    throw APIError(
+      status: 401, code: "invalid_admin_token", message: "the admin token is not valid on this node: " + Self.adminHint)
   }
 
   /// Applies the per-token request rate; throws 429 with Retry-After when the peer is over it.
   func checkRequestRate(peerID: String) throws(APIError) {
     let limit = security.limits.requestsPerSecond
-    guard let wait = security.requestLimiter.check(peerID, perSecond: limit, now: Self.monotonicMillis()) else { return }
+    guard let wait = security.requestLimiter.check(peerID, perSecond: limit, now: Self.monotonicMillis()) else {
+      return
+    }
     security.rateLimitedRequests += 1
     throw APIError(
       status: 429, code: "rate_limited",
@@ -116,7 +121,9 @@ extension Node {
     let body = try RequestBody(context.request)
     let names = ["requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention"]
     try body.allowOnly(Set(names))
-    guard !body.object.keys.isEmpty else { throw APIError.badRequest("send at least one of \(names.joined(separator: ", "))") }
+    guard !body.object.keys.isEmpty else {
+      throw APIError.badRequest("send at least one of \(names.joined(separator: ", "))")
+    }
     func integer(_ key: String, _ range: ClosedRange<Int>) throws(APIError) -> Int? {
       guard let value = body.object[key] else { return nil }
       guard case .int(let number) = value, range.contains(Int(number)) else {

@@ -84,7 +84,8 @@ public enum FuzzTargets {
       .dataAck(sequence: 2),
     ]
     let peer = Directory.PeerRef(peerID: "p1", displayName: "Alice", nodeID: "n1")
-    let message = ChatMessage(id: "m-000001", from: peer, senderSeq: 1, body: "hello", sentAt: "2026-01-01T00:00:00Z", seq: 4)
+    let message = ChatMessage(
+      id: "m-000001", from: peer, senderSeq: 1, body: "hello", sentAt: "2026-01-01T00:00:00Z", seq: 4)
     let wires: [ChatWire] = [
       .sync(roomID: "r1", members: [peer], after: 3), .post(roomID: "r1", message),
       .messages(roomID: "r1", [message]),

@@ -235,7 +235,8 @@ struct Router: Sendable {
       authenticated: false, requestSchema: Schemas.addMeshNode,
       responses: [
         (202, "Dialling.", Schemas.meshNodes), (400, "Malformed address.", Schemas.error),
-        (401, "Missing or unknown admin token.", Schemas.error), (403, "A peer token, not the admin token.", Schemas.error),
+        (401, "Missing or unknown admin token.", Schemas.error),
+        (403, "A peer token, not the admin token.", Schemas.error),
       ], queryParameters: [], admin: true),
     Route(
       method: .get, pattern: "/api/v1/node/settings", operation: .getSettings, operationID: "getNodeSettings",
@@ -251,7 +252,8 @@ struct Router: Sendable {
       authenticated: false, requestSchema: Schemas.settingsPatch,
       responses: [
         (200, "The settings now in force.", Schemas.settingsEnvelope), (400, "Invalid field.", Schemas.error),
-        (401, "Missing or unknown admin token.", Schemas.error), (403, "A peer token, not the admin token.", Schemas.error),
+        (401, "Missing or unknown admin token.", Schemas.error),
+        (403, "A peer token, not the admin token.", Schemas.error),
       ], queryParameters: [], admin: true),
     Route(
       method: .post, pattern: "/api/v1/sessions", operation: .createSession, operationID: "createSession",
@@ -570,8 +572,10 @@ enum Schemas {
     "type": "object",
     "required": ["requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention"],
     "properties": [
-      "requestsPerSecond": ["type": "integer", "minimum": 0], "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0],
-      "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64], "eventRetention": ["type": "integer", "minimum": 10],
+      "requestsPerSecond": ["type": "integer", "minimum": 0],
+      "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0],
+      "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64],
+      "eventRetention": ["type": "integer", "minimum": 10],
     ],
   ]
   static let settingsEnvelope: JSONValue = [
@@ -824,7 +828,9 @@ extension Router {
         ? [(401, "Missing or unknown token."), (429, "Over this token's request rate; see Retry-After.")]
         : route.admin ? [(401, "Missing or unknown admin token."), (403, "A peer token, not the admin token.")] : []
       for (status, description) in common where responses[String(status)] == nil {
-        responses[String(status)] = ["description": .string(description), "content": ["application/json": ["schema": Schemas.error]]]
+        responses[String(status)] = [
+          "description": .string(description), "content": ["application/json": ["schema": Schemas.error]],
+        ]
       }
       operation["responses"] = .object(responses)
       if route.authenticated { operation["security"] = [["bearer": []]] }

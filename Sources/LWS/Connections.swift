@@ -89,6 +89,8 @@ final class HTTPExchange {
   var headersSent = false
   var bodyOffset = 0
   var closeAfter = false
+  /// BODY_COMPLETION callbacks after the request was dispatched (`httpBodyCompleted`).
+  var repeatedCompletions = 0
   var streamQueue: [UInt8] = []
   var streamEnded = false
 

@@ -99,7 +99,8 @@ struct AdminAndLimitsTests {
       var codes: [String] = []
       for _ in 0..<40 {
         let reply = try socket.receiveJSONObject()
-        codes.append((reply["type"] as? String == "pong") ? "pong" : (reply["data"] as? [String: Any])?["code"] as? String ?? "?")
+        codes.append(
+          (reply["type"] as? String == "pong") ? "pong" : (reply["data"] as? [String: Any])?["code"] as? String ?? "?")
       }
       #expect(codes.filter { $0 == "pong" }.count >= 10, "\(codes)")
       #expect(codes.contains("rate_limited"), "\(codes)")

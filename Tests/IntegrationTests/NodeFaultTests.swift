@@ -118,7 +118,9 @@ struct NodeFaultTests {
     try node.start()
     let peer = try node.createPeer("writer")
     func createJob(_ name: String) throws -> HTTPResponse {
-      try HTTPClient.post(port: node.port, path: "/api/v1/jobs", json: #"{"name":"\#(name)","notes":"\#(String(repeating: "n", count: 2000))"}"#, token: peer.token)
+      try HTTPClient.post(
+        port: node.port, path: "/api/v1/jobs",
+        json: #"{"name":"\#(name)","notes":"\#(String(repeating: "n", count: 2000))"}"#, token: peer.token)
     }
     var acknowledged: [String] = []
     for index in 0..<5 {

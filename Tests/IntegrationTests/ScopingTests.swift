@@ -9,7 +9,8 @@ import Testing
 struct ScopingTests {
   /// `status` must be one of `allowed`; the message names the request for the failure report.
   static func expectDenied(
-    _ response: HTTPResponse, _ what: String, allowed: Set<Int> = [403, 404], sourceLocation: SourceLocation = #_sourceLocation
+    _ response: HTTPResponse, _ what: String, allowed: Set<Int> = [403, 404],
+    sourceLocation: SourceLocation = #_sourceLocation
   ) {
     #expect(
       allowed.contains(response.status), "\(what) answered \(response.status): \(response.text)",
@@ -43,7 +44,8 @@ struct ScopingTests {
           "\(outsider) named event")
         // Inviting someone into a session the outsider is not in.
         let invite = try outsider.post(
-          "/api/v1/invitations", json: try jsonText(["to": alice.id == outsider.id ? bob.id : alice.id, "session": sessionID]))
+          "/api/v1/invitations",
+          json: try jsonText(["to": alice.id == outsider.id ? bob.id : alice.id, "session": sessionID]))
         Self.expectDenied(invite, "\(outsider) inviting into a foreign session", allowed: [403, 404, 409])
         for action in ["accept", "decline", "cancel"] {
           Self.expectDenied(try outsider.answer(invitationID, action), "\(outsider) \(action)")

@@ -773,7 +773,10 @@ extension SessionBookTests {
       #expect(mesh.events.isEmpty, "\(mesh.events)")
       // The member still gets what is meant for it.
       mesh.perform("A") { _ in
-        [.send(.sessionData(sessionID: "s", fromPeerID: "a1", toPeerIDs: ["b1", "b2"], sequence: 0, payload: [4]), to: "B")]
+        [
+          .send(
+            .sessionData(sessionID: "s", fromPeerID: "a1", toPeerIDs: ["b1", "b2"], sequence: 0, payload: [4]), to: "B")
+        ]
       }
       mesh.deliverAll()
       #expect(mesh.log("b1") == ["s: unreliable data from a1 [4]"])

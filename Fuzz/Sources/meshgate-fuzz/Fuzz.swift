@@ -1,8 +1,8 @@
+import CFuzzDriver
 // libFuzzer entry point. `MESHGATE_FUZZ_TARGET` picks the decoder: `mesh-frame` (MeshFrameCodec.decode),
 // `chat-wire` (ChatWire.decode), `request-body` (JSONValue.parse and the REST request-body readers) or `all`
 // (the default: every input goes through all three).
 import Foundation
-import CFuzzDriver
 import Gateway
 
 enum Target: String {
@@ -33,7 +33,8 @@ public func fuzzTestOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CI
 /// target there (scripts/fuzz.sh passes the corpus directory).
 @_cdecl("LLVMFuzzerInitialize")
 public func fuzzInitialize(
-  _ argc: UnsafeMutablePointer<CInt>?, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?
+  _ argc: UnsafeMutablePointer<CInt>?,
+  _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?
 ) -> CInt {
   guard let directory = ProcessInfo.processInfo.environment["MESHGATE_FUZZ_SEED_DIR"] else { return 0 }
   for (name, inputs) in FuzzTargets.seeds() where target == .all || target.rawValue == name {
