@@ -139,7 +139,10 @@ struct Router: Sendable {
         (401, "Missing or unknown token.", Schemas.error),
       ],
       queryParameters: [
-        ("since", "Return events after this cursor (an event id); default 0, the start of the log.", Schemas.cursorQuery),
+        (
+          "since", "Return events after this cursor (an event id); default 0, the start of the log.",
+          Schemas.cursorQuery
+        ),
         ("cursor", "Alias of since, for the generic ?limit=&cursor= paging.", Schemas.cursorQuery),
         ("limit", "Page size, 1–1000, default 100.", ["type": "integer", "minimum": 1, "maximum": 1000]),
       ]),
