@@ -45,10 +45,13 @@ status=0
 # - openWebSocket: a plain GET of the WebSocket endpoint is 426 by design, which schemathesis reads as a rejection;
 # - unsupported_method: libwebsockets itself answers methods it does not know (TRACE, QUERY) with 403, before the
 #   router could answer 405;
-# - NUL bytes: a %00 in a query string leaves the request unanswered inside libwebsockets (a known issue).
+# - NUL bytes: a %00 in a query string leaves the request unanswered inside libwebsockets (a known issue);
+# - positive_data_acceptance: some rules cannot be written in JSON Schema (names of at most 63 UTF-8 *bytes*,
+#   discovery info keys unique ignoring case and 400 bytes in total, cursors that must be ones the node issued),
+#   so schema-valid inputs breaking them get the intended 400. Schema-violating inputs must still be refused.
 # The run happens in the work directory, so schemathesis's example database never lands in the repository.
 (cd "$work" && timeout "$limit" "$venv/bin/schemathesis" --no-color run "$base/api/v1/openapi.json" --url "$base" \
-  -H "Authorization: Bearer $token" --checks all --exclude-checks unsupported_method \
+  -H "Authorization: Bearer $token" --checks all --exclude-checks unsupported_method,positive_data_acceptance \
   --exclude-operation-id deleteMe --exclude-operation-id openWebSocket --generation-allow-x00 false \
   --max-examples "$examples" --request-timeout 10 --generation-deterministic >"$work/report.txt" 2>&1) || status=$?
 mkdir -p test-artifacts

@@ -489,8 +489,11 @@ enum Schemas {
     "description": "Up to 16 string pairs, at most 400 bytes in total (Bonjour TXT-record sized).",
   ]
   static let displayName: JSONValue = [
-    "type": "string", "minLength": 1, "description": "1–63 UTF-8 bytes, no control characters.",
+    "type": "string", "minLength": 1, "maxLength": 63, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$",
+    "description": "1–63 UTF-8 bytes, no control characters.",
   ]
+  /// Discovery info where null means "none" (or "unchanged" on PATCH).
+  static let optionalDiscoveryInfo: JSONValue = ["anyOf": [discoveryInfo, ["type": "null"]]]
   static let peer: JSONValue = [
     "type": "object", "required": ["id", "displayName", "nodeId", "discoveryInfo", "createdAt"],
     "properties": [
@@ -504,11 +507,11 @@ enum Schemas {
   ]
   static let createPeer: JSONValue = [
     "type": "object", "required": ["displayName"], "additionalProperties": false,
-    "properties": ["displayName": displayName, "discoveryInfo": discoveryInfo],
+    "properties": ["displayName": displayName, "discoveryInfo": optionalDiscoveryInfo],
   ]
   static let updatePeer: JSONValue = [
     "type": "object", "additionalProperties": false, "minProperties": 1,
-    "properties": ["displayName": displayName, "discoveryInfo": ["anyOf": [discoveryInfo, ["type": "null"]]]],
+    "properties": ["displayName": displayName, "discoveryInfo": optionalDiscoveryInfo],
   ]
   static let node: JSONValue = [
     "type": "object", "required": ["id", "name", "version", "startedAt", "uptimeSeconds", "peerCount"],
@@ -523,7 +526,7 @@ enum Schemas {
     "description": "1–15 of a-z 0-9 -, at least one letter, no leading, trailing or double hyphen (RFC 6335).",
   ]
   static let advertiseRequest: JSONValue = [
-    "type": "object", "additionalProperties": false, "properties": ["discoveryInfo": discoveryInfo],
+    "type": "object", "additionalProperties": false, "properties": ["discoveryInfo": optionalDiscoveryInfo],
   ]
   static let advertisingEntry: JSONValue = [
     "type": "object", "required": ["serviceType", "discoveryInfo"],
@@ -624,9 +627,9 @@ enum Schemas {
   static let createSession: JSONValue = [
     "type": "object", "additionalProperties": false,
     "properties": [
-      "encryption": ["type": "string", "enum": ["none", "optional", "required"]],
-      "strategy": ["type": "string", "enum": ["cluster", "star", "pointToPoint"]],
-      "maxPeers": ["type": "integer", "minimum": 2, "maximum": 1024],
+      "encryption": ["type": ["string", "null"], "enum": ["none", "optional", "required", nil]],
+      "strategy": ["type": ["string", "null"], "enum": ["cluster", "star", "pointToPoint", nil]],
+      "maxPeers": ["type": ["integer", "null"], "minimum": 2, "maximum": 1024],
     ],
   ]
   static let sendResult: JSONValue = [
@@ -640,7 +643,7 @@ enum Schemas {
     "type": "object", "required": ["event"], "additionalProperties": false,
     "properties": [
       "event": ["type": "string", "minLength": 1], "object": [:],
-      "to": ["type": "array", "items": ["type": "string"]],
+      "to": ["type": ["array", "null"], "items": ["type": "string"]],
     ],
   ]
   static let invitation: JSONValue = [
@@ -693,10 +696,10 @@ enum Schemas {
   static let jobInput: JSONValue = [
     "type": "object", "required": ["name"], "additionalProperties": false,
     "properties": [
-      "name": ["type": "string", "minLength": 1, "maxLength": 200],
+      "name": ["type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"],
       "dueDate": ["type": ["string", "null"], "format": "date"],
       "payment": [
-        "type": ["number", "string", "null"],
+        "type": ["number", "string", "null"], "minimum": 0, "pattern": "^[0-9]+(\\.[0-9]{1,2})?$",
         "description": "Non-negative, at most 2 decimal places, e.g. 120 or \"99.50\".",
       ],
       "notes": ["type": ["string", "null"], "description": "At most 4 KiB of UTF-8."],
@@ -705,8 +708,9 @@ enum Schemas {
   static let jobPatch: JSONValue = [
     "type": "object", "additionalProperties": false, "minProperties": 1,
     "properties": [
-      "name": ["type": "string", "minLength": 1, "maxLength": 200],
-      "dueDate": ["type": ["string", "null"], "format": "date"], "payment": ["type": ["number", "string", "null"]],
+      "name": ["type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"],
+      "dueDate": ["type": ["string", "null"], "format": "date"],
+      "payment": ["type": ["number", "string", "null"], "minimum": 0, "pattern": "^[0-9]+(\\.[0-9]{1,2})?$"],
       "notes": ["type": ["string", "null"]],
     ],
   ]
@@ -727,7 +731,12 @@ enum Schemas {
   static let cursorQuery: JSONValue = ["type": "string", "pattern": "^([0-9]{1,18})?$"]
   static let createChat: JSONValue = [
     "type": "object", "required": ["name"], "additionalProperties": false,
-    "properties": ["name": ["type": "string", "minLength": 1]],
+    "properties": [
+      "name": [
+        "type": "string", "minLength": 1, "maxLength": 63, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$",
+        "description": "1–63 UTF-8 bytes, no control characters.",
+      ]
+    ],
   ]
   static let chat: JSONValue = [
     "type": "object", "required": ["id", "name", "host", "joined", "ended", "memberCount"],
@@ -834,10 +843,13 @@ extension Router {
         responses[String(response.status)] = .object(entry)
       }
       // Every peer route may also answer 401 (token) and 429 (the token's request rate); admin routes 401/403.
-      let common: [(Int, String)] =
+      var common: [(Int, String)] =
         route.authenticated
         ? [(401, "Missing or unknown token."), (429, "Over this token's request rate; see Retry-After.")]
         : route.admin ? [(401, "Missing or unknown admin token."), (403, "A peer token, not the admin token.")] : []
+      // Any route may answer 400 (a malformed query or body), and one with a path parameter 404 (unknown id).
+      common.append((400, "Invalid request: the message names the field and the rule."))
+      if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
       for (status, description) in common where responses[String(status)] == nil {
         responses[String(status)] = [
           "description": .string(description), "content": ["application/json": ["schema": Schemas.error]],
