@@ -25,7 +25,7 @@ TEST_ARGS ?=
 # Bounded fuzzing and API-schema testing inside `make test`; `make fuzz` / `make schemathesis` run longer.
 FUZZ_TEST_SECONDS ?= 10
 FUZZ_SECONDS ?= 300
-SCHEMATHESIS_TEST_EXAMPLES ?= 10
+SCHEMATHESIS_TEST_EXAMPLES ?= 5
 BUILD_ARGS ?=
 export RUN_ARGS
 

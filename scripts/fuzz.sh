@@ -14,11 +14,14 @@ seconds=${1:-${FUZZ_SECONDS:-10}}
 root=$PWD
 scratch=${FUZZ_SCRATCH:-$root/.build/fuzz}
 echo "==> building the fuzz harness (swift build -Xswiftc -sanitize=fuzzer, scratch $scratch)"
-(cd Fuzz && "$SWIFT" build --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library 2>&1 \
-  | grep -E 'error|Compiling|Build complete' | grep -v '^\[' || true)
-binary=$scratch/debug/meshgate-fuzz
-[[ -x $binary ]] || { echo "fuzz: the harness did not build ($binary missing)" >&2; exit 1; }
 mkdir -p test-artifacts/fuzz
+if ! (cd Fuzz && "$SWIFT" build --scratch-path "$scratch" -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library) \
+  >test-artifacts/fuzz/build.log 2>&1; then
+  grep -E 'error' test-artifacts/fuzz/build.log | head -20 >&2
+  echo "fuzz: the harness did not build; see test-artifacts/fuzz/build.log" >&2
+  exit 1
+fi
+binary=$scratch/debug/meshgate-fuzz
 status=0
 for target in mesh-frame chat-wire request-body; do
   corpus=$root/.build/fuzz-corpus/$target

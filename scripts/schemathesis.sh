@@ -3,7 +3,7 @@
 # OpenAPI document of a freshly started node, authenticated as a peer, with every check on. Fails on any 5xx, any
 # response that does not match the document, or a node that stops answering.
 #
-#   scripts/schemathesis.sh [MAX_EXAMPLES]    default 10 (make test); make schemathesis uses 100
+#   scripts/schemathesis.sh [MAX_EXAMPLES]    default 10; make test passes 5, make schemathesis 100
 #
 # MESHGATE_BIN picks the binary (default .build/debug/meshgate); SCHEMATHESIS_TIMEOUT bounds the run (seconds).
 set -euo pipefail
