@@ -27,8 +27,8 @@ let package = Package(
     .target(name: "LWS", dependencies: ["CLibWebSockets", "Logging"], swiftSettings: swiftSettings),
     .target(name: "Store", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
     .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
-    // Layer 3: sans-I/O mesh core.
-    .target(name: "MeshCore", swiftSettings: swiftSettings),
+    // Layer 3: sans-I/O mesh core (Crypto for the link handshake's HMAC and the verification codes' SHA-256).
+    .target(name: "MeshCore", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     // A deterministic in-process simulator running MeshCore for many nodes (tests and bench).
     .target(name: "MeshSimulator", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
     // Layers 4-6: node runtime, apps, REST/WS surface.

@@ -37,6 +37,7 @@ extension Node {
     case .servicePeers: return try servicePeers(context)
     case .listMeshNodes: return .json(meshNodesJSON())
     case .addMeshNode: return try addMeshNode(context)
+    case .deleteMeshPin: return try await deletePin(context)
     case .createSession: return try createSession(context)
     case .listSessions: return try listSessions(context)
     case .getSession: return try getSession(context)

@@ -76,6 +76,7 @@ public actor Node {
   var transceiveSessions: [Transceiver: String] = [:]
   var ticks: UInt64 = 0
   let meshLogger = Logger(component: "mesh")
+  let security: NodeSecurity
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -83,9 +84,10 @@ public actor Node {
 
   init(
     server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
-    services: [NodeStore.StoredService] = [], staticFiles: StaticFiles
+    services: [NodeStore.StoredService] = [], staticFiles: StaticFiles, security: NodeSecurity = .none
   ) {
     self.server = server
+    self.security = security
     self.store = store
     self.configuration = configuration
     self.nodeID = nodeID
@@ -108,8 +110,9 @@ public actor Node {
       }
     }
     self.mesh = MeshRuntime(
-      links: LinkManager(local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue)), directory: directory,
-      sessions: SessionBook(nodeID: nodeID))
+      links: LinkManager(
+        local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret, pins: security.pins),
+      directory: directory, sessions: SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint))
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
@@ -132,6 +135,10 @@ public actor Node {
   // MARK: - Requests
 
   func handle(_ request: HTTPRequest) {
+    if security.servesHTTPS && !request.head.isTLS {
+      refusePlaintext(request)
+      return
+    }
     switch router.match(method: request.head.method, path: request.head.path) {
     case .found(let route, let parameters):
       routeLabels[request.id] = route.pattern
@@ -244,6 +251,10 @@ public actor Node {
           APIError.badRequest("mesh links must request the WebSocket subprotocol \(meshSubprotocol)").response)
       }
       return .accept
+    }
+    if security.servesHTTPS && !head.isTLS {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(Self.httpsRequired(head).response)
     }
     guard head.path == "/api/v1/ws" else {
       metrics.webSocketUpgradesRejected += 1

@@ -88,6 +88,8 @@ final class NodeStore: Sendable {
         );
         CREATE INDEX jobs_by_owner ON jobs(owner_peer_id, created_at, id);
         """),
+    // Versions 4 and 5 belong to the chat and files branches; the Migrator only needs increasing versions.
+    Migration(version: 6, name: "pinned node certificates", sql: NodeStore.pinsSchema),
   ]
 
   init(path: String, retention: Int) throws {
