@@ -52,7 +52,8 @@ let package = Package(
     .testTarget(name: "GatewayTests", dependencies: ["Gateway", "MeshgateTestSupport"], swiftSettings: swiftSettings),
     .testTarget(
       name: "IntegrationTests",
-      dependencies: ["meshgate", "MeshgateTestSupport"],
+      // Crypto and MeshCore: test certificates, fingerprints and the expected verification codes (SecurityTests).
+      dependencies: ["meshgate", "MeshgateTestSupport", "Crypto", "MeshCore"],
       swiftSettings: swiftSettings
     ),
   ]
