@@ -61,7 +61,9 @@ public struct Certificate: Sendable, Equatable {
     guard status == 0 else {
       unlink(certificatePath)
       unlink(keyPath)
-      let reason = status <= -11 ? "cannot write the files (\(String(cString: strerror(errno))))" : "OpenSSL step \(-status) failed"
+      let reason =
+        status <= -11
+        ? "cannot write the files (\(String(cString: strerror(errno))))" : "OpenSSL step \(-status) failed"
       throw CertificateError("cannot create a certificate at \(certificatePath): \(reason)")
     }
     return try load(certificatePath: certificatePath, keyPath: keyPath)

@@ -209,7 +209,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     case "--mesh-secret":
       guard (8...1024).contains(value.utf8.count) else {
         throw ConfigurationError(
-          "\(source) must be 8 to 1024 bytes (got \(value.utf8.count)); use a long random string, the same on every node")
+          "\(source) must be 8 to 1024 bytes (got \(value.utf8.count)); use a long random string, the same on every node"
+        )
       }
       meshSecret = value
     case "--tls-cert", "--tls-key":

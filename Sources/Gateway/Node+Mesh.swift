@@ -80,7 +80,8 @@ extension Node {
     mesh.connectionBySocket[id] = connection
     mesh.socketByConnection[connection] = id
     apply(
-      mesh.links.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis()))
+      mesh.links.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis())
+    )
   }
 
   func meshSocketConnected(_ id: WebSocketID) {

@@ -103,8 +103,7 @@ extension Node {
   func refusePlaintext(_ request: HTTPRequest) {
     let head = request.head
     routeLabels[request.id] = "plaintext"
-    if (head.method == .get || head.method == .head) && !head.path.hasPrefix("/api/"), let host = head.headers["host"]
-    {
+    if (head.method == .get || head.method == .head) && !head.path.hasPrefix("/api/"), let host = head.headers["host"] {
       let location = "https://\(host)\(head.path)"
       respond(
         request,

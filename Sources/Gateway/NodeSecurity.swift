@@ -40,8 +40,7 @@ enum NodeIdentity {
     do {
       if manager.fileExists(atPath: certificatePath) && manager.fileExists(atPath: keyPath) {
         // The key must stay private to the node's user.
-        if let mode = (try? manager.attributesOfItem(atPath: keyPath))?[.posixPermissions] as? Int, mode & 0o077 != 0
-        {
+        if let mode = (try? manager.attributesOfItem(atPath: keyPath))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
           chmod(keyPath, 0o600)
           logger.notice("Node key was readable by others; set it to 0600.", ["tls.key": keyPath])
         }

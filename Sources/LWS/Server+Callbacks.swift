@@ -557,7 +557,8 @@ extension Server {
     let length = clws_peer_certificate_der(connection.wsi, &der)
     defer { clws_free(der) }
     guard length > 0, let der else { return TransportSecurity(encrypted: true, peerCertificate: nil) }
-    return TransportSecurity(encrypted: true, peerCertificate: Array(UnsafeBufferPointer(start: der, count: Int(length))))
+    return TransportSecurity(
+      encrypted: true, peerCertificate: Array(UnsafeBufferPointer(start: der, count: Int(length))))
   }
 
   func clientEstablished(_ wsi: OpaquePointer) {

@@ -26,7 +26,8 @@ struct CertificateTests {
       #expect(certificate.fingerprint.count == 64)
       #expect(certificate.fingerprint.allSatisfy { "0123456789abcdef".contains($0) })
       // Loading gives the same certificate, with or without checking the key.
-      #expect(try Certificate.load(certificatePath: directory + "/cert.pem", keyPath: directory + "/key.pem") == certificate)
+      #expect(
+        try Certificate.load(certificatePath: directory + "/cert.pem", keyPath: directory + "/key.pem") == certificate)
       #expect(try Certificate.load(certificatePath: directory + "/cert.pem", keyPath: nil) == certificate)
       // The DER is the PEM's base64 body.
       let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()

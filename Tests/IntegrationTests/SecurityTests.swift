@@ -191,7 +191,8 @@ private func isFingerprint(_ value: Any?) -> Bool {
       // Forgetting the pin (from this host) lets the new certificate in.
       let deleted = try HTTPClient.delete(port: nodes[0].port, path: "/api/v1/mesh/pins/\(bID)", token: watcher.token)
       #expect(deleted.status == 204, "\(deleted)")
-      let unknown = try HTTPClient.delete(port: nodes[0].port, path: "/api/v1/mesh/pins/no-such-node", token: watcher.token)
+      let unknown = try HTTPClient.delete(
+        port: nodes[0].port, path: "/api/v1/mesh/pins/no-such-node", token: watcher.token)
       #expect(unknown.status == 404)
       #expect(errorCode(unknown) == "not_found")
       try await awaitLinks(nodes, timeout: .seconds(20))

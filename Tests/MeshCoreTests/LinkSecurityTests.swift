@@ -19,7 +19,8 @@ private func tls(_ local: String, _ remote: String?, challenge: UInt8 = 1) -> Tr
 
 private func plaintext(challenge: UInt8 = 1) -> Transport {
   Transport(
-    encrypted: false, localFingerprint: nil, remoteFingerprint: nil, challenge: [UInt8](repeating: challenge, count: 32))
+    encrypted: false, localFingerprint: nil, remoteFingerprint: nil, challenge: [UInt8](repeating: challenge, count: 32)
+  )
 }
 
 /// Node "a" dials node "b"; frames go straight across (or through a relay that forwards every frame unchanged).
@@ -60,7 +61,8 @@ private struct LinkPair {
     }
     dialID = id
     route(dialer.outboundOpened(id, transport: dialerTransport, now: 0), fromDialer: true)
-    route(acceptor.inboundOpened(acceptID, remoteHost: "a.local", transport: acceptorTransport, now: 0), fromDialer: false)
+    route(
+      acceptor.inboundOpened(acceptID, remoteHost: "a.local", transport: acceptorTransport, now: 0), fromDialer: false)
     if deliver { pump() }
   }
 

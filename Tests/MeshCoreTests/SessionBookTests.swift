@@ -539,7 +539,8 @@ extension SessionBookTests {
           == SessionBook.verificationCode(
             invitationID: "i1", fromNode: "A", toNode: "B", fromFingerprint: "", toFingerprint: ""))
       #expect(
-        SessionBook.verificationCode(invitationID: "i1", fromNode: "B", toNode: "A", fromFingerprint: "", toFingerprint: "")
+        SessionBook.verificationCode(
+          invitationID: "i1", fromNode: "B", toNode: "A", fromFingerprint: "", toFingerprint: "")
           == "096008")
 
       let codes = (0..<2000).map {
@@ -1731,7 +1732,8 @@ extension SessionBookTests {
       for encryption in [SessionEncryption.optional, .none] {
         var mesh = Mesh(["A", "B"])
         mesh.perform("A") { book in
-          _ = book.createSession("s", creator: member("a1", "A"), strategy: .cluster, encryption: encryption, maxPeers: 8)
+          _ = book.createSession(
+            "s", creator: member("a1", "A"), strategy: .cluster, encryption: encryption, maxPeers: 8)
           return []
         }
         try mesh.invite("b1", on: "B", by: "a1", on: "A")
