@@ -207,6 +207,14 @@ extension Node {
       ("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.", mesh.framesOut),
       ("meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.", mesh.framesIn),
       ("meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).", mesh.badFrames),
+      (
+        "meshgate_mesh_links_refused_total", "counter",
+        "Mesh links refused for security (changed certificate, missing or wrong mesh secret).", mesh.linksRefused
+      ),
+      (
+        "meshgate_mesh_encrypted_links", "gauge", "Linked nodes whose link runs over TLS.",
+        mesh.links.linkedNodeIDs.filter { mesh.links.transport(of: $0)?.encrypted == true }.count
+      ),
       ("meshgate_sessions", "gauge", "Sessions with a member on this node.", mesh.sessions.sessions.count),
       (
         "meshgate_unreliable_dropped_total", "counter",

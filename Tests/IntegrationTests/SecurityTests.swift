@@ -220,6 +220,11 @@ private func isFingerprint(_ value: Any?) -> Bool {
       }
       #expect(try nodes[2].linkedNodeIDs().isEmpty)
       #expect(try nodes[3].linkedNodeIDs().isEmpty)
+      let metrics = try HTTPClient.get(port: nodes[0].port, path: "/metrics")
+      let refused = metrics.text.split(separator: "\n").first { $0.hasPrefix("meshgate_mesh_links_refused_total ") }
+      #expect(
+        refused.flatMap { Int($0.split(separator: " ").last ?? "") }.map { $0 >= 2 } == true, "\(refused ?? "none")")
+      #expect(metrics.text.contains("meshgate_mesh_encrypted_links 1\n"))
       // The secret is never logged (the harness's own "=== meshgate-test: launching …" lines show the command line).
       for node in nodes {
         let logLines = node.stderrText().split(separator: "\n").filter { !$0.hasPrefix("=== meshgate-test") }
