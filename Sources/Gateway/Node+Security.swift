@@ -8,6 +8,9 @@ import Logging
 import MeshCore
 
 extension Node {
+  /// The most `node.link.refused` events a node publishes in its lifetime (distinct node ids and reasons).
+  static let maxRefusalEvents = 64
+
   /// The transport of mesh WebSocket `id` for the link manager: TLS or not, both fingerprints, a fresh challenge.
   /// Nil (and the socket is closed) when the CSPRNG fails.
   func meshTransport(_ id: WebSocketID) -> LinkManager.Transport? {
@@ -46,7 +49,9 @@ extension Node {
     }
   }
 
-  /// A link was refused: one warning per attempt, one `node.link.refused` event per node, reason and certificate.
+  /// A link was refused: one warning per attempt; one `node.link.refused` event per node id and reason (a refused
+  /// node redials every few seconds), and at most ``maxRefusalEvents`` in all, so that a stranger claiming ever new
+  /// node ids cannot flood the peers' event logs (the log lines and the metric still count every refusal).
   func reportRefusal(_ refusal: LinkManager.Refusal) {
     mesh.linksRefused += 1
     meshLogger.warning(
@@ -56,8 +61,10 @@ extension Node {
         "tls.pinned": refusal.pinnedFingerprint ?? "", "tls.presented": refusal.presentedFingerprint ?? "",
         "detail": refusal.message,
       ])
-    let key = "\(refusal.code)|\(refusal.nodeID ?? "")|\(refusal.presentedFingerprint ?? "")"
-    guard mesh.refusalsReported.insert(key).inserted else { return }
+    let key = "\(refusal.code)|\(refusal.nodeID ?? "")|"
+    guard mesh.refusalsReported.count < Self.maxRefusalEvents, mesh.refusalsReported.insert(key).inserted else {
+      return
+    }
     var node = JSONObject()
     node["id"] = refusal.nodeID.map { .string($0) } ?? .null
     node["name"] = refusal.name.map { .string($0) } ?? .null
