@@ -44,7 +44,8 @@ let package = Package(
     // Test support: raw HTTP/WebSocket clients and a process harness for real nodes.
     .target(name: "MeshgateTestSupport", swiftSettings: swiftSettings),
 
-    .testTarget(name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport", "Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshCoreTests", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
