@@ -155,6 +155,13 @@ public struct SessionBook: Sendable {
       .sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }
   }
 
+  /// Whether `session`'s traffic may go to `node` over its current link: always for this node itself and for
+  /// `none`/`optional` sessions; for `required` sessions only over an encrypted (TLS) link. Apps that send their own
+  /// frames for a session (files, streams, chat history) check this before sending.
+  public func mayCarry(_ session: SessionDescription, to node: String) -> Bool {
+    session.encryption != .required || node == nodeID || linkSecurity[node]?.encrypted == true
+  }
+
   func member(_ peerID: String, of session: SessionDescription) -> SessionMember? {
     session.members.first { $0.peerID == peerID }
   }
@@ -252,7 +259,7 @@ public struct SessionBook: Sendable {
     if session.strategy == .star && fromPeerID != session.creatorPeerID {
       throw Failure(409, "strategy_violation", "in a star session only the hub (its creator) invites")
     }
-    if session.encryption == .required && to.nodeID != nodeID && linkSecurity[to.nodeID]?.encrypted != true {
+    if !mayCarry(session, to: to.nodeID) {
       throw Failure(
         409, "encryption_unavailable",
         "this session requires encryption, but the link to \(to.displayName)'s node is not encrypted (TLS); link "
@@ -487,7 +494,7 @@ public struct SessionBook: Sendable {
         undelivered.append(contentsOf: peerIDs)
         continue
       }
-      if session.encryption == .required && linkSecurity[node]?.encrypted != true {
+      if !mayCarry(session, to: node) {
         unencrypted.append(contentsOf: peerIDs)
         continue
       }
