@@ -135,7 +135,7 @@ public actor Node {
   // MARK: - Requests
 
   func handle(_ request: HTTPRequest) {
-    if security.servesHTTPS && !request.head.isTLS {
+    if security.servesHTTPS && !request.head.isTLS && request.head.path != "/healthz" {
       refusePlaintext(request)
       return
     }

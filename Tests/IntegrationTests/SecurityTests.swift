@@ -258,6 +258,7 @@ private func isFingerprint(_ value: Any?) -> Bool {
       let page = try HTTPClient.get(port: node.port, path: "/")
       #expect(page.status == 308)
       #expect(page.header("location") == "https://127.0.0.1:\(node.port)/")
+      #expect(try HTTPClient.get(port: node.port, path: "/healthz").status == 200, "health checks stay plain")
       // The served certificate is the node's TLS identity: the other node pins its fingerprint. (Node 0's own list
       // is only served over HTTPS now, so the link is checked from node 1.)
       try await eventuallyAsync(timeout: .seconds(20), message: "node 1 linked to the HTTPS node") {
