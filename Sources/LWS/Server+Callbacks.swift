@@ -506,7 +506,8 @@ extension Server {
     stopWhenIdle()
   }
 
-  /// Dials `ws://host:port/path` with `subprotocol` (one of ``ServerConfiguration/subprotocols``). Returns the id
+  /// Dials `ws://host:port/path` (`wss://` with `tls`, presenting ``TLSConfiguration/clientCertificatePath``) with
+  /// `subprotocol` (one of ``ServerConfiguration/subprotocols``). Returns the id
   /// the delegate's ``ServerDelegate/webSocketConnected(_:)`` or ``ServerDelegate/webSocketConnectFailed(_:reason:)``
   /// will carry; nil when lws refused to start the connection at all. Service thread only.
   public func connect(host: String, port: Int, path: String, subprotocol: String, tls: Bool = false) -> WebSocketID? {

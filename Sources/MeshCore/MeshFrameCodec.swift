@@ -359,8 +359,9 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
   }
 }
 
-/// The frame type byte (header offset 3). 0x01–0x0F are the link itself (0x04–0x05 the mesh-secret handshake). 0x20–0x6F are reserved for sessions, invitations and data: 0x20–0x27
-/// invitations, 0x28–0x2F session membership, 0x30–0x3F data and events (the rest of the range is unassigned).
+/// The frame type byte (header offset 3). 0x01–0x0F are the link itself (0x04–0x05 the mesh-secret handshake).
+/// 0x20–0x6F are reserved for sessions, invitations and data: 0x20–0x27 invitations, 0x28–0x2F session
+/// membership, 0x30–0x3F data and events (the rest of the range is unassigned).
 enum MeshFrameType: UInt8 {
   case hello = 0x01
   case heartbeat = 0x02
