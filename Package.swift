@@ -27,8 +27,8 @@ let package = Package(
     .target(name: "LWS", dependencies: ["CLibWebSockets", "Logging"], swiftSettings: swiftSettings),
     .target(name: "Store", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
     .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
-    // Layer 3: sans-I/O mesh core.
-    .target(name: "MeshCore", swiftSettings: swiftSettings),
+    // Layer 3: sans-I/O mesh core (Crypto for the link handshake's HMAC and the verification codes' SHA-256).
+    .target(name: "MeshCore", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     // A deterministic in-process simulator running MeshCore for many nodes (tests and bench).
     .target(name: "MeshSimulator", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
     // Layers 4-6: node runtime, apps, REST/WS surface.
@@ -44,7 +44,8 @@ let package = Package(
     // Test support: raw HTTP/WebSocket clients and a process harness for real nodes.
     .target(name: "MeshgateTestSupport", swiftSettings: swiftSettings),
 
-    .testTarget(name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport", "Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshCoreTests", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
@@ -52,7 +53,8 @@ let package = Package(
     .testTarget(name: "GatewayTests", dependencies: ["Gateway", "MeshgateTestSupport"], swiftSettings: swiftSettings),
     .testTarget(
       name: "IntegrationTests",
-      dependencies: ["meshgate", "MeshgateTestSupport"],
+      // Crypto and MeshCore: test certificates, fingerprints and the expected verification codes (SecurityTests).
+      dependencies: ["meshgate", "MeshgateTestSupport", "Crypto", "MeshCore"],
       swiftSettings: swiftSettings
     ),
   ]

@@ -312,6 +312,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     renderSessions();
   }
 
+  /** The first 16 hex digits of a certificate fingerprint, in groups of four. */
+  function shortFingerprint(fingerprint) {
+    return String(fingerprint).slice(0, 16).replace(/(.{4})(?=.)/g, '$1:') + '…';
+  }
+
   async function refreshMesh() {
     try {
       const result = await api('mesh/nodes');
@@ -326,7 +331,14 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function renderMesh() {
     const self = state.meshSelf;
-    setText(el.meshSelf, self ? `This node: ${self.name || shortId(self.id)} · port ${self.port ?? '—'}` : '…');
+    setText(
+      el.meshSelf,
+      self
+        ? [`This node: ${self.name || shortId(self.id)} · port ${self.port ?? '—'}`, self.fingerprint ? `certificate ${shortFingerprint(self.fingerprint)}` : '']
+            .filter(Boolean)
+            .join(' · ')
+        : '…',
+    );
     const nodes = [...state.meshNodes].sort((a, b) => String(a.name || a.address).localeCompare(String(b.name || b.address)));
     syncList(
       el.meshList,
@@ -349,6 +361,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             h('div', {}, h('dt', {}, 'State'), h('dd', { dataset: { testid: 'mesh-node-state' } })),
             h('div', {}, h('dt', {}, 'Direction'), h('dd', { dataset: { testid: 'mesh-node-direction' } })),
             h('div', {}, h('dt', {}, 'RTT'), h('dd', { dataset: { testid: 'mesh-node-rtt' } })),
+            h('div', {}, h('dt', {}, 'Link'), h('dd', { dataset: { testid: 'mesh-node-link' } })),
           ),
         ),
       (row, n) => {
@@ -362,6 +375,10 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         setText(row.querySelector('[data-testid="mesh-node-state"]'), n.state || '—');
         setText(row.querySelector('[data-testid="mesh-node-direction"]'), n.direction || '—');
         setText(row.querySelector('[data-testid="mesh-node-rtt"]'), Number.isFinite(n.rttMillis) ? `${n.rttMillis} ms` : '—');
+        const link = n.encrypted === true ? 'TLS' : n.encrypted === false ? 'plaintext' : '—';
+        const print = n.fingerprint ? ` · ${shortFingerprint(n.fingerprint)}${n.pinned ? ' (pinned)' : ''}` : '';
+        setText(row.querySelector('[data-testid="mesh-node-link"]'), link + print);
+        if (n.fingerprint) row.querySelector('[data-testid="mesh-node-link"]').title = n.fingerprint;
       },
     );
     el.meshEmpty.hidden = nodes.length > 0;
@@ -1112,6 +1129,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         break;
       case 'node.linked':
       case 'node.unlinked':
+      case 'node.link.refused':
         refreshMesh();
         break;
       case 'invitation.received':

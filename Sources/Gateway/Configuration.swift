@@ -32,6 +32,13 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var beaconGroup = "239.255.77.77"
   /// The beacon's UDP port.
   public var beaconPort: UInt16 = 8089
+  /// Whether this node dials its mesh links over TLS (`wss`) with its node certificate (`--mesh-tls on|off`).
+  public var meshTLS = true
+  /// The shared mesh secret (`--mesh-secret`); nodes without the same one cannot link. Nil: none.
+  public var meshSecret: String?
+  /// A PEM certificate and key to serve the dashboard and API over HTTPS (`--tls-cert`, `--tls-key`).
+  public var tlsCertificatePath: String?
+  public var tlsKeyPath: String?
 
   /// Discovery modes.
   public enum Discovery: String, Sendable, Equatable, CaseIterable {
@@ -70,6 +77,14 @@ public struct NodeConfiguration: Sendable, Equatable {
                             (MESHGATE_DISCOVERY, default beacon)
       --beacon-group ADDR   multicast group of the beacon (MESHGATE_BEACON_GROUP, default 239.255.77.77)
       --beacon-port N       UDP port of the beacon (MESHGATE_BEACON_PORT, default 8089)
+      --mesh-tls on|off     dial mesh links over TLS with this node's certificate (MESHGATE_MESH_TLS,
+                            default on); off dials plaintext, and encryption-required sessions
+                            then cannot reach other nodes
+      --mesh-secret SECRET  only link with nodes that know SECRET (8–1024 bytes; proven by
+                            challenge-response, never sent) (MESHGATE_MESH_SECRET, default none)
+      --tls-cert FILE       PEM certificate to serve the dashboard and API over HTTPS on the same
+                            port; plain HTTP API requests are then refused (MESHGATE_TLS_CERT)
+      --tls-key FILE        the PEM private key of --tls-cert (MESHGATE_TLS_KEY)
       -h, --help            show this help
       --version             print the version
 
@@ -95,7 +110,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--name", "MESHGATE_NAME"), ("--log-level", "MESHGATE_LOG_LEVEL"), ("--public-dir", "MESHGATE_PUBLIC_DIR"),
       ("--max-body-bytes", "MESHGATE_MAX_BODY_BYTES"), ("--event-retention", "MESHGATE_EVENT_RETENTION"),
       ("--peer", "MESHGATE_PEERS"), ("--discovery", "MESHGATE_DISCOVERY"), ("--beacon-group", "MESHGATE_BEACON_GROUP"),
-      ("--beacon-port", "MESHGATE_BEACON_PORT"),
+      ("--beacon-port", "MESHGATE_BEACON_PORT"), ("--mesh-tls", "MESHGATE_MESH_TLS"),
+      ("--mesh-secret", "MESHGATE_MESH_SECRET"), ("--tls-cert", "MESHGATE_TLS_CERT"), ("--tls-key", "MESHGATE_TLS_KEY"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -122,6 +138,10 @@ public struct NodeConfiguration: Sendable, Equatable {
         }
         try configuration.apply(flag: flag, value: given, source: flag)
       }
+    }
+    if (configuration.tlsCertificatePath == nil) != (configuration.tlsKeyPath == nil) {
+      throw ConfigurationError(
+        "--tls-cert and --tls-key go together: give both (a PEM certificate and its key) or neither")
     }
     return .run(configuration)
   }
@@ -180,6 +200,22 @@ public struct NodeConfiguration: Sendable, Equatable {
       }
       beaconGroup = value
     case "--beacon-port": beaconPort = UInt16(try integer(1...65535, "a UDP port from 1 to 65535"))
+    case "--mesh-tls":
+      switch value {
+      case "on": meshTLS = true
+      case "off": meshTLS = false
+      default: throw ConfigurationError("\(source) must be on or off (got \(value.debugDescription))")
+      }
+    case "--mesh-secret":
+      guard (8...1024).contains(value.utf8.count) else {
+        throw ConfigurationError(
+          "\(source) must be 8 to 1024 bytes (got \(value.utf8.count)); use a long random string, the same on every node"
+        )
+      }
+      meshSecret = value
+    case "--tls-cert", "--tls-key":
+      guard !value.isEmpty else { throw ConfigurationError("\(source) must be the path of a PEM file") }
+      if flag == "--tls-cert" { tlsCertificatePath = value } else { tlsKeyPath = value }
     default: throw ConfigurationError("unknown option \(flag)")
     }
   }

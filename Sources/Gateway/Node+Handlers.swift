@@ -37,6 +37,7 @@ extension Node {
     case .servicePeers: return try servicePeers(context)
     case .listMeshNodes: return .json(meshNodesJSON())
     case .addMeshNode: return try addMeshNode(context)
+    case .deleteMeshPin: return try await deletePin(context)
     case .createSession: return try createSession(context)
     case .listSessions: return try listSessions(context)
     case .getSession: return try getSession(context)
@@ -219,6 +220,14 @@ extension Node {
       ("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.", mesh.framesOut),
       ("meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.", mesh.framesIn),
       ("meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).", mesh.badFrames),
+      (
+        "meshgate_mesh_links_refused_total", "counter",
+        "Mesh links refused for security (changed certificate, missing or wrong mesh secret).", mesh.linksRefused
+      ),
+      (
+        "meshgate_mesh_encrypted_links", "gauge", "Linked nodes whose link runs over TLS.",
+        mesh.links.linkedNodeIDs.filter { mesh.links.transport(of: $0)?.encrypted == true }.count
+      ),
       ("meshgate_sessions", "gauge", "Sessions with a member on this node.", mesh.sessions.sessions.count),
       (
         "meshgate_unreliable_dropped_total", "counter",

@@ -77,6 +77,7 @@ public actor Node {
   var chat: ChatRuntime
   var ticks: UInt64 = 0
   let meshLogger = Logger(component: "mesh")
+  let security: NodeSecurity
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -84,9 +85,11 @@ public actor Node {
 
   init(
     server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
-    services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles
+    services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
+    security: NodeSecurity = .none
   ) {
     self.server = server
+    self.security = security
     self.store = store
     self.configuration = configuration
     self.nodeID = nodeID
@@ -114,8 +117,9 @@ public actor Node {
     }
     self.chat = ChatRuntime(book: chatBook)
     self.mesh = MeshRuntime(
-      links: LinkManager(local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue)), directory: directory,
-      sessions: SessionBook(nodeID: nodeID))
+      links: LinkManager(
+        local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret, pins: security.pins),
+      directory: directory, sessions: SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint))
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
@@ -138,6 +142,10 @@ public actor Node {
   // MARK: - Requests
 
   func handle(_ request: HTTPRequest) {
+    if security.servesHTTPS && !request.head.isTLS && request.head.path != "/healthz" {
+      refusePlaintext(request)
+      return
+    }
     switch router.match(method: request.head.method, path: request.head.path) {
     case .found(let route, let parameters):
       routeLabels[request.id] = route.pattern
@@ -250,6 +258,10 @@ public actor Node {
           APIError.badRequest("mesh links must request the WebSocket subprotocol \(meshSubprotocol)").response)
       }
       return .accept
+    }
+    if security.servesHTTPS && !head.isTLS {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(Self.httpsRequired(head).response)
     }
     guard head.path == "/api/v1/ws" else {
       metrics.webSocketUpgradesRejected += 1

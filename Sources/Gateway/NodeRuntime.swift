@@ -92,6 +92,7 @@ final class NodeRuntime {
     let peers = try await store.allPeers()
     let services = try await store.allServices()
     let chatState = try await store.chatState()
+    let pins = try await store.allPins()
 
     var staticFiles = StaticFiles()
     let logger = Logger(component: "node")
@@ -106,18 +107,21 @@ final class NodeRuntime {
       logger.warning("No dashboard found; serving the API only. Set --public-dir to the Public folder.")
     }
 
+    let (tls, security) = try NodeIdentity.setUp(
+      configuration, dataDirectory: dataURL, nodeID: nodeID, pins: pins, logger: logger)
     let server: Server
     do {
       server = try Server(
         configuration: ServerConfiguration(
           bindAddress: configuration.bindAddress, port: configuration.port,
-          maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol]))
+          maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol],
+          tls: tls))
     } catch {
       throw StartupError(message: error.description)
     }
     let node = Node(
       server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
-      chatState: chatState, staticFiles: staticFiles)
+      chatState: chatState, staticFiles: staticFiles, security: security)
     let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
     server.delegate = bridge
     let runtime = NodeRuntime(server: server, node: node, bridge: bridge, configuration: configuration)
@@ -126,6 +130,8 @@ final class NodeRuntime {
       [
         "node.id": nodeID, "node.name": configuration.name, "http.bind": configuration.bindAddress,
         "http.port": server.port, "data.dir": dataURL.path, "peers": peers.count, "version": NodeConfiguration.version,
+        "tls.fingerprint": security.fingerprint, "mesh.tls": configuration.meshTLS ? "on" : "off",
+        "mesh.secret": security.secret == nil ? "none" : "set", "https": security.servesHTTPS,
       ])
     let host =
       configuration.bindAddress == "0.0.0.0"
@@ -134,7 +140,7 @@ final class NodeRuntime {
         ? "[\(configuration.bindAddress == "::" ? "::1" : configuration.bindAddress)]" : configuration.bindAddress
     // Written straight to fd 1 (not through stdio's buffer): scripts and tests wait for this line on a pipe.
     let ready =
-      "meshgate ready url=http://\(host):\(server.port)/ port=\(server.port) node.id=\(nodeID) data.dir=\(dataURL.path)\n"
+      "meshgate ready url=\(security.servesHTTPS ? "https" : "http")://\(host):\(server.port)/ port=\(server.port) node.id=\(nodeID) data.dir=\(dataURL.path)\n"
     FileHandle.standardOutput.write(Data(ready.utf8))
     return runtime
   }

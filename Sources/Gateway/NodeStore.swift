@@ -107,6 +107,7 @@ final class NodeStore: Sendable {
         INSERT INTO event_log(peer_id, seq) SELECT peer_id, seq FROM events;
         DROP TABLE events;
         """),
+    Migration(version: 6, name: "pinned node certificates", sql: NodeStore.pinsSchema),
   ]
 
   init(path: String, retention: Int) throws {

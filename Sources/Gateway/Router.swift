@@ -13,7 +13,7 @@ enum Operation: Sendable {
   case listEvents, eventStream, webSocket
   case listAdvertising, startAdvertising, stopAdvertising
   case listBrowsing, startBrowsing, stopBrowsing
-  case servicePeers, listMeshNodes, addMeshNode
+  case servicePeers, listMeshNodes, addMeshNode, deleteMeshPin
   case createSession, listSessions, getSession, leaveSession, sendData, sendEvent
   case createInvitation, listInvitations, getInvitation, acceptInvitation, declineInvitation, cancelInvitation
   case transceive
@@ -239,6 +239,16 @@ struct Router: Sendable {
       responses: [
         (202, "Dialling.", Schemas.meshNodes), (400, "Malformed address.", Schemas.error),
         (401, "Missing or unknown token.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .delete, pattern: "/api/v1/mesh/pins/{nodeId}", operation: .deleteMeshPin, operationID: "deleteMeshPin",
+      summary:
+        "Forgets the pinned certificate of a node (after it was replaced on purpose); its next TLS link pins anew. "
+        + "Loopback only.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (204, "Pin removed.", nil), (401, "Missing or unknown token.", Schemas.error),
+        (403, "Not from this host.", Schemas.error), (404, "No pin for that node.", Schemas.error),
       ], queryParameters: []),
     Route(
       method: .post, pattern: "/api/v1/sessions", operation: .createSession, operationID: "createSession",
@@ -547,6 +557,12 @@ enum Schemas {
       "source": ["type": ["string", "null"], "enum": ["seed", "beacon", "gossip", nil]],
       "direction": ["type": "string", "enum": ["inbound", "outbound"]],
       "linkedForSeconds": ["type": ["number", "null"]],
+      "encrypted": ["type": ["boolean", "null"], "description": "The link runs over TLS (null when not linked)."],
+      "fingerprint": [
+        "type": ["string", "null"],
+        "description": "SHA-256 of the node's certificate (DER), hex: the one its link presented, else the pinned one.",
+      ],
+      "pinned": ["type": "boolean", "description": "A certificate is pinned for this node id."],
     ],
   ]
   static let meshNodes: JSONValue = [

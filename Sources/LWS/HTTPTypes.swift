@@ -85,11 +85,14 @@ public struct HTTPRequestHead: Sendable {
   public let contentLength: Int?
   /// The client's IP address as text.
   public let remoteAddress: String
+  /// The request came over TLS (`https://`, `wss://`).
+  public let isTLS: Bool
 
   public init(
     method: HTTPMethod, path: String, query: QueryItems = QueryItems(), headers: HTTPHeaders = HTTPHeaders(),
-    contentLength: Int? = nil, remoteAddress: String = ""
+    contentLength: Int? = nil, remoteAddress: String = "", isTLS: Bool = false
   ) {
+    self.isTLS = isTLS
     self.method = method
     self.path = path
     self.query = query

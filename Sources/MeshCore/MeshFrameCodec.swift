@@ -44,6 +44,8 @@ public enum MeshFrameCodec {
   public static let maxChatPayloadBytes = 4 * 1024 * 1024
   /// The most members in one session description.
   public static let maxSessionMembers = 4096
+  /// The largest challenge or proof in the link handshake (`authChallenge`, `authProof`), in bytes.
+  public static let maxAuthBytes = 64
   /// The most target peers (`toPeerIDs`) in one `sessionData` or `sessionEvent`.
   public static let maxTargetPeers = 4096
 
@@ -62,6 +64,10 @@ public enum MeshFrameCodec {
       writer.string(hello.name, field: "name")
       writer.string(hello.softwareVersion, field: "softwareVersion")
       writer.u16(hello.port)
+    case .authChallenge(let nonce):
+      writer.blob(nonce, field: "nonce", limit: self.maxAuthBytes)
+    case .authProof(let mac):
+      writer.blob(mac, field: "mac", limit: self.maxAuthBytes)
     case .heartbeat(let sequence, let sentAtMillis), .heartbeatAck(let sequence, let sentAtMillis):
       writer.u64(sequence)
       writer.u64(sentAtMillis)
@@ -177,6 +183,10 @@ public enum MeshFrameCodec {
       let softwareVersion = try reader.string(field: "softwareVersion")
       let port = try reader.u16(field: "port")
       message = .hello(NodeHello(nodeID: nodeID, name: name, softwareVersion: softwareVersion, port: port))
+    case .authChallenge:
+      message = .authChallenge(nonce: try reader.blob(field: "nonce", limit: self.maxAuthBytes))
+    case .authProof:
+      message = .authProof(mac: try reader.blob(field: "mac", limit: self.maxAuthBytes))
     case .heartbeat:
       let sequence = try reader.u64(field: "sequence")
       message = .heartbeat(sequence: sequence, sentAtMillis: try reader.u64(field: "sentAtMillis"))
@@ -355,13 +365,15 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
   }
 }
 
-/// The frame type byte (header offset 3). 0x20–0x6F are reserved for sessions, invitations and data: 0x20–0x27
-/// invitations, 0x28–0x2F session membership, 0x30–0x3F data and events, 0x50 the chat app (the rest of the range
-/// is unassigned).
+/// The frame type byte (header offset 3). 0x01–0x0F are the link itself (0x04–0x05 the mesh-secret handshake).
+/// 0x20–0x6F are reserved for sessions, invitations, data and apps: 0x20–0x27 invitations, 0x28–0x2F session
+/// membership, 0x30–0x3F data and events, 0x50 the chat app (the rest of the range is unassigned).
 enum MeshFrameType: UInt8 {
   case hello = 0x01
   case heartbeat = 0x02
   case heartbeatAck = 0x03
+  case authChallenge = 0x04
+  case authProof = 0x05
   case peerSnapshot = 0x10
   case peerUpdated = 0x11
   case peerRemoved = 0x12
@@ -383,6 +395,8 @@ enum MeshFrameType: UInt8 {
     case .hello: self = .hello
     case .heartbeat: self = .heartbeat
     case .heartbeatAck: self = .heartbeatAck
+    case .authChallenge: self = .authChallenge
+    case .authProof: self = .authProof
     case .peerSnapshot: self = .peerSnapshot
     case .peerUpdated: self = .peerUpdated
     case .peerRemoved: self = .peerRemoved

@@ -156,6 +156,12 @@ public struct NodeAddress: Sendable, Hashable {
 public enum MeshMessage: Sendable, Hashable {
   /// First frame on a link, sent by both sides.
   case hello(NodeHello)
+  /// Link handshake, sent right after `hello` by a node that has a mesh secret: a fresh random challenge (16–64
+  /// bytes) the other side must answer with ``authProof(mac:)``.
+  case authChallenge(nonce: [UInt8])
+  /// The answer to ``authChallenge(nonce:)``: HMAC-SHA256 under the mesh secret over the challenge, the prover's
+  /// role and both certificate fingerprints (see ``LinkManager``); empty when the sender has no mesh secret.
+  case authProof(mac: [UInt8])
   /// Liveness probe; the other side answers with ``heartbeatAck(sequence:sentAtMillis:)`` echoing both fields.
   case heartbeat(sequence: UInt64, sentAtMillis: UInt64)
   /// The answer to a heartbeat, used to measure the round-trip time.

@@ -144,7 +144,7 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
       manager.status(now: 20) == [
         .init(
           nodeID: "b", name: "B", address: "h:9", state: .linked, rttMillis: nil, source: .seed, inbound: false,
-          linkedSinceMillis: 10)
+          linkedSinceMillis: 10, encrypted: false)
       ])
   }
 
@@ -156,7 +156,7 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
       manager.status(now: 20) == [
         .init(
           nodeID: "b", name: "B", address: "10.0.0.1:8080", state: .linked, rttMillis: nil, source: nil,
-          inbound: true, linkedSinceMillis: 4)
+          inbound: true, linkedSinceMillis: 4, encrypted: false)
       ])
   }
 
@@ -576,7 +576,7 @@ private struct Pair {
   mutating func run(_ side: Int, _ actions: [LinkManager.Action]) {
     for action in actions {
       switch action {
-      case .connect: break
+      case .connect, .pin, .refused: break
       case .send(let id, let message): enqueue(side, id, .frame(message))
       case .close(let id, _):
         enqueue(side, id, .closed)
@@ -731,10 +731,10 @@ private struct Pair {
       manager.status(now: 700) == [
         .init(
           nodeID: "c", name: "C", address: "10.0.0.1:8080", state: .linked, rttMillis: nil, source: nil,
-          inbound: true, linkedSinceMillis: 100),
+          inbound: true, linkedSinceMillis: 100, encrypted: false),
         .init(
           nodeID: "z", name: "Z", address: "s1:9", state: .linked, rttMillis: 12, source: .seed, inbound: false,
-          linkedSinceMillis: 0),
+          linkedSinceMillis: 0, encrypted: false),
         .init(
           nodeID: "a", name: nil, address: "b1:9", state: .waiting, rttMillis: nil, source: .beacon, inbound: false,
           linkedSinceMillis: nil),
