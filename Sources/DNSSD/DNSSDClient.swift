@@ -83,6 +83,13 @@ public final class DNSSDClient: Sendable {
     shared.submit(.cancel(handle))
   }
 
+  /// Turns off the warning Avahi's compatibility library prints on standard error the first time a process uses it
+  /// ("The program ... uses the Apple Bonjour compatibility layer of Avahi"), unless `AVAHI_COMPAT_NOWARN` is set
+  /// already. Changes the process environment: call once at process start, before other threads run.
+  public static func silenceCompatibilityWarning() {
+    setenv("AVAHI_COMPAT_NOWARN", "1", 0)
+  }
+
   /// Withdraws everything and ends the thread. Waits for it unless called on it.
   public func stop() {
     shared.requestStop()
@@ -277,7 +284,9 @@ private final class Loop {
         ["dnssd.type": registration.type, "dnssd.name": registration.name, "dnssd.port": registration.port])
     case .updateTXT(let handle, let txt):
       guard let operation = owners[handle], case .registration = operation.kind, let ref = operation.ref else { return }
-      let code = txt.withUnsafeBytes { DNSServiceUpdateRecord(ref, nil, 0, UInt16(clamping: $0.count), $0.baseAddress, 0) }
+      let code = txt.withUnsafeBytes {
+        DNSServiceUpdateRecord(ref, nil, 0, UInt16(clamping: $0.count), $0.baseAddress, 0)
+      }
       if code != kDNSServiceErr_NoError {
         logger.debug(
           "DNS-SD TXT update failed.", ["dnssd.error": DNSSDError(code: code, operation: "DNSServiceUpdateRecord")])

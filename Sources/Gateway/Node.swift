@@ -75,6 +75,8 @@ public actor Node {
   var publishing = false
   var transceiveSessions: [Transceiver: String] = [:]
   var ticks: UInt64 = 0
+  /// DNS-SD registrations of the service types local peers advertise (nil without DNS-SD); see Node+DNSSD.swift.
+  var dnssd: DNSSDDiscovery?
   let meshLogger = Logger(component: "mesh")
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
