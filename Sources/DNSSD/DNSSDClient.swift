@@ -459,7 +459,7 @@ private final class Loop {
       return
     }
     let partial = DNSSDService(
-      name: instance.name, type: instance.type, domain: instance.domain, interfaceIndex: interfaceIndex,
+      name: instance.name, type: instance.type, domain: instance.domain, interfaceIndex: instance.interfaceIndex,
       hostTarget: hostTarget, port: UInt16(bigEndian: port), txt: TXTRecord.decode(txt), address: "")
     let query = Operation(
       handle: browse.handle, kind: .query(browse: browse, instance: key, partial: partial), loop: self)
