@@ -98,8 +98,8 @@ final class RuntimeDiscovery: Sendable {
         let what =
           wasRunning
           ? "Lost the Avahi daemon; DNS-SD discovery stopped, using the beacon instead."
-          : "DNS-SD discovery unavailable: the Avahi daemon is not reachable (start avahi-daemon and dbus, or in "
-            + "Docker mount /var/run/avahi-daemon and /var/run/dbus or use host networking); using the beacon instead."
+          : "DNS-SD discovery unavailable: the Avahi daemon is not reachable over the system D-Bus (start dbus and "
+            + "avahi-daemon; in Docker, mount the host's /var/run/dbus/system_bus_socket); using the beacon instead."
         self?.fallBack(what, error: error)
       })
     let proceed = running.withLock { running -> Bool in
