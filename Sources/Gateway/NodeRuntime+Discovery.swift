@@ -65,7 +65,6 @@ final class RuntimeDiscovery: Sendable {
     }
     dnssd?.stop()
     beacon?.stop()
-    server.execute { [node] in node.assumeIsolated { $0.attachDNSSD(nil) } }
   }
 
   // MARK: DNS-SD

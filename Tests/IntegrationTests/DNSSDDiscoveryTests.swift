@@ -68,7 +68,21 @@ struct DNSSDDiscoveryTests {
         let all = try run(Self.avahiBrowse, ["-apt"], timeout: .seconds(15)).output
         #expect(
           all.contains(";\(nodes[0].name ?? "?");_jobmanager-jobs._tcp;local"), "avahi-browse -a output:\n\(all)")
+        // A second advertiser updates the TXT record; the type is withdrawn only when the last one stops.
+        let second = try nodes[0].meshPeer("second-receiver")
+        try second.advertise("jobmanager-jobs")
+        try await eventuallyAsync(timeout: .seconds(20), interval: .milliseconds(200)) {
+          try Self.resolved("_jobmanager-jobs._tcp").contains {
+            Self.line($0, isFrom: nodes[0]) && $0.contains("\"peers=2\"")
+          }
+        }
         try receiver.stopAdvertising("jobmanager-jobs")
+        try await eventuallyAsync(timeout: .seconds(20), interval: .milliseconds(200)) {
+          try Self.resolved("_jobmanager-jobs._tcp").contains {
+            Self.line($0, isFrom: nodes[0]) && $0.contains("\"peers=1\"")
+          }
+        }
+        try second.stopAdvertising("jobmanager-jobs")
         try await eventuallyAsync(timeout: .seconds(20), interval: .milliseconds(200)) {
           try !Self.resolved("_jobmanager-jobs._tcp").contains { Self.line($0, isFrom: nodes[0]) }
         }
