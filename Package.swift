@@ -21,12 +21,14 @@ let package = Package(
     ),
     .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    .systemLibrary(name: "CDNSSD", providers: [.apt(["libavahi-compat-libdnssd-dev"])]),
     // Cross-cutting: structured key=value logging.
     .target(name: "Logging", swiftSettings: swiftSettings),
     // Layer 2: thin safe wrappers.
     .target(name: "LWS", dependencies: ["CLibWebSockets", "Logging"], swiftSettings: swiftSettings),
     .target(name: "Store", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
     .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
+    .target(name: "DNSSD", dependencies: ["CDNSSD", "Logging"], swiftSettings: swiftSettings),
     // Layer 3: sans-I/O mesh core (Crypto for the link handshake's HMAC and the verification codes' SHA-256).
     .target(name: "MeshCore", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     // A deterministic in-process simulator running MeshCore for many nodes (tests and bench).
@@ -34,7 +36,7 @@ let package = Package(
     // Layers 4-6: node runtime, apps, REST/WS surface.
     .target(
       name: "Gateway",
-      dependencies: ["LWS", "Store", "Crypto", "MeshCore", "Logging"],
+      dependencies: ["LWS", "Store", "Crypto", "DNSSD", "MeshCore", "Logging"],
       swiftSettings: swiftSettings
     ),
     .executableTarget(name: "meshgate", dependencies: ["Gateway", "Logging"], swiftSettings: swiftSettings),
@@ -47,6 +49,7 @@ let package = Package(
     .testTarget(
       name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport", "Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: swiftSettings),
+    .testTarget(name: "DNSSDTests", dependencies: ["DNSSD"], swiftSettings: swiftSettings),
     .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshCoreTests", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshSimulatorTests", dependencies: ["MeshSimulator", "MeshCore"], swiftSettings: swiftSettings),

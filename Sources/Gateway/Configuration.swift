@@ -27,7 +27,7 @@ public struct NodeConfiguration: Sendable, Equatable {
   /// Static mesh seeds (`--peer HOST:PORT`, repeatable), dialled at start and re-dialled after every loss.
   public var seeds: [MeshAddress] = []
   /// How nodes find each other.
-  public var discovery: Discovery = .beacon
+  public var discovery: Discovery = .auto
   /// The beacon's multicast group.
   public var beaconGroup = "239.255.77.77"
   /// The beacon's UDP port.
@@ -42,6 +42,10 @@ public struct NodeConfiguration: Sendable, Equatable {
 
   /// Discovery modes.
   public enum Discovery: String, Sendable, Equatable, CaseIterable {
+    /// DNS-SD when the Avahi daemon is reachable, otherwise the beacon; plus static seeds.
+    case auto
+    /// DNS-SD (Bonjour) through the Avahi daemon plus static seeds; the beacon if the daemon is not reachable.
+    case dnssd
     /// UDP multicast beacon plus static seeds.
     case beacon
     /// Static seeds only.
@@ -73,8 +77,9 @@ public struct NodeConfiguration: Sendable, Equatable {
       --max-body-bytes N    largest request body accepted (MESHGATE_MAX_BODY_BYTES, default 1048576)
       --event-retention N   events kept per peer (MESHGATE_EVENT_RETENTION, default 10000)
       --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)
-      --discovery MODE      beacon (UDP multicast + seeds), static (seeds only) or off
-                            (MESHGATE_DISCOVERY, default beacon)
+      --discovery MODE      auto (DNS-SD if avahi-daemon is reachable, else the beacon), dnssd
+                            (DNS-SD through avahi-daemon), beacon (UDP multicast), static (seeds
+                            only) or off; seeds are always dialled (MESHGATE_DISCOVERY, default auto)
       --beacon-group ADDR   multicast group of the beacon (MESHGATE_BEACON_GROUP, default 239.255.77.77)
       --beacon-port N       UDP port of the beacon (MESHGATE_BEACON_PORT, default 8089)
       --mesh-tls on|off     dial mesh links over TLS with this node's certificate (MESHGATE_MESH_TLS,
@@ -189,7 +194,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       }
     case "--discovery":
       guard let mode = Discovery(rawValue: value) else {
-        throw ConfigurationError("\(source) must be beacon, static or off (got \(value.debugDescription))")
+        throw ConfigurationError(
+          "\(source) must be auto, dnssd, beacon, static or off (got \(value.debugDescription))")
       }
       discovery = mode
     case "--beacon-group":

@@ -59,9 +59,9 @@ extension Node {
     if ticks % 10 == 0 && !transceivers.isEmpty { reconcileTransceivers() }
   }
 
-  /// A node announced itself on the beacon.
-  func discovered(nodeID: String, host: String, port: UInt16) {
-    apply(mesh.links.discovered(nodeID: nodeID, host: host, port: port, now: Self.monotonicMillis()))
+  /// A node announced itself on the beacon (or was found by DNS-SD, `source: .dnssd`).
+  func discovered(nodeID: String, host: String, port: UInt16, source: LinkManager.Source = .beacon) {
+    apply(mesh.links.discovered(nodeID: nodeID, host: host, port: port, source: source, now: Self.monotonicMillis()))
   }
 
   /// Adds a static seed at run time (`POST /api/v1/mesh/nodes`).
@@ -189,6 +189,7 @@ extension Node {
   }
 
   func apply(_ directives: [Directory.Directive]) {
+    if dnssd != nil { publishLocalServiceTypes() }
     var events: [(peerID: String, type: String, data: JSONValue)] = []
     for directive in directives {
       switch directive {

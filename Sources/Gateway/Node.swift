@@ -76,6 +76,8 @@ public actor Node {
   var transceiveSessions: [Transceiver: String] = [:]
   var chat: ChatRuntime
   var ticks: UInt64 = 0
+  /// DNS-SD registrations of the service types local peers advertise (nil without DNS-SD); see Node+DNSSD.swift.
+  var dnssd: DNSSDDiscovery?
   let meshLogger = Logger(component: "mesh")
   let security: NodeSecurity
 

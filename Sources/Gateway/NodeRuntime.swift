@@ -3,6 +3,7 @@
 /// Layer 4 (node runtime). The lws service loop runs on its own thread (never the main thread, which keeps
 /// Dispatch's main queue and signal sources free). SIGINT/SIGTERM start a graceful shutdown: WebSockets get a
 /// 1001 close frame, streams end, then the loop stops and the store closes.
+import DNSSD
 import Dispatch
 import Foundation
 import LWS
@@ -14,6 +15,7 @@ import Synchronization
 public enum MeshgateCommand {
   /// Runs the command line; returns the process exit status.
   public static func main(arguments: [String], environment: [String: String]) async -> Int32 {
+    DNSSDClient.silenceCompatibilityWarning()
     let command: NodeConfiguration.Command
     do {
       command = try NodeConfiguration.parse(arguments: arguments, environment: environment)
@@ -60,13 +62,14 @@ final class NodeRuntime {
   let bridge: ServerBridge
   let configuration: NodeConfiguration
   let logger = Logger(component: "node")
-  var beacon: Beacon?
+  let discovery: RuntimeDiscovery
 
   init(server: Server, node: Node, bridge: ServerBridge, configuration: NodeConfiguration) {
     self.server = server
     self.node = node
     self.bridge = bridge
     self.configuration = configuration
+    self.discovery = RuntimeDiscovery(configuration: configuration, server: server, node: node)
   }
 
   static func start(_ configuration: NodeConfiguration) async throws -> NodeRuntime {
@@ -163,7 +166,7 @@ final class NodeRuntime {
       return source
     }
     let node = self.node
-    beacon = startBeacon()
+    discovery.start()
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
       let thread = Thread {
         server.execute { node.assumeIsolated { $0.start() } }
@@ -174,57 +177,9 @@ final class NodeRuntime {
       thread.start()
     }
     sources.forEach { $0.cancel() }
-    beacon?.stop()
+    discovery.stop()
     logger.notice("Node stopped.")
     return 0
-  }
-
-  /// Starts the multicast beacon when discovery is `beacon`. A node bound to loopback announces on loopback
-  /// (where its address is reachable); a host without a multicast route falls back to loopback, then to static
-  /// discovery, with one log line saying so.
-  func startBeacon() -> Beacon? {
-    guard configuration.discovery == .beacon else { return nil }
-    let server = self.server
-    let node = self.node
-    let announcement = BeaconAnnouncement(
-      nodeID: node.nodeID, name: configuration.name, httpPort: UInt16(server.port), protocolVersion: meshProtocolVersion
-    )
-    let loopbackOnly = configuration.bindAddress.hasPrefix("127.") || configuration.bindAddress == "::1"
-    var interfaces: [String?] = loopbackOnly ? ["127.0.0.1"] : [nil, "127.0.0.1"]
-    var lastError: BeaconError?
-    while !interfaces.isEmpty {
-      let interface = interfaces.removeFirst()
-      let beaconConfiguration = BeaconConfiguration(
-        group: configuration.beaconGroup, port: configuration.beaconPort, interfaceAddress: interface)
-      do {
-        let beacon = try Beacon(configuration: beaconConfiguration, announcement: announcement) { discovered in
-          server.execute {
-            node.assumeIsolated {
-              $0.discovered(nodeID: discovered.nodeID, host: discovered.host, port: discovered.httpPort)
-            }
-          }
-        }
-        beacon.start()
-        if interface != nil && !loopbackOnly {
-          logger.notice(
-            "No multicast route on the default interface; the beacon only reaches nodes on this host.",
-            ["beacon.group": configuration.beaconGroup, "beacon.port": configuration.beaconPort])
-        }
-        logger.info(
-          "Beacon discovery on.",
-          [
-            "beacon.group": configuration.beaconGroup, "beacon.port": configuration.beaconPort,
-            "beacon.interface": interface ?? "default",
-          ])
-        return beacon
-      } catch {
-        lastError = error
-      }
-    }
-    logger.warning(
-      "Beacon discovery unavailable; only static seeds (--peer, POST /api/v1/mesh/nodes) will be linked.",
-      ["error": lastError?.description ?? "unknown"])
-    return nil
   }
 
   static func reason(_ error: any Error) -> String {

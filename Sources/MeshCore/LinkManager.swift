@@ -52,12 +52,18 @@ public struct LinkManager: Sendable {
     case seed
     /// The multicast beacon: dialled when our node id is smaller; forgotten when it stops announcing.
     case beacon
+    /// DNS-SD (Avahi): like the beacon, every node browses every other, so only the smaller node id dials; the
+    /// runtime repeats a result while the service is registered, and the address is forgotten when that stops.
+    case dnssd
     /// Passed along by a linked node (`nodeDirectory`): dialled by whoever learns it (only the newcomer does),
     /// forgotten when quiet.
     case gossip
 
     /// Found rather than configured: the address expires when quiet.
     var isDiscovered: Bool { self != .seed }
+    /// Every node hears every other (beacon, DNS-SD): only the side with the smaller node id dials, and no one
+    /// needs the node directory passed along.
+    var isHeardByAll: Bool { self == .beacon || self == .dnssd }
   }
 
   /// How a connection is carried, as the runtime saw it open.
@@ -232,7 +238,7 @@ public struct LinkManager: Sendable {
     return actions
   }
 
-  /// The beacon heard `nodeID` at `host:port`.
+  /// The beacon (or DNS-SD, with `source: .dnssd`) found `nodeID` at `host:port`.
   public mutating func discovered(
     nodeID: String, host: String, port: UInt16, source: Source = .beacon, now: UInt64
   ) -> [Action] {
@@ -245,7 +251,7 @@ public struct LinkManager: Sendable {
     addresses[key]!.lastSeen = now
     addresses[key]!.nodeID = nodeID
     // For beacon discoveries (which both sides make) the side with the smaller id dials; the other waits.
-    if addresses[key]!.source == .beacon && local.nodeID > nodeID { return actions }
+    if addresses[key]!.source.isHeardByAll && local.nodeID > nodeID { return actions }
     dialIfDue(key, now: now, into: &actions)
     return actions
   }
@@ -264,7 +270,7 @@ public struct LinkManager: Sendable {
   /// ends up linked to everyone). Skipped for nodes found by beacon: they hear every other node's beacon too, and
   /// sending each new link the whole directory would cost O(N³) bytes in a large beacon mesh.
   mutating func gossip(newLink id: ConnectionID, nodeID: String, into actions: inout [Action]) {
-    if addresses.values.contains(where: { $0.nodeID == nodeID && $0.source == .beacon }) { return }
+    if addresses.values.contains(where: { $0.nodeID == nodeID && $0.source.isHeardByAll }) { return }
     var others: [NodeAddress] = []
     for (otherNode, otherID) in links.sorted(by: { $0.key < $1.key }) where otherNode != nodeID {
       if let address = reachableAddress(of: otherID) { others.append(address) }
@@ -605,7 +611,7 @@ public struct LinkManager: Sendable {
         addresses[key] = nil
         continue
       }
-      if address.source == .beacon, let nodeID = address.nodeID, local.nodeID > nodeID { continue }
+      if address.source.isHeardByAll, let nodeID = address.nodeID, local.nodeID > nodeID { continue }
       if address.retryAt != nil { dialIfDue(key, now: now, into: &actions) }
     }
     return actions

@@ -21,6 +21,17 @@ struct ConfigurationTests {
     #expect(configuration.logLevel == .info)
     #expect(configuration.maxBodyBytes == 1 << 20)
     #expect(configuration.eventRetention == 10_000)
+    #expect(configuration.discovery == .auto)
+  }
+
+  @Test func discoveryModesParseAndBadOnesNameEveryMode() throws {
+    for mode in NodeConfiguration.Discovery.allCases {
+      #expect(try configuration(["--discovery", mode.rawValue]).discovery == mode)
+    }
+    #expect(try configuration([], ["MESHGATE_DISCOVERY": "dnssd"]).discovery == .dnssd)
+    let error = #expect(throws: ConfigurationError.self) { try configuration(["--discovery", "bonjour"]) }
+    #expect(error?.message == "--discovery must be auto, dnssd, beacon, static or off (got \"bonjour\")")
+    #expect(NodeConfiguration.helpText.contains("default auto"))
   }
 
   @Test func flagsOverrideEnvironment() throws {

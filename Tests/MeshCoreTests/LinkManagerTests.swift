@@ -431,6 +431,28 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
     #expect(seeded.status(now: 100_000).count == 1)
   }
 
+  @Test func dnssdDiscoveriesFollowTheBeaconRules() {
+    // Only the smaller node id dials, the source shows as dnssd, nodes found this way get no directory, and the
+    // address is forgotten once DNS-SD stops reporting it.
+    var small = manager("a")
+    var large = manager("b")
+    #expect(
+      small.discovered(nodeID: "b", host: "hb", port: 9, source: .dnssd, now: 0)
+        == [.connect(firstDial, host: "hb", port: 9)])
+    #expect(large.discovered(nodeID: "a", host: "ha", port: 9, source: .dnssd, now: 0).isEmpty)
+    #expect(large.status(now: 0).map(\.source) == [.dnssd])
+    var hub = manager("m")
+    linkInbound(&hub, "x", id: 1, now: 0)
+    _ = hub.discovered(nodeID: "y", host: "10.0.0.9", port: 8080, source: .dnssd, now: 1)
+    _ = hub.inboundOpened(2, remoteHost: "10.0.0.9", now: 1)
+    #expect(
+      !hub.received(.hello(hello("y")), on: 2, now: 1).contains {
+        if case .send(_, .nodeDirectory) = $0 { true } else { false }
+      })
+    #expect(large.tick(now: 30_001).isEmpty)
+    #expect(large.status(now: 30_001).isEmpty)
+  }
+
   @Test func linkedBeaconAddressIsNotForgotten() {
     var small = manager("a")
     _ = small.discovered(nodeID: "b", host: "hb", port: 9, now: 0)
