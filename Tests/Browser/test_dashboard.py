@@ -1,0 +1,350 @@
+"""The dashboard in real headless Chromium against two real, linked meshgate nodes.
+
+One scenario, in order (each step builds on the previous ones): Ann's browser talks to node
+alpha, Bob's to node beta. Screenshots of every main view go to the artifacts folder, and every
+step ends by checking both browsers' consoles for errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import unittest
+from pathlib import Path
+
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
+
+from harness import DESKTOP, PHONE, Browser, Node, TestFailure, retrying, start_linked_pair, wait_until, linked
+
+BINARY = os.environ.get("MESHGATE_BINARY", "")
+PUBLIC_DIR = os.environ.get("MESHGATE_PUBLIC_DIR", str(Path(__file__).resolve().parents[2] / "Public"))
+ARTIFACTS = Path(os.environ.get("MESHGATE_BROWSER_ARTIFACTS", ".build/test-artifacts/browser")).resolve()
+
+JOB_NAME = "Fix the roof"
+VIEWS = ["nearby", "jobs", "invitations", "sessions", "chat", "events"]
+
+
+def row_by_key(browser: Browser, testid: str, attribute: str, value: str):
+    for row in browser.qa(testid):
+        if row.get_attribute(attribute) == value:
+            return row
+    return None
+
+
+class DashboardScenario(unittest.TestCase):
+    alpha: Node
+    beta: Node
+    ann: Browser
+    bob: Browser
+    work: tempfile.TemporaryDirectory
+    noisy = False  # set by a step that takes a node down on purpose
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if not BINARY or not Path(BINARY).exists():
+            raise unittest.SkipTest(f"MESHGATE_BINARY is not set to a built meshgate (got {BINARY!r})")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for old in ARTIFACTS.glob("*.png"):
+            old.unlink()
+        cls.work = tempfile.TemporaryDirectory(prefix="meshgate-browser-test-")
+        work = Path(cls.work.name)
+        cls.alpha, cls.beta = start_linked_pair(BINARY, PUBLIC_DIR, work)
+        cls.ann = Browser("ann", ARTIFACTS)
+        cls.bob = Browser("bob", ARTIFACTS)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        for browser in (getattr(cls, "ann", None), getattr(cls, "bob", None)):
+            if browser:
+                browser.quit()
+        for node in (getattr(cls, "alpha", None), getattr(cls, "beta", None)):
+            if node:
+                node.kill()
+                # Keep the node logs beside the screenshots for a failed run.
+                for path in (node.stdout_path, node.stderr_path):
+                    if path.exists():
+                        (ARTIFACTS / path.name).write_bytes(path.read_bytes())
+        cls.work.cleanup()
+
+    def setUp(self) -> None:
+        type(self).noisy = False
+
+    def tearDown(self) -> None:
+        for browser in (self.ann, self.bob):
+            browser.assert_no_console_errors(allow_network_noise=type(self).noisy)
+
+    # ------------------------------------------------------------------ helpers
+
+    def sign_in(self, browser: Browser, node: Node, name: str) -> None:
+        browser.open(node.url)
+        browser.visible("sign-in-form")
+        browser.type_into("name-input", name + "\n")
+        browser.wait(f"signed in as {name}", lambda: browser.text("peer-name") == name)
+        browser.wait("the event socket to be live", lambda: browser.state() == "live")
+        self.assertTrue(browser.local_storage("meshgate.token"), "the token is kept in localStorage")
+
+    def nearby_names(self, browser: Browser) -> list[str]:
+        return [r.text for r in browser.qa("nearby-peer-name")]
+
+    def job_row(self, browser: Browser, name: str):
+        for row in browser.qa("job-row"):
+            if browser.text("job-name", row) == name:
+                return row
+        return None
+
+    def session_row(self, browser: Browser):
+        rows = browser.css('[data-testid="session-row"]')
+        return rows[0] if rows else None
+
+    def screenshots(self, browser: Browser, label: str) -> None:
+        for view in VIEWS:
+            browser.tab(view)
+            browser.screenshot(f"{browser.name}-{label}-{view}")
+
+    # -------------------------------------------------------------------- steps
+
+    def test_01_sign_in(self) -> None:
+        self.ann.open(self.alpha.url)
+        self.ann.visible("sign-in-form")
+        self.ann.wait("the idle badge", lambda: self.ann.state() == "idle")
+        self.ann.screenshot("ann-signed-out")
+        # The client-side rule mirrors the server's: 63 UTF-8 bytes at most.
+        self.ann.type_into("name-input", "é" * 32)
+        self.ann.wait("the byte-limit error", lambda: "63" in self.ann.text("sign-in-error"))
+        self.sign_in(self.ann, self.alpha, "Ann")
+        self.sign_in(self.bob, self.beta, "Bob")
+        self.assertEqual(self.ann.text("node-name"), "alpha")
+        self.assertEqual(self.bob.text("node-name"), "beta")
+
+    def test_02_nearby_with_receive_jobs(self) -> None:
+        for browser in (self.ann, self.bob):
+            browser.tab("nearby")
+            # Record the found/lost animation classes as rows come and go.
+            browser.js(
+                """
+                window.__rowClasses = [];
+                const list = document.querySelector('[data-testid=nearby-list]');
+                new MutationObserver((records) => {
+                  for (const r of records) {
+                    for (const n of r.addedNodes) if (n.className) window.__rowClasses.push(n.className);
+                    if (r.type === 'attributes') window.__rowClasses.push(r.target.className);
+                  }
+                }).observe(list, { childList: true, subtree: false, attributes: true, attributeFilter: ['class'], subtree: true });
+                """
+            )
+        # Keyboard: the switch is a focusable checkbox toggled with Space.
+        for browser in (self.ann, self.bob):
+            switch = browser.q("receive-jobs")
+            browser.wait("Receive Jobs enabled", lambda: switch.is_enabled())
+            browser.js("arguments[0].focus()", switch)
+            switch.send_keys(Keys.SPACE)
+            browser.wait("Receive Jobs on", lambda: browser.q("receive-jobs").get_attribute("aria-checked") == "true")
+            browser.wait("the receiving status", lambda: "You are receiving jobs" in browser.text("receive-jobs-status"))
+        self.ann.wait("Bob in Nearby", lambda: self.nearby_names(self.ann) == ["Bob"])
+        self.bob.wait("Ann in Nearby", lambda: self.nearby_names(self.bob) == ["Ann"])
+        self.assertIn("beta", self.ann.text("nearby-peer-node"), "the row names the peer's node")
+        self.ann.wait("Bob's row to animate in", lambda: any("is-entering" in c for c in self.ann.js("return window.__rowClasses")))
+        # The mesh: the other node, linked, with a round-trip time.
+        for browser, other in ((self.ann, "beta"), (self.bob, "alpha")):
+            browser.wait(f"{other} linked in Mesh", lambda: browser.text("mesh-node-state") == "linked")
+            self.assertEqual(browser.text("mesh-node-name"), other)
+            self.assertRegex(browser.text("mesh-node-rtt"), r"^\d+ ms$")
+        self.ann.screenshot("ann-nearby-desktop")
+
+    def test_03_send_and_accept_a_job(self) -> None:
+        ann, bob = self.ann, self.bob
+        ann.tab("jobs")
+        ann.type_into("job-name", JOB_NAME)
+        ann.type_into("job-payment", "120.00")
+        ann.type_into("job-notes", "Bring a ladder")
+        ann.q("job-name").send_keys(Keys.ENTER)  # Enter submits the form
+        row = ann.wait("the new job row", lambda: self.job_row(ann, JOB_NAME))
+        self.assertIn("Pays 120.00", ann.text("job-meta", row))
+        self.assertEqual(ann.q("job-name").get_attribute("value"), "", "the form is cleared after adding")
+        # Edit it (PATCH) and see the row update in place.
+        ann.click("job-edit", row)
+        ann.wait("the edit form", lambda: ann.text("job-form-title").startswith("Edit"))
+        ann.type_into("job-payment", "150.00")
+        ann.click("job-submit")
+        ann.wait("the edited payment", lambda: "Pays 150.00" in ann.text("job-meta", self.job_row(ann, JOB_NAME)))
+
+        row = self.job_row(ann, JOB_NAME)
+        select = ann.wait("Bob in the send-to picker", lambda: (s := ann.q("job-send-to", row)).is_enabled() and s)
+        Select(select).select_by_visible_text("Bob · beta")
+        ann.click("job-send", row)
+        status = ann.wait(
+            "the pending offer with its code",
+            lambda: re.search(r"Offered to Bob · code (\S+)", ann.text("job-status", self.job_row(ann, JOB_NAME))),
+        )
+        code = status.group(1)
+        ann.screenshot("ann-jobs-offered")
+
+        prompt = bob.wait("the job offer prompt", lambda: (p := bob.qa("invitation-prompt")) and p[0])
+        self.assertEqual(bob.text("prompt-from", prompt), "Ann")
+        self.assertIn(JOB_NAME, bob.text("prompt-context", prompt))
+        self.assertEqual(bob.text("prompt-code", prompt), code, "both sides show the same verification code")
+        bob.screenshot("bob-job-prompt")
+        bob.click("prompt-accept", prompt)
+
+        bob.tab("jobs")
+        received = bob.wait("the received job in Bob's list", lambda: self.job_row(bob, JOB_NAME))
+        bob.wait("received-from Ann", lambda: "Ann" in bob.text("job-received-from", self.job_row(bob, JOB_NAME)))
+        self.assertIsNotNone(received)
+        ann.wait(
+            "Ann's job assigned to Bob",
+            lambda: self.job_row(ann, JOB_NAME).get_attribute("data-assigned") == "true"
+            and "Bob" in ann.text("job-assigned-to", self.job_row(ann, JOB_NAME)),
+        )
+        bob.wait("the prompt to go away", lambda: not bob.qa("invitation-prompt"))
+
+    def test_04_sessions_and_text(self) -> None:
+        ann, bob = self.ann, self.bob
+        ann.tab("sessions")
+        ann.click("session-create")
+        row = ann.wait("a session row", lambda: self.session_row(ann))
+        select = ann.wait("Bob in the invite picker", lambda: (s := ann.q("session-invite-peer", row)).is_enabled() and s)
+        Select(select).select_by_visible_text("Bob · beta")
+        ann.click("session-invite", row)
+        prompt = bob.wait("the session invitation prompt", lambda: (p := bob.qa("invitation-prompt")) and p[0])
+        self.assertEqual(bob.text("prompt-from", prompt), "Ann")
+        bob.click("prompt-accept", prompt)
+        bob.tab("sessions")
+        for browser in (ann, bob):
+            browser.wait(
+                "both members connected",
+                lambda: sorted(
+                    (m.get_attribute("data-state") for m in browser.qa("session-member", self.session_row(browser)))
+                ) == ["connected", "connected"],
+            )
+        ann.type_into("session-text", "hello bob\n")
+        bob.wait("Ann's text in Bob's session", lambda: "hello bob" in [m.text for m in bob.qa("session-message-text")])
+        bob.type_into("session-text", "hi ann\n")
+        ann.wait("Bob's text in Ann's session", lambda: "hi ann" in [m.text for m in ann.qa("session-message-text")])
+        ann.screenshot("ann-sessions-desktop")
+
+    def test_05_live_event_log(self) -> None:
+        ann, bob = self.ann, self.bob
+        bob.tab("events")
+        types = bob.wait("events in Bob's log", lambda: bob.event_types())
+        for expected in ("peer.found", "invitation.received", "job.received", "session.data"):
+            self.assertIn(expected, types)
+        ids = bob.event_ids()
+        self.assertEqual(len(ids), len(set(ids)), "no event is shown twice")
+        # Live: a new event arrives at the top while the view is open.
+        ann.type_into("session-text", "live one\n")
+        bob.wait("the new session.data event at the top", lambda: bob.event_types()[:1] == ["session.data"]
+                 and bob.event_ids()[0] not in ids)
+        bob.type_into("event-filter", "job.")
+        bob.wait("the filter to apply", lambda: set(bob.js(
+            "return [...document.querySelectorAll('[data-testid=event-row]')].filter(r => !r.hidden && r.offsetParent)"
+            ".map(r => r.dataset.type)")) == {"job.received"})
+        bob.screenshot("bob-events-filtered")
+        bob.q("event-filter").clear()
+        bob.q("event-filter").send_keys(" ", Keys.BACKSPACE)
+
+    def test_06_resume_with_since_after_reload(self) -> None:
+        ann, bob = self.ann, self.bob
+        cursor = bob.local_storage("meshgate.cursor")
+        self.assertTrue(cursor, "the resume cursor is kept")
+        bob.driver.get("about:blank")  # the page (and its socket) is gone
+        ann.tab("sessions")
+        ann.type_into("session-text", "while you were away\n")
+        ann.wait("Ann's own copy", lambda: "while you were away" in [m.text for m in ann.qa("session-message-text")])
+        bob.open(self.beta.url)
+        bob.wait("live again", lambda: bob.state() == "live")
+        bob.tab("sessions")
+        bob.wait("the missed text, replayed from the cursor",
+                 lambda: "while you were away" in [m.text for m in bob.qa("session-message-text")])
+        bob.tab("events")
+        ids = bob.event_ids()
+        self.assertEqual(len(ids), len(set(ids)), "no event is shown twice after a resume")
+        self.assertTrue(all(int(i) > int(cursor) for i in ids), "only events after the cursor are replayed")
+
+    def test_07_drafts_survive_reload(self) -> None:
+        ann = self.ann
+        ann.tab("jobs")
+        ann.type_into("job-name", "Half-typed job")
+        ann.type_into("job-notes", "remember the paint")
+        ann.tab("sessions")
+        ann.type_into("session-text", "a draft message")
+        ann.driver.refresh()
+        ann.wait("live after reload", lambda: ann.state() == "live")
+        ann.wait("the session draft restored", lambda: (r := self.session_row(ann))
+                 and ann.q("session-text", r).get_attribute("value") == "a draft message")
+        ann.tab("jobs")
+        self.assertEqual(ann.q("job-name").get_attribute("value"), "Half-typed job")
+        self.assertEqual(ann.q("job-notes").get_attribute("value"), "remember the paint")
+
+    def test_08_offline_and_reconnect_after_node_restart(self) -> None:
+        ann, bob = self.ann, self.bob
+        type(self).noisy = True
+        ann.tab("events")
+        before = set(ann.event_ids())
+        self.alpha.stop()
+        ann.wait("the offline indicator", lambda: ann.state() == "offline", 30)
+        ann.wait("the retry countdown", lambda: ann.q("connection-retry").is_displayed())
+        ann.screenshot("ann-offline")
+        bob.tab("nearby")
+        bob.wait("Ann lost in Bob's Nearby", lambda: "Ann" not in self.nearby_names(bob), 30)
+        # Typing while offline: the text must still be there after the reconnect. (Sessions end with
+        # their node, so the job form is the place to type into.)
+        ann.tab("jobs")
+        ann.type_into("job-name", "typed while offline")
+        self.alpha.start()
+        wait_until("alpha and beta linked again", lambda: linked(self.alpha, self.beta) and linked(self.beta, self.alpha), 30)
+        ann.wait("live again without a reload", lambda: ann.state() == "live", 30)
+        self.assertEqual(ann.q("job-name").get_attribute("value"), "typed while offline")
+        ann.tab("nearby")
+        ann.wait("Bob found again", lambda: self.nearby_names(ann) == ["Bob"], 30)
+        bob.wait("Ann found again", lambda: self.nearby_names(bob) == ["Ann"], 30)
+        ann.tab("events")
+        ids = ann.event_ids()
+        self.assertEqual(len(ids), len(set(ids)), "no event is shown twice after the reconnect")
+        self.assertTrue(set(ids) - before, "events after the restart reach the page")
+        ann.assert_no_console_errors(allow_network_noise=True)
+        bob.assert_no_console_errors(allow_network_noise=True)
+
+    def test_09_views_on_phone_and_desktop(self) -> None:
+        for browser in (self.ann, self.bob):
+            for label, size in (("phone", PHONE), ("desktop", DESKTOP)):
+                browser.viewport(size)
+                for view in VIEWS:
+                    browser.tab(view)
+                    overflow = browser.js("return document.documentElement.scrollWidth - window.innerWidth")
+                    self.assertLessEqual(overflow, 0, f"{browser.name}: the {view} view scrolls sideways at {size}")
+                    browser.screenshot(f"{browser.name}-{label}-{view}")
+
+    def test_10_keyboard_navigation(self) -> None:
+        ann = self.ann
+        ann.tab("nearby")
+        ann.q("tab-nearby").send_keys(Keys.ARROW_RIGHT)
+        ann.wait("Jobs selected by arrow key", lambda: ann.q("tab-jobs").get_attribute("aria-selected") == "true")
+        self.assertEqual(ann.js("return document.activeElement.dataset.testid"), "tab-jobs")
+        ann.q("tab-jobs").send_keys(Keys.END)
+        ann.wait("the last tab selected by End", lambda: ann.q("tab-events").get_attribute("aria-selected") == "true")
+        ann.q("tab-events").send_keys(Keys.HOME)
+        ann.wait("the first tab selected by Home", lambda: ann.q("tab-nearby").get_attribute("aria-selected") == "true")
+        # Every button and field in the Nearby view and header can be reached by Tab.
+        unreachable = ann.js(
+            """
+            return [...document.querySelectorAll('button, input, select, textarea, a[href]')]
+              .filter(e => e.offsetParent && !e.disabled && e.tabIndex < 0 && e.getAttribute('role') !== 'tab')
+              .map(e => e.dataset.testid || e.outerHTML.slice(0, 60));
+            """
+        )
+        self.assertEqual(unreachable, [], "controls removed from the tab order")
+
+    def test_99_switch_peer_and_leave(self) -> None:
+        ann = self.ann
+        ann.tab("nearby")
+        ann.click("switch-peer")
+        ann.visible("sign-in-form")
+        self.assertIsNone(ann.local_storage("meshgate.token"))
+        self.sign_in(ann, self.alpha, "Ann Two")
+        peers_before = self.alpha.api("GET", "node")["peerCount"]
+        ann.click("leave")
+        ann.visible("sign-in-form")
+        ann.wait("the left notice", lambda: "You left the mesh" in ann.text("identity-notice"))
+        wait_until("the node to forget the peer", lambda: self.alpha.api("GET", "node")["peerCount"] == peers_before - 1)
