@@ -1128,6 +1128,7 @@ async function onLeave() {
       return;
     }
   }
+  dashboard.forgetDrafts();
   signOutLocally({ notice: name ? `You left the mesh (${name}).` : 'You left the mesh.', focus: true });
 }
 

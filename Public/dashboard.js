@@ -8,6 +8,8 @@
 // Every list is keyed: rows are updated in place, so focus and half-typed text
 // in a row survive live updates.
 
+import { CHAT_SERVICE, createChat } from './chat.js';
+
 const JOBS_SERVICE = 'jobmanager-jobs';
 const MESH_REFRESH_MS = 5_000;
 const SESSION_REFRESH_DEBOUNCE_MS = 150;
@@ -15,7 +17,8 @@ const LEAVE_ANIMATION_MS = 400;
 const CONFIRM_MS = 4_000;
 const MAX_MESSAGES_PER_SESSION = 200;
 const KEY_VIEW = 'meshgate.view';
-const VIEWS = ['nearby', 'jobs', 'invitations', 'sessions', 'events'];
+const DRAFT_PREFIX = 'meshgate.draft.';
+const VIEWS = ['nearby', 'jobs', 'chat', 'invitations', 'sessions', 'events'];
 const JOB_FIELDS = { name: 'job-name', dueDate: 'job-due', payment: 'job-payment', notes: 'job-notes' };
 
 /**
@@ -44,6 +47,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     sessions: new Map(), // id → session
     messages: new Map(), // sessionId → [{id, from, text, at, mine}]
     editingJobId: null,
+    view: 'nearby',
+    /** API paths this node serves (from its OpenAPI document), so views of newer APIs show only where they work. */
+    paths: null,
   };
 
   const el = {
@@ -203,6 +209,90 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     });
   }
 
+  // ------------------------------------------------------------- drafts
+  //
+  // Typed text is never lost: the job form and every composer save what is typed
+  // to localStorage (per peer) as it is typed, get it back after a reload, a
+  // reconnect or a re-render, and forget it only once the node has taken it.
+
+  function draftKey(name) {
+    return state.me && state.me.id ? `${DRAFT_PREFIX}${state.me.id}.${name}` : null;
+  }
+
+  function getDraft(name) {
+    const key = draftKey(name);
+    return key ? storage.get(key) || '' : '';
+  }
+
+  function setDraft(name, value) {
+    const key = draftKey(name);
+    if (!key) return;
+    if (value) storage.set(key, value);
+    else storage.remove(key);
+  }
+
+  /** Restore a field's draft (unless it holds text already) and save it on every keystroke. */
+  function bindDraft(input, name) {
+    input.dataset.draft = name;
+    if (!input.value) input.value = getDraft(name);
+    input.addEventListener('input', () => setDraft(input.dataset.draft, input.value));
+  }
+
+  /** Forget every draft of the current peer (it left the mesh for good). */
+  function forgetDrafts() {
+    const prefix = draftKey('');
+    if (!prefix) return;
+    try {
+      for (let i = window.localStorage.length - 1; i >= 0; i -= 1) {
+        const key = window.localStorage.key(i);
+        if (key && key.startsWith(prefix)) storage.remove(key);
+      }
+    } catch {
+      // Storage unavailable: there is nothing to forget.
+    }
+  }
+
+  // --------------------------------------------------------------- chat
+
+  const chat = createChat({
+    h,
+    call: (path, options) => call(path, options),
+    setText,
+    byTestId,
+    storage,
+    syncList,
+    animateIn,
+    animateOut,
+    getDraft,
+    setDraft,
+    bindDraft,
+    guard,
+    peerName,
+    nodeName,
+    showError,
+    me: () => state.me,
+    signedIn,
+    isViewVisible: () => state.view === 'chat' && document.visibilityState === 'visible',
+  });
+
+  // ----------------------------------------------------------- features
+
+  const hasPath = (path) => Boolean(state.paths && state.paths.has(path));
+
+  /** Read the node's OpenAPI paths once (again after a failure); show the tabs of the APIs it has. */
+  async function loadFeatures() {
+    if (state.paths) return;
+    try {
+      const doc = await api('openapi.json');
+      state.paths = new Set(Object.keys((doc && doc.paths) || {}));
+    } catch {
+      return; // the next hello asks again
+    }
+    const chatTab = byTestId('tab-chat');
+    chatTab.hidden = !hasPath('/api/v1/chats');
+    if (chatTab.hidden && state.view === 'chat') selectView('nearby');
+  }
+
   // --------------------------------------------------------------- tabs
 
   function selectView(view, { focus = false } = {}) {
@@ -214,22 +304,25 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       document.getElementById(tab.getAttribute('aria-controls')).hidden = !selected;
       if (selected && focus) tab.focus();
     }
+    state.view = view;
     storage.set(KEY_VIEW, view);
+    if (view === 'chat') chat.shown();
   }
 
   function initTabs() {
     for (const tab of el.tabs) {
       tab.addEventListener('click', () => selectView(tab.dataset.view));
       tab.addEventListener('keydown', (event) => {
-        const index = el.tabs.indexOf(tab);
+        const tabs = el.tabs.filter((t) => !t.hidden);
+        const index = tabs.indexOf(tab);
         let next = null;
-        if (event.key === 'ArrowRight') next = (index + 1) % el.tabs.length;
-        else if (event.key === 'ArrowLeft') next = (index - 1 + el.tabs.length) % el.tabs.length;
+        if (event.key === 'ArrowRight') next = (index + 1) % tabs.length;
+        else if (event.key === 'ArrowLeft') next = (index - 1 + tabs.length) % tabs.length;
         else if (event.key === 'Home') next = 0;
-        else if (event.key === 'End') next = el.tabs.length - 1;
+        else if (event.key === 'End') next = tabs.length - 1;
         if (next === null) return;
         event.preventDefault();
-        selectView(el.tabs[next].dataset.view, { focus: true });
+        selectView(tabs[next].dataset.view, { focus: true });
       });
     }
     selectView(storage.get(KEY_VIEW) || 'nearby');
@@ -395,9 +488,14 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     }
   }
 
-  function resetJobForm() {
+  /** Empty the job form; `forget` also drops its saved draft (after a save or a cancel). */
+  function resetJobForm({ forget = true } = {}) {
     state.editingJobId = null;
     el.jobForm.reset();
+    if (forget) {
+      for (const field of Object.keys(JOB_FIELDS)) setDraft(`job.${field}`, '');
+      setDraft('job.editing', '');
+    }
     clearJobErrors();
     setText(el.jobFormTitle, 'New job');
     setText(el.jobSubmit, 'Add job');
@@ -411,10 +509,28 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     jobFieldEl('dueDate').value = job.dueDate || '';
     jobFieldEl('payment').value = job.payment || '';
     jobFieldEl('notes').value = job.notes || '';
+    saveJobDraft();
     setText(el.jobFormTitle, `Edit “${job.name}”`);
     setText(el.jobSubmit, 'Save changes');
     el.jobCancelEdit.hidden = false;
     jobFieldEl('name').focus();
+  }
+
+  function saveJobDraft() {
+    for (const field of Object.keys(JOB_FIELDS)) setDraft(`job.${field}`, jobFieldEl(field).value);
+    setDraft('job.editing', state.editingJobId || '');
+  }
+
+  /** Put back what was typed into the job form before a reload (or sign-in as the same peer). */
+  function restoreJobDraft() {
+    for (const field of Object.keys(JOB_FIELDS)) jobFieldEl(field).value = getDraft(`job.${field}`);
+    const editing = getDraft('job.editing');
+    if (editing) {
+      state.editingJobId = editing;
+      setText(el.jobFormTitle, 'Edit job');
+      setText(el.jobSubmit, 'Save changes');
+      el.jobCancelEdit.hidden = false;
+    }
   }
 
   async function onJobSubmit(event) {
@@ -852,6 +968,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     }
     state.sessions.delete(session.id);
     state.messages.delete(session.id);
+    setDraft(`session.${session.id}`, '');
     renderSessions();
   }
 
@@ -918,6 +1035,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       }
       addMessage(session.id, { from: state.me, text, at: new Date(), mine: true });
       input.value = ''; // cleared only once the node took it
+      setDraft(`session.${session.id}`, '');
       renderSessions();
     } catch (err) {
       showError(error, `Not sent (your text is kept): ${err.message}`);
@@ -973,6 +1091,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         );
         const id = s.id;
         const current = () => state.sessions.get(id);
+        bindDraft(row.querySelector('[data-testid="session-text"]'), `session.${id}`);
         confirmButton(row.querySelector('[data-testid="session-leave"]'), 'Leave', 'Confirm leave', () => current() && leaveSession(current()));
         row.querySelector('[data-testid="session-invite"]').addEventListener('click', () => current() && invitePeer(current(), row));
         row.querySelector('form').addEventListener('submit', (event) => {
@@ -1088,6 +1207,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       ),
       refreshSessions(),
       refreshMesh(),
+      loadFeatures().then(() => {
+        if (!hasPath('/api/v1/chats')) return undefined;
+        // Rooms come and go nearby as peer.found / peer.lost on the chat service.
+        return Promise.allSettled([call(`browsing/${CHAT_SERVICE}`, { method: 'PUT' }), g(() => chat.load())]);
+      }),
     ];
     await Promise.allSettled(tasks);
   }
@@ -1096,6 +1220,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function onEvent(event) {
     if (!signedIn()) return;
+    if (hasPath('/api/v1/chats')) chat.onEvent(event);
     const data = event.data && typeof event.data === 'object' ? event.data : {};
     switch (event.type) {
       case 'peer.found':
@@ -1169,13 +1294,16 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   }
 
   function init() {
+    chat.init();
     initTabs();
     el.receiveJobs.addEventListener('change', () => setReceiving(el.receiveJobs.checked));
     el.jobForm.addEventListener('submit', onJobSubmit);
-    el.jobCancelEdit.addEventListener('click', resetJobForm);
+    el.jobCancelEdit.addEventListener('click', () => resetJobForm());
+    el.jobForm.addEventListener('input', saveJobDraft);
     el.sessionCreate.addEventListener('click', createSession);
     renderAll();
     refreshMesh();
+    loadFeatures();
     window.setInterval(() => {
       if (document.visibilityState === 'visible') refreshMesh();
     }, MESH_REFRESH_MS);
@@ -1197,7 +1325,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.sessions.clear();
       state.messages.clear();
       state.receiving = false;
-      resetJobForm();
+      resetJobForm({ forget: false });
+      restoreJobDraft();
+      chat.signIn();
       renderAll();
     },
     setPeer(peer) {
@@ -1213,9 +1343,12 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.invitations.clear();
       state.sessions.clear();
       state.messages.clear();
-      resetJobForm();
+      resetJobForm({ forget: false });
+      chat.signOut();
       renderAll();
     },
+    /** The peer left the mesh for good: its drafts go with it. */
+    forgetDrafts,
     /** Every socket hello (first connect and reconnects): reload from REST. */
     onHello() {
       loadAll();
