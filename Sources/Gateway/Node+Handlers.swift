@@ -56,6 +56,14 @@ extension Node {
     case .updateJob: return try await updateJob(context)
     case .deleteJob: return try await deleteJob(context)
     case .sendJob: return try await sendJob(context)
+    case .createChat: return try await createChat(context)
+    case .listChats: return listChats(context)
+    case .nearbyChats: return nearbyChats(context)
+    case .getChat: return try getChat(context)
+    case .joinChat: return try await joinChat(context)
+    case .leaveChat: return try await leaveChat(context)
+    case .postChatMessage: return try await postChatMessage(context)
+    case .listChatMessages: return try await listChatMessages(context)
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",
@@ -135,6 +143,7 @@ extension Node {
     peerIDsByTokenHash[peer.tokenHash] = nil
     apply(mesh.directory.removeLocalPeer(peer.id))
     apply(mesh.sessions.peerRemoved(peer.id, now: Self.monotonicMillis()))
+    chatPeerRemoved(peer.id)
     for channel in subscribersByPeer[peer.id] ?? [] {
       if let subscriber = subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }
     }

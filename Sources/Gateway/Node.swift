@@ -74,6 +74,7 @@ public actor Node {
   var publishQueue: [PendingPublish] = []
   var publishing = false
   var transceiveSessions: [Transceiver: String] = [:]
+  var chat: ChatRuntime
   var ticks: UInt64 = 0
   let meshLogger = Logger(component: "mesh")
 
@@ -83,7 +84,7 @@ public actor Node {
 
   init(
     server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
-    services: [NodeStore.StoredService] = [], staticFiles: StaticFiles
+    services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles
   ) {
     self.server = server
     self.store = store
@@ -107,6 +108,11 @@ public actor Node {
         _ = directory.startBrowsing(service.peerID, serviceType: service.serviceType)
       }
     }
+    var chatBook = ChatBook(nodeID: nodeID)
+    if let chatState {
+      chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
+    }
+    self.chat = ChatRuntime(book: chatBook)
     self.mesh = MeshRuntime(
       links: LinkManager(local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue)), directory: directory,
       sessions: SessionBook(nodeID: nodeID))

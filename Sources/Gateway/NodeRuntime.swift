@@ -91,6 +91,7 @@ final class NodeRuntime {
     let nodeID = try await store.nodeID()
     let peers = try await store.allPeers()
     let services = try await store.allServices()
+    let chatState = try await store.chatState()
 
     var staticFiles = StaticFiles()
     let logger = Logger(component: "node")
@@ -116,7 +117,7 @@ final class NodeRuntime {
     }
     let node = Node(
       server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
-      staticFiles: staticFiles)
+      chatState: chatState, staticFiles: staticFiles)
     let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
     server.delegate = bridge
     let runtime = NodeRuntime(server: server, node: node, bridge: bridge, configuration: configuration)

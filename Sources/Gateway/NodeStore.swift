@@ -88,6 +88,7 @@ final class NodeStore: Sendable {
         );
         CREATE INDEX jobs_by_owner ON jobs(owner_peer_id, created_at, id);
         """),
+    chatMigration,
   ]
 
   init(path: String, retention: Int) throws {

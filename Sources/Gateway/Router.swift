@@ -18,6 +18,7 @@ enum Operation: Sendable {
   case createInvitation, listInvitations, getInvitation, acceptInvitation, declineInvitation, cancelInvitation
   case transceive
   case createJob, listJobs, getJob, updateJob, deleteJob, sendJob
+  case createChat, listChats, nearbyChats, getChat, joinChat, leaveChat, postChatMessage, listChatMessages
 }
 
 /// One REST route.
@@ -372,6 +373,74 @@ struct Router: Sendable {
         (404, "Unknown job or peer.", Schemas.error),
         (409, "Not receiving jobs, already assigned or already offered.", Schemas.error),
       ], queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/chats", operation: .createChat, operationID: "createChat",
+      summary:
+        "Hosts a chat room (encryption required) advertised on jobmanager-chat with its name; the host's node orders and keeps every message.",
+      authenticated: true, requestSchema: Schemas.createChat,
+      responses: [
+        (201, "The room.", Schemas.chatEnvelope), (400, "Bad name.", Schemas.error),
+        (409, "The peer hosts too many rooms to advertise them all.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/chats", operation: .listChats, operationID: "listChats",
+      summary: "The rooms this peer is in or hosts.", authenticated: true, requestSchema: nil,
+      responses: [(200, "The rooms.", Schemas.chatList)], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/chats/nearby", operation: .nearbyChats, operationID: "nearbyChats",
+      summary: "Rooms other peers host, mesh-wide, from their jobmanager-chat advertisements.", authenticated: true,
+      requestSchema: nil, responses: [(200, "The rooms.", Schemas.chatList)], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/chats/{chatId}", operation: .getChat, operationID: "getChat",
+      summary: "One room with its members.", authenticated: true, requestSchema: nil,
+      responses: [(200, "The room.", Schemas.chatDetail), (404, "Unknown room.", Schemas.error)], queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/chats/{chatId}/join", operation: .joinChat, operationID: "joinChat",
+      summary:
+        "Joins a room (accepted by the host's node without a prompt); the host sends the whole history. Waits up to 10 s for the host.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (200, "Joined.", Schemas.chatEnvelope),
+        (202, "The host's node has not answered yet; chat.member.joined follows.", Schemas.chatEnvelope),
+        (404, "Unknown room.", Schemas.error),
+        (409, "The room ended, or the link to its host is not encrypted.", Schemas.error),
+        (503, "The host's node is not linked.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/chats/{chatId}/leave", operation: .leaveChat, operationID: "leaveChat",
+      summary: "Leaves a room; it ends when its host has left and no member remains.", authenticated: true,
+      requestSchema: nil,
+      responses: [
+        (200, "Left.", Schemas.chatEnvelope), (403, "Not a member.", Schemas.error),
+        (404, "Unknown room.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/chats/{chatId}/messages", operation: .postChatMessage,
+      operationID: "postChatMessage",
+      summary:
+        "Sends a message to every member. 201 once it is stored on this node; it is delivered in order, once, also across link losses and restarts. A repeated id returns the stored message (safe retries).",
+      authenticated: true, requestSchema: Schemas.postChatMessage,
+      responses: [
+        (201, "Stored; seq is set once the host has ordered it.", Schemas.chatMessageEnvelope),
+        (200, "A retry of a message already stored.", Schemas.chatMessageEnvelope),
+        (400, "Bad body or id.", Schemas.error), (403, "Not a member.", Schemas.error),
+        (404, "Unknown room.", Schemas.error), (409, "The room ended, or the id is taken.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/chats/{chatId}/messages", operation: .listChatMessages,
+      operationID: "listChatMessages",
+      summary:
+        "Messages in the host's order after a seq; the last page ends with this node's own messages not ordered yet (seq null).",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (200, "A page of messages.", Schemas.chatMessagePage), (400, "Bad after or limit.", Schemas.error),
+        (403, "Not a member.", Schemas.error), (404, "Unknown room.", Schemas.error),
+      ],
+      queryParameters: [
+        ("after", "Return messages with seq greater than this; default 0.", ["type": "integer", "minimum": 0]),
+        ("cursor", "Alias of after (the nextCursor of the previous page).", ["type": "string"]),
+        ("limit", "Page size, 1–1000, default 100.", ["type": "integer", "minimum": 1, "maximum": 1000]),
+      ]),
   ])
 }
 
@@ -604,6 +673,58 @@ enum Schemas {
     "type": "object", "required": ["job", "invitation"], "properties": ["job": job, "invitation": invitation],
   ]
   static let cursor: JSONValue = ["type": "string", "pattern": "^[0-9]{1,18}$"]
+  static let createChat: JSONValue = [
+    "type": "object", "required": ["name"], "additionalProperties": false,
+    "properties": ["name": ["type": "string", "minLength": 1]],
+  ]
+  static let chat: JSONValue = [
+    "type": "object", "required": ["id", "name", "host", "joined", "ended", "memberCount"],
+    "properties": [
+      "id": ["type": "string"], "name": ["type": "string"], "host": peerRef, "joined": ["type": "boolean"],
+      "ended": ["type": "boolean"], "memberCount": ["type": ["integer", "null"]], "createdAt": ["type": "string"],
+      "message": ["type": "string"],
+    ],
+  ]
+  static let chatEnvelope: JSONValue = ["type": "object", "required": ["chat"], "properties": ["chat": chat]]
+  static let chatList: JSONValue = [
+    "type": "object", "required": ["chats"], "properties": ["chats": ["type": "array", "items": chat]],
+  ]
+  static let chatDetail: JSONValue = [
+    "type": "object", "required": ["chat", "members"],
+    "properties": [
+      "chat": chat,
+      "members": [
+        "type": "array",
+        "items": [
+          "type": "object", "required": ["peer", "role"],
+          "properties": ["peer": peerRef, "role": ["type": "string", "enum": ["host", "member"]]],
+        ],
+      ],
+    ],
+  ]
+  static let postChatMessage: JSONValue = [
+    "type": "object", "required": ["body"], "additionalProperties": false,
+    "properties": [
+      "body": ["type": "string", "minLength": 1],
+      "id": ["type": "string", "pattern": "^[A-Za-z0-9_-]{8,64}$"],
+    ],
+  ]
+  static let chatMessage: JSONValue = [
+    "type": "object", "required": ["id", "chatId", "from", "body", "at", "seq"],
+    "properties": [
+      "id": ["type": "string"], "chatId": ["type": "string"], "from": peerRef, "body": ["type": "string"],
+      "at": ["type": "string"], "seq": ["type": ["integer", "null"]],
+    ],
+  ]
+  static let chatMessageEnvelope: JSONValue = [
+    "type": "object", "required": ["message"], "properties": ["message": chatMessage],
+  ]
+  static let chatMessagePage: JSONValue = [
+    "type": "object", "required": ["messages", "nextCursor"],
+    "properties": [
+      "messages": ["type": "array", "items": chatMessage], "nextCursor": ["type": ["string", "null"]],
+    ],
+  ]
   static let event: JSONValue = [
     "type": "object", "required": ["id", "type", "at", "data"],
     "properties": [

@@ -40,6 +40,8 @@ public enum MeshFrameCodec {
   public static let maxDataPayloadBytes = 1024 * 1024 + 64 * 1024
   /// The largest `sessionEvent` object, in bytes (1 MiB).
   public static let maxEventObjectBytes = 1024 * 1024
+  /// The largest `chat` payload, in bytes (4 MiB: a batch of history).
+  public static let maxChatPayloadBytes = 4 * 1024 * 1024
   /// The most members in one session description.
   public static let maxSessionMembers = 4096
   /// The most target peers (`toPeerIDs`) in one `sessionData` or `sessionEvent`.
@@ -121,6 +123,8 @@ public enum MeshFrameCodec {
       writer.blob(object, field: "object", limit: self.maxEventObjectBytes)
     case .dataAck(let sequence):
       writer.u64(sequence)
+    case .chat(let payload):
+      writer.blob(payload, field: "payload", limit: self.maxChatPayloadBytes)
     }
     return writer.finish()
   }
@@ -225,6 +229,8 @@ public enum MeshFrameCodec {
         object: object)
     case .dataAck:
       message = .dataAck(sequence: try reader.u64(field: "sequence"))
+    case .chat:
+      message = .chat(payload: try reader.blob(field: "payload", limit: self.maxChatPayloadBytes))
     }
     guard reader.remaining == 0 else {
       throw MeshFrameError(.unusedPayloadBytes(count: reader.remaining), offset: reader.offset)
@@ -350,7 +356,8 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
 }
 
 /// The frame type byte (header offset 3). 0x20–0x6F are reserved for sessions, invitations and data: 0x20–0x27
-/// invitations, 0x28–0x2F session membership, 0x30–0x3F data and events (the rest of the range is unassigned).
+/// invitations, 0x28–0x2F session membership, 0x30–0x3F data and events, 0x50 the chat app (the rest of the range
+/// is unassigned).
 enum MeshFrameType: UInt8 {
   case hello = 0x01
   case heartbeat = 0x02
@@ -368,6 +375,7 @@ enum MeshFrameType: UInt8 {
   case sessionData = 0x30
   case sessionEvent = 0x31
   case dataAck = 0x32
+  case chat = 0x50
   case goodbye = 0x7F
 
   init(_ message: MeshMessage) {
@@ -389,6 +397,7 @@ enum MeshFrameType: UInt8 {
     case .sessionData: self = .sessionData
     case .sessionEvent: self = .sessionEvent
     case .dataAck: self = .dataAck
+    case .chat: self = .chat
     }
   }
 }

@@ -190,4 +190,6 @@ public enum MeshMessage: Sendable, Hashable {
     sessionID: String, fromPeerID: String, toPeerIDs: [String], sequence: UInt64, name: String, object: [UInt8])
   /// Cumulative acknowledgement: every reliable frame up to `sequence` on this link was delivered.
   case dataAck(sequence: UInt64)
+  /// The chat app's traffic between a room's host node and its member nodes: a ``ChatWire`` as UTF-8 JSON.
+  case chat(payload: [UInt8])
 }
