@@ -11,6 +11,7 @@ what was awaited and what was seen instead.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -338,11 +339,21 @@ class Browser:
         self.wait(f"the {view} view", lambda: self.q(f"tab-{view}").get_attribute("aria-selected") == "true")
 
     def screenshot(self, name: str) -> Path:
+        """The whole page (not just the viewport: on a phone the views sit below the node panel)."""
         path = self.artifacts / f"{name}.png"
         try:
+            size = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+            shot = self.driver.execute_cdp_cmd(
+                "Page.captureScreenshot",
+                {
+                    "format": "png",
+                    "captureBeyondViewport": True,
+                    "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 6000), "scale": 1},
+                },
+            )
+            path.write_bytes(base64.b64decode(shot["data"]))
+        except (WebDriverException, KeyError):
             self.driver.save_screenshot(str(path))
-        except WebDriverException:
-            pass
         return path
 
     def local_storage(self, key: str) -> str | None:

@@ -258,7 +258,72 @@ class DashboardScenario(unittest.TestCase):
         bob.q("event-filter").clear()
         bob.q("event-filter").send_keys(" ", Keys.BACKSPACE)
 
-    def test_06_resume_with_since_after_reload(self) -> None:
+    def chat_bodies(self, browser: Browser) -> list[str]:
+        return [m.text for m in browser.qa("chat-message-body")]
+
+    def chat_members(self, browser: Browser) -> list[tuple[str, str]]:
+        return sorted((browser.text("chat-member-name", m), m.get_attribute("data-role")) for m in browser.qa("chat-member"))
+
+    def chat_say(self, browser: Browser, text: str) -> None:
+        field = browser.visible("chat-input")
+        browser.wait("the composer to be usable", lambda: field.is_enabled())
+        field.send_keys(text, Keys.ENTER)  # Enter sends
+        browser.wait(f"{text!r} taken by the node", lambda: field.get_attribute("value") == "")
+
+    def test_06_chat_both_ways(self) -> None:
+        ann, bob = self.ann, self.bob
+        for browser in (ann, bob):
+            browser.wait("the Chat tab (the node serves /api/v1/chats)", lambda: browser.q("tab-chat").is_displayed())
+            browser.tab("chat")
+        ann.type_into("chat-host-name", "Roof crew\n")
+        ann.wait("the hosted room open", lambda: ann.q("chat-room").is_displayed() and ann.text("chat-room-name") == "Roof crew")
+        self.assertEqual(ann.text("chat-room-host"), "You host this room")
+        ann.wait("Ann as the host in the members bar", lambda: self.chat_members(ann) == [("Ann (you)", "host")])
+
+        room = bob.wait("the room in Bob's Rooms nearby", lambda: row_by_key(bob, "chat-nearby-room", "data-chat-id",
+                                                                            ann.q("chat-room").get_attribute("data-chat-id")))
+        self.assertEqual(bob.text("chat-nearby-name", room), "Roof crew")
+        self.assertIn("hosted by Ann", bob.text("chat-nearby-host", room))
+        bob.click("chat-join", room)
+        bob.wait("the joined room open", lambda: bob.q("chat-room").is_displayed()
+                 and bob.q("chat-room").get_attribute("data-joined") == "true")
+        expected = [("Ann", "host"), ("Bob (you)", "member")]
+        bob.wait("both in Bob's members bar", lambda: self.chat_members(bob) == expected)
+        ann.wait("Bob in Ann's members bar, live", lambda: self.chat_members(ann) == [("Ann (you)", "host"), ("Bob", "member")])
+
+        self.chat_say(ann, "welcome bob")
+        bob.wait("Ann's message at Bob", lambda: self.chat_bodies(bob) == ["welcome bob"])
+        self.chat_say(bob, "thanks ann")
+        ann.wait("Bob's message at Ann", lambda: self.chat_bodies(ann) == ["welcome bob", "thanks ann"])
+        bob.wait("the same order at Bob", lambda: self.chat_bodies(bob) == ["welcome bob", "thanks ann"])
+        for browser in (ann, bob):
+            browser.wait("every message ordered by the host", lambda: all(
+                m.get_attribute("data-pending") == "false" for m in browser.qa("chat-message")))
+        ann.screenshot("ann-chat-desktop")
+        bob.screenshot("bob-chat-desktop")
+
+        # Leave, miss a message, rejoin: the whole history is back.
+        bob.click("chat-leave")
+        bob.wait("Bob out of the room", lambda: not bob.q("chat-room").is_displayed())
+        ann.wait("Bob gone from Ann's members bar", lambda: self.chat_members(ann) == [("Ann (you)", "host")])
+        self.chat_say(ann, "you missed this")
+        rejoin = bob.wait("the room to rejoin", lambda: [b for b in bob.qa("chat-join") + bob.qa("chat-open")
+                                                          if b.is_displayed() and b.text in ("Join", "Rejoin")])
+        rejoin[0].click()
+        bob.wait("the whole history after the rejoin",
+                 lambda: self.chat_bodies(bob) == ["welcome bob", "thanks ann", "you missed this"])
+
+        # A half-typed chat message survives a reload, and the room is open again.
+        bob.q("chat-input").send_keys("half a thought")
+        bob.driver.refresh()
+        bob.wait("live after reload", lambda: bob.state() == "live")
+        bob.wait("the room and the draft back", lambda: bob.q("chat-room").is_displayed()
+                 and bob.q("chat-input").get_attribute("value") == "half a thought"
+                 and "you missed this" in self.chat_bodies(bob))
+        bob.q("chat-input").send_keys(Keys.ENTER)
+        ann.wait("the draft sent after the reload", lambda: self.chat_bodies(ann)[-1:] == ["half a thought"])
+
+    def test_07_resume_with_since_after_reload(self) -> None:
         ann, bob = self.ann, self.bob
         cursor = bob.local_storage("meshgate.cursor")
         self.assertTrue(cursor, "the resume cursor is kept")
@@ -276,7 +341,7 @@ class DashboardScenario(unittest.TestCase):
         self.assertEqual(len(ids), len(set(ids)), "no event is shown twice after a resume")
         self.assertTrue(all(int(i) > int(cursor) for i in ids), "only events after the cursor are replayed")
 
-    def test_07_drafts_survive_reload(self) -> None:
+    def test_08_drafts_survive_reload(self) -> None:
         ann = self.ann
         ann.tab("jobs")
         ann.type_into("job-name", "Half-typed job")
@@ -291,7 +356,7 @@ class DashboardScenario(unittest.TestCase):
         self.assertEqual(ann.q("job-name").get_attribute("value"), "Half-typed job")
         self.assertEqual(ann.q("job-notes").get_attribute("value"), "remember the paint")
 
-    def test_08_offline_and_reconnect_after_node_restart(self) -> None:
+    def test_09_offline_and_reconnect_after_node_restart(self) -> None:
         ann, bob = self.ann, self.bob
         type(self).noisy = True
         ann.tab("events")
@@ -320,7 +385,7 @@ class DashboardScenario(unittest.TestCase):
         ann.assert_no_console_errors(allow_network_noise=True)
         bob.assert_no_console_errors(allow_network_noise=True)
 
-    def test_09_views_on_phone_and_desktop(self) -> None:
+    def test_10_views_on_phone_and_desktop(self) -> None:
         for browser in (self.ann, self.bob):
             for label, size in (("phone", PHONE), ("desktop", DESKTOP)):
                 browser.viewport(size)
@@ -330,7 +395,7 @@ class DashboardScenario(unittest.TestCase):
                     self.assertLessEqual(overflow, 0, f"{browser.name}: the {view} view scrolls sideways at {size}")
                     browser.screenshot(f"{browser.name}-{label}-{view}")
 
-    def test_10_keyboard_navigation(self) -> None:
+    def test_11_keyboard_navigation(self) -> None:
         ann = self.ann
         ann.tab("nearby")
         ann.q("tab-nearby").send_keys(Keys.ARROW_RIGHT)
