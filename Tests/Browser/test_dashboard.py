@@ -114,6 +114,24 @@ class DashboardScenario(unittest.TestCase):
         field.send_keys(text + "\n")
         browser.wait(f"{text!r} sent", lambda: self.session_input(browser).get_attribute("value") == "")
 
+    def record_row_classes(self, browser: Browser) -> None:
+        """Records the classes Nearby rows take as they come and go (the found / lost animations)."""
+        browser.js(
+            """
+            window.__rowClasses = [];
+            const list = document.querySelector('[data-testid=nearby-list]');
+            new MutationObserver((records) => {
+              for (const r of records) {
+                for (const n of r.addedNodes) if (n.className) window.__rowClasses.push(n.className);
+                if (r.type === 'attributes') window.__rowClasses.push(r.target.className);
+              }
+            }).observe(list, { childList: true, attributes: true, attributeFilter: ['class'], subtree: true });
+            """
+        )
+
+    def saw_row_class(self, browser: Browser, name: str) -> bool:
+        return any(name in c for c in browser.js("return window.__rowClasses || []"))
+
     # -------------------------------------------------------------------- steps
 
     def test_01_sign_in(self) -> None:
@@ -132,19 +150,7 @@ class DashboardScenario(unittest.TestCase):
     def test_02_nearby_with_receive_jobs(self) -> None:
         for browser in (self.ann, self.bob):
             browser.tab("nearby")
-            # Record the found/lost animation classes as rows come and go.
-            browser.js(
-                """
-                window.__rowClasses = [];
-                const list = document.querySelector('[data-testid=nearby-list]');
-                new MutationObserver((records) => {
-                  for (const r of records) {
-                    for (const n of r.addedNodes) if (n.className) window.__rowClasses.push(n.className);
-                    if (r.type === 'attributes') window.__rowClasses.push(r.target.className);
-                  }
-                }).observe(list, { childList: true, subtree: false, attributes: true, attributeFilter: ['class'], subtree: true });
-                """
-            )
+            self.record_row_classes(browser)
         # Keyboard: the switch is a focusable checkbox toggled with Space.
         for browser in (self.ann, self.bob):
             switch = browser.q("receive-jobs")
@@ -156,7 +162,7 @@ class DashboardScenario(unittest.TestCase):
         self.ann.wait("Bob in Nearby", lambda: self.nearby_names(self.ann) == ["Bob"])
         self.bob.wait("Ann in Nearby", lambda: self.nearby_names(self.bob) == ["Ann"])
         self.assertIn("beta", self.ann.text("nearby-peer-node"), "the row names the peer's node")
-        self.ann.wait("Bob's row to animate in", lambda: any("is-entering" in c for c in self.ann.js("return window.__rowClasses")))
+        self.ann.wait("Bob's row to animate in", lambda: self.saw_row_class(self.ann, "is-entering"))
         # The mesh: the other node, linked, with a round-trip time.
         for browser, other in ((self.ann, "beta"), (self.bob, "alpha")):
             browser.wait(f"{other} linked in Mesh", lambda: browser.text("mesh-node-state") == "linked")
@@ -361,12 +367,15 @@ class DashboardScenario(unittest.TestCase):
         type(self).noisy = True
         ann.tab("events")
         before = set(ann.event_ids())
+        bob.tab("nearby")
+        self.record_row_classes(bob)
         self.alpha.stop()
         ann.wait("the offline indicator", lambda: ann.state() == "offline", 30)
         ann.wait("the retry countdown", lambda: ann.q("connection-retry").is_displayed())
         ann.screenshot("ann-offline")
         bob.tab("nearby")
         bob.wait("Ann lost in Bob's Nearby", lambda: "Ann" not in self.nearby_names(bob), 30)
+        self.assertTrue(self.saw_row_class(bob, "is-leaving"), "the lost row animates out")
         # Typing while offline: the text must still be there after the reconnect. (Sessions end with
         # their node, so the job form is the place to type into.)
         ann.tab("jobs")
