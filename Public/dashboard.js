@@ -9,6 +9,7 @@
 // in a row survive live updates.
 
 import { CHAT_SERVICE, createChat } from './chat.js';
+import { createFiles } from './files.js';
 
 const JOBS_SERVICE = 'jobmanager-jobs';
 const MESH_REFRESH_MS = 5_000;
@@ -18,7 +19,7 @@ const CONFIRM_MS = 4_000;
 const MAX_MESSAGES_PER_SESSION = 200;
 const KEY_VIEW = 'meshgate.view';
 const DRAFT_PREFIX = 'meshgate.draft.';
-const VIEWS = ['nearby', 'jobs', 'chat', 'invitations', 'sessions', 'events'];
+const VIEWS = ['nearby', 'jobs', 'chat', 'files', 'invitations', 'sessions', 'events'];
 const JOB_FIELDS = { name: 'job-name', dueDate: 'job-due', payment: 'job-payment', notes: 'job-notes' };
 
 /**
@@ -275,22 +276,56 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     isViewVisible: () => state.view === 'chat' && document.visibilityState === 'visible',
   });
 
+  // -------------------------------------------------------------- files
+
+  const files = createFiles({
+    h,
+    call: (path, options) => call(path, options),
+    apiUrl(path, query = {}) {
+      const url = new URL(`api/v1/${path}`, document.baseURI);
+      for (const [name, value] of Object.entries(query)) {
+        if (value !== undefined && value !== null && value !== '') url.searchParams.set(name, String(value));
+      }
+      return url;
+    },
+    token: () => state.token,
+    setText,
+    byTestId,
+    syncList,
+    animateIn,
+    guard,
+    peerName,
+    showError,
+    me: () => state.me,
+    signedIn,
+    sessions: () => [...state.sessions.values()],
+  });
+
   // ----------------------------------------------------------- features
 
   const hasPath = (path) => Boolean(state.paths && state.paths.has(path));
 
+  let featuresLoading = null;
+
   /** Read the node's OpenAPI paths once (again after a failure); show the tabs of the APIs it has. */
-  async function loadFeatures() {
-    if (state.paths) return;
+  function loadFeatures() {
+    if (state.paths) return Promise.resolve();
+    if (!featuresLoading) featuresLoading = fetchFeatures().finally(() => (featuresLoading = null));
+    return featuresLoading;
+  }
+
+  async function fetchFeatures() {
     try {
       const doc = await api('openapi.json');
       state.paths = new Set(Object.keys((doc && doc.paths) || {}));
     } catch {
       return; // the next hello asks again
     }
-    const chatTab = byTestId('tab-chat');
-    chatTab.hidden = !hasPath('/api/v1/chats');
-    if (chatTab.hidden && state.view === 'chat') selectView('nearby');
+    for (const [view, path] of [['chat', '/api/v1/chats'], ['files', '/api/v1/transfers']]) {
+      const tab = byTestId(`tab-${view}`);
+      tab.hidden = !hasPath(path);
+      if (tab.hidden && state.view === view) selectView('nearby');
+    }
   }
 
   // --------------------------------------------------------------- tabs
@@ -1148,6 +1183,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       },
     );
     el.sessionsEmpty.hidden = sessions.length > 0;
+    files.render(); // its session and peer pickers follow the sessions
   }
 
   function applySessionState(data) {
@@ -1212,6 +1248,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         // Rooms come and go nearby as peer.found / peer.lost on the chat service.
         return Promise.allSettled([call(`browsing/${CHAT_SERVICE}`, { method: 'PUT' }), g(() => chat.load())]);
       }),
+      loadFeatures().then(() => (hasPath('/api/v1/transfers') ? g(() => files.load()) : undefined)),
     ];
     await Promise.allSettled(tasks);
   }
@@ -1221,6 +1258,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   function onEvent(event) {
     if (!signedIn()) return;
     if (hasPath('/api/v1/chats')) chat.onEvent(event);
+    if (hasPath('/api/v1/transfers')) files.onEvent(event);
     const data = event.data && typeof event.data === 'object' ? event.data : {};
     switch (event.type) {
       case 'peer.found':
@@ -1295,6 +1333,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function init() {
     chat.init();
+    files.init();
     initTabs();
     el.receiveJobs.addEventListener('change', () => setReceiving(el.receiveJobs.checked));
     el.jobForm.addEventListener('submit', onJobSubmit);
@@ -1328,6 +1367,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       resetJobForm({ forget: false });
       restoreJobDraft();
       chat.signIn();
+      files.signIn();
       renderAll();
     },
     setPeer(peer) {
@@ -1345,6 +1385,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.messages.clear();
       resetJobForm({ forget: false });
       chat.signOut();
+      files.signOut();
       renderAll();
     },
     /** The peer left the mesh for good: its drafts go with it. */
