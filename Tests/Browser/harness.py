@@ -221,10 +221,21 @@ class Browser:
     driver: webdriver.Chrome = field(init=False)
     profile: str = field(init=False)
     console: list[dict] = field(default_factory=list)
+    downloads: Path = field(init=False)
 
     def __post_init__(self) -> None:
         self.profile = tempfile.mkdtemp(prefix=f"meshgate-browser-{self.name}-")
+        self.downloads = Path(self.profile) / "downloads"
+        self.downloads.mkdir()
         options = webdriver.ChromeOptions()
+        options.add_experimental_option(
+            "prefs",
+            {
+                "download.default_directory": str(self.downloads),
+                "download.prompt_for_download": False,
+                "safebrowsing.enabled": False,
+            },
+        )
         options.binary_location = CHROMIUM
         for argument in (
             "--headless=new",

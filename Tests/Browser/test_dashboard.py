@@ -7,6 +7,7 @@ step ends by checking both browsers' consoles for errors.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -243,6 +244,70 @@ class DashboardScenario(unittest.TestCase):
         self.session_say(bob, "hi ann")
         ann.wait("Bob's text in Ann's session", lambda: "hi ann" in [m.text for m in ann.qa("session-message-text")])
         ann.screenshot("ann-sessions-desktop")
+
+    def test_04b_files_in_a_session(self) -> None:
+        ann, bob = self.ann, self.bob
+        if not ann.q("tab-files").is_displayed():
+            self.skipTest("the node has no Files API (/api/v1/transfers) yet")
+        payload = os.urandom(3 * 1024 * 1024 + 17)
+        source = Path(self.work.name) / "site-plan.bin"
+        source.write_bytes(payload)
+        digest = hashlib.sha256(payload).hexdigest()
+
+        ann.tab("files")
+        Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(
+            type(self).session_id)
+        Select(ann.wait("Bob in the To picker", lambda: (s := ann.q("file-to")).is_enabled() and s)).select_by_visible_text("Bob")
+        picker = ann.q("file-input")
+        ann.js("arguments[0].hidden = false", picker)
+        picker.send_keys(str(source))
+        ann.js("arguments[0].hidden = true", picker)
+
+        def transfer_row(browser: Browser, direction: str):
+            for row in browser.qa("transfer-row"):
+                if browser.text("transfer-name", row) == source.name and row.get_attribute("data-direction") == direction:
+                    return row
+            return None
+
+        bob.tab("files")
+        for browser, direction in ((ann, "outgoing"), (bob, "incoming")):
+            browser.wait(f"the {direction} transfer finished", lambda: (r := transfer_row(browser, direction))
+                         and r.get_attribute("data-state") == "finished")
+            bar = browser.q("transfer-progress", transfer_row(browser, direction))
+            self.assertEqual(bar.get_attribute("value"), bar.get_attribute("max"), "a finished bar is full")
+        self.assertIn(digest[:12], bob.text("transfer-status", transfer_row(bob, "incoming")))
+        ann.screenshot("ann-files-desktop")
+        bob.screenshot("bob-files-desktop")
+
+        bob.click("transfer-download", transfer_row(bob, "incoming"))
+        saved = bob.downloads / source.name
+        bob.wait("the download on disk", lambda: saved.exists() and saved.stat().st_size == len(payload))
+        self.assertEqual(hashlib.sha256(saved.read_bytes()).hexdigest(), digest, "the downloaded file is the sent file")
+
+        # Cancel while the file is still going up to Ann's node (the browser's upload is throttled to
+        # 256 KiB/s so there is time to press Cancel): it never arrives at Bob.
+        big = Path(self.work.name) / "too-late.bin"
+        big.write_bytes(os.urandom(4 * 1024 * 1024))
+        ann.driver.execute_cdp_cmd("Network.enable", {})
+        ann.driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 256 * 1024})
+        try:
+            picker = ann.q("file-input")
+            ann.js("arguments[0].hidden = false", picker)
+            picker.send_keys(str(big))
+            ann.js("arguments[0].hidden = true", picker)
+            uploading = ann.wait("the upload under way", lambda: [
+                r for r in ann.qa("transfer-row")
+                if ann.text("transfer-name", r) == big.name and r.get_attribute("data-state") == "uploading"])
+            ann.click("transfer-cancel", uploading[0])
+            ann.wait("the upload gone or ended", lambda: all(
+                r.get_attribute("data-state") in ("failed", "canceled")
+                for r in ann.qa("transfer-row") if ann.text("transfer-name", r) == big.name))
+        finally:
+            ann.driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+                "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+        self.assertFalse([r for r in bob.qa("transfer-row")
+                          if bob.text("transfer-name", r) == big.name and r.get_attribute("data-state") == "finished"])
 
     def test_05_live_event_log(self) -> None:
         ann, bob = self.ann, self.bob
