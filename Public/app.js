@@ -1136,13 +1136,16 @@ async function onLeave() {
   const name = session.peer?.displayName;
   setPeerButtonsDisabled(true);
   showPeerStatus('Leaving…', { sticky: true });
-  // Close our socket first, so the node closing it is not read as a revocation.
+  // Close our socket first, so the node closing it is not read as a revocation,
+  // and let the views ask nothing more with a token that is about to go.
   socket.stop();
+  dashboard.setPaused(true);
   try {
     await api('peers/me', { method: 'DELETE', token });
   } catch (err) {
     // 401: the node no longer knows this peer, which is what we wanted.
     if (!(err instanceof ApiError) || err.status !== 401) {
+      dashboard.setPaused(false);
       setPeerButtonsDisabled(false);
       showPeerStatus(`Could not leave: ${err.message}`, { sticky: true });
       if (session.token === token) socket.start(token);

@@ -87,7 +87,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   // ------------------------------------------------------------ helpers
 
   const signedIn = () => Boolean(state.token);
-  const call = (path, options = {}) => api(path, { ...options, token: state.token });
+  /** While leaving, nothing new is asked of the node: the token is about to stop working. */
+  const call = (path, options = {}) =>
+    state.paused
+      ? Promise.reject(new ApiError(0, 'paused', 'Leaving the mesh…'))
+      : api(path, { ...options, token: state.token });
 
   /** Run `fn` only if the peer has not changed meanwhile. */
   function guard(fn) {
@@ -1353,6 +1357,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     /** A peer signed in (or was adopted from another tab). */
     signIn(token, peer) {
       state.generation += 1;
+      state.paused = false;
       state.token = token;
       state.me = peer || null;
       state.nearby.clear();
@@ -1376,6 +1381,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     },
     signOut() {
       state.generation += 1;
+      state.paused = false;
       state.token = null;
       state.me = null;
       state.nearby.clear();
@@ -1390,6 +1396,10 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     },
     /** The peer left the mesh for good: its drafts go with it. */
     forgetDrafts,
+    /** Stop (or resume) asking the node anything while the peer is being deleted. */
+    setPaused(paused) {
+      state.paused = paused;
+    },
     /** Every socket hello (first connect and reconnects): reload from REST. */
     onHello() {
       loadAll();

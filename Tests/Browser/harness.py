@@ -247,6 +247,10 @@ class Browser:
             "--disable-extensions",
             "--disable-background-networking",
             "--disable-component-update",
+            # Two windows run side by side: neither may have its timers or rendering throttled.
+            "--disable-background-timer-throttling",
+            "--disable-backgrounding-occluded-windows",
+            "--disable-renderer-backgrounding",
             "--disable-features=Translate,MediaRouter,OptimizationHints",
             f"--user-data-dir={self.profile}",
             f"--window-size={DESKTOP[0]},{DESKTOP[1]}",

@@ -27,7 +27,10 @@ def main() -> int:
     started = time.monotonic()
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
     elapsed = time.monotonic() - started
-    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    # A test whose body and tearDown both fail is listed twice: count tests, not reports.
+    failed_ids = {test.id() for test, _ in result.failures + result.errors} | {
+        test.id() for test in result.unexpectedSuccesses}
+    failed = len(failed_ids)
     skipped = len(result.skipped)
     passed = result.testsRun - failed - skipped
     artifacts = os.environ.get("MESHGATE_BROWSER_ARTIFACTS", ".build/test-artifacts/browser")

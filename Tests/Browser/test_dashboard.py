@@ -217,6 +217,23 @@ class DashboardScenario(unittest.TestCase):
         )
         bob.wait("the prompt to go away", lambda: not bob.qa("invitation-prompt"))
 
+        # A declined offer: Ann is told, and the job stays hers to send again.
+        ann.type_into("job-name", "Paint the fence\n")
+        row = ann.wait("the second job row", lambda: self.job_row(ann, "Paint the fence"))
+        Select(ann.wait("Bob in its picker", lambda: (s := ann.q("job-send-to", row)).is_enabled() and s)).select_by_visible_text("Bob · beta")
+        ann.click("job-send", row)
+        prompt = bob.wait("the second offer", lambda: (p := bob.qa("invitation-prompt")) and p[0])
+        self.assertIn("Paint the fence", bob.text("prompt-context", prompt))
+        bob.click("prompt-decline", prompt)
+        ann.wait("the decline shown on Ann's job", lambda: "declined the offer"
+                 in ann.text("job-status", self.job_row(ann, "Paint the fence")))
+        self.assertIsNone(self.job_row(bob, "Paint the fence"), "a declined job is not delivered")
+        # Delete takes two presses (the first arms the button).
+        ann.click("job-delete", self.job_row(ann, "Paint the fence"))
+        ann.wait("the armed delete", lambda: ann.text("job-delete", self.job_row(ann, "Paint the fence")) == "Confirm delete")
+        ann.click("job-delete", self.job_row(ann, "Paint the fence"))
+        ann.wait("the job deleted", lambda: self.job_row(ann, "Paint the fence") is None)
+
     def test_04_sessions_and_text(self) -> None:
         ann, bob = self.ann, self.bob
         ann.tab("sessions")
