@@ -36,6 +36,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     generation: 0,
     receiving: false,
     nearby: new Map(), // peerId → {peer, discoveryInfo}
+    /** Other browsed service types: type → Map(peerId → {peer, discoveryInfo}). */
+    services: new Map(),
     meshSelf: null,
     meshNodes: [],
     meshAt: 0,
@@ -66,6 +68,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     meshEmpty: byTestId('mesh-empty'),
     meshList: byTestId('mesh-list'),
     meshUpdated: byTestId('mesh-updated'),
+    browseForm: byTestId('browse-form'),
+    browseType: byTestId('browse-type'),
+    browseError: byTestId('browse-error'),
+    servicesEmpty: byTestId('services-empty'),
+    servicesList: byTestId('services-list'),
     jobForm: byTestId('job-form'),
     jobFormTitle: byTestId('job-form-title'),
     jobSubmit: byTestId('job-submit'),
@@ -442,6 +449,133 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     // The send/invite pickers list the same peers.
     renderJobs();
     renderSessions();
+  }
+
+  // Peers by service type: every other type this peer browses, each a live list.
+
+  async function refreshServices() {
+    const g = guard((fn) => fn());
+    let types;
+    try {
+      types = ((await call('browsing')).browsing || []).filter((t) => t !== JOBS_SERVICE);
+    } catch {
+      return;
+    }
+    const lists = await Promise.allSettled(types.map((t) => call(`services/${encodeURIComponent(t)}/peers`)));
+    g(() => {
+      state.services = new Map(
+        types.map((t, i) => [
+          t,
+          new Map((lists[i].status === 'fulfilled' ? lists[i].value.peers || [] : []).map((e) => [e.peer.id, e])),
+        ]),
+      );
+      renderServices();
+    });
+  }
+
+  async function browseService(event) {
+    event.preventDefault();
+    const type = el.browseType.value.trim();
+    showError(el.browseError, '');
+    if (!type) {
+      showError(el.browseError, 'serviceType is required: enter a service type such as jobmanager-chat.');
+      el.browseType.focus();
+      return;
+    }
+    try {
+      const result = await call(`browsing/${encodeURIComponent(type)}`, { method: 'PUT' });
+      const key = result.serviceType || type;
+      if (key !== JOBS_SERVICE) state.services.set(key, new Map((result.peers || []).map((e) => [e.peer.id, e])));
+      el.browseType.value = '';
+      renderServices();
+    } catch (err) {
+      showError(el.browseError, err.message);
+      el.browseType.focus();
+    }
+  }
+
+  async function stopBrowsing(type, group) {
+    try {
+      await call(`browsing/${encodeURIComponent(type)}`, { method: 'DELETE' });
+    } catch (err) {
+      if (err.status !== 404) {
+        showError(group.querySelector('[data-testid="service-error"]'), `Could not stop: ${err.message}`);
+        return;
+      }
+    }
+    state.services.delete(type);
+    renderServices();
+  }
+
+  function peerRow(testid) {
+    return (e) => {
+      const row = h(
+        'li',
+        { className: 'row nearby-row', dataset: { testid, peerId: e.peer.id } },
+        h('span', { className: 'avatar', 'aria-hidden': 'true' }),
+        h(
+          'div',
+          { className: 'row-main' },
+          h('strong', { className: 'row-title', dataset: { testid: `${testid}-name` } }),
+          h('span', { className: 'row-sub', dataset: { testid: `${testid}-node` } }),
+        ),
+      );
+      animateIn(row);
+      return row;
+    };
+  }
+
+  function updatePeerRow(testid) {
+    return (row, e) => {
+      const name = peerName(e.peer);
+      setText(row.querySelector(`[data-testid="${testid}-name"]`), name);
+      setText(row.querySelector('.avatar'), name.slice(0, 1).toUpperCase());
+      const info = Object.entries(e.discoveryInfo || {})
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(' · ');
+      setText(row.querySelector(`[data-testid="${testid}-node"]`), [nodeName(e.peer.nodeId), info].filter(Boolean).join(' · '));
+    };
+  }
+
+  function renderServices() {
+    const types = signedIn() ? [...state.services.keys()].sort() : [];
+    syncList(
+      el.servicesList,
+      types,
+      (t) => t,
+      (t) => {
+        const group = h(
+          'section',
+          { className: 'service-group', dataset: { testid: 'service-group', serviceType: t }, 'aria-label': `Peers advertising ${t}` },
+          h(
+            'div',
+            { className: 'panel-head' },
+            h('h3', { className: 'service-type mono', dataset: { testid: 'service-type' } }, t),
+            h('button', { type: 'button', className: 'button button-small', dataset: { testid: 'service-stop' }, 'aria-label': `Stop browsing ${t}` }, 'Stop'),
+          ),
+          h('p', { className: 'field-error', role: 'alert', dataset: { testid: 'service-error' }, hidden: true }),
+          h('p', { className: 'empty', dataset: { testid: 'service-empty' } }, 'No one advertises it right now.'),
+          h('ul', { className: 'rows', dataset: { testid: 'service-peers' } }),
+        );
+        group.querySelector('[data-testid="service-stop"]').addEventListener('click', () => stopBrowsing(t, group));
+        return group;
+      },
+      (group, t) => {
+        const entries = [...(state.services.get(t) || new Map()).values()].sort((a, b) =>
+          peerName(a.peer).localeCompare(peerName(b.peer)),
+        );
+        syncList(
+          group.querySelector('[data-testid="service-peers"]'),
+          entries,
+          (e) => e.peer.id,
+          peerRow('service-peer'),
+          updatePeerRow('service-peer'),
+          animateOut,
+        );
+        group.querySelector('[data-testid="service-empty"]').hidden = entries.length > 0;
+      },
+    );
+    el.servicesEmpty.hidden = types.length > 0;
   }
 
   async function refreshMesh() {
@@ -1248,9 +1382,12 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       refreshSessions(),
       refreshMesh(),
       loadFeatures().then(() => {
-        if (!hasPath('/api/v1/chats')) return undefined;
+        if (!hasPath('/api/v1/chats')) return refreshServices();
         // Rooms come and go nearby as peer.found / peer.lost on the chat service.
-        return Promise.allSettled([call(`browsing/${CHAT_SERVICE}`, { method: 'PUT' }), g(() => chat.load())]);
+        return Promise.allSettled([
+          call(`browsing/${CHAT_SERVICE}`, { method: 'PUT' }).finally(() => g(refreshServices)),
+          g(() => chat.load()),
+        ]);
       }),
       loadFeatures().then(() => (hasPath('/api/v1/transfers') ? g(() => files.load()) : undefined)),
     ];
@@ -1266,12 +1403,20 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     const data = event.data && typeof event.data === 'object' ? event.data : {};
     switch (event.type) {
       case 'peer.found':
+        if (state.services.has(data.serviceType) && data.peer && data.peer.id) {
+          state.services.get(data.serviceType).set(data.peer.id, { peer: data.peer, discoveryInfo: data.discoveryInfo || {} });
+          renderServices();
+        }
         if (data.serviceType === JOBS_SERVICE && data.peer && data.peer.id) {
           state.nearby.set(data.peer.id, { peer: data.peer, discoveryInfo: data.discoveryInfo || {} });
           renderNearby();
         }
         break;
       case 'peer.lost':
+        if (state.services.has(data.serviceType) && data.peer) {
+          state.services.get(data.serviceType).delete(data.peer.id);
+          renderServices();
+        }
         if (data.serviceType === JOBS_SERVICE && data.peer) {
           state.nearby.delete(data.peer.id);
           renderNearby();
@@ -1329,6 +1474,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     document.body.dataset.signedIn = signedIn() ? 'true' : 'false';
     renderReceiving();
     renderNearby();
+    renderServices();
     renderMesh();
     renderJobs();
     renderInvitations();
@@ -1340,6 +1486,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     files.init();
     initTabs();
     el.receiveJobs.addEventListener('change', () => setReceiving(el.receiveJobs.checked));
+    el.browseForm.addEventListener('submit', browseService);
     el.jobForm.addEventListener('submit', onJobSubmit);
     el.jobCancelEdit.addEventListener('click', () => resetJobForm());
     el.jobForm.addEventListener('input', saveJobDraft);
@@ -1361,6 +1508,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.token = token;
       state.me = peer || null;
       state.nearby.clear();
+      state.services.clear();
       state.nearbyLoaded = false;
       state.jobs.clear();
       state.jobOffers.clear();
@@ -1385,6 +1533,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.token = null;
       state.me = null;
       state.nearby.clear();
+      state.services.clear();
       state.jobs.clear();
       state.invitations.clear();
       state.sessions.clear();

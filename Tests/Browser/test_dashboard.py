@@ -171,6 +171,28 @@ class DashboardScenario(unittest.TestCase):
             self.assertRegex(browser.text("mesh-node-rtt"), r"^\d+ ms$")
         self.ann.screenshot("ann-nearby-desktop")
 
+    def service_peers(self, browser: Browser, service_type: str) -> list[str] | None:
+        group = row_by_key(browser, "service-group", "data-service-type", service_type)
+        return None if group is None else [browser.text("service-peer-name", r) for r in browser.qa("service-peer", group)
+                                           if "is-leaving" not in (r.get_attribute("class") or "")]
+
+    def test_02b_peers_by_service_type(self) -> None:
+        ann, bob = self.ann, self.bob
+        bob.tab("nearby")
+        bob.type_into("browse-type", "Bad--Type\n")
+        bob.wait("the service type rule", lambda: "serviceType" in bob.text("browse-error"))
+        bob.type_into("browse-type", "printer\n")
+        bob.wait("an empty printer group", lambda: self.service_peers(bob, "printer") == [])
+        token = ann.local_storage("meshgate.token")
+        self.alpha.api("PUT", "advertising/printer", {"discoveryInfo": {"model": "laser"}}, token=token)
+        bob.wait("Ann advertising printer", lambda: self.service_peers(bob, "printer") == ["Ann"])
+        group = row_by_key(bob, "service-group", "data-service-type", "printer")
+        self.assertIn("model: laser", bob.text("service-peer-node", group))
+        self.alpha.api("DELETE", "advertising/printer", token=token)
+        bob.wait("Ann gone from printer", lambda: self.service_peers(bob, "printer") == [])
+        bob.click("service-stop", row_by_key(bob, "service-group", "data-service-type", "printer"))
+        bob.wait("the printer group gone", lambda: self.service_peers(bob, "printer") is None)
+
     def test_03_send_and_accept_a_job(self) -> None:
         ann, bob = self.ann, self.bob
         ann.tab("jobs")
@@ -372,6 +394,11 @@ class DashboardScenario(unittest.TestCase):
                                                                             ann.q("chat-room").get_attribute("data-chat-id")))
         self.assertEqual(bob.text("chat-nearby-name", room), "Roof crew")
         self.assertIn("hosted by Ann", bob.text("chat-nearby-host", room))
+        # Nearby lists the room's host under the chat service type too.
+        bob.tab("nearby")
+        bob.wait("Ann under jobmanager-chat", lambda: self.service_peers(bob, "jobmanager-chat") == ["Ann"])
+        bob.tab("chat")
+        room = row_by_key(bob, "chat-nearby-room", "data-chat-id", ann.q("chat-room").get_attribute("data-chat-id"))
         bob.click("chat-join", room)
         bob.wait("the joined room open", lambda: bob.q("chat-room").is_displayed()
                  and bob.q("chat-room").get_attribute("data-joined") == "true")
