@@ -51,8 +51,10 @@ enum ChatRules {
   /// A client-chosen message id (for safe retries): 8–64 characters of `A-Z a-z 0-9 - _`.
   static func messageID(_ id: String) throws(APIError) -> String {
     guard (8...64).contains(id.utf8.count),
-      id.utf8.allSatisfy({ $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
-        || (0x61...0x7A).contains($0) })
+      id.utf8.allSatisfy({
+        $0 == 0x2D || $0 == 0x5F || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
+          || (0x61...0x7A).contains($0)
+      })
     else {
       throw .badRequest(
         "id must be 8–64 characters of A-Z, a-z, 0-9, '-' and '_' (a UUID works); it makes retries safe",
@@ -328,7 +330,8 @@ extension Node {
       return
     }
     try await store.setService(
-      NodeStore.StoredService(peerID: peerID, kind: "advertise", serviceType: ChatRules.serviceType, discoveryInfo: valid))
+      NodeStore.StoredService(
+        peerID: peerID, kind: "advertise", serviceType: ChatRules.serviceType, discoveryInfo: valid))
     guard peers[peerID] != nil else { return }
     apply(mesh.directory.startAdvertising(peerID, serviceType: ChatRules.serviceType, discoveryInfo: valid))
   }
@@ -411,6 +414,7 @@ extension Node {
   func carryOut(_ directives: [ChatBook.Directive]) async throws {
     var writes: [NodeStore.ChatWrite] = []
     var events: [(peerID: String, type: String, data: JSONValue)] = []
+    var lastEvent: (roomID: String, event: ChatBook.Event, type: String, data: JSONValue)?
     // Writes first, in one transaction: nothing below may be seen before it is durable.
     for directive in directives {
       switch directive {
@@ -428,7 +432,15 @@ extension Node {
         try await sendHistory(roomID, to: node, after: after)
       case .notify(let peerID, let roomID, let event):
         guard peers[peerID] != nil, let room = chat.book.rooms[roomID] else { continue }
-        events.append(chatEvent(event, room: room, peerID: peerID))
+        // A fan-out tells many local members the same thing in a row: build its data once, pre-serialized, so the
+        // event log stores it once for all of them.
+        if let last = lastEvent, last.roomID == roomID, last.event == event {
+          events.append((peerID, last.type, last.data))
+        } else {
+          let built = chatEvent(event, room: room, peerID: peerID)
+          lastEvent = (roomID, event, built.type, built.data.preserialized)
+          events.append((peerID, built.type, lastEvent!.data))
+        }
       case .joinSettled(let roomID, let peerID, let joined):
         settleJoin(roomID + "/" + peerID, joined: joined)
       case .saveRoom, .saveMessages:

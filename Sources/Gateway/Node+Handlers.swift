@@ -200,6 +200,10 @@ extension Node {
         statistics.webSocketMessagesIn
       ),
       (
+        "meshgate_websocket_coalesced_writes_total", "counter",
+        "Socket writes that carried several queued WebSocket messages at once.", statistics.coalescedWrites
+      ),
+      (
         "meshgate_slow_consumer_disconnects_total", "counter",
         "Event consumers disconnected because their send queue was full.", metrics.slowConsumerDisconnects
       ),

@@ -421,11 +421,19 @@ public actor Node {
 
   func pushLive(_ events: [StoredEvent]) {
     metrics.eventsAppended += events.count
+    // The recipients of one fan-out share the event (same sequence, same envelope): its WebSocket frame is built
+    // once and the same message is queued on every socket.
+    var shared: (sequence: Int64, frame: OutboundMessage)?
     for event in events {
       for channel in subscribersByPeer[event.peerID] ?? [] {
         guard let subscriber = subscribers[channel] else { continue }
         if subscriber.replaying {
           subscriber.buffered.append(event)
+        } else if case .webSocket = channel {
+          if shared?.sequence != event.sequence {
+            shared = (event.sequence, OutboundMessage(bytes: event.envelope.serialized(), binary: false))
+          }
+          deliver(event, to: subscriber, frame: shared?.frame)
         } else {
           deliver(event, to: subscriber)
         }
@@ -433,9 +441,16 @@ public actor Node {
     }
   }
 
-  func deliver(_ event: StoredEvent, to subscriber: Subscriber) {
+  func deliver(_ event: StoredEvent, to subscriber: Subscriber, frame: OutboundMessage? = nil) {
     guard event.sequence > subscriber.lastSent else { return }
     subscriber.lastSent = event.sequence
+    if let frame, case .webSocket(let id) = subscriber.channel {
+      switch server.send(frame, to: id) {
+      case .queued, .closed: break
+      case .queueFull: slowConsumer(subscriber)
+      }
+      return
+    }
     sendFrame(event.envelope, to: subscriber, eventName: event.type, eventID: String(event.sequence))
   }
 

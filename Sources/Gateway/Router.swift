@@ -36,9 +36,9 @@ struct Route: Sendable {
 
   var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: true) }
 
-  /// The path parameters if `path` matches the pattern.
-  func match(_ pathSegments: [Substring]) -> [String: String]? {
-    let own = segments
+  /// The path parameters if `path` matches the pattern (`own` is `segments`, which the router computes once).
+  func match(_ pathSegments: [Substring], own: [Substring]? = nil) -> [String: String]? {
+    let own = own ?? segments
     guard own.count == pathSegments.count else { return nil }
     var parameters: [String: String] = [:]
     for (pattern, actual) in zip(own, pathSegments) {
@@ -63,13 +63,20 @@ enum RouteMatch {
 /// All routes of the node.
 struct Router: Sendable {
   let routes: [Route]
+  /// Each route's pattern split into segments, once.
+  let patterns: [[Substring]]
+
+  init(routes: [Route]) {
+    self.routes = routes
+    self.patterns = routes.map(\.segments)
+  }
 
   func match(method: HTTPMethod, path: String) -> RouteMatch {
     let pathSegments = path.split(separator: "/", omittingEmptySubsequences: true)
     var allowed: [HTTPMethod] = []
     var pattern = ""
-    for route in routes {
-      guard let parameters = route.match(pathSegments) else { continue }
+    for (index, route) in routes.enumerated() {
+      guard let parameters = route.match(pathSegments, own: patterns[index]) else { continue }
       if route.method == method || (method == .head && route.method == .get) {
         return .found(route, parameters: parameters)
       }

@@ -86,6 +86,8 @@ public struct ServerStatistics: Sendable {
   public var webSocketMessagesOut: Int
   /// WebSocket messages received from clients.
   public var webSocketMessagesIn: Int
+  /// Socket writes that carried several queued WebSocket messages at once.
+  public var coalescedWrites: Int = 0
 }
 
 /// One lws context serving HTTP and WebSocket on one port.
@@ -126,6 +128,8 @@ public final class Server: @unchecked Sendable {
   var pendingUpgrades: [OpaquePointer: HTTPRequestHead] = [:]
   var nextID: UInt64 = 1
   var messagesOut = 0
+  /// Writes that carried several queued WebSocket frames at once.
+  var coalescedWrites = 0
   var messagesIn = 0
   let scratch: UnsafeMutableRawPointer
   let scratchSize = 64 * 1024
@@ -303,7 +307,7 @@ public final class Server: @unchecked Sendable {
     assertInLoop()
     return ServerStatistics(
       openWebSockets: sockets.count, openRequests: exchanges.count, webSocketMessagesOut: messagesOut,
-      webSocketMessagesIn: messagesIn)
+      webSocketMessagesIn: messagesIn, coalescedWrites: coalescedWrites)
   }
 
   func allocateID() -> UInt64 {

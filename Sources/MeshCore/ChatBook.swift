@@ -66,7 +66,8 @@ public struct ChatBook: Sendable {
     public static func hostUnreachable(_ room: ChatRoom) -> Failure {
       Failure(
         status: 503, code: "host_unreachable",
-        message: "the node hosting chat room \(room.id) (\(room.host.displayName)'s) is not linked right now; try again "
+        message:
+          "the node hosting chat room \(room.id) (\(room.host.displayName)'s) is not linked right now; try again "
           + "when it is back (GET /api/v1/mesh/nodes)")
     }
   }
@@ -81,6 +82,8 @@ public struct ChatBook: Sendable {
   var stale: [String: Set<String>] = [:]
   /// Member node: rooms with a sync in flight (gaps do not trigger another until the roster comes back).
   var syncing: Set<String> = []
+  /// Member node: peers that left a room from this node, told `ended` if their leave ends it.
+  var leavers: [String: Set<String>] = [:]
   /// Nodes linked over a link chat may use (the runtime decides which; rooms need encrypted links).
   public private(set) var linked: Set<String> = []
 
@@ -186,6 +189,7 @@ public struct ChatBook: Sendable {
       return directives
     }
     rooms[roomID] = room
+    leavers[roomID, default: []].insert(peerID)
     directives.append(.saveRoom(room))
     for member in room.localMembers {
       directives.append(.notify(peerID: member.peerID, roomID: roomID, .memberLeft(leaver)))
@@ -352,6 +356,12 @@ public struct ChatBook: Sendable {
     room.ended = ended
     rooms[roomID] = room
     var directives: [Directive] = [.saveRoom(room)]
+    if ended && !wasEnded {
+      for peerID in (leavers.removeValue(forKey: roomID) ?? []).sorted()
+      where !room.localMembers.contains(where: { $0.peerID == peerID }) {
+        directives.append(.notify(peerID: peerID, roomID: roomID, .ended))
+      }
+    }
     for member in room.localMembers {
       // A member's own departure was told when it left; a local peer's arrival is told to everyone local.
       for peer in joined { directives.append(.notify(peerID: member.peerID, roomID: roomID, .memberJoined(peer))) }
@@ -360,7 +370,9 @@ public struct ChatBook: Sendable {
       }
       if ended && !wasEnded { directives.append(.notify(peerID: member.peerID, roomID: roomID, .ended)) }
       let confirmed = members.contains { $0.peerID == member.peerID }
-      if confirmed || ended { directives.append(.joinSettled(roomID: roomID, peerID: member.peerID, joined: confirmed)) }
+      if confirmed || ended {
+        directives.append(.joinSettled(roomID: roomID, peerID: member.peerID, joined: confirmed))
+      }
     }
     return directives
   }

@@ -61,6 +61,17 @@ final class EchoDelegate: ServerDelegate {
         server.send(OutboundMessage(bytes: [UInt8](repeating: 7, count: 30_000), binary: true), to: id)
       }
       _ = server.send(OutboundMessage(text: "\(results)"), to: id)
+    case .text(let bytes) where bytes == Array("burst".utf8):
+      // Many frames queued in one turn of the loop, with both header sizes a coalesced frame can have (7-bit and 16-bit
+      // lengths; larger messages go out one by one): the writable callback frames them together.
+      let sizes = [0, 1, 125, 126, 200, 4_000, 30_000] + Array(repeating: 10, count: 100)
+      for (index, size) in sizes.enumerated() {
+        let payload = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: size)
+        _ = server.send(OutboundMessage(bytes: payload, binary: index % 2 == 0), to: id)
+      }
+      _ = server.send(OutboundMessage(text: "end of burst"), to: id)
+    case .text(let bytes) where bytes == Array("stats".utf8):
+      _ = server.send(OutboundMessage(text: "coalesced \(server.statistics().coalescedWrites > 0)"), to: id)
     case .text(let bytes) where bytes == Array("bye".utf8):
       server.close(id, code: 4000, reason: "asked to leave")
     case .text(let bytes):
@@ -214,6 +225,27 @@ struct ServerTests {
       try socket.sendFrame(opcode: .text, payload: Array("frag".utf8), fin: false)
       try socket.sendFrame(opcode: .continuation, payload: Array("mented".utf8), fin: true)
       #expect(try socket.receiveText() == "fragmented")
+    }
+  }
+
+  @Test func sendsBurstsOfQueuedFramesIntactAndInOrder() async throws {
+    try await withServer { _, port in
+      let socket = try WebSocketClient(port: port, path: "/ws")
+      defer { socket.close() }
+      _ = try socket.receiveText()
+      try socket.send(text: "burst")
+      let sizes = [0, 1, 125, 126, 200, 4_000, 30_000] + Array(repeating: 10, count: 100)
+      for (index, size) in sizes.enumerated() {
+        let expected = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: size)
+        if index % 2 == 0 {
+          #expect(try socket.receiveBinary() == expected, "frame \(index)")
+        } else {
+          #expect(try socket.receiveText() == String(decoding: expected, as: UTF8.self), "frame \(index)")
+        }
+      }
+      #expect(try socket.receiveText() == "end of burst")
+      try socket.send(text: "stats")
+      #expect(try socket.receiveText() == "coalesced true")
     }
   }
 

@@ -200,6 +200,7 @@ import Testing
     mesh.run()
     #expect(mesh.nodes["A"]!.book.rooms["r1"]!.ended)
     #expect(mesh.nodes["B"]!.book.rooms["r1"]!.ended)
+    #expect(mesh.nodes["B"]!.events["bob"]!.last!.1 == .ended, "the last leaver is told the room ended")
     #expect(throws: ChatBook.Failure.ended("r1")) {
       _ = try mesh.nodes["B"]!.book.join("r1", peer: bob, name: nil, host: nil, now: "t")
     }

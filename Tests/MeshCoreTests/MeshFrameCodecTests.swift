@@ -157,6 +157,8 @@ private let sessionSamples: [MeshMessage] = [
   .dataAck(sequence: 0),
   .dataAck(sequence: 1),
   .dataAck(sequence: .max),
+  .chat(payload: []),
+  .chat(payload: Array(#"{"op":"unknownRoom","room":"r1"}"#.utf8)),
 ]
 
 /// Link and peer directory frames: every case, empty and unicode fields, extreme integers and canonical-order corner
@@ -211,7 +213,7 @@ private let samples: [MeshMessage] = linkSamples + sessionSamples
 
 /// Every frame type byte of protocol version 1.
 private let knownTypes: [UInt8] = [
-  0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x7F,
+  0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x50, 0x7F,
 ]
 
 /// A seeded xorshift64 generator (Marsaglia 2003), so every run fuzzes the same inputs.
@@ -616,7 +618,7 @@ private struct XorShift64 {
   }
 
   @Test func rejectsTheUnassignedRestOf0x20Through0x6F() {
-    let assigned: Set<UInt8> = [0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32]
+    let assigned: Set<UInt8> = [0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x50]
     #expect(Set(knownTypes).intersection(0x20...0x6F) == assigned)
     for type in UInt8(0x20)...UInt8(0x6F) where !assigned.contains(type) {
       #expect(decodeError(frame(type, wire("x")))?.reason == .unknownType(type))
@@ -642,6 +644,7 @@ private struct XorShift64 {
       (.sessionData(sessionID: "", fromPeerID: "", toPeerIDs: [], sequence: 0, payload: []), 0x30),
       (.sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: [], sequence: 0, name: "", object: []), 0x31),
       (.dataAck(sequence: 0), 0x32),
+      (.chat(payload: []), 0x50),
     ]
     for (message, type) in types {
       #expect(MeshFrameCodec.encode(message)[3] == type, "\(message)")
