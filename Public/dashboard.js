@@ -473,12 +473,25 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     });
   }
 
+  /** The node's rule for service types (Bonjour / RFC 6335), checked here so no bad request goes out. */
+  function serviceTypeProblem(type) {
+    if (!type) return 'serviceType is required: enter a service type such as jobmanager-chat.';
+    if (type.length > 15 || !/^[a-z0-9-]+$/.test(type) || !/[a-z]/.test(type) || /^-|-$|--/.test(type)) {
+      return (
+        `serviceType "${type}" is not valid: use 1–15 characters of a-z, 0-9 and '-', ` +
+        'with at least one letter and no leading, trailing or double hyphen.'
+      );
+    }
+    return null;
+  }
+
   async function browseService(event) {
     event.preventDefault();
     const type = el.browseType.value.trim();
     showError(el.browseError, '');
-    if (!type) {
-      showError(el.browseError, 'serviceType is required: enter a service type such as jobmanager-chat.');
+    const problem = serviceTypeProblem(type);
+    if (problem) {
+      showError(el.browseError, problem);
       el.browseType.focus();
       return;
     }

@@ -257,7 +257,12 @@ class Browser:
         ):
             options.add_argument(argument)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        service = Service(executable_path=CHROMEDRIVER, log_output=str(self.artifacts / f"chromedriver-{self.name}.log"))
+        # Keep Chromium off D-Bus: it aborts (FATAL "D-Bus connection was disconnected") when a bus it
+        # connected to goes away, as the system bus can while other tests start and stop Avahi.
+        env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS="disabled:", DBUS_SYSTEM_BUS_ADDRESS="disabled:")
+        service = Service(
+            executable_path=CHROMEDRIVER, log_output=str(self.artifacts / f"chromedriver-{self.name}.log"), env=env
+        )
         self.driver = webdriver.Chrome(service=service, options=options)
         self.driver.set_page_load_timeout(30)
         self.driver.set_script_timeout(30)
