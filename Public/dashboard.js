@@ -598,6 +598,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.meshNodes = Array.isArray(result.nodes) ? result.nodes : [];
       state.meshAt = Date.now();
       renderMesh();
+      // Peer rows name their node: keep those names in step with the mesh.
+      renderNearby();
+      renderServices();
     } catch {
       setText(el.meshUpdated, 'The node is not answering.');
     }
