@@ -56,6 +56,11 @@ extension Node {
     case .updateJob: return try await updateJob(context)
     case .deleteJob: return try await deleteJob(context)
     case .sendJob: return try await sendJob(context)
+    case .uploadResource: return try await uploadResource(context)
+    case .listTransfers: return try listTransfers(context)
+    case .getTransfer: return try getTransfer(context)
+    case .deleteTransfer: return try deleteTransfer(context)
+    case .transferContent: return try transferContent(context)
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",

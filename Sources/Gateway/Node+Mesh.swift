@@ -51,6 +51,7 @@ extension Node {
     let now = Self.monotonicMillis()
     apply(mesh.links.tick(now: now))
     apply(mesh.sessions.tick(now: now))
+    transferTick()
     ticks += 1
     if ticks % 10 == 0 && !transceivers.isEmpty { reconcileTransceivers() }
   }
@@ -129,6 +130,7 @@ extension Node {
         meshLogger.info("Node linked.", ["node.id": hello.nodeID, "node.name": hello.name])
         apply(mesh.directory.nodeLinked(hello.nodeID))
         apply(mesh.sessions.nodeLinked(hello.nodeID))
+        transfersLinkUp(hello.nodeID)
         publishToAllPeers(
           type: "node.linked",
           data: [
@@ -144,11 +146,15 @@ extension Node {
         meshLogger.info("Node unlinked.", ["node.id": nodeID])
         apply(mesh.directory.nodeUnlinked(nodeID))
         apply(mesh.sessions.nodeUnlinked(nodeID))
+        transfersLinkDown(nodeID)
         publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
       case .deliver(let message, let nodeID):
         switch message {
         case .peerSnapshot, .peerUpdated, .peerRemoved:
           apply(mesh.directory.received(message, from: nodeID))
+        case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
+          .transferFinished, .transferFailed, .transferCancel:
+          transferMessage(message, from: nodeID)
         default:
           apply(mesh.sessions.received(message, from: nodeID, now: Self.monotonicMillis()))
         }

@@ -76,6 +76,7 @@ public actor Node {
   var transceiveSessions: [Transceiver: String] = [:]
   var ticks: UInt64 = 0
   let meshLogger = Logger(component: "mesh")
+  var transfers = TransferRuntime()
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -122,6 +123,7 @@ public actor Node {
       }
     }
     startMesh()
+    Task { await self.restoreTransfers() }
   }
 
   func stop() {
@@ -318,6 +320,7 @@ public actor Node {
 
   func requestClosed(_ id: RequestID) {
     routeLabels[id] = nil
+    uploadRequestClosed(id)
     removeSubscriber(.stream(id))
   }
 
@@ -535,7 +538,24 @@ final class ServerBridge: ServerDelegate {
     self.maxBodyBytes = maxBodyBytes
   }
 
-  func bodyLimit(for head: HTTPRequestHead) -> Int { maxBodyBytes }
+  func bodyLimit(for head: HTTPRequestHead) -> Int {
+    streamsBody(for: head) ? node.configuration.maxTransferBytes : maxBodyBytes
+  }
+
+  /// Resource uploads (`POST /api/v1/sessions/{id}/resources`) stream their body to disk.
+  func streamsBody(for head: HTTPRequestHead) -> Bool {
+    guard head.method == .post, head.path.hasSuffix("/resources") else { return false }
+    let segments = head.path.split(separator: "/", omittingEmptySubsequences: true)
+    return segments.count == 5 && segments[0] == "api" && segments[1] == "v1" && segments[2] == "sessions"
+  }
+
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
+    node.assumeIsolated { $0.uploadBodyReceived(id, bytes) }
+  }
+
+  func requestBodyEnded(_ id: RequestID) {
+    node.assumeIsolated { $0.uploadBodyEnded(id) }
+  }
 
   func handle(_ request: HTTPRequest) {
     node.assumeIsolated { $0.handle(request) }

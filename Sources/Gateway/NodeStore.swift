@@ -88,6 +88,8 @@ final class NodeStore: Sendable {
         );
         CREATE INDEX jobs_by_owner ON jobs(owner_peer_id, created_at, id);
         """),
+    // Version 4 is the chat feature's (another branch); migrations only need increasing versions.
+    NodeStore.transfersMigration,
   ]
 
   init(path: String, retention: Int) throws {

@@ -18,6 +18,7 @@ enum Operation: Sendable {
   case createInvitation, listInvitations, getInvitation, acceptInvitation, declineInvitation, cancelInvitation
   case transceive
   case createJob, listJobs, getJob, updateJob, deleteJob, sendJob
+  case uploadResource, listTransfers, getTransfer, deleteTransfer, transferContent
 }
 
 /// One REST route.
@@ -32,6 +33,8 @@ struct Route: Sendable {
   let requestSchema: JSONValue?
   let responses: [(status: Int, description: String, schema: JSONValue?)]
   let queryParameters: [(name: String, description: String, schema: JSONValue)]
+  /// The request body is raw bytes (`application/octet-stream`), streamed rather than JSON.
+  var rawRequestBody = false
 
   var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: true) }
 
@@ -372,7 +375,7 @@ struct Router: Sendable {
         (404, "Unknown job or peer.", Schemas.error),
         (409, "Not receiving jobs, already assigned or already offered.", Schemas.error),
       ], queryParameters: []),
-  ])
+  ] + transferRoutes)
 }
 
 /// JSON Schemas shared by routes and the OpenAPI document.
@@ -647,6 +650,11 @@ extension Router {
       if let schema = route.requestSchema {
         operation["requestBody"] = [
           "required": true, "content": ["application/json": ["schema": schema]],
+        ]
+      } else if route.rawRequestBody {
+        operation["requestBody"] = [
+          "required": true,
+          "content": ["application/octet-stream": ["schema": ["type": "string", "contentMediaType": "application/octet-stream"]]],
         ]
       }
       var responses = JSONObject()

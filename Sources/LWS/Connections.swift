@@ -91,6 +91,16 @@ final class HTTPExchange {
   var closeAfter = false
   var streamQueue: [UInt8] = []
   var streamEnded = false
+  /// Streamed request body: delivered piece by piece while `bodyFlowing`; pieces that lws hands over while paused wait
+  /// in `pendingBody` (at most one rx buffer, since reading stops).
+  var streamsBody = false
+  var bodyFlowing = false
+  var pendingBody: [[UInt8]] = []
+  var bodyEndPending = false
+  var bodyEnded = false
+  /// The open file of a file response, and the bytes of it sent so far.
+  var fileDescriptor: Int32 = -1
+  var fileSent = 0
 
   init(id: RequestID, wsi: OpaquePointer, head: HTTPRequestHead) {
     self.id = id
