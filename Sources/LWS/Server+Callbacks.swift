@@ -204,7 +204,7 @@ extension Server {
 
   func httpBodyReceived(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
     if let exchange = exchanges[wsi], exchange.streamsBody {
-      guard exchange.awaitingBody, let input, length > 0 else { return 0 }
+      guard exchange.awaitingBody, !exchange.bodyEnded, let input, length > 0 else { return 0 }
       let bytes = [UInt8](UnsafeRawBufferPointer(start: input, count: length))
       if exchange.bodyFlowing && exchange.pendingBody.isEmpty {
         delegate?.requestBodyReceived(exchange.id, bytes)
@@ -228,6 +228,7 @@ extension Server {
     if let exchange = exchanges[wsi], exchange.streamsBody {
       guard exchange.awaitingBody else { return 0 }
       exchange.awaitingBody = false
+      guard !exchange.bodyEnded else { return 0 }
       if exchange.bodyFlowing && exchange.pendingBody.isEmpty {
         exchange.bodyEnded = true
         delegate?.requestBodyEnded(exchange.id)
@@ -271,7 +272,7 @@ extension Server {
       lws_rx_flow_control(exchange.wsi, 0)
       return
     }
-    if exchange.awaitingBody { lws_rx_flow_control(exchange.wsi, 1) }
+    lws_rx_flow_control(exchange.wsi, 1)
     if !exchange.pendingBody.isEmpty || exchange.bodyEndPending {
       // Delivered from the inbox, not from inside the caller.
       execute { [self] in deliverPendingBody(id) }
@@ -298,8 +299,13 @@ extension Server {
     guard let exchange = exchangesByID[id], exchange.response == nil else { return false }
     var response = response
     if exchange.streamsBody && !exchange.bodyEnded {
-      // Answered before the body was read: the rest of it cannot be skipped reliably, so the connection closes.
+      // Answered before the body was read: lws writes the answer only once it reads again, so the rest of the body
+      // is read and dropped, and the connection closes after the answer.
       exchange.closeAfter = true
+      exchange.bodyFlowing = false
+      exchange.bodyEnded = true
+      exchange.pendingBody = []
+      lws_rx_flow_control(exchange.wsi, 1)
     }
     if let file = response.file, !response.omitBody {
       let descriptor = open(file.path, O_RDONLY | O_CLOEXEC)
