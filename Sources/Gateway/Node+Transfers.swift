@@ -54,8 +54,8 @@ struct TransferRuntime {
 }
 
 extension Node {
-  static let transferWindow: UInt64 = 2 << 20
-  static let transferChunk = 64 << 10
+  static let transferWindow: UInt64 = 8 << 20
+  static let transferChunk = 256 << 10
   /// A mesh link with more than this queued gets no further chunks until it drains.
   static let transferLinkQueueLimit = 4 << 20
   /// Upload bytes waiting to be written above which reading the request is paused.
@@ -148,7 +148,8 @@ extension Node {
 
     let id = UUID().uuidString.lowercased()
     let now = Timestamp.now()
-    let contentType = context.request.head.headers["content-type"].flatMap(Self.cleanContentType)
+    let contentType =
+      context.request.head.headers["content-type"].flatMap(Self.cleanContentType)
       ?? "application/octet-stream"
     let record = TransferRecord(
       id: id, direction: .outgoing, sessionID: session.sessionID, fromPeerID: peer.id,
@@ -235,7 +236,9 @@ extension Node {
 
   func receivability(size: UInt64) -> (code: TransferRejection, message: String)? {
     if size > UInt64(configuration.maxTransferBytes) {
-      return (.tooLarge, "the file is \(size) bytes; the receiving node accepts at most \(configuration.maxTransferBytes)")
+      return (
+        .tooLarge, "the file is \(size) bytes; the receiving node accepts at most \(configuration.maxTransferBytes)"
+      )
     }
     let free = TransferFile.freeBytes(in: dataDirectoryPath) ?? .max
     let reserve = UInt64(configuration.minFreeBytes)
@@ -339,7 +342,8 @@ extension Node {
     guard !transfer.record.isTerminal, transfer.record.sha256 == nil else { return }
     failTransfer(
       transfer,
-      reason: "the upload ended after \(transfer.uploadReceived) of \(transfer.record.size) bytes (client disconnected)",
+      reason:
+        "the upload ended after \(transfer.uploadReceived) of \(transfer.record.size) bytes (client disconnected)",
       notify: true)
   }
 
@@ -713,7 +717,8 @@ extension Node {
       }
       if transfer.sender?.state == .interrupted { transfer.record.state = "interrupted" }
     }
-    for transfer in transfers.incoming.values where transfer.record.fromNodeID == nodeID && !transfer.record.isTerminal {
+    for transfer in transfers.incoming.values where transfer.record.fromNodeID == nodeID && !transfer.record.isTerminal
+    {
       transfer.receiver?.linkLost()
       if transfer.receiver?.state == .interrupted { transfer.record.state = "interrupted" }
     }
@@ -740,7 +745,8 @@ extension Node {
       let status = state == "canceled" ? 409 : 502
       done.resume(
         throwing: APIError(
-          status: status, code: "transfer_\(state)", message: "the transfer was \(state): \(reason ?? "no reason given")"))
+          status: status, code: "transfer_\(state)",
+          message: "the transfer was \(state): \(reason ?? "no reason given")"))
     }
     if let request = transfer.uploadRequest {
       transfers.byUpload[request] = nil
@@ -856,7 +862,9 @@ extension Node {
   func visibleTransfers(of peerID: String) -> [TransferRecord] {
     let outgoing = transfers.outgoing.values.map(\.record).filter { $0.fromPeerID == peerID }
     let incoming = transfers.incoming.values.map(\.record).filter { $0.toPeerID == peerID }
-    return (outgoing + incoming).sorted { ($0.createdAt, $0.id, $0.direction.rawValue) < ($1.createdAt, $1.id, $1.direction.rawValue) }
+    return (outgoing + incoming).sorted {
+      ($0.createdAt, $0.id, $0.direction.rawValue) < ($1.createdAt, $1.id, $1.direction.rawValue)
+    }
   }
 
   func ownTransfer(_ context: RequestContext) throws(APIError) -> LiveTransfer {
@@ -882,7 +890,9 @@ extension Node {
     guard !transfer.record.isTerminal else {
       throw APIError(
         status: 409, code: "transfer_\(transfer.record.state)",
-        message: "transfer \(transfer.record.id) is already \(transfer.record.state); only transfers in progress can be canceled")
+        message:
+          "transfer \(transfer.record.id) is already \(transfer.record.state); only transfers in progress can be canceled"
+      )
     }
     let who = transfer.record.direction == .outgoing ? "the sender" : "the receiver"
     cancelTransfer(transfer, reason: "canceled by \(who)", notify: true)

@@ -83,7 +83,9 @@ struct Router: Sendable {
     return .methodNotAllowed(pattern: pattern, allowed: allowed)
   }
 
-  static let standard = Router(routes: [
+  static let standard = Router(routes: coreRoutes + transferRoutes)
+
+  static let coreRoutes: [Route] = [
     Route(
       method: .get, pattern: "/healthz", operation: .healthz, operationID: "getHealth",
       summary: "Liveness: 200 while the node serves requests and its store answers.", authenticated: false,
@@ -375,7 +377,7 @@ struct Router: Sendable {
         (404, "Unknown job or peer.", Schemas.error),
         (409, "Not receiving jobs, already assigned or already offered.", Schemas.error),
       ], queryParameters: []),
-  ] + transferRoutes)
+  ]
 }
 
 /// JSON Schemas shared by routes and the OpenAPI document.
@@ -652,10 +654,8 @@ extension Router {
           "required": true, "content": ["application/json": ["schema": schema]],
         ]
       } else if route.rawRequestBody {
-        operation["requestBody"] = [
-          "required": true,
-          "content": ["application/octet-stream": ["schema": ["type": "string", "contentMediaType": "application/octet-stream"]]],
-        ]
+        let schema: JSONValue = ["type": "string", "contentMediaType": "application/octet-stream"]
+        operation["requestBody"] = ["required": true, "content": ["application/octet-stream": ["schema": schema]]]
       }
       var responses = JSONObject()
       for response in route.responses {

@@ -89,7 +89,9 @@ final class TransferFile: @unchecked Sendable {
       var bytes = [UInt8](repeating: 0, count: count)
       var got = 0
       while got < count {
-        let n = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + got, count - got, off_t(offset) + off_t(got)) }
+        let n = bytes.withUnsafeMutableBytes {
+          pread(descriptor, $0.baseAddress! + got, count - got, off_t(offset) + off_t(got))
+        }
         if n < 0 && errno == EINTR { continue }
         guard n > 0 else { return completion(.failure(TransferIOError("cannot read \(path) at \(offset)"))) }
         got += n

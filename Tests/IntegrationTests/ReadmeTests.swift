@@ -73,7 +73,8 @@ struct ReadmeTests {
       for expected in [
         "\"state\":\"linked\"", "\"skills\":\"plumbing\"", "\"verificationCode\"", "\"state\":\"accepted\"",
         "\"state\":\"connected\"", "session.data", "session.event", "invitation.received", "\"transceiving\":true",
-        "\"receivedFrom\":{", "\"assignedTo\":{", "\"payment\":\"120.00\"",
+        "\"receivedFrom\":{", "\"assignedTo\":{", "\"payment\":\"120.00\"", "hello from alice\n",
+        "\nfrom\n", "\"direction\":\"outgoing\"", "\"state\":\"finished\"", "\"sha256\":\"",
       ] {
         #expect(result.output.contains(expected), "README mesh output lacks \(expected):\n\(result.output)")
       }

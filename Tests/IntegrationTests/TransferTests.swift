@@ -95,8 +95,10 @@ struct TransferTests {
       #expect(
         whole.header("content-disposition")
           == "attachment; filename=\"r_sum_ report.txt\"; filename*=UTF-8''r%C3%A9sum%C3%A9%20report.txt")
-      let ranges: [(String, Int, Int)] = [("bytes=10-19", 10, 19), ("bytes=990-", 990, 999), ("bytes=-5", 995, 999),
-        ("bytes=0-5000", 0, 999)]
+      let ranges: [(String, Int, Int)] = [
+        ("bytes=10-19", 10, 19), ("bytes=990-", 990, 999), ("bytes=-5", 995, 999),
+        ("bytes=0-5000", 0, 999),
+      ]
       for (range, first, last) in ranges {
         let partial = try bob.get("/api/v1/transfers/\(id)/content", headers: [("Range", range)])
         #expect(partial.status == 206, "\(range)")
@@ -122,7 +124,8 @@ struct TransferTests {
     try await withMesh(count: 2) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let cases: [(String, String)] = [
-        ("../../etc/passwd", "passwd"), ("..\\..\\windows\\win.ini", "win.ini"), ("a\u{7}b\u{1B}[31mc.txt", "ab[31mc.txt"),
+        ("../../etc/passwd", "passwd"), ("..\\..\\windows\\win.ini", "win.ini"),
+        ("a\u{7}b\u{1B}[31mc.txt", "ab[31mc.txt"),
         ("...hidden", "hidden"), ("/abs/path/x.bin", "x.bin"),
       ]
       for (raw, expected) in cases {
@@ -286,7 +289,6 @@ private func transferID(_ response: HTTPResponse) throws -> String {
   return try #require(transfer["id"] as? String)
 }
 
-
 extension MeshPeer {
   static func === (lhs: MeshPeer, rhs: MeshPeer) -> Bool { lhs.id == rhs.id }
 
@@ -330,7 +332,8 @@ extension MeshPeer {
     _ id: String, state: String, timeout: Duration = .seconds(30), isolation: isolated (any Actor)? = #isolation
   ) async throws -> [String: Any] {
     var last: [String: Any]?
-    try await eventuallyAsync(timeout: timeout, interval: .milliseconds(100), message: "\(id) \(state): \(last ?? [:])") {
+    try await eventuallyAsync(timeout: timeout, interval: .milliseconds(100), message: "\(id) \(state): \(last ?? [:])")
+    {
       last = try transfer(id)
       let current = last?["state"] as? String
       if current != state, ["finished", "failed", "canceled"].contains(current ?? "") {

@@ -1321,8 +1321,8 @@ private struct XorShift64 {
     let offer = TransferOffer(
       transferID: "t", sessionID: "s", fromPeerID: "a", fromDisplayName: "A", toPeerID: "b", name: "f.txt",
       contentType: "text/plain", size: 5, resume: true)
-    let expected = frame(
-      0x40, wire("t") + wire("s") + wire("a") + wire("A") + wire("b") + wire("f.txt") + wire("text/plain") + be64(5) + [1])
+    let strings = wire("t") + wire("s") + wire("a") + wire("A") + wire("b") + wire("f.txt") + wire("text/plain")
+    let expected = frame(0x40, strings + be64(5) + [1])
     #expect(MeshFrameCodec.encode(.transferOffer(offer)) == expected)
   }
 
