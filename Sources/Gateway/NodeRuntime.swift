@@ -70,10 +70,6 @@ final class NodeRuntime {
   }
 
   static func start(_ configuration: NodeConfiguration) async throws -> NodeRuntime {
-    // File transfers allocate 256 KiB chunks on file queues and free them on the service thread. glibc's dynamic
-    // mmap threshold would then serve them from per-thread arenas that keep freed memory; a fixed threshold keeps
-    // such buffers in mmap, returned to the system on free, so the resident size stays flat.
-    Self.fixMmapThreshold(128 << 10)
     let dataURL = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL
     do {
       try FileManager.default.createDirectory(at: dataURL, withIntermediateDirectories: true)
@@ -222,14 +218,6 @@ final class NodeRuntime {
       "Beacon discovery unavailable; only static seeds (--peer, POST /api/v1/mesh/nodes) will be linked.",
       ["error": lastError?.description ?? "unknown"])
     return nil
-  }
-
-  /// `mallopt(M_MMAP_THRESHOLD, bytes)`. `<malloc.h>` is not part of Swift's Glibc module, so the function is looked
-  /// up by name (it is in every glibc); `M_MMAP_THRESHOLD` is -3 there.
-  static func fixMmapThreshold(_ bytes: Int32) {
-    typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
-    _ = unsafeBitCast(symbol, to: Mallopt.self)(-3, bytes)
   }
 
   static func reason(_ error: any Error) -> String {

@@ -49,9 +49,10 @@ public final class OutboundMessage: @unchecked Sendable {
   deinit { storage.deallocate() }
 }
 
-/// A first-in first-out queue without per-pop copying.
+/// A first-in first-out queue without per-pop copying. Popped slots are cleared at once, so a queue that never
+/// quite empties does not keep the elements it already handed out (large WebSocket messages) alive.
 struct FIFO<Element> {
-  private var items: [Element] = []
+  private var items: [Element?] = []
   private var head = 0
 
   var isEmpty: Bool { head == items.count }
@@ -64,6 +65,7 @@ struct FIFO<Element> {
   mutating func removeFirst() -> Element? {
     guard !isEmpty else { return nil }
     let item = items[head]
+    items[head] = nil
     head += 1
     if head == items.count {
       items.removeAll(keepingCapacity: true)

@@ -260,6 +260,32 @@ struct TransferTests {
       #expect(sent["resumedFrom"] as? Int == resumedFrom)
     }
   }
+
+  @Test func aReceiverKilledMidTransferResumesFromWhatItHadWritten() async throws {
+    try await withMesh(count: 2, arguments: ["--transfer-rate", "8000000"]) { nodes in
+      let (alice, bob, sessionID) = try await transferPair(nodes)
+      let body = (0..<(48 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 13) }
+      let digest = try sha256Hex(body)
+      let upload = try alice.upload(sessionID, to: bob, name: "receiver-restart.bin", body: body)
+      #expect(upload.status == 202, "\(upload)")
+      let id = try transferID(upload)
+      try await eventuallyAsync(timeout: .seconds(30), message: "bob holds a few MB") {
+        (try bob.transfer(id)?["bytes"] as? Int ?? 0) > 4 << 20
+      }
+      nodes[1].kill9()
+      try await eventuallyAsync(timeout: .seconds(10), message: "alice's side is interrupted") {
+        try alice.transfer(id)?["state"] as? String == "interrupted"
+      }
+      try await onDedicatedThread { try nodes[1].restart() }
+      // The restarted receiver re-hashes its partial file, then the sender continues from its length.
+      let finished = try await bob.awaitTransfer(id, state: "finished", timeout: .seconds(60))
+      #expect(finished["sha256"] as? String == digest)
+      #expect((finished["resumedFrom"] as? Int ?? 0) > 0, "\(finished)")
+      let content = try bob.get("/api/v1/transfers/\(id)/content")
+      #expect(content.body == body)
+      _ = try await alice.awaitTransfer(id, state: "finished")
+    }
+  }
 }
 
 // MARK: - Helpers
