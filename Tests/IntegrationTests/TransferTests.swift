@@ -225,6 +225,36 @@ struct TransferTests {
     }
   }
 
+  @Test func cancelingDuringTheUploadAnswersItAndAnAbandonedUploadFails() async throws {
+    try await withMesh(count: 2) { nodes in
+      let (alice, bob, sessionID) = try await transferPair(nodes)
+      let directory = try temporaryDirectory()
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let path = "\(directory)/slow.bin"
+      try await runTool("/bin/sh", ["-c", "head -c 20000000 /dev/urandom > '\(path)'"])
+      // The receiver cancels while curl still uploads at 1 MB/s: the upload is answered 409 at once.
+      async let slow = alice.uploadFile(sessionID, to: bob, name: "slow.bin", path: path, extra: ["--limit-rate", "1M"])
+      let started = try await bob.awaitEvent("transfer.started")
+      let id = try #require(started.transferID)
+      let canceled = try bob.delete("/api/v1/transfers/\(id)")
+      #expect(canceled.status == 200, "\(canceled)")
+      let (status, body) = try await slow
+      #expect(status == 409, "\(body)")
+      _ = try await alice.awaitTransfer(id, state: "canceled")
+      // A client that gives up half way: the transfer fails on both sides and leaves nothing behind.
+      let since = try bob.lastEventID()
+      _ = try await alice.uploadFile(
+        sessionID, to: bob, name: "abandoned.bin", path: path, extra: ["--limit-rate", "2M", "--max-time", "2"])
+      let failed = try await bob.awaitEvent("transfer.failed", since: since)
+      #expect((failed.data["reason"] as? String)?.contains("client disconnected") == true, "\(failed)")
+      let abandoned = try #require(failed.transferID)
+      _ = try await alice.awaitTransfer(abandoned, state: "failed")
+      try await eventuallyAsync(timeout: .seconds(10), message: "partial data removed") {
+        try leftovers(nodes[0]).isEmpty && leftovers(nodes[1]).isEmpty
+      }
+    }
+  }
+
   // MARK: Resume
 
   @Test func aSenderKilledMidTransferResumesFromTheReceivedOffset() async throws {
@@ -329,14 +359,16 @@ extension MeshPeer {
   }
 
   /// Uploads a file with curl -T (streamed from disk; --data-binary @file would read it all into memory); returns the status and the response body.
-  func uploadFile(_ sessionID: String, to target: MeshPeer, name: String, path: String) async throws -> (Int, String) {
+  func uploadFile(
+    _ sessionID: String, to target: MeshPeer, name: String, path: String, extra: [String] = []
+  ) async throws -> (Int, String) {
     let url = "http://127.0.0.1:\(node.port)/api/v1/sessions/\(sessionID)/resources?to=\(target.id)&name=\(name)"
     let output = try await runTool(
       "/usr/bin/curl",
       [
         "-sS", "-X", "POST", "-H", "Authorization: Bearer \(token)", "-H", "Content-Type: application/octet-stream",
         "-T", path, "-w", "\n%{http_code}", url,
-      ])
+      ] + extra, check: false)
     let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
     return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
   }
@@ -412,7 +444,7 @@ private func temporaryDirectory() throws -> String {
 
 /// Runs a tool to completion on a dedicated thread; returns its standard output, throwing on a non-zero exit.
 @discardableResult
-func runTool(_ executable: String, _ arguments: [String]) async throws -> String {
+func runTool(_ executable: String, _ arguments: [String], check: Bool = true) async throws -> String {
   try await onDedicatedThread {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
@@ -422,7 +454,7 @@ func runTool(_ executable: String, _ arguments: [String]) async throws -> String
     try process.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
+    guard process.terminationStatus == 0 || !check else {
       throw TestSupportError.process("\(executable) \(arguments) exited with \(process.terminationStatus)")
     }
     return String(decoding: data, as: UTF8.self)
