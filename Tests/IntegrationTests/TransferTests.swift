@@ -233,7 +233,8 @@ struct TransferTests {
       let path = "\(directory)/slow.bin"
       try await runTool("/bin/sh", ["-c", "head -c 20000000 /dev/urandom > '\(path)'"])
       // The receiver cancels while curl still uploads at 1 MB/s: the upload is answered 409 at once.
-      async let slow = alice.uploadFile(sessionID, to: bob, name: "slow.bin", path: path, extra: ["--limit-rate", "1M"])
+      async let slow = alice.uploadFile(
+        sessionID, to: bob, name: "slow.bin", path: path, extra: ["--limit-rate", "1M"])
       let started = try await bob.awaitEvent("transfer.started")
       let id = try #require(started.transferID)
       let canceled = try bob.delete("/api/v1/transfers/\(id)")
