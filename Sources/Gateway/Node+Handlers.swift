@@ -61,6 +61,9 @@ extension Node {
     case .getTransfer: return try getTransfer(context)
     case .deleteTransfer: return try deleteTransfer(context)
     case .transferContent: return try transferContent(context)
+    case .openStream: return try openStream(context)
+    case .writeStream: return try await writeStream(context)
+    case .readStream: return try readStream(context)
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",

@@ -155,6 +155,8 @@ extension Node {
         case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
           .transferFinished, .transferFailed, .transferCancel:
           transferMessage(message, from: nodeID)
+        case .streamOpen, .streamData, .streamCredit, .streamClose:
+          streamMessage(message, from: nodeID)
         default:
           apply(mesh.sessions.received(message, from: nodeID, now: Self.monotonicMillis()))
         }

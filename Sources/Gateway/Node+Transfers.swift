@@ -444,6 +444,7 @@ extension Node {
 
   /// Called every mesh tick: senders held back by a full link or the rate limit try again.
   func transferTick() {
+    streamTick()
     for transfer in transfers.outgoing.values where transfer.sender?.state == .sending {
       pump(transfer)
     }
@@ -709,6 +710,7 @@ extension Node {
   }
 
   func transfersLinkDown(_ nodeID: String) {
+    streamsLinkDown(nodeID)
     for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID && !transfer.record.isTerminal {
       transfer.sender?.linkLost()
       if let answer = transfer.answer {

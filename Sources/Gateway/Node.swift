@@ -77,6 +77,7 @@ public actor Node {
   var ticks: UInt64 = 0
   let meshLogger = Logger(component: "mesh")
   var transfers = TransferRuntime()
+  var streams = StreamRuntime()
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -171,7 +172,7 @@ public actor Node {
       let context = RequestContext(request: request, parameters: parameters, peer: peer)
       var response = try await run(route.operation, context)
       if request.head.method == .head { response.omitBody = true }
-      if !response.isStream || response.status != 200 {
+      if !response.isStream || response.status != 200 || route.operation != .eventStream {
         respond(request, response)
       } else {
         startStream(request, response, context)
@@ -321,6 +322,7 @@ public actor Node {
   func requestClosed(_ id: RequestID) {
     routeLabels[id] = nil
     uploadRequestClosed(id)
+    streamRequestClosed(id)
     removeSubscriber(.stream(id))
   }
 
@@ -539,22 +541,36 @@ final class ServerBridge: ServerDelegate {
   }
 
   func bodyLimit(for head: HTTPRequestHead) -> Int {
-    streamsBody(for: head) ? node.configuration.maxTransferBytes : maxBodyBytes
+    if isStreamWrite(head) { return 1 << 62 }
+    return isUpload(head) ? node.configuration.maxTransferBytes : maxBodyBytes
   }
 
-  /// Resource uploads (`POST /api/v1/sessions/{id}/resources`) stream their body to disk.
-  func streamsBody(for head: HTTPRequestHead) -> Bool {
+  /// Resource uploads (`POST /api/v1/sessions/{id}/resources`) and stream writes (`PUT /api/v1/streams/{id}`) are
+  /// streamed rather than collected.
+  func streamsBody(for head: HTTPRequestHead) -> Bool { isUpload(head) || isStreamWrite(head) }
+
+  func isUpload(_ head: HTTPRequestHead) -> Bool {
     guard head.method == .post, head.path.hasSuffix("/resources") else { return false }
     let segments = head.path.split(separator: "/", omittingEmptySubsequences: true)
     return segments.count == 5 && segments[0] == "api" && segments[1] == "v1" && segments[2] == "sessions"
   }
 
+  func isStreamWrite(_ head: HTTPRequestHead) -> Bool {
+    guard head.method == .put else { return false }
+    let segments = head.path.split(separator: "/", omittingEmptySubsequences: true)
+    return segments.count == 4 && segments[0] == "api" && segments[1] == "v1" && segments[2] == "streams"
+  }
+
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
-    node.assumeIsolated { $0.uploadBodyReceived(id, bytes) }
+    node.assumeIsolated { $0.bodyReceived(id, bytes) }
   }
 
   func requestBodyEnded(_ id: RequestID) {
-    node.assumeIsolated { $0.uploadBodyEnded(id) }
+    node.assumeIsolated { $0.bodyEnded(id) }
+  }
+
+  func streamDrained(_ id: RequestID) {
+    node.assumeIsolated { $0.streamResponseDrained(id) }
   }
 
   func handle(_ request: HTTPRequest) {

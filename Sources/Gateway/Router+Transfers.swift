@@ -68,7 +68,65 @@ extension Router {
   ]
 }
 
+extension Router {
+  static let streamRoutes: [Route] = [
+    Route(
+      method: .post, pattern: "/api/v1/sessions/{sessionId}/streams", operation: .openStream,
+      operationID: "openStream",
+      summary:
+        "Opens a byte stream to one connected session member (startStream); the receiver gets stream.opened with its id.",
+      authenticated: true, requestSchema: Schemas.openStream,
+      responses: [
+        (201, "The open stream.", Schemas.streamEnvelope), (400, "Invalid field.", Schemas.error),
+        (404, "Not a member of the session.", Schemas.error),
+        (409, "The receiver is not a connected member.", Schemas.error),
+        (503, "The receiver's node is not linked.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .put, pattern: "/api/v1/streams/{streamId}", operation: .writeStream, operationID: "writeStream",
+      summary:
+        "The writer's bytes (Content-Length required: libwebsockets 4.1 cannot read chunked request bodies), forwarded as they arrive; reading pauses while the reader is behind. Answered when the reader has taken every byte.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (200, "Every byte was delivered.", Schemas.streamEnvelope),
+        (404, "Not a stream this peer opened.", Schemas.error),
+        (409, "The stream already has a writer or is closed.", Schemas.error),
+        (411, "No Content-Length.", Schemas.error), (502, "The stream failed on the way.", Schemas.error),
+      ], queryParameters: [], rawRequestBody: true),
+    Route(
+      method: .get, pattern: "/api/v1/streams/{streamId}", operation: .readStream, operationID: "readStream",
+      summary:
+        "The stream's bytes for its receiver, as they arrive; the body ends (and the connection closes) when the writer finishes.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (200, "application/octet-stream, without a length.", nil),
+        (404, "Not a stream to this peer.", Schemas.error),
+        (409, "The stream already has a reader or is closed.", Schemas.error),
+      ], queryParameters: []),
+  ]
+}
+
 extension Schemas {
+  static let openStream: JSONValue = [
+    "type": "object", "required": ["to"], "additionalProperties": false,
+    "properties": ["to": ["type": "string"], "name": ["type": "string", "minLength": 1]],
+  ]
+  static let stream: JSONValue = [
+    "type": "object",
+    "required": ["id", "sessionId", "direction", "name", "state", "bytes", "from", "to", "reason", "createdAt"],
+    "properties": [
+      "id": ["type": "string"], "sessionId": ["type": "string"],
+      "direction": ["type": "string", "enum": ["outgoing", "incoming"]], "name": ["type": "string"],
+      "state": ["type": "string", "enum": ["open", "closed", "failed"]],
+      "bytes": ["type": "integer", "description": "Bytes sent (writer) or handed to the reader (receiver)."],
+      "from": transferParty, "to": transferParty, "reason": ["type": ["string", "null"]],
+      "createdAt": ["type": "string", "format": "date-time"],
+    ],
+  ]
+  static let streamEnvelope: JSONValue = [
+    "type": "object", "required": ["stream"], "properties": ["stream": stream],
+  ]
+
   static let transferParty: JSONValue = [
     "type": "object", "required": ["id", "displayName", "nodeId"],
     "properties": ["id": ["type": "string"], "displayName": ["type": "string"], "nodeId": ["type": "string"]],

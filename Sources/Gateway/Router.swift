@@ -19,6 +19,7 @@ enum Operation: Sendable {
   case transceive
   case createJob, listJobs, getJob, updateJob, deleteJob, sendJob
   case uploadResource, listTransfers, getTransfer, deleteTransfer, transferContent
+  case openStream, writeStream, readStream
 }
 
 /// One REST route.
@@ -83,7 +84,7 @@ struct Router: Sendable {
     return .methodNotAllowed(pattern: pattern, allowed: allowed)
   }
 
-  static let standard = Router(routes: coreRoutes + transferRoutes)
+  static let standard = Router(routes: coreRoutes + transferRoutes + streamRoutes)
 
   static let coreRoutes: [Route] = [
     Route(

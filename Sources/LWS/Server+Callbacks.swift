@@ -332,6 +332,13 @@ extension Server {
     return true
   }
 
+  /// Bytes queued on the streaming response `id` and not yet written, or nil when it is gone.
+  public func streamQueuedBytes(_ id: RequestID) -> Int? {
+    assertInLoop()
+    guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return nil }
+    return exchange.streamQueue.count
+  }
+
   /// Ends a streaming response after what is queued; the connection then closes.
   public func endStream(_ id: RequestID) {
     assertInLoop()
@@ -470,6 +477,7 @@ extension Server {
       forget(exchange)
       return -1
     }
+    if chunk > 0 { delegate?.streamDrained(exchange.id) }
     return 0
   }
 

@@ -51,12 +51,15 @@ public protocol ServerDelegate: AnyObject {
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8])
   /// A streamed request body is complete.
   func requestBodyEnded(_ id: RequestID)
+  /// Everything queued on the streaming response `id` was written to the socket (see ``Server/writeStream(_:_:)``).
+  func streamDrained(_ id: RequestID)
 }
 
 extension ServerDelegate {
   public func streamsBody(for head: HTTPRequestHead) -> Bool { false }
   public func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {}
   public func requestBodyEnded(_ id: RequestID) {}
+  public func streamDrained(_ id: RequestID) {}
 }
 
 /// Limits and addresses for a ``Server``.

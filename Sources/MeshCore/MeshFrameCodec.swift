@@ -156,6 +156,23 @@ public enum MeshFrameCodec {
     case .transferFailed(let transferID, let reason), .transferCancel(let transferID, let reason):
       writer.string(transferID, field: "transferID")
       writer.string(reason, field: "reason")
+    case .streamOpen(let offer):
+      writer.string(offer.streamID, field: "streamID")
+      writer.string(offer.sessionID, field: "sessionID")
+      writer.string(offer.fromPeerID, field: "fromPeerID")
+      writer.string(offer.fromDisplayName, field: "fromDisplayName")
+      writer.string(offer.toPeerID, field: "toPeerID")
+      writer.string(offer.name, field: "name")
+    case .streamData(let streamID, let offset, let bytes):
+      writer.string(streamID, field: "streamID")
+      writer.u64(offset)
+      writer.blob(bytes, field: "bytes", limit: self.maxChunkBytes)
+    case .streamCredit(let streamID, let offset):
+      writer.string(streamID, field: "streamID")
+      writer.u64(offset)
+    case .streamClose(let streamID, let reason):
+      writer.string(streamID, field: "streamID")
+      writer.string(reason, field: "reason")
     }
     return writer.finish()
   }
@@ -302,6 +319,28 @@ public enum MeshFrameCodec {
     case .transferCancel:
       let transferID = try reader.string(field: "transferID")
       message = .transferCancel(transferID: transferID, reason: try reader.string(field: "reason"))
+    case .streamOpen:
+      let streamID = try reader.string(field: "streamID")
+      let sessionID = try reader.string(field: "sessionID")
+      let fromPeerID = try reader.string(field: "fromPeerID")
+      let fromDisplayName = try reader.string(field: "fromDisplayName")
+      let toPeerID = try reader.string(field: "toPeerID")
+      let name = try reader.string(field: "name")
+      message = .streamOpen(
+        StreamOffer(
+          streamID: streamID, sessionID: sessionID, fromPeerID: fromPeerID, fromDisplayName: fromDisplayName,
+          toPeerID: toPeerID, name: name))
+    case .streamData:
+      let streamID = try reader.string(field: "streamID")
+      let offset = try reader.u64(field: "offset")
+      let bytes = try reader.blob(field: "bytes", limit: self.maxChunkBytes)
+      message = .streamData(streamID: streamID, offset: offset, bytes: bytes)
+    case .streamCredit:
+      let streamID = try reader.string(field: "streamID")
+      message = .streamCredit(streamID: streamID, offset: try reader.u64(field: "offset"))
+    case .streamClose:
+      let streamID = try reader.string(field: "streamID")
+      message = .streamClose(streamID: streamID, reason: try reader.string(field: "reason"))
     }
     guard reader.remaining == 0 else {
       throw MeshFrameError(.unusedPayloadBytes(count: reader.remaining), offset: reader.offset)
@@ -427,8 +466,8 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
 }
 
 /// The frame type byte (header offset 3). 0x20–0x6F are reserved for sessions, invitations and data: 0x20–0x27
-/// invitations, 0x28–0x2F session membership, 0x30–0x3F data and events, 0x40–0x4F resource transfers (the rest of
-/// the range is unassigned).
+/// invitations, 0x28–0x2F session membership, 0x30–0x3F data and events, 0x40–0x48 resource transfers, 0x49–0x4C byte
+/// streams (the rest of the range is unassigned).
 enum MeshFrameType: UInt8 {
   case hello = 0x01
   case heartbeat = 0x02
@@ -455,6 +494,10 @@ enum MeshFrameType: UInt8 {
   case transferFinished = 0x46
   case transferFailed = 0x47
   case transferCancel = 0x48
+  case streamOpen = 0x49
+  case streamData = 0x4A
+  case streamCredit = 0x4B
+  case streamClose = 0x4C
   case goodbye = 0x7F
 
   init(_ message: MeshMessage) {
@@ -485,6 +528,10 @@ enum MeshFrameType: UInt8 {
     case .transferFinished: self = .transferFinished
     case .transferFailed: self = .transferFailed
     case .transferCancel: self = .transferCancel
+    case .streamOpen: self = .streamOpen
+    case .streamData: self = .streamData
+    case .streamCredit: self = .streamCredit
+    case .streamClose: self = .streamClose
     }
   }
 }

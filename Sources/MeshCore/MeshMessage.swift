@@ -208,6 +208,35 @@ public enum MeshMessage: Sendable, Hashable {
   case transferFailed(transferID: String, reason: String)
   /// Either node → the other: a party canceled the transfer; both sides stop and remove partial data.
   case transferCancel(transferID: String, reason: String)
+  /// Sender's node → receiver's node: a byte stream opens.
+  case streamOpen(StreamOffer)
+  /// Sender's node → receiver's node: the stream's bytes at `offset` (at most ``MeshFrameCodec/maxChunkBytes``).
+  case streamData(streamID: String, offset: UInt64, bytes: [UInt8])
+  /// Receiver's node → sender's node: every byte before `offset` was handed to the reading client.
+  case streamCredit(streamID: String, offset: UInt64)
+  /// Either node → the other: the stream ends; an empty `reason` means the sender finished normally.
+  case streamClose(streamID: String, reason: String)
+}
+
+/// A byte stream as the sender's node opens it at the receiver's node.
+public struct StreamOffer: Sendable, Hashable {
+  public var streamID: String
+  public var sessionID: String
+  public var fromPeerID: String
+  public var fromDisplayName: String
+  public var toPeerID: String
+  public var name: String
+
+  public init(
+    streamID: String, sessionID: String, fromPeerID: String, fromDisplayName: String, toPeerID: String, name: String
+  ) {
+    self.streamID = streamID
+    self.sessionID = sessionID
+    self.fromPeerID = fromPeerID
+    self.fromDisplayName = fromDisplayName
+    self.toPeerID = toPeerID
+    self.name = name
+  }
 }
 
 /// A resource transfer as the sender's node offers it to the receiver's node.

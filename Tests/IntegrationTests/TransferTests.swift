@@ -320,6 +320,106 @@ struct TransferTests {
   }
 }
 
+/// Byte streams between two real nodes: a 256 MiB stream with flat memory, backpressure from a slow reader to the
+/// writer, and bad input.
+@Suite(.timeLimit(.minutes(3)))
+struct StreamTests {
+  @Test func a256MiBStreamArrivesWholeWithFlatMemory() async throws {
+    try await withMesh(count: 2) { nodes in
+      let (alice, bob, sessionID) = try await transferPair(nodes)
+      let directory = try temporaryDirectory()
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let source = "\(directory)/source.bin"
+      let received = "\(directory)/received.bin"
+      try await runTool("/bin/sh", ["-c", "head -c 268435456 /dev/urandom > '\(source)'"])
+      let digest = try await sha256OfFile(source)
+      let id = try alice.openStream(sessionID, to: bob, name: "camera")
+      let opened = try await bob.awaitEvent("stream.opened") {
+        ($0.data["stream"] as? [String: Any])?["id"] as? String == id
+      }
+      #expect((opened.data["stream"] as? [String: Any])?["name"] as? String == "camera")
+      async let reader = bob.readStream(id, into: received)
+      let (status, body) = try await alice.writeStream(id, path: source)
+      #expect(status == 200, "\(body)")
+      #expect(try await reader == 200)
+      #expect(try await sha256OfFile(received) == digest)
+      for node in nodes {
+        let peak = try #require(peakRSSKiB(node))
+        print("=== \(node.name ?? "?") peak RSS after a 256 MiB stream: \(peak / 1024) MiB")
+        #expect(peak < 100 * 1024, "\(node.name ?? "?") peak RSS \(peak) KiB")
+      }
+      for party in [alice, bob] {
+        let closed = try await party.awaitEvent("stream.closed") {
+          ($0.data["stream"] as? [String: Any])?["id"] as? String == id
+        }
+        #expect((closed.data["stream"] as? [String: Any])?["state"] as? String == "closed")
+        #expect((closed.data["stream"] as? [String: Any])?["bytes"] as? Int == 256 << 20)
+      }
+    }
+  }
+
+  @Test func aSlowReaderHoldsTheWriterBack() async throws {
+    try await withMesh(count: 2) { nodes in
+      let (alice, bob, sessionID) = try await transferPair(nodes)
+      let directory = try temporaryDirectory()
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let source = "\(directory)/source.bin"
+      try await runTool("/bin/sh", ["-c", "head -c 64000000 /dev/urandom > '\(source)'"])
+      let id = try alice.openStream(sessionID, to: bob, name: "slow")
+      _ = try await bob.awaitEvent("stream.opened")
+      // The reader takes 8 MB/s, so the 64 MB take it 8 s. The writer can be ahead by the window plus what the two
+      // sockets buffer (the kernel lets a loopback receive buffer grow to tcp_rmem's 32 MiB here), about 38 MB, so it
+      // cannot finish in much under 3.3 s, whatever its own speed; and the reader's node holds no more than a window.
+      async let reader = bob.readStream(id, into: "\(directory)/received.bin", extra: ["--limit-rate", "8M"])
+      let started = Date()
+      let (status, _) = try await alice.writeStream(id, path: source)
+      let seconds = Date().timeIntervalSince(started)
+      #expect(status == 200)
+      #expect(seconds > 2.5, "the writer finished after \(seconds) s: the reader's pace did not hold it back")
+      #expect(try await reader == 200)
+      let peak = try #require(peakRSSKiB(nodes[1]))
+      #expect(peak < 48 * 1024, "the reader's node peaked at \(peak) KiB: it buffered what the reader had not taken")
+      #expect(try await sha256OfFile("\(directory)/received.bin") == sha256OfFile(source))
+    }
+  }
+
+  @Test func badStreamRequestsAreRefused() async throws {
+    try await withMesh(count: 2) { nodes in
+      let (alice, bob, sessionID) = try await transferPair(nodes)
+      #expect(try alice.post("/api/v1/sessions/nope/streams", json: #"{"to":"\#(bob.id)"}"#).status == 404)
+      let stranger = try nodes[1].meshPeer("stranger")
+      let notMember = try alice.post("/api/v1/sessions/\(sessionID)/streams", json: #"{"to":"\#(stranger.id)"}"#)
+      #expect(notMember.status == 409 && errorCode(notMember) == "not_a_member")
+      #expect(try alice.post("/api/v1/sessions/\(sessionID)/streams", json: #"{}"#).status == 400)
+      let id = try alice.openStream(sessionID, to: bob, name: "x")
+      // Only the receiver reads, only the writer writes.
+      #expect(try alice.get("/api/v1/streams/\(id)").status == 404)
+      let wrongWriter = try HTTPClient.request(
+        port: bob.node.port, method: "PUT", path: "/api/v1/streams/\(id)",
+        headers: [("Authorization", "Bearer \(bob.token)")], body: [1])
+      #expect(wrongWriter.status == 404)
+      let chunked = try HTTPClient.request(
+        port: alice.node.port, method: "PUT", path: "/api/v1/streams/\(id)",
+        headers: [("Authorization", "Bearer \(alice.token)"), ("Transfer-Encoding", "chunked")],
+        body: HTTPClient.chunkedEncode([[1, 2, 3]]))
+      #expect(chunked.status == 411)
+      // A reader that leaves mid-stream fails it for the writer too (noticed at the next write to its socket).
+      let directory = try temporaryDirectory()
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let source = "\(directory)/source.bin"
+      try await runTool("/bin/sh", ["-c", "head -c 20000000 /dev/urandom > '\(source)'"])
+      _ = try await bob.awaitEvent("stream.opened")
+      async let reader = bob.readStream(
+        id, into: "\(directory)/partial.bin", extra: ["--limit-rate", "1M", "--max-time", "1"])
+      let (status, body) = try await alice.writeStream(id, path: source)
+      #expect(status == 502, "\(body)")
+      _ = try await reader
+      let closed = try await alice.awaitEvent("stream.closed")
+      #expect(closed.data["reason"] as? String == "the reader disconnected", "\(closed)")
+    }
+  }
+}
+
 // MARK: - Helpers
 
 /// alice on node 0 and bob on node 1 in one session (encryption none, so it crosses the plaintext link).
@@ -378,6 +478,38 @@ extension MeshPeer {
   /// `GET path` with extra headers.
   func get(_ path: String, headers: [(String, String)]) throws -> HTTPResponse {
     try HTTPClient.get(port: node.port, path: path, token: token, headers: headers)
+  }
+
+  /// `POST /sessions/{id}/streams` to `target`; returns the stream id.
+  func openStream(_ sessionID: String, to target: MeshPeer, name: String) throws -> String {
+    let response = try post("/api/v1/sessions/\(sessionID)/streams", json: #"{"to":"\#(target.id)","name":"\#(name)"}"#)
+    guard response.status == 201, let stream = try response.jsonObject()["stream"] as? [String: Any],
+      let id = stream["id"] as? String
+    else { throw TestSupportError.unexpectedMessage("opening a stream answered \(response)") }
+    return id
+  }
+
+  /// `PUT /streams/{id}` with the file at `path`, streamed by curl; returns the status and body.
+  func writeStream(_ id: String, path: String) async throws -> (Int, String) {
+    let output = try await runTool(
+      "/usr/bin/curl",
+      [
+        "-sS", "-X", "PUT", "-H", "Authorization: Bearer \(token)", "-T", path, "-w", "\n%{http_code}",
+        "http://127.0.0.1:\(node.port)/api/v1/streams/\(id)",
+      ], check: false)
+    let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+    return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+  }
+
+  /// `GET /streams/{id}` into the file at `path` with curl; returns the status.
+  func readStream(_ id: String, into path: String, extra: [String] = []) async throws -> Int {
+    let output = try await runTool(
+      "/usr/bin/curl",
+      [
+        "-sS", "-N", "-o", path, "-H", "Authorization: Bearer \(token)", "-w", "%{http_code}",
+        "http://127.0.0.1:\(node.port)/api/v1/streams/\(id)",
+      ] + extra, check: false)
+    return Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
   }
 
   /// This peer's view of transfer `id`, or nil when it cannot see it.

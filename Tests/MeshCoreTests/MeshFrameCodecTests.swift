@@ -229,6 +229,16 @@ private let transferSamples: [MeshMessage] =
     .transferFinished(transferID: "t-1", sha256: digest.reversed()),
     .transferFailed(transferID: "t-1", reason: "sha256 mismatch"),
     .transferCancel(transferID: "t-1", reason: ""),
+    .streamOpen(
+      StreamOffer(
+        streamID: "st-1", sessionID: "s-1", fromPeerID: "p-1", fromDisplayName: "Ada", toPeerID: "p-2",
+        name: "camera 📷")),
+    .streamOpen(StreamOffer(streamID: "", sessionID: "", fromPeerID: "", fromDisplayName: "", toPeerID: "", name: "")),
+    .streamData(streamID: "st-1", offset: 0, bytes: Array(0...255)),
+    .streamData(streamID: "", offset: .max, bytes: []),
+    .streamCredit(streamID: "st-1", offset: 1 << 40),
+    .streamClose(streamID: "st-1", reason: ""),
+    .streamClose(streamID: "st-1", reason: "the reader went away"),
   ] + TransferRejection.allCases.map { .transferReject(transferID: "t-1", code: $0, message: "no space ⛔️") }
 
 /// Messages covering every case.
@@ -237,7 +247,7 @@ private let samples: [MeshMessage] = linkSamples + sessionSamples + transferSamp
 /// Every frame type byte of protocol version 1.
 private let knownTypes: [UInt8] = [
   0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x40, 0x41, 0x42,
-  0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x7F,
+  0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x7F,
 ]
 
 /// A seeded xorshift64 generator (Marsaglia 2003), so every run fuzzes the same inputs.
@@ -644,6 +654,7 @@ private struct XorShift64 {
   @Test func rejectsTheUnassignedRestOf0x20Through0x6F() {
     let assigned: Set<UInt8> = [
       0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,
+      0x49, 0x4A, 0x4B, 0x4C,
     ]
     #expect(Set(knownTypes).intersection(0x20...0x6F) == assigned)
     for type in UInt8(0x20)...UInt8(0x6F) where !assigned.contains(type) {
@@ -678,6 +689,9 @@ private struct XorShift64 {
       (.transferFinished(transferID: "", sha256: digest), 0x46),
       (.transferFailed(transferID: "", reason: ""), 0x47),
       (.transferCancel(transferID: "", reason: ""), 0x48),
+      (.streamData(streamID: "", offset: 0, bytes: []), 0x4A),
+      (.streamCredit(streamID: "", offset: 0), 0x4B),
+      (.streamClose(streamID: "", reason: ""), 0x4C),
     ]
     for (message, type) in types {
       #expect(MeshFrameCodec.encode(message)[3] == type, "\(message)")
@@ -1335,6 +1349,12 @@ private struct XorShift64 {
   @Test func rejectsAResumeFlagOtherThanZeroOrOne() {
     let payload = wire("t") + wire("s") + wire("a") + wire("A") + wire("b") + wire("f") + wire("x") + be64(5) + [2]
     #expect(decodeError(frame(0x40, payload))?.reason == .unknownEnumCode(field: "resume", code: 2))
+  }
+
+  @Test func streamDataBytesAreAsDocumented() {
+    #expect(
+      MeshFrameCodec.encode(.streamData(streamID: "s", offset: 3, bytes: [1]))
+        == frame(0x4A, wire("s") + be64(3) + blob([1])))
   }
 
   @Test func rejectsUnknownRejectionCodes() {
