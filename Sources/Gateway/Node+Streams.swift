@@ -17,12 +17,14 @@ final class LiveStream {
   /// Writer side.
   var flow: StreamFlow?
   var writer: RequestID?
+  var writerSocket: WebSocketID?
   var writerPaused = false
   var writerEnded = false
   var writerDone: CheckedContinuation<Void, any Error>?
   /// Reader side.
   var intake: StreamIntake?
   var reader: RequestID?
+  var readerSocket: WebSocketID?
   var buffer: [[UInt8]] = []
   var senderFinished = false
   var lastCredit: UInt64 = 0
@@ -60,6 +62,7 @@ struct StreamRuntime {
   var incoming: [String: LiveStream] = [:]
   var byWriter: [RequestID: LiveStream] = [:]
   var byReader: [RequestID: LiveStream] = [:]
+  var bySocket: [WebSocketID: LiveStream] = [:]
 }
 
 extension Node {
@@ -116,7 +119,7 @@ extension Node {
     guard let stream = streams.outgoing[id], stream.record.fromPeerID == context.authenticatedPeer.id else {
       throw APIError.notFound("no stream \(id) opened by this peer; open one with POST /api/v1/sessions/{id}/streams")
     }
-    guard stream.record.state == "open", stream.writer == nil, !stream.writerEnded else {
+    guard stream.record.state == "open", stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded else {
       throw APIError(
         status: 409, code: "stream_busy",
         message: "stream \(id) is \(stream.record.state) or already has a writer; open a new stream")
@@ -137,7 +140,8 @@ extension Node {
     guard let stream = streams.incoming[id], stream.record.toPeerID == context.authenticatedPeer.id else {
       throw APIError.notFound("no stream \(id) to this peer; streams opened to it are announced as stream.opened")
     }
-    guard stream.record.state == "open" || !stream.buffer.isEmpty, stream.reader == nil else {
+    guard stream.record.state == "open" || !stream.buffer.isEmpty, stream.reader == nil, stream.readerSocket == nil
+    else {
       throw APIError(
         status: 409, code: "stream_busy", message: "stream \(id) is \(stream.record.state) or already has a reader")
     }
@@ -170,9 +174,13 @@ extension Node {
   }
 
   func streamBodyReceived(_ requestID: RequestID, _ bytes: [UInt8]) {
-    guard let stream = streams.byWriter[requestID], var flow = stream.flow, stream.record.state == "open" else {
-      return
-    }
+    guard let stream = streams.byWriter[requestID] else { return }
+    forward(stream, bytes)
+  }
+
+  /// Sends a writer's bytes on as `streamData` frames of at most 256 KiB, then pauses the writer if it must wait.
+  func forward(_ stream: LiveStream, _ bytes: [UInt8]) {
+    guard var flow = stream.flow, stream.record.state == "open" else { return }
     var start = 0
     while start < bytes.count {
       let end = min(bytes.count, start + MeshFrameCodec.maxChunkBytes)
@@ -196,12 +204,15 @@ extension Node {
 
   /// Pauses the writer while the window is closed or the link is congested, and lets it go on otherwise.
   func throttleWriter(_ stream: LiveStream) {
-    guard let writer = stream.writer, let flow = stream.flow, !stream.writerEnded else { return }
+    guard let flow = stream.flow, !stream.writerEnded, stream.writer != nil || stream.writerSocket != nil else {
+      return
+    }
     let local = stream.record.toNodeID == nodeID
     let blocked = flow.isBlocked || (!local && !linkHasRoom(stream.record.toNodeID))
     if blocked != stream.writerPaused {
       stream.writerPaused = blocked
-      server.setBodyFlow(writer, enabled: !blocked)
+      if let writer = stream.writer { server.setBodyFlow(writer, enabled: !blocked) }
+      if let socket = stream.writerSocket { server.setReceiveFlow(socket, enabled: !blocked) }
     }
   }
 
@@ -218,7 +229,25 @@ extension Node {
   // MARK: - Reader side
 
   func pumpReader(_ stream: LiveStream) {
-    guard let reader = stream.reader, var intake = stream.intake else { return }
+    guard var intake = stream.intake else { return }
+    if let socket = stream.readerSocket {
+      while !stream.buffer.isEmpty, let queued = server.queuedBytes(socket), queued < Self.streamReaderQueue {
+        let piece = stream.buffer.removeFirst()
+        guard server.send(OutboundMessage(bytes: piece, binary: true), to: socket) == .queued else { break }
+        intake.handedOver(piece.count)
+      }
+      stream.intake = intake
+      stream.record.bytes = intake.delivered
+      sendCreditIfDue(stream)
+      if stream.senderFinished && stream.buffer.isEmpty {
+        server.close(socket, code: 1000, reason: "end of stream")
+        streams.bySocket[socket] = nil
+        stream.readerSocket = nil
+        if stream.record.state == "open" { closeStream(stream, state: "closed", reason: nil, notify: false) }
+      }
+      return
+    }
+    guard let reader = stream.reader else { return }
     while !stream.buffer.isEmpty, let queued = server.streamQueuedBytes(reader), queued < Self.streamReaderQueue {
       let piece = stream.buffer.removeFirst()
       guard server.writeStream(reader, piece) else { break }
@@ -226,16 +255,21 @@ extension Node {
     }
     stream.intake = intake
     stream.record.bytes = intake.delivered
-    if intake.delivered > stream.lastCredit, stream.record.state == "open" {
-      stream.lastCredit = intake.delivered
-      sendStreamFrame(.streamCredit(streamID: stream.record.id, offset: intake.delivered), to: stream.record.fromNodeID)
-    }
+    sendCreditIfDue(stream)
     if stream.senderFinished && stream.buffer.isEmpty {
       server.endStream(reader)
       streams.byReader[reader] = nil
       stream.reader = nil
       if stream.record.state == "open" { closeStream(stream, state: "closed", reason: nil, notify: false) }
     }
+  }
+
+  func sendCreditIfDue(_ stream: LiveStream) {
+    guard let delivered = stream.intake?.delivered, delivered > stream.lastCredit, stream.record.state == "open" else {
+      return
+    }
+    stream.lastCredit = delivered
+    sendStreamFrame(.streamCredit(streamID: stream.record.id, offset: delivered), to: stream.record.fromNodeID)
   }
 
   func streamResponseDrained(_ requestID: RequestID) {
@@ -338,6 +372,14 @@ extension Node {
             status: 502, code: "stream_failed", message: "the stream failed: \(reason ?? "no reason given")"))
       }
     }
+    if state != "closed" {
+      for socket in [stream.writerSocket, stream.readerSocket].compactMap({ $0 }) {
+        server.close(socket, code: 1011, reason: reason ?? "stream failed")
+        streams.bySocket[socket] = nil
+      }
+      stream.writerSocket = nil
+      stream.readerSocket = nil
+    }
     if let reader = stream.reader, state != "closed" {
       server.endStream(reader)
       streams.byReader[reader] = nil
@@ -370,6 +412,94 @@ extension Node {
     {
       closeStream(stream, state: "failed", reason: "the link to the other node was lost", notify: false)
     }
+  }
+
+  // MARK: - WebSocket transport
+
+  /// The stream id of `/api/v1/streams/{id}/ws`: the stream's writer sends binary frames there (closing the socket
+  /// ends the stream), its reader receives binary frames (the node closes with 1000 at the end).
+  static func streamSocketID(_ path: String) -> String? {
+    let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+    guard segments.count == 5, segments[0] == "api", segments[1] == "v1", segments[2] == "streams",
+      segments[4] == "ws"
+    else { return nil }
+    return String(segments[3])
+  }
+
+  func acceptStreamSocket(_ head: HTTPRequestHead) -> WebSocketDecision {
+    do throws(APIError) {
+      let peer = try authenticate(head, allowQueryToken: true)
+      let id = Self.streamSocketID(head.path) ?? ""
+      if let stream = streams.outgoing[id], stream.record.fromPeerID == peer.id {
+        guard stream.record.state == "open", stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded
+        else { throw APIError(status: 409, code: "stream_busy", message: "stream \(id) already has a writer") }
+        return .accept
+      }
+      if let stream = streams.incoming[id], stream.record.toPeerID == peer.id {
+        guard stream.reader == nil, stream.readerSocket == nil, stream.record.state == "open" else {
+          throw APIError(status: 409, code: "stream_busy", message: "stream \(id) already has a reader")
+        }
+        return .accept
+      }
+      throw APIError.notFound("no stream \(id) written or read by this peer")
+    } catch {
+      return .reject(error.response)
+    }
+  }
+
+  func streamSocketOpened(_ socket: WebSocketID, head: HTTPRequestHead) {
+    guard let peer = try? authenticate(head, allowQueryToken: true), let id = Self.streamSocketID(head.path) else {
+      server.close(socket, code: 4401, reason: "token no longer valid")
+      return
+    }
+    if let stream = streams.outgoing[id], stream.record.fromPeerID == peer.id, stream.writerSocket == nil,
+      stream.writer == nil, stream.record.state == "open"
+    {
+      stream.writerSocket = socket
+      streams.bySocket[socket] = stream
+      throttleWriter(stream)
+    } else if let stream = streams.incoming[id], stream.record.toPeerID == peer.id, stream.readerSocket == nil,
+      stream.reader == nil, stream.record.state == "open"
+    {
+      stream.readerSocket = socket
+      streams.bySocket[socket] = stream
+      pumpReader(stream)
+    } else {
+      server.close(socket, code: 4409, reason: "stream busy or closed")
+    }
+  }
+
+  /// Whether `socket` belongs to a stream (and the message was handled).
+  func streamSocketReceived(_ socket: WebSocketID, _ message: WebSocketMessage) -> Bool {
+    guard let stream = streams.bySocket[socket] else { return false }
+    guard stream.writerSocket == socket, case .binary(let bytes) = message else {
+      server.close(socket, code: 1003, reason: "stream writers send binary frames; readers send nothing")
+      return true
+    }
+    forward(stream, bytes)
+    return true
+  }
+
+  /// Whether `socket` belonged to a stream (and its end was handled).
+  func streamSocketClosed(_ socket: WebSocketID) -> Bool {
+    guard let stream = streams.bySocket.removeValue(forKey: socket) else { return false }
+    if stream.writerSocket == socket {
+      // The writer closing its socket ends the stream.
+      stream.writerSocket = nil
+      guard stream.record.state == "open", !stream.writerEnded else { return true }
+      stream.writerEnded = true
+      sendStreamFrame(.streamClose(streamID: stream.record.id, reason: ""), to: stream.record.toNodeID)
+      finishWriterIfDrained(stream)
+    } else if stream.readerSocket == socket {
+      stream.readerSocket = nil
+      closeStream(stream, state: "failed", reason: "the reader disconnected", notify: true)
+    }
+    return true
+  }
+
+  func streamSocketDrained(_ socket: WebSocketID) {
+    guard let stream = streams.bySocket[socket], stream.readerSocket == socket else { return }
+    pumpReader(stream)
   }
 
   // MARK: - Events

@@ -29,9 +29,10 @@ final class LiveTransfer {
   var uploadPaused = false
   var uploadDone: CheckedContinuation<Void, any Error>?
   var answer: CheckedContinuation<Void, any Error>?
-  /// When sending started (monotonic ms) and bytes sent since, for `--transfer-rate`.
-  var rateStart: UInt64 = 0
-  var rateSent: UInt64 = 0
+  /// A token bucket for `--transfer-rate`: bytes that may be sent now (at most one second's worth accumulates, so a
+  /// pause never turns into a burst) and when it was last topped up (monotonic ms).
+  var rateTokens: Double = 0
+  var rateUpdatedAt: UInt64 = 0
 
   init(record: TransferRecord) {
     self.record = record
@@ -386,8 +387,11 @@ extension Node {
     guard var sender = transfer.sender, transfer.record.toNodeID != nodeID, let file = transfer.file else { return }
     var canSend = linkHasRoom(transfer.record.toNodeID)
     if canSend && configuration.transferRate > 0 {
-      let elapsed = Self.monotonicMillis() - transfer.rateStart
-      canSend = transfer.rateSent < UInt64(configuration.transferRate) * elapsed / 1000 + UInt64(Self.transferChunk)
+      let now = Self.monotonicMillis()
+      let rate = Double(configuration.transferRate)
+      transfer.rateTokens = min(rate, transfer.rateTokens + rate * Double(now - transfer.rateUpdatedAt) / 1000)
+      transfer.rateUpdatedAt = now
+      canSend = transfer.rateTokens > 0
     }
     let actions = sender.pump(canSend: canSend)
     transfer.sender = sender
@@ -423,7 +427,7 @@ extension Node {
       }
       sender.chunkSent(offset: offset, count: bytes.count)
       transfer.sender = sender
-      transfer.rateSent += UInt64(bytes.count)
+      transfer.rateTokens -= Double(bytes.count)
       pump(transfer)
     }
   }
@@ -465,8 +469,8 @@ extension Node {
       else { return }
       guard sender.accepted(offset: offset) else { return }
       transfer.sender = sender
-      transfer.rateStart = Self.monotonicMillis()
-      transfer.rateSent = 0
+      transfer.rateUpdatedAt = Self.monotonicMillis()
+      transfer.rateTokens = 0
       transfer.record.bytes = offset
       if let resumedFrom = sender.resumedFrom {
         transfer.record.resumedFrom = resumedFrom

@@ -248,6 +248,11 @@ public actor Node {
       }
       return .accept
     }
+    if Self.streamSocketID(head.path) != nil {
+      let decision = acceptStreamSocket(head)
+      if case .reject = decision { metrics.webSocketUpgradesRejected += 1 }
+      return decision
+    }
     guard head.path == "/api/v1/ws" else {
       metrics.webSocketUpgradesRejected += 1
       return .reject(
@@ -269,6 +274,10 @@ public actor Node {
       meshSocketOpened(id, remoteAddress: head.remoteAddress)
       return
     }
+    if Self.streamSocketID(head.path) != nil {
+      streamSocketOpened(id, head: head)
+      return
+    }
     guard let peer = try? authenticate(head, allowQueryToken: true) else {
       server.close(id, code: 4401, reason: "token no longer valid")
       return
@@ -283,6 +292,7 @@ public actor Node {
       meshSocketReceived(id, message)
       return
     }
+    if streamSocketReceived(id, message) { return }
     guard let subscriber = subscribers[.webSocket(id)] else { return }
     let reply: JSONValue
     switch message {
@@ -316,6 +326,7 @@ public actor Node {
       meshSocketClosed(id)
       return
     }
+    if streamSocketClosed(id) { return }
     removeSubscriber(.webSocket(id))
   }
 
@@ -571,6 +582,10 @@ final class ServerBridge: ServerDelegate {
 
   func streamDrained(_ id: RequestID) {
     node.assumeIsolated { $0.streamResponseDrained(id) }
+  }
+
+  func webSocketDrained(_ id: WebSocketID) {
+    node.assumeIsolated { $0.streamSocketDrained(id) }
   }
 
   func handle(_ request: HTTPRequest) {

@@ -579,6 +579,14 @@ extension Server {
     return .queued
   }
 
+  /// Pauses or resumes reading WebSocket `id` (lws rx flow control): while paused, a client sending faster than the
+  /// delegate consumes is held back by TCP. Service thread only.
+  public func setReceiveFlow(_ id: WebSocketID, enabled: Bool) {
+    assertInLoop()
+    guard let connection = socketsByID[id] else { return }
+    lws_rx_flow_control(connection.wsi, enabled ? 1 : 0)
+  }
+
   /// Bytes queued on connection `id`, or nil when it is gone.
   public func queuedBytes(_ id: WebSocketID) -> Int? {
     assertInLoop()
@@ -618,6 +626,7 @@ extension Server {
       lws_callback_on_writable(wsi)
       return 0
     }
+    if budget < 32 && connection.closeRequest == nil { delegate?.webSocketDrained(connection.id) }
     if let request = connection.closeRequest {
       var reason = Array(request.reason.utf8)
       lws_close_reason(wsi, lws_close_status(rawValue: UInt32(request.code)), &reason, reason.count)

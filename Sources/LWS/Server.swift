@@ -53,6 +53,8 @@ public protocol ServerDelegate: AnyObject {
   func requestBodyEnded(_ id: RequestID)
   /// Everything queued on the streaming response `id` was written to the socket (see ``Server/writeStream(_:_:)``).
   func streamDrained(_ id: RequestID)
+  /// Everything queued on WebSocket `id` was written to the socket.
+  func webSocketDrained(_ id: WebSocketID)
 }
 
 extension ServerDelegate {
@@ -60,6 +62,7 @@ extension ServerDelegate {
   public func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {}
   public func requestBodyEnded(_ id: RequestID) {}
   public func streamDrained(_ id: RequestID) {}
+  public func webSocketDrained(_ id: WebSocketID) {}
 }
 
 /// Limits and addresses for a ``Server``.

@@ -383,6 +383,46 @@ struct StreamTests {
     }
   }
 
+  @Test func webSocketWritersAndReadersCarryBinaryFrames() async throws {
+    try await withMesh(count: 2) { nodes in
+      let (alice, bob, sessionID) = try await transferPair(nodes)
+      let id = try alice.openStream(sessionID, to: bob, name: "ws")
+      _ = try await bob.awaitEvent("stream.opened")
+      let payload = (0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ $0 >> 12) }
+      let (bobPort, bobToken) = (bob.node.port, bob.token)
+      let (alicePort, aliceToken) = (alice.node.port, alice.token)
+      async let received: [UInt8] = onDedicatedThread {
+        let socket = try WebSocketClient(port: bobPort, path: "/api/v1/streams/\(id)/ws?token=\(bobToken)")
+        var bytes: [UInt8] = []
+        while let message = try socket.receive(timeout: .seconds(30)) {
+          switch message {
+          case .binary(let chunk): bytes += chunk
+          case .close: return bytes
+          default: continue
+          }
+        }
+        return bytes
+      }
+      try await onDedicatedThread {
+        let socket = try WebSocketClient(port: alicePort, path: "/api/v1/streams/\(id)/ws?token=\(aliceToken)")
+        var offset = 0
+        while offset < payload.count {
+          let end = min(payload.count, offset + 65_536)
+          try socket.send(binary: Array(payload[offset..<end]), timeout: .seconds(30))
+          offset = end
+        }
+        socket.close()
+      }
+      let bytes = try await received
+      #expect(bytes.count == payload.count)
+      #expect(bytes == payload)
+      for party in [alice, bob] {
+        let closed = try await party.awaitEvent("stream.closed")
+        #expect((closed.data["stream"] as? [String: Any])?["state"] as? String == "closed", "\(party)")
+      }
+    }
+  }
+
   @Test func badStreamRequestsAreRefused() async throws {
     try await withMesh(count: 2) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
