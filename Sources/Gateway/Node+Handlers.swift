@@ -64,6 +64,11 @@ extension Node {
     case .openStream: return try openStream(context)
     case .writeStream: return try await writeStream(context)
     case .readStream: return try readStream(context)
+    case .streamSocket:
+      throw APIError(
+        status: 426, code: "upgrade_required",
+        message: "this endpoint is a WebSocket: connect with ws://host:port\(context.request.head.path)?token=<token>",
+        headers: [("upgrade", "websocket")])
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",

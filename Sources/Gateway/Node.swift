@@ -166,7 +166,7 @@ public actor Node {
     do {
       var peer: StoredPeer?
       if route.authenticated {
-        let allowQueryToken = route.operation == .eventStream || route.operation == .webSocket
+        let allowQueryToken = [.eventStream, .webSocket, .streamSocket].contains(route.operation)
         peer = try authenticate(request.head, allowQueryToken: allowQueryToken)
       }
       let context = RequestContext(request: request, parameters: parameters, peer: peer)

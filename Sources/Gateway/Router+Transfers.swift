@@ -103,6 +103,19 @@ extension Router {
         (404, "Not a stream to this peer.", Schemas.error),
         (409, "The stream already has a reader or is closed.", Schemas.error),
       ], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/streams/{streamId}/ws", operation: .streamSocket,
+      operationID: "streamWebSocket",
+      summary:
+        "WebSocket upgrade for a stream: its writer sends binary frames (closing the socket ends the stream), its reader receives binary frames (closed with 1000 at the end). The token may be passed as ?token=.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (101, "Switching protocols.", nil), (401, "Missing or unknown token.", Schemas.error),
+        (404, "Not a stream this peer writes or reads.", Schemas.error),
+        (409, "The stream already has a writer or reader, or is closed.", Schemas.error),
+        (426, "Not a WebSocket upgrade request.", Schemas.error),
+      ],
+      queryParameters: [("token", "The peer token, for browsers.", ["type": "string"])]),
   ]
 }
 

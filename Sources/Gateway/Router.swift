@@ -19,7 +19,7 @@ enum Operation: Sendable {
   case transceive
   case createJob, listJobs, getJob, updateJob, deleteJob, sendJob
   case uploadResource, listTransfers, getTransfer, deleteTransfer, transferContent
-  case openStream, writeStream, readStream
+  case openStream, writeStream, readStream, streamSocket
 }
 
 /// One REST route.
