@@ -294,7 +294,9 @@ struct TransferTests {
   }
 
   @Test func aReceiverKilledMidTransferResumesFromWhatItHadWritten() async throws {
-    try await withMesh(count: 2, arguments: ["--transfer-rate", "8000000"]) { nodes in
+    // 3 MB/s: the 48 MiB take about 17 s, so the receiver dies in the middle even when the test's polling is slowed
+    // down by a busy machine.
+    try await withMesh(count: 2, arguments: ["--transfer-rate", "3000000"]) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let body = (0..<(48 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 13) }
       let digest = try sha256Hex(body)
@@ -305,8 +307,10 @@ struct TransferTests {
         (try bob.transfer(id)?["bytes"] as? Int ?? 0) > 4 << 20
       }
       nodes[1].kill9()
-      try await eventuallyAsync(timeout: .seconds(10), message: "alice's side is interrupted") {
-        try alice.transfer(id)?["state"] as? String == "interrupted"
+      var aliceSide: [String: Any]?
+      try await eventuallyAsync(timeout: .seconds(10), message: "alice's side is interrupted: \(aliceSide ?? [:])") {
+        aliceSide = try alice.transfer(id)
+        return aliceSide?["state"] as? String == "interrupted"
       }
       try await onDedicatedThread { try nodes[1].restart() }
       // The restarted receiver re-hashes its partial file, then the sender continues from its length.
