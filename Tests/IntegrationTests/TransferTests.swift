@@ -77,6 +77,36 @@ struct TransferTests {
     }
   }
 
+  @Test func peersOnTheSameNodeTransferAndStreamToo() async throws {
+    try await withMesh(count: 2) { nodes in
+      try await awaitLinks(nodes)
+      let alice = try nodes[0].meshPeer("alice")
+      let carol = try nodes[0].meshPeer("carol")
+      let sessionID = try #require(try alice.createSession(encryption: "none")["id"] as? String)
+      try await inviteAndAccept(alice, carol, sessionID: sessionID)
+      let bytes = (0..<300_001).map { UInt8(truncatingIfNeeded: $0 &* 5) }
+      let upload = try alice.upload(sessionID, to: carol, name: "local.bin", body: bytes)
+      #expect(upload.status == 202, "\(upload)")
+      let id = try transferID(upload)
+      let received = try await carol.awaitTransfer(id, state: "finished")
+      #expect(received["sha256"] as? String == (try sha256Hex(bytes)))
+      _ = try await alice.awaitTransfer(id, state: "finished")
+      #expect(try carol.get("/api/v1/transfers/\(id)/content").body == bytes)
+      #expect(try alice.get("/api/v1/transfers/\(id)/content").body == bytes)
+      // A stream between them: written with PUT, read with GET.
+      let streamID = try alice.openStream(sessionID, to: carol, name: "local")
+      _ = try await carol.awaitEvent("stream.opened")
+      let directory = try temporaryDirectory()
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      try Data(bytes).write(to: URL(fileURLWithPath: "\(directory)/in.bin"))
+      async let reader = carol.readStream(streamID, into: "\(directory)/out.bin")
+      let (status, body) = try await alice.writeStream(streamID, path: "\(directory)/in.bin")
+      #expect(status == 200, "\(body)")
+      #expect(try await reader == 200)
+      #expect(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/out.bin")) == Data(bytes))
+    }
+  }
+
   // MARK: Downloads
 
   @Test func contentHasTypeDispositionAndRanges() async throws {
