@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks, bounded in time, loopback only. Each prints ratios against a baseline measured in the same run.
 #   make bench                 all of them
-#   bench/run.sh mesh-scale    one of them: mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle
+#   bench/run.sh mesh-scale    one of them: mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle | transfer
 #
 # Knobs (environment):
 #   BENCH_SCRATCH=DIR    swift --scratch-path for the meshgate build (default .build)
@@ -18,9 +18,15 @@ SWIFT=${SWIFT:-$(command -v swift || echo /opt/swift/usr/bin/swift)}
 which=${1:-all}
 want() { [[ $which == all || $which == "$1" ]]; }
 case $which in
-  all | mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle) ;;
-  *) echo "usage: bench/run.sh [all|mesh-scale|ws-broadcast|ws-fanout|rest|startup|ws-idle]" >&2; exit 2 ;;
+  all | mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle | transfer) ;;
+  *) echo "usage: bench/run.sh [all|mesh-scale|ws-broadcast|ws-fanout|rest|startup|ws-idle|transfer]" >&2; exit 2 ;;
 esac
+
+if want transfer; then
+  # File-transfer goodput (2 GiB, node to node vs raw TCP) and peak RSS; its own script.
+  bash bench/transfer.sh
+  [[ $which == transfer ]] && exit 0
+fi
 
 if want mesh-scale; then
   echo "==> mesh-scale: MeshCore simulator, cold start of N nodes (beacon discovery), ratios against N=10"

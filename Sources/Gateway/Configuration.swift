@@ -24,6 +24,12 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var maxBodyBytes = 1 << 20
   /// Events kept per peer in the durable event log.
   public var eventRetention = 10_000
+  /// Largest resource transfer accepted (sent or received), in bytes.
+  public var maxTransferBytes = 8 << 30
+  /// Free disk space a receiving node keeps: an incoming file that would leave less is refused with 507.
+  public var minFreeBytes = 64 << 20
+  /// Bytes per second each outgoing transfer may send (0 = unlimited).
+  public var transferRate = 0
   /// Static mesh seeds (`--peer HOST:PORT`, repeatable), dialled at start and re-dialled after every loss.
   public var seeds: [MeshAddress] = []
   /// How nodes find each other.
@@ -76,6 +82,10 @@ public struct NodeConfiguration: Sendable, Equatable {
                             then /usr/share/meshgate/Public, then next to the binary)
       --max-body-bytes N    largest request body accepted (MESHGATE_MAX_BODY_BYTES, default 1048576)
       --event-retention N   events kept per peer (MESHGATE_EVENT_RETENTION, default 10000)
+      --max-transfer-bytes N  largest file sent or received (MESHGATE_MAX_TRANSFER_BYTES, default 8589934592)
+      --min-free-bytes N    free disk space kept when receiving files; more is refused with 507
+                            (MESHGATE_MIN_FREE_BYTES, default 67108864)
+      --transfer-rate N     bytes per second per outgoing transfer, 0 for unlimited (MESHGATE_TRANSFER_RATE, default 0)
       --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)
       --discovery MODE      auto (DNS-SD if avahi-daemon is reachable, else the beacon), dnssd
                             (DNS-SD through avahi-daemon), beacon (UDP multicast), static (seeds
@@ -117,6 +127,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--peer", "MESHGATE_PEERS"), ("--discovery", "MESHGATE_DISCOVERY"), ("--beacon-group", "MESHGATE_BEACON_GROUP"),
       ("--beacon-port", "MESHGATE_BEACON_PORT"), ("--mesh-tls", "MESHGATE_MESH_TLS"),
       ("--mesh-secret", "MESHGATE_MESH_SECRET"), ("--tls-cert", "MESHGATE_TLS_CERT"), ("--tls-key", "MESHGATE_TLS_KEY"),
+      ("--max-transfer-bytes", "MESHGATE_MAX_TRANSFER_BYTES"),
+      ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -183,6 +195,9 @@ public struct NodeConfiguration: Sendable, Equatable {
     case "--public-dir": publicDirectory = value
     case "--max-body-bytes": maxBodyBytes = try integer(1024...(1 << 30), "a byte count from 1024 to 1073741824")
     case "--event-retention": eventRetention = try integer(10...10_000_000, "a count from 10 to 10000000")
+    case "--max-transfer-bytes": maxTransferBytes = try integer(0...(1 << 50), "a byte count from 0 to 2^50")
+    case "--min-free-bytes": minFreeBytes = try integer(0...(1 << 60), "a byte count from 0 to 2^60")
+    case "--transfer-rate": transferRate = try integer(0...(1 << 40), "bytes per second, 0 for unlimited")
     case "--peer":
       for part in value.split(separator: ",") where !part.isEmpty {
         guard let address = MeshAddress(String(part)) else {

@@ -65,6 +65,19 @@ extension Node {
     case .leaveChat: return try await leaveChat(context)
     case .postChatMessage: return try await postChatMessage(context)
     case .listChatMessages: return try await listChatMessages(context)
+    case .uploadResource: return try await uploadResource(context)
+    case .listTransfers: return try listTransfers(context)
+    case .getTransfer: return try getTransfer(context)
+    case .deleteTransfer: return try deleteTransfer(context)
+    case .transferContent: return try transferContent(context)
+    case .openStream: return try openStream(context)
+    case .writeStream: return try await writeStream(context)
+    case .readStream: return try readStream(context)
+    case .streamSocket:
+      throw APIError(
+        status: 426, code: "upgrade_required",
+        message: "this endpoint is a WebSocket: connect with ws://host:port\(context.request.head.path)?token=<token>",
+        headers: [("upgrade", "websocket")])
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",

@@ -55,6 +55,7 @@ extension Node {
     let now = Self.monotonicMillis()
     apply(mesh.links.tick(now: now))
     apply(mesh.sessions.tick(now: now))
+    transferTick()
     ticks += 1
     if ticks % 10 == 0 && !transceivers.isEmpty { reconcileTransceivers() }
   }
@@ -153,6 +154,7 @@ extension Node {
         apply(mesh.directory.nodeLinked(hello.nodeID))
         apply(mesh.sessions.nodeLinked(hello.nodeID, security: security))
         chatNodeLinked(hello.nodeID)
+        transfersLinkUp(hello.nodeID)
         publishToAllPeers(
           type: "node.linked",
           data: [
@@ -167,13 +169,18 @@ extension Node {
         meshLogger.debug("Link moved to a new connection.", ["node.id": nodeID, "link.encrypted": security.encrypted])
         apply(mesh.directory.nodeLinked(nodeID))
         apply(mesh.sessions.linkReplaced(nodeID, security: security))
+        // Frames in flight on the old connection may be lost: chat re-syncs, transfers resume from the
+        // receiver's offset.
         chatNodeUnlinked(nodeID)
         chatNodeLinked(nodeID)
+        transfersLinkDown(nodeID)
+        transfersLinkUp(nodeID)
       case .linkDown(let nodeID):
         meshLogger.info("Node unlinked.", ["node.id": nodeID])
         apply(mesh.directory.nodeUnlinked(nodeID))
         apply(mesh.sessions.nodeUnlinked(nodeID))
         chatNodeUnlinked(nodeID)
+        transfersLinkDown(nodeID)
         publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
       case .deliver(let message, let nodeID):
         switch message {
@@ -181,6 +188,11 @@ extension Node {
           apply(mesh.directory.received(message, from: nodeID))
         case .chat(let payload):
           chatFrame(payload, from: nodeID)
+        case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
+          .transferFinished, .transferFailed, .transferCancel:
+          transferMessage(message, from: nodeID)
+        case .streamOpen, .streamData, .streamCredit, .streamClose:
+          streamMessage(message, from: nodeID)
         default:
           apply(mesh.sessions.received(message, from: nodeID, now: Self.monotonicMillis()))
         }

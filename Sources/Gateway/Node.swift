@@ -80,6 +80,8 @@ public actor Node {
   var dnssd: DNSSDDiscovery?
   let meshLogger = Logger(component: "mesh")
   let security: NodeSecurity
+  var transfers = TransferRuntime()
+  var streams = StreamRuntime()
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -134,6 +136,7 @@ public actor Node {
       }
     }
     startMesh()
+    Task { await self.restoreTransfers() }
   }
 
   func stop() {
@@ -179,13 +182,13 @@ public actor Node {
     do {
       var peer: StoredPeer?
       if route.authenticated {
-        let allowQueryToken = route.operation == .eventStream || route.operation == .webSocket
+        let allowQueryToken = [.eventStream, .webSocket, .streamSocket].contains(route.operation)
         peer = try authenticate(request.head, allowQueryToken: allowQueryToken)
       }
       let context = RequestContext(request: request, parameters: parameters, peer: peer)
       var response = try await run(route.operation, context)
       if request.head.method == .head { response.omitBody = true }
-      if !response.isStream || response.status != 200 {
+      if !response.isStream || response.status != 200 || route.operation != .eventStream {
         respond(request, response)
       } else {
         startStream(request, response, context)
@@ -265,6 +268,11 @@ public actor Node {
       metrics.webSocketUpgradesRejected += 1
       return .reject(Self.httpsRequired(head).response)
     }
+    if Self.streamSocketID(head.path) != nil {
+      let decision = acceptStreamSocket(head)
+      if case .reject = decision { metrics.webSocketUpgradesRejected += 1 }
+      return decision
+    }
     guard head.path == "/api/v1/ws" else {
       metrics.webSocketUpgradesRejected += 1
       return .reject(
@@ -286,6 +294,10 @@ public actor Node {
       meshSocketOpened(id, remoteAddress: head.remoteAddress)
       return
     }
+    if Self.streamSocketID(head.path) != nil {
+      streamSocketOpened(id, head: head)
+      return
+    }
     guard let peer = try? authenticate(head, allowQueryToken: true) else {
       server.close(id, code: 4401, reason: "token no longer valid")
       return
@@ -300,6 +312,7 @@ public actor Node {
       meshSocketReceived(id, message)
       return
     }
+    if streamSocketReceived(id, message) { return }
     guard let subscriber = subscribers[.webSocket(id)] else { return }
     let reply: JSONValue
     switch message {
@@ -333,11 +346,14 @@ public actor Node {
       meshSocketClosed(id)
       return
     }
+    if streamSocketClosed(id) { return }
     removeSubscriber(.webSocket(id))
   }
 
   func requestClosed(_ id: RequestID) {
     routeLabels[id] = nil
+    uploadRequestClosed(id)
+    streamRequestClosed(id)
     removeSubscriber(.stream(id))
   }
 
@@ -570,7 +586,42 @@ final class ServerBridge: ServerDelegate {
     self.maxBodyBytes = maxBodyBytes
   }
 
-  func bodyLimit(for head: HTTPRequestHead) -> Int { maxBodyBytes }
+  func bodyLimit(for head: HTTPRequestHead) -> Int {
+    if isStreamWrite(head) { return 1 << 62 }
+    return isUpload(head) ? node.configuration.maxTransferBytes : maxBodyBytes
+  }
+
+  /// Resource uploads (`POST /api/v1/sessions/{id}/resources`) and stream writes (`PUT /api/v1/streams/{id}`) are
+  /// streamed rather than collected.
+  func streamsBody(for head: HTTPRequestHead) -> Bool { isUpload(head) || isStreamWrite(head) }
+
+  func isUpload(_ head: HTTPRequestHead) -> Bool {
+    guard head.method == .post, head.path.hasSuffix("/resources") else { return false }
+    let segments = head.path.split(separator: "/", omittingEmptySubsequences: true)
+    return segments.count == 5 && segments[0] == "api" && segments[1] == "v1" && segments[2] == "sessions"
+  }
+
+  func isStreamWrite(_ head: HTTPRequestHead) -> Bool {
+    guard head.method == .put else { return false }
+    let segments = head.path.split(separator: "/", omittingEmptySubsequences: true)
+    return segments.count == 4 && segments[0] == "api" && segments[1] == "v1" && segments[2] == "streams"
+  }
+
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
+    node.assumeIsolated { $0.bodyReceived(id, bytes) }
+  }
+
+  func requestBodyEnded(_ id: RequestID) {
+    node.assumeIsolated { $0.bodyEnded(id) }
+  }
+
+  func streamDrained(_ id: RequestID) {
+    node.assumeIsolated { $0.streamResponseDrained(id) }
+  }
+
+  func webSocketDrained(_ id: WebSocketID) {
+    node.assumeIsolated { $0.streamSocketDrained(id) }
+  }
 
   func handle(_ request: HTTPRequest) {
     node.assumeIsolated { $0.handle(request) }

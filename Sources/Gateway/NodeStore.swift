@@ -108,6 +108,7 @@ final class NodeStore: Sendable {
         DROP TABLE events;
         """),
     Migration(version: 6, name: "pinned node certificates", sql: NodeStore.pinsSchema),
+    NodeStore.transfersMigration,
   ]
 
   init(path: String, retention: Int) throws {

@@ -19,6 +19,8 @@ enum Operation: Sendable {
   case transceive
   case createJob, listJobs, getJob, updateJob, deleteJob, sendJob
   case createChat, listChats, nearbyChats, getChat, joinChat, leaveChat, postChatMessage, listChatMessages
+  case uploadResource, listTransfers, getTransfer, deleteTransfer, transferContent
+  case openStream, writeStream, readStream, streamSocket
 }
 
 /// One REST route.
@@ -33,6 +35,8 @@ struct Route: Sendable {
   let requestSchema: JSONValue?
   let responses: [(status: Int, description: String, schema: JSONValue?)]
   let queryParameters: [(name: String, description: String, schema: JSONValue)]
+  /// The request body is raw bytes (`application/octet-stream`), streamed rather than JSON.
+  var rawRequestBody = false
 
   var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: true) }
 
@@ -88,7 +92,9 @@ struct Router: Sendable {
     return .methodNotAllowed(pattern: pattern, allowed: allowed)
   }
 
-  static let standard = Router(routes: [
+  static let standard = Router(routes: coreRoutes + transferRoutes + streamRoutes)
+
+  static let coreRoutes: [Route] = [
     Route(
       method: .get, pattern: "/healthz", operation: .healthz, operationID: "getHealth",
       summary: "Liveness: 200 while the node serves requests and its store answers.", authenticated: false,
@@ -458,7 +464,7 @@ struct Router: Sendable {
         ("cursor", "Alias of after (the nextCursor of the previous page).", ["type": "string"]),
         ("limit", "Page size, 1–1000, default 100.", ["type": "integer", "minimum": 1, "maximum": 1000]),
       ]),
-  ])
+  ]
 }
 
 /// JSON Schemas shared by routes and the OpenAPI document.
@@ -792,6 +798,9 @@ extension Router {
         operation["requestBody"] = [
           "required": true, "content": ["application/json": ["schema": schema]],
         ]
+      } else if route.rawRequestBody {
+        let schema: JSONValue = ["type": "string", "contentMediaType": "application/octet-stream"]
+        operation["requestBody"] = ["required": true, "content": ["application/octet-stream": ["schema": schema]]]
       }
       var responses = JSONObject()
       for response in route.responses {

@@ -4,6 +4,7 @@
 /// callback makes lws close the connection.
 internal import CLibWebSockets
 import Glibc
+import Logging
 
 /// The one protocol callback. A plain global function converts to a C function pointer; it finds the
 /// server through the context's user pointer.
@@ -176,12 +177,27 @@ extension Server {
       dispatch(exchange)
       return 0
     }
+    let limit = delegate.bodyLimit(for: head)
+    if delegate.streamsBody(for: head) {
+      if contentLength > limit {
+        reject(
+          exchange, status: 413,
+          message: "the request body is \(contentLength) bytes; the limit here is \(limit) bytes")
+        return 0
+      }
+      // Hand the request over now and stop reading until the handler enables the body's flow.
+      exchange.streamsBody = true
+      exchange.awaitingBody = contentLength > 0
+      exchange.bodyEndPending = contentLength == 0
+      lws_rx_flow_control(wsi, 0)
+      dispatch(exchange)
+      return 0
+    }
     if contentLength == 0 {
       // lws delivers no body callbacks for an empty PUT/PATCH body (and an immediate, ignored completion for POST).
       dispatch(exchange)
       return 0
     }
-    let limit = delegate.bodyLimit(for: head)
     if contentLength > limit {
       reject(
         exchange, status: 413, message: "the request body is \(contentLength) bytes; the limit here is \(limit) bytes")
@@ -194,6 +210,16 @@ extension Server {
   }
 
   func httpBodyReceived(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    if let exchange = exchanges[wsi], exchange.streamsBody {
+      guard exchange.awaitingBody, !exchange.bodyEnded, let input, length > 0 else { return 0 }
+      let bytes = [UInt8](UnsafeRawBufferPointer(start: input, count: length))
+      if exchange.bodyFlowing && exchange.pendingBody.isEmpty {
+        delegate?.requestBodyReceived(exchange.id, bytes)
+      } else {
+        exchange.pendingBody.append(bytes)
+      }
+      return 0
+    }
     guard let exchange = exchanges[wsi], exchange.awaitingBody, !exchange.dispatched else { return 0 }
     if let input, length > 0 {
       if exchange.body.count + length > exchange.bodyLimit {
@@ -206,6 +232,18 @@ extension Server {
   }
 
   func httpBodyCompleted(_ wsi: OpaquePointer) -> Int32 {
+    if let exchange = exchanges[wsi], exchange.streamsBody {
+      guard exchange.awaitingBody else { return 0 }
+      exchange.awaitingBody = false
+      guard !exchange.bodyEnded else { return 0 }
+      if exchange.bodyFlowing && exchange.pendingBody.isEmpty {
+        exchange.bodyEnded = true
+        delegate?.requestBodyEnded(exchange.id)
+      } else {
+        exchange.bodyEndPending = true
+      }
+      return 0
+    }
     guard let exchange = exchanges[wsi], !exchange.dispatched else { return 0 }
     exchange.awaitingBody = false
     dispatch(exchange)
@@ -229,11 +267,62 @@ extension Server {
     _ = respond(to: exchange.id, with: response)
   }
 
+  /// Enables or pauses reading the streamed body of request `id` (see ``ServerDelegate/streamsBody(for:)``): while
+  /// paused, lws stops reading the socket, so a client sending faster than the handler consumes is held back by TCP.
+  /// Pieces already read are delivered (later, from the inbox) when the flow is enabled again. Service thread only.
+  public func setBodyFlow(_ id: RequestID, enabled: Bool) {
+    assertInLoop()
+    guard let exchange = exchangesByID[id], exchange.streamsBody, !exchange.bodyEnded else { return }
+    guard exchange.bodyFlowing != enabled else { return }
+    exchange.bodyFlowing = enabled
+    if !enabled {
+      lws_rx_flow_control(exchange.wsi, 0)
+      return
+    }
+    lws_rx_flow_control(exchange.wsi, 1)
+    if !exchange.pendingBody.isEmpty || exchange.bodyEndPending {
+      // Delivered from the inbox, not from inside the caller.
+      execute { [self] in deliverPendingBody(id) }
+    }
+  }
+
+  private func deliverPendingBody(_ id: RequestID) {
+    guard let exchange = exchangesByID[id], exchange.streamsBody else { return }
+    while exchange.bodyFlowing, !exchange.pendingBody.isEmpty {
+      let bytes = exchange.pendingBody.removeFirst()
+      delegate?.requestBodyReceived(id, bytes)
+    }
+    if exchange.bodyFlowing, exchange.pendingBody.isEmpty, exchange.bodyEndPending, !exchange.bodyEnded {
+      exchange.bodyEndPending = false
+      exchange.bodyEnded = true
+      delegate?.requestBodyEnded(id)
+    }
+  }
+
   /// Queues the response for request `id`. Returns false when the client is gone or it was answered already.
   @discardableResult
   public func respond(to id: RequestID, with response: HTTPResponse) -> Bool {
     assertInLoop()
     guard let exchange = exchangesByID[id], exchange.response == nil else { return false }
+    var response = response
+    if exchange.streamsBody && !exchange.bodyEnded {
+      // Answered before the body was read: lws writes the answer only once it reads again, so the rest of the body
+      // is read and dropped, and the connection closes after the answer.
+      exchange.closeAfter = true
+      exchange.bodyFlowing = false
+      exchange.bodyEnded = true
+      exchange.pendingBody = []
+      lws_rx_flow_control(exchange.wsi, 1)
+    }
+    if let file = response.file, !response.omitBody {
+      let descriptor = open(file.path, O_RDONLY | O_CLOEXEC)
+      if descriptor < 0 {
+        response = HTTPResponse(
+          status: 500, contentType: "text/plain", body: Array("the file to send could not be opened".utf8))
+      } else {
+        exchange.fileDescriptor = descriptor
+      }
+    }
     exchange.response = response
     lws_callback_on_writable(exchange.wsi)
     return true
@@ -250,6 +339,13 @@ extension Server {
     return true
   }
 
+  /// Bytes queued on the streaming response `id` and not yet written, or nil when it is gone.
+  public func streamQueuedBytes(_ id: RequestID) -> Int? {
+    assertInLoop()
+    guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return nil }
+    return exchange.streamQueue.count
+  }
+
   /// Ends a streaming response after what is queued; the connection then closes.
   public func endStream(_ id: RequestID) {
     assertInLoop()
@@ -262,6 +358,9 @@ extension Server {
     guard let exchange = exchanges[wsi], let response = exchange.response else { return 0 }
     let start = (scratch + Int(CLWS_PRE)).assumingMemoryBound(to: UInt8.self)
     let end = start + scratchSize - 1
+    if let file = response.file {
+      return writeFileResponse(exchange, response, file, start: start, end: end)
+    }
     if !exchange.headersSent {
       var cursor: UnsafeMutablePointer<UInt8>? = start
       let length = response.isStream ? CLWS_ILLEGAL_HTTP_CONTENT_LEN : lws_filepos_t(response.body.count)
@@ -320,6 +419,54 @@ extension Server {
     return finish(exchange)
   }
 
+  /// Writes the head, then one piece (up to the scratch size) of the file range per writable callback, so a slow
+  /// client holds at most one piece in memory. The read is a `pread` of at most 64 KiB, as lws's own file serving does
+  /// on its service thread.
+  private func writeFileResponse(
+    _ exchange: HTTPExchange, _ response: HTTPResponse, _ file: HTTPFileBody, start: UnsafeMutablePointer<UInt8>,
+    end: UnsafeMutablePointer<UInt8>
+  ) -> Int32 {
+    let wsi = exchange.wsi
+    if !exchange.headersSent {
+      var cursor: UnsafeMutablePointer<UInt8>? = start
+      if lws_add_http_common_headers(
+        wsi, UInt32(response.status), response.contentType, lws_filepos_t(file.length), &cursor, end) != 0
+      {
+        return -1
+      }
+      for (name, value) in response.headers {
+        let nameWithColon = name.lowercased() + ":"
+        if lws_add_http_header_by_name(wsi, nameWithColon, value, Int32(value.utf8.count), &cursor, end) != 0 {
+          return -1
+        }
+      }
+      if exchange.closeAfter {
+        if lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, "close", 5, &cursor, end) != 0 { return -1 }
+      }
+      if lws_finalize_http_header(wsi, &cursor, end) != 0 { return -1 }
+      exchange.headersSent = true
+      let last = response.omitBody || file.length == 0
+      if lws_write(wsi, start, cursor! - start, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP_HEADERS) < 0 {
+        return -1
+      }
+      if last { return finish(exchange) }
+      lws_callback_on_writable(wsi)
+      return 0
+    }
+    let want = min(scratchSize, file.length - exchange.fileSent)
+    let got = pread(exchange.fileDescriptor, start, want, off_t(file.offset + exchange.fileSent))
+    guard got > 0 else {
+      logger.warning("A file response could not be read; closing.", ["http.request.id": exchange.id])
+      return -1
+    }
+    exchange.fileSent += got
+    let last = exchange.fileSent >= file.length
+    if lws_write(wsi, start, got, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < 0 { return -1 }
+    if last { return finish(exchange) }
+    lws_callback_on_writable(wsi)
+    return 0
+  }
+
   private func writeStreamChunk(_ exchange: HTTPExchange, start: UnsafeMutablePointer<UInt8>) -> Int32 {
     let chunk = min(exchange.streamQueue.count, scratchSize)
     if chunk > 0 {
@@ -337,6 +484,7 @@ extension Server {
       forget(exchange)
       return -1
     }
+    if chunk > 0 { delegate?.streamDrained(exchange.id) }
     return 0
   }
 
@@ -348,6 +496,10 @@ extension Server {
   }
 
   private func forget(_ exchange: HTTPExchange) {
+    if exchange.fileDescriptor >= 0 {
+      Glibc.close(exchange.fileDescriptor)
+      exchange.fileDescriptor = -1
+    }
     if exchanges[exchange.wsi] === exchange { exchanges[exchange.wsi] = nil }
     exchangesByID[exchange.id] = nil
     stopWhenIdle()
@@ -434,6 +586,14 @@ extension Server {
     return .queued
   }
 
+  /// Pauses or resumes reading WebSocket `id` (lws rx flow control): while paused, a client sending faster than the
+  /// delegate consumes is held back by TCP. Service thread only.
+  public func setReceiveFlow(_ id: WebSocketID, enabled: Bool) {
+    assertInLoop()
+    guard let connection = socketsByID[id] else { return }
+    lws_rx_flow_control(connection.wsi, enabled ? 1 : 0)
+  }
+
   /// Bytes queued on connection `id`, or nil when it is gone.
   public func queuedBytes(_ id: WebSocketID) -> Int? {
     assertInLoop()
@@ -480,6 +640,7 @@ extension Server {
       lws_callback_on_writable(wsi)
       return 0
     }
+    if budget < 32 && connection.closeRequest == nil { delegate?.webSocketDrained(connection.id) }
     if let request = connection.closeRequest {
       var reason = Array(request.reason.utf8)
       lws_close_reason(wsi, lws_close_status(rawValue: UInt32(request.code)), &reason, reason.count)
@@ -619,6 +780,10 @@ extension Server {
   func connectionDestroyed(_ wsi: OpaquePointer) {
     pendingUpgrades[wsi] = nil
     if let exchange = exchanges.removeValue(forKey: wsi) {
+      if exchange.fileDescriptor >= 0 {
+        Glibc.close(exchange.fileDescriptor)
+        exchange.fileDescriptor = -1
+      }
       exchangesByID[exchange.id] = nil
       delegate?.requestClosed(exchange.id)
     }

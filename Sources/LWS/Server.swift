@@ -42,6 +42,27 @@ public protocol ServerDelegate: AnyObject {
   func webSocketConnectFailed(_ id: WebSocketID, reason: String)
   /// The response for a failure the server detects itself (411, 413, 501) before the request reaches a handler.
   func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse
+  /// Whether this request's body is streamed: the request is handed to ``handle(_:)`` with an empty body as soon as
+  /// its head arrives, reading is paused, and the body follows through ``requestBodyReceived(_:_:)`` and
+  /// ``requestBodyEnded(_:)`` once the handler calls ``Server/setBodyFlow(_:enabled:)``. It still needs a
+  /// `Content-Length` within ``bodyLimit(for:)``.
+  func streamsBody(for head: HTTPRequestHead) -> Bool
+  /// A piece of a streamed request body (only while its flow is enabled).
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8])
+  /// A streamed request body is complete.
+  func requestBodyEnded(_ id: RequestID)
+  /// Everything queued on the streaming response `id` was written to the socket (see ``Server/writeStream(_:_:)``).
+  func streamDrained(_ id: RequestID)
+  /// Everything queued on WebSocket `id` was written to the socket.
+  func webSocketDrained(_ id: WebSocketID)
+}
+
+extension ServerDelegate {
+  public func streamsBody(for head: HTTPRequestHead) -> Bool { false }
+  public func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {}
+  public func requestBodyEnded(_ id: RequestID) {}
+  public func streamDrained(_ id: RequestID) {}
+  public func webSocketDrained(_ id: WebSocketID) {}
 }
 
 /// Limits and addresses for a ``Server``.

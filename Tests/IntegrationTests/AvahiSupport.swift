@@ -176,7 +176,7 @@ final class StartedDaemons: Sendable {
 /// Not Foundation's `Process`: it reaps every child with a blocking `waitpid` on one shared thread as soon as the
 /// child closes a socket it inherits, and daemons close all inherited descriptors at start, so that thread would
 /// block until the daemon exits and no other child (test nodes included) would be reaped meanwhile. The child gets
-/// an empty signal mask and default SIGPIPE handling (test threads block most signals and the runner ignores
+/// no descriptor beyond stdin, stdout and stderr, an empty signal mask and default SIGPIPE handling (test threads block most signals and the runner ignores
 /// SIGPIPE, and both would be inherited).
 final class ChildProcess: Sendable {
   let pid: pid_t
@@ -199,6 +199,13 @@ final class ChildProcess: Sendable {
     if output >= 0 {
       posix_spawn_file_actions_adddup2(&actions, output, 1)
       posix_spawn_file_actions_adddup2(&actions, output, 2)
+    }
+    // Nothing else is inherited: a daemon holding another child's descriptors (such as the socket Foundation's
+    // Process watches to learn that its child exited) would make that child look alive until the daemon exits.
+    // (glibc ≥ 2.34 has it, but Swift's Glibc module does not import it: look it up at run time.)
+    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
+      typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+      _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
     }
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
