@@ -85,20 +85,7 @@ extension Node {
     guard toID != peer.id else {
       throw APIError.badRequest("to is the writer itself; open the stream to another member of the session")
     }
-    guard let target = session.members.first(where: { $0.peerID == toID }) else {
-      throw APIError(
-        status: 409, code: "not_a_member",
-        message: "peer \(toID) is not a member of session \(session.sessionID); invite it first")
-    }
-    guard target.state == .connected else {
-      throw APIError(
-        status: 409, code: "peer_not_connected",
-        message: "peer \(toID) is \(target.state.rawValue) in this session; wait until it is connected")
-    }
-    if target.nodeID != nodeID && mesh.links.connection(of: target.nodeID) == nil {
-      throw APIError.unavailable("the node of peer \(toID) is not linked right now; try again when it is")
-    }
-    try requireCarriage(session, to: target)
+    let target = try connectedRecipient(toID, in: session)
     let record = StreamRecord(
       id: UUID().uuidString.lowercased(), direction: .outgoing, sessionID: session.sessionID, fromPeerID: peer.id,
       fromDisplayName: peer.displayName, fromNodeID: nodeID, toPeerID: toID, toDisplayName: target.displayName,

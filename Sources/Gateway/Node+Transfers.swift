@@ -131,21 +131,8 @@ extension Node {
     guard toID != peer.id else {
       throw APIError.badRequest("to is the sender itself; send the file to another member of the session")
     }
-    guard let target = session.members.first(where: { $0.peerID == toID }) else {
-      throw APIError(
-        status: 409, code: "not_a_member",
-        message: "peer \(toID) is not a member of session \(session.sessionID); invite it first")
-    }
-    guard target.state == .connected else {
-      throw APIError(
-        status: 409, code: "peer_not_connected",
-        message: "peer \(toID) is \(target.state.rawValue) in this session; wait until it is connected")
-    }
+    let target = try connectedRecipient(toID, in: session)
     let local = target.nodeID == nodeID
-    if !local && mesh.links.connection(of: target.nodeID) == nil {
-      throw APIError.unavailable("the node of peer \(toID) is not linked right now; try again when it is")
-    }
-    try requireCarriage(session, to: target)
     if local { try checkReceivable(size: UInt64(size)) }
 
     let id = UUID().uuidString.lowercased()
@@ -1066,6 +1053,25 @@ extension Node {
     case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
     default: nil
     }
+  }
+
+  /// The member a file or stream goes to: connected, its node linked, and the link good enough for the session.
+  func connectedRecipient(_ toID: String, in session: SessionDescription) throws(APIError) -> SessionMember {
+    guard let target = session.members.first(where: { $0.peerID == toID }) else {
+      throw APIError(
+        status: 409, code: "not_a_member",
+        message: "peer \(toID) is not a member of session \(session.sessionID); invite it first")
+    }
+    guard target.state == .connected else {
+      throw APIError(
+        status: 409, code: "peer_not_connected",
+        message: "peer \(toID) is \(target.state.rawValue) in this session; wait until it is connected")
+    }
+    if target.nodeID != nodeID && mesh.links.connection(of: target.nodeID) == nil {
+      throw APIError.unavailable("the node of peer \(toID) is not linked right now; try again when it is")
+    }
+    try requireCarriage(session, to: target)
+    return target
   }
 
   /// `encryption: required` sessions never cross a plaintext link: their files and streams neither.
