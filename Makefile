@@ -31,9 +31,17 @@ export RUN_ARGS
 
 LINT_PATHS := Sources Tests Package.swift Fuzz
 
+# Browser tests (Tests/Browser): Python + selenium in a virtual environment (Debian's python3 is
+# "externally managed", PEP 668), driving Debian's chromium through chromium-driver.
+PYTHON ?= python3
+BROWSER_VENV := .build/browser-venv
+BROWSER_REQUIREMENTS := Tests/Browser/requirements.txt
+BROWSER_ARTIFACTS ?= .build/test-artifacts/browser
+BROWSER_ARGS ?=
+
 step = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: help deps swift-check build build-debug run test lint format bench clean fuzz schemathesis
+.PHONY: help deps swift-check build build-debug run test test-browser browser-tests lint format bench clean fuzz schemathesis
 
 help: ## Show this help
 	@echo "meshgate make targets:"
@@ -41,7 +49,8 @@ help: ## Show this help
 	  | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 	@echo
 	@echo "Variables: SWIFT=$(SWIFT)"
-	@echo "           RUN_ARGS, TEST_ARGS, BUILD_ARGS, MESHGATE_SKIP_DEPS=1, MESHGATE_* (see README)"
+	@echo "           RUN_ARGS, TEST_ARGS, BUILD_ARGS, BROWSER_ARGS (e.g. \"-k chat\"), MESHGATE_SKIP_DEPS=1,"
+	@echo "           MESHGATE_SKIP_BROWSER_TESTS=1, MESHGATE_* (see README)"
 
 deps: ## Install missing Debian build packages (Docker/packages-build.txt)
 	@bash scripts/install-deps.sh
@@ -64,15 +73,41 @@ build-debug: deps swift-check ## Build the debug binary (.build/debug/meshgate)
 run: build ## Build, start a node, create a first peer and print how to use it
 	@bash scripts/run.sh
 
-test: deps swift-check ## Build the debug binary and run all tests
+test: deps swift-check ## Build the debug binary and run all tests (Swift, then the browser tests)
 	$(call step,swift build (debug; integration tests launch .build/debug/meshgate))
 	@$(SWIFT) build $(BUILD_ARGS)
 	$(call step,$(strip swift test $(TEST_ARGS)))
 	@$(SWIFT) test $(BUILD_ARGS) $(TEST_ARGS)
+	@if [[ "$${MESHGATE_SKIP_BROWSER_TESTS:-0}" == 1 ]]; then \
+	  echo "MESHGATE_SKIP_BROWSER_TESTS=1: not running the browser tests"; \
+	else \
+	  $(MAKE) browser-tests; \
+	fi
 	$(call step,fuzz: $(FUZZ_TEST_SECONDS)s per decoder (make fuzz runs longer))
 	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_TEST_SECONDS)
 	$(call step,schemathesis: $(SCHEMATHESIS_TEST_EXAMPLES) examples per operation)
 	@bash scripts/schemathesis.sh $(SCHEMATHESIS_TEST_EXAMPLES)
+
+test-browser: deps swift-check ## Build the debug binary and run the browser tests (headless Chromium)
+	$(call step,swift build (debug; the browser tests launch it))
+	@$(SWIFT) build $(BUILD_ARGS)
+	@$(MAKE) browser-tests
+
+# The virtual environment is rebuilt whenever the pinned requirements change.
+$(BROWSER_VENV)/.installed: $(BROWSER_REQUIREMENTS)
+	$(call step,python venv $(BROWSER_VENV) with $(BROWSER_REQUIREMENTS))
+	@$(PYTHON) -m venv --clear $(BROWSER_VENV) || { \
+	  echo "error: '$(PYTHON) -m venv' failed; on Debian install python3-venv (make deps does)." >&2; exit 1; }
+	@$(BROWSER_VENV)/bin/pip install --disable-pip-version-check -q -r $(BROWSER_REQUIREMENTS)
+	@touch $@
+
+# Runs the browser tests against the already built debug binary (used by test and test-browser).
+browser-tests: $(BROWSER_VENV)/.installed
+	$(call step,browser tests (Tests/Browser; screenshots in $(BROWSER_ARTIFACTS)))
+	@MESHGATE_BINARY="$$($(SWIFT) build $(BUILD_ARGS) --show-bin-path)/meshgate" \
+	  MESHGATE_PUBLIC_DIR="$(CURDIR)/Public" \
+	  MESHGATE_BROWSER_ARTIFACTS="$(BROWSER_ARTIFACTS)" \
+	  $(BROWSER_VENV)/bin/python Tests/Browser/run.py $(BROWSER_ARGS)
 
 fuzz: deps swift-check ## Fuzz the mesh frame, chat frame and JSON request decoders (FUZZ_SECONDS per decoder, default 300)
 	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -23,20 +23,22 @@ let package = Package(
     ),
     .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+    .systemLibrary(name: "CDNSSD", providers: [.apt(["libavahi-compat-libdnssd-dev"])]),
     // Cross-cutting: structured key=value logging.
     .target(name: "Logging", swiftSettings: swiftSettings),
     // Layer 2: thin safe wrappers.
     .target(name: "LWS", dependencies: ["CLibWebSockets", "Logging"], swiftSettings: swiftSettings),
     .target(name: "Store", dependencies: ["CSQLite"], swiftSettings: swiftSettings),
     .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: swiftSettings),
-    // Layer 3: sans-I/O mesh core.
-    .target(name: "MeshCore", swiftSettings: swiftSettings),
+    .target(name: "DNSSD", dependencies: ["CDNSSD", "Logging"], swiftSettings: swiftSettings),
+    // Layer 3: sans-I/O mesh core (Crypto for the link handshake's HMAC and the verification codes' SHA-256).
+    .target(name: "MeshCore", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     // A deterministic in-process simulator running MeshCore for many nodes (tests and bench).
     .target(name: "MeshSimulator", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
     // Layers 4-6: node runtime, apps, REST/WS surface.
     .target(
       name: "Gateway",
-      dependencies: ["LWS", "Store", "Crypto", "MeshCore", "Logging"],
+      dependencies: ["LWS", "Store", "Crypto", "DNSSD", "MeshCore", "Logging"],
       swiftSettings: swiftSettings
     ),
     .executableTarget(name: "meshgate", dependencies: ["Gateway", "Logging"], swiftSettings: swiftSettings),
@@ -46,15 +48,18 @@ let package = Package(
     // Test support: raw HTTP/WebSocket clients and a process harness for real nodes.
     .target(name: "MeshgateTestSupport", swiftSettings: swiftSettings),
 
-    .testTarget(name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport", "Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: swiftSettings),
+    .testTarget(name: "DNSSDTests", dependencies: ["DNSSD"], swiftSettings: swiftSettings),
     .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshCoreTests", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshSimulatorTests", dependencies: ["MeshSimulator", "MeshCore"], swiftSettings: swiftSettings),
     .testTarget(name: "GatewayTests", dependencies: ["Gateway", "MeshgateTestSupport"], swiftSettings: swiftSettings),
     .testTarget(
       name: "IntegrationTests",
-      dependencies: ["meshgate", "MeshgateTestSupport", "MeshCore"],
+      // Crypto and MeshCore: test certificates, fingerprints and the expected verification codes (SecurityTests).
+      dependencies: ["meshgate", "MeshgateTestSupport", "Crypto", "MeshCore"],
       swiftSettings: swiftSettings
     ),
   ]

@@ -29,8 +29,9 @@
 //                name-byte-count, sign-in-error, sign-in-submit, peer-badge,
 //                peer-name, peer-id, copy-token, switch-peer, leave,
 //                token-fallback, token-field, peer-status
-//   Tabs         tabs, tab-nearby, tab-jobs, tab-invitations, tab-sessions,
-//                tab-events (role=tab, aria-selected), invitations-badge
+//   Tabs         tabs, tab-nearby, tab-jobs, tab-chat (hidden unless the node's
+//                OpenAPI has /api/v1/chats), tab-invitations, tab-sessions,
+//                tab-events (role=tab, aria-selected), invitations-badge, chat-badge
 //   Prompts      invitation-prompts, prompt-list,
 //                row invitation-prompt [data-invitation-id, data-state]:
 //                  prompt-from, prompt-context, prompt-code, prompt-expires,
@@ -53,6 +54,26 @@
 //                  job-send, job-edit, job-delete (press twice), job-error
 //                (job-name / job-notes inside a row are the row's texts; the
 //                form's inputs are the ones outside any job-row)
+//   Chat         view-chat, chat-signed-out, chat-host-form, chat-host-name,
+//                chat-host, chat-host-error, chat-refresh, chat-nearby-empty,
+//                chat-nearby-list,
+//                row chat-nearby-room [data-chat-id]: chat-nearby-name,
+//                  chat-nearby-host, chat-join (Join / Open), chat-join-error
+//                chat-rooms-empty, chat-rooms-list,
+//                row chat-room-row [data-chat-id, data-joined, data-ended]:
+//                  chat-room-row-name, chat-room-row-meta, chat-unread,
+//                  chat-open (Open / Rejoin)
+//                chat-room [data-chat-id, data-joined, data-ended]: chat-room-name,
+//                  chat-room-host, chat-room-status, chat-leave, chat-members,
+//                  chat-messages, chat-messages-empty, chat-form, chat-input,
+//                  chat-send, chat-error,
+//                  row chat-member [data-peer-id, data-role]: chat-member-name,
+//                    chat-member-role
+//                  row chat-message [data-message-id, data-seq, data-mine,
+//                    data-pending]: chat-message-from, chat-message-body,
+//                    chat-message-pending
+//   Drafts       inputs that keep a draft carry data-draft=<name>; drafts live in
+//                localStorage under meshgate.draft.<peerId>.<name>
 //   Invitations  view-invitations, invitations-signed-out, incoming-empty,
 //                incoming-list, outgoing-empty, outgoing-list,
 //                row invitation-row [data-invitation-id, data-direction, data-state]:
@@ -1115,19 +1136,23 @@ async function onLeave() {
   const name = session.peer?.displayName;
   setPeerButtonsDisabled(true);
   showPeerStatus('Leaving…', { sticky: true });
-  // Close our socket first, so the node closing it is not read as a revocation.
+  // Close our socket first, so the node closing it is not read as a revocation,
+  // and let the views ask nothing more with a token that is about to go.
   socket.stop();
+  dashboard.setPaused(true);
   try {
     await api('peers/me', { method: 'DELETE', token });
   } catch (err) {
     // 401: the node no longer knows this peer, which is what we wanted.
     if (!(err instanceof ApiError) || err.status !== 401) {
+      dashboard.setPaused(false);
       setPeerButtonsDisabled(false);
       showPeerStatus(`Could not leave: ${err.message}`, { sticky: true });
       if (session.token === token) socket.start(token);
       return;
     }
   }
+  dashboard.forgetDrafts();
   signOutLocally({ notice: name ? `You left the mesh (${name}).` : 'You left the mesh.', focus: true });
 }
 

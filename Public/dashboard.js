@@ -8,6 +8,9 @@
 // Every list is keyed: rows are updated in place, so focus and half-typed text
 // in a row survive live updates.
 
+import { CHAT_SERVICE, createChat } from './chat.js';
+import { createFiles } from './files.js';
+
 const JOBS_SERVICE = 'jobmanager-jobs';
 const MESH_REFRESH_MS = 5_000;
 const SESSION_REFRESH_DEBOUNCE_MS = 150;
@@ -15,7 +18,8 @@ const LEAVE_ANIMATION_MS = 400;
 const CONFIRM_MS = 4_000;
 const MAX_MESSAGES_PER_SESSION = 200;
 const KEY_VIEW = 'meshgate.view';
-const VIEWS = ['nearby', 'jobs', 'invitations', 'sessions', 'events'];
+const DRAFT_PREFIX = 'meshgate.draft.';
+const VIEWS = ['nearby', 'jobs', 'chat', 'files', 'invitations', 'sessions', 'events'];
 const JOB_FIELDS = { name: 'job-name', dueDate: 'job-due', payment: 'job-payment', notes: 'job-notes' };
 
 /**
@@ -32,6 +36,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     generation: 0,
     receiving: false,
     nearby: new Map(), // peerId → {peer, discoveryInfo}
+    /** Other browsed service types: type → Map(peerId → {peer, discoveryInfo}). */
+    services: new Map(),
     meshSelf: null,
     meshNodes: [],
     meshAt: 0,
@@ -44,6 +50,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     sessions: new Map(), // id → session
     messages: new Map(), // sessionId → [{id, from, text, at, mine}]
     editingJobId: null,
+    view: 'nearby',
+    /** API paths this node serves (from its OpenAPI document), so views of newer APIs show only where they work. */
+    paths: null,
   };
 
   const el = {
@@ -59,6 +68,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     meshEmpty: byTestId('mesh-empty'),
     meshList: byTestId('mesh-list'),
     meshUpdated: byTestId('mesh-updated'),
+    browseForm: byTestId('browse-form'),
+    browseType: byTestId('browse-type'),
+    browseError: byTestId('browse-error'),
+    servicesEmpty: byTestId('services-empty'),
+    servicesList: byTestId('services-list'),
     jobForm: byTestId('job-form'),
     jobFormTitle: byTestId('job-form-title'),
     jobSubmit: byTestId('job-submit'),
@@ -80,7 +94,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   // ------------------------------------------------------------ helpers
 
   const signedIn = () => Boolean(state.token);
-  const call = (path, options = {}) => api(path, { ...options, token: state.token });
+  /** While leaving, nothing new is asked of the node: the token is about to stop working. */
+  const call = (path, options = {}) =>
+    state.paused
+      ? Promise.reject(new ApiError(0, 'paused', 'Leaving the mesh…'))
+      : api(path, { ...options, token: state.token });
 
   /** Run `fn` only if the peer has not changed meanwhile. */
   function guard(fn) {
@@ -203,6 +221,124 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     });
   }
 
+  // ------------------------------------------------------------- drafts
+  //
+  // Typed text is never lost: the job form and every composer save what is typed
+  // to localStorage (per peer) as it is typed, get it back after a reload, a
+  // reconnect or a re-render, and forget it only once the node has taken it.
+
+  function draftKey(name) {
+    return state.me && state.me.id ? `${DRAFT_PREFIX}${state.me.id}.${name}` : null;
+  }
+
+  function getDraft(name) {
+    const key = draftKey(name);
+    return key ? storage.get(key) || '' : '';
+  }
+
+  function setDraft(name, value) {
+    const key = draftKey(name);
+    if (!key) return;
+    if (value) storage.set(key, value);
+    else storage.remove(key);
+  }
+
+  /** Restore a field's draft (unless it holds text already) and save it on every keystroke. */
+  function bindDraft(input, name) {
+    input.dataset.draft = name;
+    if (!input.value) input.value = getDraft(name);
+    input.addEventListener('input', () => setDraft(input.dataset.draft, input.value));
+  }
+
+  /** Forget every draft of the current peer (it left the mesh for good). */
+  function forgetDrafts() {
+    const prefix = draftKey('');
+    if (!prefix) return;
+    try {
+      for (let i = window.localStorage.length - 1; i >= 0; i -= 1) {
+        const key = window.localStorage.key(i);
+        if (key && key.startsWith(prefix)) storage.remove(key);
+      }
+    } catch {
+      // Storage unavailable: there is nothing to forget.
+    }
+  }
+
+  // --------------------------------------------------------------- chat
+
+  const chat = createChat({
+    h,
+    call: (path, options) => call(path, options),
+    setText,
+    byTestId,
+    storage,
+    syncList,
+    animateIn,
+    animateOut,
+    getDraft,
+    setDraft,
+    bindDraft,
+    guard,
+    peerName,
+    nodeName,
+    showError,
+    me: () => state.me,
+    signedIn,
+    isViewVisible: () => state.view === 'chat' && document.visibilityState === 'visible',
+  });
+
+  // -------------------------------------------------------------- files
+
+  const files = createFiles({
+    h,
+    call: (path, options) => call(path, options),
+    apiUrl(path, query = {}) {
+      const url = new URL(`api/v1/${path}`, document.baseURI);
+      for (const [name, value] of Object.entries(query)) {
+        if (value !== undefined && value !== null && value !== '') url.searchParams.set(name, String(value));
+      }
+      return url;
+    },
+    token: () => state.token,
+    setText,
+    byTestId,
+    syncList,
+    animateIn,
+    guard,
+    peerName,
+    showError,
+    me: () => state.me,
+    signedIn,
+    sessions: () => [...state.sessions.values()],
+  });
+
+  // ----------------------------------------------------------- features
+
+  const hasPath = (path) => Boolean(state.paths && state.paths.has(path));
+
+  let featuresLoading = null;
+
+  /** Read the node's OpenAPI paths once (again after a failure); show the tabs of the APIs it has. */
+  function loadFeatures() {
+    if (state.paths) return Promise.resolve();
+    if (!featuresLoading) featuresLoading = fetchFeatures().finally(() => (featuresLoading = null));
+    return featuresLoading;
+  }
+
+  async function fetchFeatures() {
+    try {
+      const doc = await api('openapi.json');
+      state.paths = new Set(Object.keys((doc && doc.paths) || {}));
+    } catch {
+      return; // the next hello asks again
+    }
+    for (const [view, path] of [['chat', '/api/v1/chats'], ['files', '/api/v1/transfers']]) {
+      const tab = byTestId(`tab-${view}`);
+      tab.hidden = !hasPath(path);
+      if (tab.hidden && state.view === view) selectView('nearby');
+    }
+  }
+
   // --------------------------------------------------------------- tabs
 
   function selectView(view, { focus = false } = {}) {
@@ -214,22 +350,25 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       document.getElementById(tab.getAttribute('aria-controls')).hidden = !selected;
       if (selected && focus) tab.focus();
     }
+    state.view = view;
     storage.set(KEY_VIEW, view);
+    if (view === 'chat') chat.shown();
   }
 
   function initTabs() {
     for (const tab of el.tabs) {
       tab.addEventListener('click', () => selectView(tab.dataset.view));
       tab.addEventListener('keydown', (event) => {
-        const index = el.tabs.indexOf(tab);
+        const tabs = el.tabs.filter((t) => !t.hidden);
+        const index = tabs.indexOf(tab);
         let next = null;
-        if (event.key === 'ArrowRight') next = (index + 1) % el.tabs.length;
-        else if (event.key === 'ArrowLeft') next = (index - 1 + el.tabs.length) % el.tabs.length;
+        if (event.key === 'ArrowRight') next = (index + 1) % tabs.length;
+        else if (event.key === 'ArrowLeft') next = (index - 1 + tabs.length) % tabs.length;
         else if (event.key === 'Home') next = 0;
-        else if (event.key === 'End') next = el.tabs.length - 1;
+        else if (event.key === 'End') next = tabs.length - 1;
         if (next === null) return;
         event.preventDefault();
-        selectView(el.tabs[next].dataset.view, { focus: true });
+        selectView(tabs[next].dataset.view, { focus: true });
       });
     }
     selectView(storage.get(KEY_VIEW) || 'nearby');
@@ -312,6 +451,151 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     renderSessions();
   }
 
+  /** The first 16 hex digits of a certificate fingerprint, in groups of four. */
+  function shortFingerprint(fingerprint) {
+    return String(fingerprint).slice(0, 16).replace(/(.{4})(?=.)/g, '$1:') + '…';
+  }
+
+  // Peers by service type: every other type this peer browses, each a live list.
+
+  async function refreshServices() {
+    const g = guard((fn) => fn());
+    let types;
+    try {
+      types = ((await call('browsing')).browsing || []).filter((t) => t !== JOBS_SERVICE);
+    } catch {
+      return;
+    }
+    const lists = await Promise.allSettled(types.map((t) => call(`services/${encodeURIComponent(t)}/peers`)));
+    g(() => {
+      state.services = new Map(
+        types.map((t, i) => [
+          t,
+          new Map((lists[i].status === 'fulfilled' ? lists[i].value.peers || [] : []).map((e) => [e.peer.id, e])),
+        ]),
+      );
+      renderServices();
+    });
+  }
+
+  /** The node's rule for service types (Bonjour / RFC 6335), checked here so no bad request goes out. */
+  function serviceTypeProblem(type) {
+    if (!type) return 'serviceType is required: enter a service type such as jobmanager-chat.';
+    if (type.length > 15 || !/^[a-z0-9-]+$/.test(type) || !/[a-z]/.test(type) || /^-|-$|--/.test(type)) {
+      return (
+        `serviceType "${type}" is not valid: use 1–15 characters of a-z, 0-9 and '-', ` +
+        'with at least one letter and no leading, trailing or double hyphen.'
+      );
+    }
+    return null;
+  }
+
+  async function browseService(event) {
+    event.preventDefault();
+    const type = el.browseType.value.trim();
+    showError(el.browseError, '');
+    const problem = serviceTypeProblem(type);
+    if (problem) {
+      showError(el.browseError, problem);
+      el.browseType.focus();
+      return;
+    }
+    try {
+      const result = await call(`browsing/${encodeURIComponent(type)}`, { method: 'PUT' });
+      const key = result.serviceType || type;
+      if (key !== JOBS_SERVICE) state.services.set(key, new Map((result.peers || []).map((e) => [e.peer.id, e])));
+      el.browseType.value = '';
+      renderServices();
+    } catch (err) {
+      showError(el.browseError, err.message);
+      el.browseType.focus();
+    }
+  }
+
+  async function stopBrowsing(type, group) {
+    try {
+      await call(`browsing/${encodeURIComponent(type)}`, { method: 'DELETE' });
+    } catch (err) {
+      if (err.status !== 404) {
+        showError(group.querySelector('[data-testid="service-error"]'), `Could not stop: ${err.message}`);
+        return;
+      }
+    }
+    state.services.delete(type);
+    renderServices();
+  }
+
+  function peerRow(testid) {
+    return (e) => {
+      const row = h(
+        'li',
+        { className: 'row nearby-row', dataset: { testid, peerId: e.peer.id } },
+        h('span', { className: 'avatar', 'aria-hidden': 'true' }),
+        h(
+          'div',
+          { className: 'row-main' },
+          h('strong', { className: 'row-title', dataset: { testid: `${testid}-name` } }),
+          h('span', { className: 'row-sub', dataset: { testid: `${testid}-node` } }),
+        ),
+      );
+      animateIn(row);
+      return row;
+    };
+  }
+
+  function updatePeerRow(testid) {
+    return (row, e) => {
+      const name = peerName(e.peer);
+      setText(row.querySelector(`[data-testid="${testid}-name"]`), name);
+      setText(row.querySelector('.avatar'), name.slice(0, 1).toUpperCase());
+      const info = Object.entries(e.discoveryInfo || {})
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(' · ');
+      setText(row.querySelector(`[data-testid="${testid}-node"]`), [nodeName(e.peer.nodeId), info].filter(Boolean).join(' · '));
+    };
+  }
+
+  function renderServices() {
+    const types = signedIn() ? [...state.services.keys()].sort() : [];
+    syncList(
+      el.servicesList,
+      types,
+      (t) => t,
+      (t) => {
+        const group = h(
+          'section',
+          { className: 'service-group', dataset: { testid: 'service-group', serviceType: t }, 'aria-label': `Peers advertising ${t}` },
+          h(
+            'div',
+            { className: 'panel-head' },
+            h('h3', { className: 'service-type mono', dataset: { testid: 'service-type' } }, t),
+            h('button', { type: 'button', className: 'button button-small', dataset: { testid: 'service-stop' }, 'aria-label': `Stop browsing ${t}` }, 'Stop'),
+          ),
+          h('p', { className: 'field-error', role: 'alert', dataset: { testid: 'service-error' }, hidden: true }),
+          h('p', { className: 'empty', dataset: { testid: 'service-empty' } }, 'No one advertises it right now.'),
+          h('ul', { className: 'rows', dataset: { testid: 'service-peers' } }),
+        );
+        group.querySelector('[data-testid="service-stop"]').addEventListener('click', () => stopBrowsing(t, group));
+        return group;
+      },
+      (group, t) => {
+        const entries = [...(state.services.get(t) || new Map()).values()].sort((a, b) =>
+          peerName(a.peer).localeCompare(peerName(b.peer)),
+        );
+        syncList(
+          group.querySelector('[data-testid="service-peers"]'),
+          entries,
+          (e) => e.peer.id,
+          peerRow('service-peer'),
+          updatePeerRow('service-peer'),
+          animateOut,
+        );
+        group.querySelector('[data-testid="service-empty"]').hidden = entries.length > 0;
+      },
+    );
+    el.servicesEmpty.hidden = types.length > 0;
+  }
+
   async function refreshMesh() {
     try {
       const result = await api('mesh/nodes');
@@ -319,6 +603,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.meshNodes = Array.isArray(result.nodes) ? result.nodes : [];
       state.meshAt = Date.now();
       renderMesh();
+      // Peer rows name their node: keep those names in step with the mesh.
+      renderNearby();
+      renderServices();
     } catch {
       setText(el.meshUpdated, 'The node is not answering.');
     }
@@ -326,7 +613,14 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function renderMesh() {
     const self = state.meshSelf;
-    setText(el.meshSelf, self ? `This node: ${self.name || shortId(self.id)} · port ${self.port ?? '—'}` : '…');
+    setText(
+      el.meshSelf,
+      self
+        ? [`This node: ${self.name || shortId(self.id)} · port ${self.port ?? '—'}`, self.fingerprint ? `certificate ${shortFingerprint(self.fingerprint)}` : '']
+            .filter(Boolean)
+            .join(' · ')
+        : '…',
+    );
     const nodes = [...state.meshNodes].sort((a, b) => String(a.name || a.address).localeCompare(String(b.name || b.address)));
     syncList(
       el.meshList,
@@ -349,6 +643,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             h('div', {}, h('dt', {}, 'State'), h('dd', { dataset: { testid: 'mesh-node-state' } })),
             h('div', {}, h('dt', {}, 'Direction'), h('dd', { dataset: { testid: 'mesh-node-direction' } })),
             h('div', {}, h('dt', {}, 'RTT'), h('dd', { dataset: { testid: 'mesh-node-rtt' } })),
+            h('div', {}, h('dt', {}, 'Link'), h('dd', { dataset: { testid: 'mesh-node-link' } })),
           ),
         ),
       (row, n) => {
@@ -362,6 +657,10 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         setText(row.querySelector('[data-testid="mesh-node-state"]'), n.state || '—');
         setText(row.querySelector('[data-testid="mesh-node-direction"]'), n.direction || '—');
         setText(row.querySelector('[data-testid="mesh-node-rtt"]'), Number.isFinite(n.rttMillis) ? `${n.rttMillis} ms` : '—');
+        const link = n.encrypted === true ? 'TLS' : n.encrypted === false ? 'plaintext' : '—';
+        const print = n.fingerprint ? ` · ${shortFingerprint(n.fingerprint)}${n.pinned ? ' (pinned)' : ''}` : '';
+        setText(row.querySelector('[data-testid="mesh-node-link"]'), link + print);
+        if (n.fingerprint) row.querySelector('[data-testid="mesh-node-link"]').title = n.fingerprint;
       },
     );
     el.meshEmpty.hidden = nodes.length > 0;
@@ -395,9 +694,14 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     }
   }
 
-  function resetJobForm() {
+  /** Empty the job form; `forget` also drops its saved draft (after a save or a cancel). */
+  function resetJobForm({ forget = true } = {}) {
     state.editingJobId = null;
     el.jobForm.reset();
+    if (forget) {
+      for (const field of Object.keys(JOB_FIELDS)) setDraft(`job.${field}`, '');
+      setDraft('job.editing', '');
+    }
     clearJobErrors();
     setText(el.jobFormTitle, 'New job');
     setText(el.jobSubmit, 'Add job');
@@ -411,10 +715,28 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     jobFieldEl('dueDate').value = job.dueDate || '';
     jobFieldEl('payment').value = job.payment || '';
     jobFieldEl('notes').value = job.notes || '';
+    saveJobDraft();
     setText(el.jobFormTitle, `Edit “${job.name}”`);
     setText(el.jobSubmit, 'Save changes');
     el.jobCancelEdit.hidden = false;
     jobFieldEl('name').focus();
+  }
+
+  function saveJobDraft() {
+    for (const field of Object.keys(JOB_FIELDS)) setDraft(`job.${field}`, jobFieldEl(field).value);
+    setDraft('job.editing', state.editingJobId || '');
+  }
+
+  /** Put back what was typed into the job form before a reload (or sign-in as the same peer). */
+  function restoreJobDraft() {
+    for (const field of Object.keys(JOB_FIELDS)) jobFieldEl(field).value = getDraft(`job.${field}`);
+    const editing = getDraft('job.editing');
+    if (editing) {
+      state.editingJobId = editing;
+      setText(el.jobFormTitle, 'Edit job');
+      setText(el.jobSubmit, 'Save changes');
+      el.jobCancelEdit.hidden = false;
+    }
   }
 
   async function onJobSubmit(event) {
@@ -852,6 +1174,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     }
     state.sessions.delete(session.id);
     state.messages.delete(session.id);
+    setDraft(`session.${session.id}`, '');
     renderSessions();
   }
 
@@ -918,6 +1241,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       }
       addMessage(session.id, { from: state.me, text, at: new Date(), mine: true });
       input.value = ''; // cleared only once the node took it
+      setDraft(`session.${session.id}`, '');
       renderSessions();
     } catch (err) {
       showError(error, `Not sent (your text is kept): ${err.message}`);
@@ -973,6 +1297,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         );
         const id = s.id;
         const current = () => state.sessions.get(id);
+        bindDraft(row.querySelector('[data-testid="session-text"]'), `session.${id}`);
         confirmButton(row.querySelector('[data-testid="session-leave"]'), 'Leave', 'Confirm leave', () => current() && leaveSession(current()));
         row.querySelector('[data-testid="session-invite"]').addEventListener('click', () => current() && invitePeer(current(), row));
         row.querySelector('form').addEventListener('submit', (event) => {
@@ -1029,6 +1354,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       },
     );
     el.sessionsEmpty.hidden = sessions.length > 0;
+    files.render(); // its session and peer pickers follow the sessions
   }
 
   function applySessionState(data) {
@@ -1088,6 +1414,15 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       ),
       refreshSessions(),
       refreshMesh(),
+      loadFeatures().then(() => {
+        if (!hasPath('/api/v1/chats')) return refreshServices();
+        // Rooms come and go nearby as peer.found / peer.lost on the chat service.
+        return Promise.allSettled([
+          call(`browsing/${CHAT_SERVICE}`, { method: 'PUT' }).finally(() => g(refreshServices)),
+          g(() => chat.load()),
+        ]);
+      }),
+      loadFeatures().then(() => (hasPath('/api/v1/transfers') ? g(() => files.load()) : undefined)),
     ];
     await Promise.allSettled(tasks);
   }
@@ -1096,15 +1431,25 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function onEvent(event) {
     if (!signedIn()) return;
+    if (hasPath('/api/v1/chats')) chat.onEvent(event);
+    if (hasPath('/api/v1/transfers')) files.onEvent(event);
     const data = event.data && typeof event.data === 'object' ? event.data : {};
     switch (event.type) {
       case 'peer.found':
+        if (state.services.has(data.serviceType) && data.peer && data.peer.id) {
+          state.services.get(data.serviceType).set(data.peer.id, { peer: data.peer, discoveryInfo: data.discoveryInfo || {} });
+          renderServices();
+        }
         if (data.serviceType === JOBS_SERVICE && data.peer && data.peer.id) {
           state.nearby.set(data.peer.id, { peer: data.peer, discoveryInfo: data.discoveryInfo || {} });
           renderNearby();
         }
         break;
       case 'peer.lost':
+        if (state.services.has(data.serviceType) && data.peer) {
+          state.services.get(data.serviceType).delete(data.peer.id);
+          renderServices();
+        }
         if (data.serviceType === JOBS_SERVICE && data.peer) {
           state.nearby.delete(data.peer.id);
           renderNearby();
@@ -1112,6 +1457,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         break;
       case 'node.linked':
       case 'node.unlinked':
+      case 'node.link.refused':
         refreshMesh();
         break;
       case 'invitation.received':
@@ -1162,6 +1508,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     document.body.dataset.signedIn = signedIn() ? 'true' : 'false';
     renderReceiving();
     renderNearby();
+    renderServices();
     renderMesh();
     renderJobs();
     renderInvitations();
@@ -1169,13 +1516,18 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   }
 
   function init() {
+    chat.init();
+    files.init();
     initTabs();
     el.receiveJobs.addEventListener('change', () => setReceiving(el.receiveJobs.checked));
+    el.browseForm.addEventListener('submit', browseService);
     el.jobForm.addEventListener('submit', onJobSubmit);
-    el.jobCancelEdit.addEventListener('click', resetJobForm);
+    el.jobCancelEdit.addEventListener('click', () => resetJobForm());
+    el.jobForm.addEventListener('input', saveJobDraft);
     el.sessionCreate.addEventListener('click', createSession);
     renderAll();
     refreshMesh();
+    loadFeatures();
     window.setInterval(() => {
       if (document.visibilityState === 'visible') refreshMesh();
     }, MESH_REFRESH_MS);
@@ -1186,9 +1538,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     /** A peer signed in (or was adopted from another tab). */
     signIn(token, peer) {
       state.generation += 1;
+      state.paused = false;
       state.token = token;
       state.me = peer || null;
       state.nearby.clear();
+      state.services.clear();
       state.nearbyLoaded = false;
       state.jobs.clear();
       state.jobOffers.clear();
@@ -1197,7 +1551,10 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.sessions.clear();
       state.messages.clear();
       state.receiving = false;
-      resetJobForm();
+      resetJobForm({ forget: false });
+      restoreJobDraft();
+      chat.signIn();
+      files.signIn();
       renderAll();
     },
     setPeer(peer) {
@@ -1206,15 +1563,25 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     },
     signOut() {
       state.generation += 1;
+      state.paused = false;
       state.token = null;
       state.me = null;
       state.nearby.clear();
+      state.services.clear();
       state.jobs.clear();
       state.invitations.clear();
       state.sessions.clear();
       state.messages.clear();
-      resetJobForm();
+      resetJobForm({ forget: false });
+      chat.signOut();
+      files.signOut();
       renderAll();
+    },
+    /** The peer left the mesh for good: its drafts go with it. */
+    forgetDrafts,
+    /** Stop (or resume) asking the node anything while the peer is being deleted. */
+    setPaused(paused) {
+      state.paused = paused;
     },
     /** Every socket hello (first connect and reconnects): reload from REST. */
     onHello() {

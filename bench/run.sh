@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Benchmarks, bounded in time, loopback only. Each prints ratios against a baseline measured in the same run.
 #   make bench                 all of them
-#   bench/run.sh mesh-scale    one of them: mesh-scale | ws-broadcast | rest | startup | ws-idle
+#   bench/run.sh mesh-scale    one of them: mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle | transfer
 #
 # Knobs (environment):
 #   BENCH_SCRATCH=DIR    swift --scratch-path for the meshgate build (default .build)
 #   MESHGATE_BIN=PATH    use this meshgate binary instead of building one
 #   WS_SUBS=50 WS_MSGS=2000 WS_SIZE=64 WS_RATE=100 WS_RATE_SECONDS=3     ws-broadcast load
+#   FANOUT_SUBS=100 FANOUT_MSGS=2000                                      ws-fanout load (1 and 3 nodes)
 #   REST_SECONDS=10 REST_PACED_RATE=5000                                  rest load
 #   STARTUP_RUNS=20                                                       startup
-#   IDLE_CLIENTS=2000                                                     ws-idle
+#   IDLE_CLIENTS=10000                                                    ws-idle
 # Tools: bench/packages.txt (apt, via scripts/install-deps.sh), bench/requirements.txt (pip).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,9 +18,15 @@ SWIFT=${SWIFT:-$(command -v swift || echo /opt/swift/usr/bin/swift)}
 which=${1:-all}
 want() { [[ $which == all || $which == "$1" ]]; }
 case $which in
-  all | mesh-scale | ws-broadcast | rest | startup | ws-idle) ;;
-  *) echo "usage: bench/run.sh [all|mesh-scale|ws-broadcast|rest|startup|ws-idle]" >&2; exit 2 ;;
+  all | mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle | transfer) ;;
+  *) echo "usage: bench/run.sh [all|mesh-scale|ws-broadcast|ws-fanout|rest|startup|ws-idle|transfer]" >&2; exit 2 ;;
 esac
+
+if want transfer; then
+  # File-transfer goodput (2 GiB, node to node vs raw TCP) and peak RSS; its own script.
+  bash bench/transfer.sh
+  [[ $which == transfer ]] && exit 0
+fi
 
 if want mesh-scale; then
   echo "==> mesh-scale: MeshCore simulator, cold start of N nodes (beacon discovery), ratios against N=10"
@@ -27,7 +34,7 @@ if want mesh-scale; then
   timeout 600 .build/release/mesh-scale ${MESH_SCALE_NODES:-10 100 500}
 fi
 
-want ws-broadcast || want rest || want startup || want ws-idle || exit 0
+want ws-broadcast || want ws-fanout || want rest || want startup || want ws-idle || exit 0
 
 # ---------------------------------------------------------------------------------------------------------------
 # Shared set-up: tools, builds, process bookkeeping.
@@ -60,16 +67,17 @@ fi
 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-# start_meshgate NAME: starts a node on a free loopback port; sets MG_PID, MG_PORT, MG_BASE.
+# start_meshgate NAME [ARGS...]: starts a node on a free loopback port; sets MG_PID, MG_PORT, MG_BASE.
 start_meshgate() {
   local dir=$WORK/$1
+  shift
   mkdir -p "$dir"
-  "$MESHGATE" --port 0 --bind 127.0.0.1 --data-dir "$dir/data" --discovery static --log-level warning \
+  "$MESHGATE" --port 0 --bind 127.0.0.1 --data-dir "$dir/data" --discovery static --log-level warning "$@" \
     >"$dir/out.log" 2>"$dir/err.log" &
   MG_PID=$!
   PIDS+=("$MG_PID")
   for _ in $(seq 100); do
-    MG_PORT=$(sed -n 's/^meshgate ready .*port=\([0-9]*\).*/\1/p' "$dir/out.log")
+    MG_PORT=$(sed -n 's/^meshgate ready .*port=\([0-9]*\).*/\1/p' "$dir/out.log" 2>/dev/null || true)
     [[ -n $MG_PORT ]] && break
     sleep 0.1
   done
@@ -142,6 +150,40 @@ if want ws-broadcast; then
 fi
 
 # ---------------------------------------------------------------------------------------------------------------
+if want ws-fanout; then
+  subs=${FANOUT_SUBS:-100} msgs=${FANOUT_MSGS:-2000}
+  out=$WORK/ws-fanout.txt
+  echo "==> ws-fanout: 1 publisher on node A, $subs subscribers on A alone, then spread over nodes A, B, C"
+  echo "    (one session; one frame per remote node per message); baseline: the same load on one node"
+  # fanout_run LABEL SUB_URLS PUB_URL SESSION PIDS: window-mode run; CPU is summed over the given node pids.
+  fanout_run() {
+    timeout 90 "$WSLOAD" --sub-urls "$2" --pub-url "$3" --ready-first -m "$msgs" -s 64 --window 64 \
+      --server-pid "$5" --label "$1" --timeout 60 \
+      --template '{"op":"send","session":"'"$4"'","mode":"reliable","text":"%s"}' | tee -a "$out" | grep RESULT || true
+  }
+  start_meshgate fanout-single
+  python3 bench/mg_setup.py --base "$MG_BASE" -n "$subs" --out "$WORK/fan1"
+  fanout_run single "$WORK/fan1/subs.txt" "$(cat "$WORK/fan1/pub.txt")" "$(cat "$WORK/fan1/session")" "$MG_PID"
+  stop_pid "$MG_PID"
+
+  start_meshgate fanout-a
+  a_pid=$MG_PID a_port=$MG_PORT a_base=$MG_BASE
+  start_meshgate fanout-b --peer "127.0.0.1:$a_port"
+  b_base=$MG_BASE b_pid=$MG_PID
+  start_meshgate fanout-c --peer "127.0.0.1:$a_port"
+  c_base=$MG_BASE c_pid=$MG_PID
+  for _ in $(seq 100); do
+    linked=$(curl -sf "$a_base/api/v1/mesh/nodes" | python3 -c 'import json,sys; print(sum(n["state"] == "linked" for n in json.load(sys.stdin)["nodes"]))')
+    [[ $linked == 2 ]] && break
+    sleep 0.1
+  done
+  python3 bench/mg_setup.py --base "$a_base,$b_base,$c_base" -n "$subs" --out "$WORK/fan3"
+  fanout_run three-nodes "$WORK/fan3/subs.txt" "$(cat "$WORK/fan3/pub.txt")" "$(cat "$WORK/fan3/session")" "$a_pid"
+  stop_pid "$a_pid"; stop_pid "$b_pid"; stop_pid "$c_pid"
+  echo "ratio: 3-node/1-node deliveries/s $(ratio "$(field "$out" three-nodes deliveries_per_s)" "$(field "$out" single deliveries_per_s)") (target >= 0.5x); p99 $(field "$out" three-nodes p99_ms) ms vs $(field "$out" single p99_ms) ms"
+fi
+
+# ---------------------------------------------------------------------------------------------------------------
 if want rest; then
   secs=${REST_SECONDS:-10} paced=${REST_PACED_RATE:-5000}
   echo "==> rest: wrk -t1, ${secs}s per run; GET /healthz is the baseline; closed loop (-c16) and paced (~$paced req/s)"
@@ -187,7 +229,7 @@ fi
 
 # ---------------------------------------------------------------------------------------------------------------
 if want ws-idle; then
-  n=${IDLE_CLIENTS:-2000}
+  n=${IDLE_CLIENTS:-10000}
   echo "==> ws-idle: RSS growth for $n idle WebSocket clients; baseline: libwebsockets-test-server with the same clients"
   rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }  # KiB
   # idle_run LABEL PID URL_ARGS...: prints KiB before/after and bytes per client

@@ -1,7 +1,7 @@
 /// The admin token and the node settings it guards.
 ///
 /// Layer 4/6. A node creates one admin token (`mga_` + 32 random bytes, base64url) on its first start, prints it
-/// once on standard output (`meshgate admin-token=…`) and keeps only its SHA-256 in SQLite (migration 7). Peer
+/// once on standard output (`meshgate admin-token=…`) and keeps only its SHA-256 in SQLite (migration 8). Peer
 /// tokens never work where the admin token is needed (`403 admin_token_required`), and the admin token is no peer
 /// token (it gets `401` on peer routes). It guards `POST /api/v1/mesh/nodes` and `GET|PATCH /api/v1/node/settings`.
 import Crypto
@@ -12,9 +12,9 @@ import MeshCore
 import Store
 
 extension NodeStore {
-  /// Migration 7: the admin token's hash (one row).
+  /// Migration 8: the admin token's hash (one row).
   static let adminMigration = Migration(
-    version: 7, name: "admin token",
+    version: 8, name: "admin token",
     sql: """
       CREATE TABLE admin_token(
         id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -48,15 +48,15 @@ extension Node {
   /// Checks the request carries the admin token.
   func authenticateAdmin(_ head: HTTPRequestHead) throws(APIError) {
     guard let header = head.headers["authorization"] else {
-      security.adminDenied += 1
+      guards.adminDenied += 1
       throw APIError(
         status: 401, code: "admin_token_required", message: "this route needs the admin token: " + Self.adminHint)
     }
     let parts = header.split(separator: " ", maxSplits: 1)
     let token =
       parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]).trimmingCharacters(in: .whitespaces) : ""
-    if !token.isEmpty, Crypto.sha256Hex(token) == security.adminTokenHash { return }
-    security.adminDenied += 1
+    if !token.isEmpty, Crypto.sha256Hex(token) == guards.adminTokenHash { return }
+    guards.adminDenied += 1
     if !token.isEmpty, peerIDsByTokenHash[Crypto.sha256Hex(token)] != nil {
       throw APIError(
         status: 403, code: "admin_token_required",
@@ -68,11 +68,11 @@ extension Node {
 
   /// Applies the per-token request rate; throws 429 with Retry-After when the peer is over it.
   func checkRequestRate(peerID: String) throws(APIError) {
-    let limit = security.limits.requestsPerSecond
-    guard let wait = security.requestLimiter.check(peerID, perSecond: limit, now: Self.monotonicMillis()) else {
+    let limit = guards.limits.requestsPerSecond
+    guard let wait = guards.requestLimiter.check(peerID, perSecond: limit, now: Self.monotonicMillis()) else {
       return
     }
-    security.rateLimitedRequests += 1
+    guards.rateLimitedRequests += 1
     throw APIError(
       status: 429, code: "rate_limited",
       message: "more than \(limit) requests per second with this token; wait \(wait) s (Retry-After) and slow down",
@@ -82,9 +82,9 @@ extension Node {
   /// Applies the browser WebSocket caps to one received message; returns the error reply when it is refused (and
   /// whether the socket must close).
   func checkSocketMessage(_ id: WebSocketID, size: Int) -> (reply: JSONValue, close: Bool)? {
-    let limits = security.limits
+    let limits = guards.limits
     if size > limits.webSocketMaxMessageBytes {
-      security.oversizedSocketMessages += 1
+      guards.oversizedSocketMessages += 1
       return (
         Self.socketError(
           "message_too_large",
@@ -92,10 +92,10 @@ extension Node {
             + "send files with POST /api/v1/sessions/{id}/resources"), true
       )
     }
-    if let wait = security.socketLimiter.check(
+    if let wait = guards.socketLimiter.check(
       "\(id)", perSecond: limits.webSocketMessagesPerSecond, now: Self.monotonicMillis())
     {
-      security.rateLimitedSocketMessages += 1
+      guards.rateLimitedSocketMessages += 1
       var reply = Self.socketError(
         "rate_limited",
         "more than \(limits.webSocketMessagesPerSecond) messages per second on this socket; this one was dropped, "
@@ -111,7 +111,7 @@ extension Node {
   }
 
   func settingsJSON() -> JSONValue {
-    guard case .object(var object) = security.limits.json else { return .null }
+    guard case .object(var object) = guards.limits.json else { return .null }
     object["eventRetention"] = .int(Int64(store.retention))
     return ["settings": .object(object)]
   }
@@ -131,14 +131,14 @@ extension Node {
       }
       return Int(number)
     }
-    var limits = security.limits
+    var limits = guards.limits
     limits.requestsPerSecond = try integer("requestsPerSecond", 0...10_000_000) ?? limits.requestsPerSecond
     limits.webSocketMessagesPerSecond =
       try integer("webSocketMessagesPerSecond", 0...10_000_000) ?? limits.webSocketMessagesPerSecond
     limits.webSocketMaxMessageBytes =
       try integer("webSocketMaxMessageBytes", 64...Limits.webSocketHardLimit) ?? limits.webSocketMaxMessageBytes
     let retention = try integer("eventRetention", 10...10_000_000)
-    security.limits = limits
+    guards.limits = limits
     if let retention { store.retention = retention }
     logger.notice("Node settings changed.", ["settings": settingsJSON().serializedString()])
     return .json(settingsJSON())

@@ -24,19 +24,36 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var maxBodyBytes = 1 << 20
   /// Events kept per peer in the durable event log.
   public var eventRetention = 10_000
+  /// Largest resource transfer accepted (sent or received), in bytes.
+  public var maxTransferBytes = 8 << 30
+  /// Free disk space a receiving node keeps: an incoming file that would leave less is refused with 507.
+  public var minFreeBytes = 64 << 20
+  /// Bytes per second each outgoing transfer may send (0 = unlimited).
+  public var transferRate = 0
   /// Static mesh seeds (`--peer HOST:PORT`, repeatable), dialled at start and re-dialled after every loss.
   public var seeds: [MeshAddress] = []
   /// How nodes find each other.
-  public var discovery: Discovery = .beacon
+  public var discovery: Discovery = .auto
   /// The beacon's multicast group.
   public var beaconGroup = "239.255.77.77"
   /// The beacon's UDP port.
   public var beaconPort: UInt16 = 8089
+  /// Whether this node dials its mesh links over TLS (`wss`) with its node certificate (`--mesh-tls on|off`).
+  public var meshTLS = true
+  /// The shared mesh secret (`--mesh-secret`); nodes without the same one cannot link. Nil: none.
+  public var meshSecret: String?
+  /// A PEM certificate and key to serve the dashboard and API over HTTPS (`--tls-cert`, `--tls-key`).
+  public var tlsCertificatePath: String?
+  public var tlsKeyPath: String?
   /// Request and WebSocket limits (Limits.swift).
   public var limits = Limits()
 
   /// Discovery modes.
   public enum Discovery: String, Sendable, Equatable, CaseIterable {
+    /// DNS-SD when the Avahi daemon is reachable, otherwise the beacon; plus static seeds.
+    case auto
+    /// DNS-SD (Bonjour) through the Avahi daemon plus static seeds; the beacon if the daemon is not reachable.
+    case dnssd
     /// UDP multicast beacon plus static seeds.
     case beacon
     /// Static seeds only.
@@ -67,11 +84,24 @@ public struct NodeConfiguration: Sendable, Equatable {
                             then /usr/share/meshgate/Public, then next to the binary)
       --max-body-bytes N    largest request body accepted (MESHGATE_MAX_BODY_BYTES, default 1048576)
       --event-retention N   events kept per peer (MESHGATE_EVENT_RETENTION, default 10000)
+      --max-transfer-bytes N  largest file sent or received (MESHGATE_MAX_TRANSFER_BYTES, default 8589934592)
+      --min-free-bytes N    free disk space kept when receiving files; more is refused with 507
+                            (MESHGATE_MIN_FREE_BYTES, default 67108864)
+      --transfer-rate N     bytes per second per outgoing transfer, 0 for unlimited (MESHGATE_TRANSFER_RATE, default 0)
       --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)
-      --discovery MODE      beacon (UDP multicast + seeds), static (seeds only) or off
-                            (MESHGATE_DISCOVERY, default beacon)
+      --discovery MODE      auto (DNS-SD if avahi-daemon is reachable, else the beacon), dnssd
+                            (DNS-SD through avahi-daemon), beacon (UDP multicast), static (seeds
+                            only) or off; seeds are always dialled (MESHGATE_DISCOVERY, default auto)
       --beacon-group ADDR   multicast group of the beacon (MESHGATE_BEACON_GROUP, default 239.255.77.77)
       --beacon-port N       UDP port of the beacon (MESHGATE_BEACON_PORT, default 8089)
+      --mesh-tls on|off     dial mesh links over TLS with this node's certificate (MESHGATE_MESH_TLS,
+                            default on); off dials plaintext, and encryption-required sessions
+                            then cannot reach other nodes
+      --mesh-secret SECRET  only link with nodes that know SECRET (8–1024 bytes; proven by
+                            challenge-response, never sent) (MESHGATE_MESH_SECRET, default none)
+      --tls-cert FILE       PEM certificate to serve the dashboard and API over HTTPS on the same
+                            port; plain HTTP API requests are then refused (MESHGATE_TLS_CERT)
+      --tls-key FILE        the PEM private key of --tls-cert (MESHGATE_TLS_KEY)
       --rate-limit N        requests per second per peer token, bursts of 2N; 0 = off
                             (MESHGATE_RATE_LIMIT, default 20000)
       --ws-rate-limit N     messages per second a browser WebSocket may send, bursts of 2N; 0 = off
@@ -103,8 +133,12 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--name", "MESHGATE_NAME"), ("--log-level", "MESHGATE_LOG_LEVEL"), ("--public-dir", "MESHGATE_PUBLIC_DIR"),
       ("--max-body-bytes", "MESHGATE_MAX_BODY_BYTES"), ("--event-retention", "MESHGATE_EVENT_RETENTION"),
       ("--peer", "MESHGATE_PEERS"), ("--discovery", "MESHGATE_DISCOVERY"), ("--beacon-group", "MESHGATE_BEACON_GROUP"),
-      ("--beacon-port", "MESHGATE_BEACON_PORT"), ("--rate-limit", "MESHGATE_RATE_LIMIT"),
-      ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"), ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
+      ("--beacon-port", "MESHGATE_BEACON_PORT"), ("--mesh-tls", "MESHGATE_MESH_TLS"),
+      ("--mesh-secret", "MESHGATE_MESH_SECRET"), ("--tls-cert", "MESHGATE_TLS_CERT"), ("--tls-key", "MESHGATE_TLS_KEY"),
+      ("--max-transfer-bytes", "MESHGATE_MAX_TRANSFER_BYTES"),
+      ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
+      ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
+      ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -131,6 +165,10 @@ public struct NodeConfiguration: Sendable, Equatable {
         }
         try configuration.apply(flag: flag, value: given, source: flag)
       }
+    }
+    if (configuration.tlsCertificatePath == nil) != (configuration.tlsKeyPath == nil) {
+      throw ConfigurationError(
+        "--tls-cert and --tls-key go together: give both (a PEM certificate and its key) or neither")
     }
     return .run(configuration)
   }
@@ -167,6 +205,9 @@ public struct NodeConfiguration: Sendable, Equatable {
     case "--public-dir": publicDirectory = value
     case "--max-body-bytes": maxBodyBytes = try integer(1024...(1 << 30), "a byte count from 1024 to 1073741824")
     case "--event-retention": eventRetention = try integer(10...10_000_000, "a count from 10 to 10000000")
+    case "--max-transfer-bytes": maxTransferBytes = try integer(0...(1 << 50), "a byte count from 0 to 2^50")
+    case "--min-free-bytes": minFreeBytes = try integer(0...(1 << 60), "a byte count from 0 to 2^60")
+    case "--transfer-rate": transferRate = try integer(0...(1 << 40), "bytes per second, 0 for unlimited")
     case "--peer":
       for part in value.split(separator: ",") where !part.isEmpty {
         guard let address = MeshAddress(String(part)) else {
@@ -178,7 +219,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       }
     case "--discovery":
       guard let mode = Discovery(rawValue: value) else {
-        throw ConfigurationError("\(source) must be beacon, static or off (got \(value.debugDescription))")
+        throw ConfigurationError(
+          "\(source) must be auto, dnssd, beacon, static or off (got \(value.debugDescription))")
       }
       discovery = mode
     case "--beacon-group":
@@ -189,6 +231,22 @@ public struct NodeConfiguration: Sendable, Equatable {
       }
       beaconGroup = value
     case "--beacon-port": beaconPort = UInt16(try integer(1...65535, "a UDP port from 1 to 65535"))
+    case "--mesh-tls":
+      switch value {
+      case "on": meshTLS = true
+      case "off": meshTLS = false
+      default: throw ConfigurationError("\(source) must be on or off (got \(value.debugDescription))")
+      }
+    case "--mesh-secret":
+      guard (8...1024).contains(value.utf8.count) else {
+        throw ConfigurationError(
+          "\(source) must be 8 to 1024 bytes (got \(value.utf8.count)); use a long random string, the same on every node"
+        )
+      }
+      meshSecret = value
+    case "--tls-cert", "--tls-key":
+      guard !value.isEmpty else { throw ConfigurationError("\(source) must be the path of a PEM file") }
+      if flag == "--tls-cert" { tlsCertificatePath = value } else { tlsKeyPath = value }
     case "--rate-limit": limits.requestsPerSecond = try integer(0...10_000_000, "a rate from 0 (off) to 10000000")
     case "--ws-rate-limit":
       limits.webSocketMessagesPerSecond = try integer(0...10_000_000, "a rate from 0 (off) to 10000000")

@@ -414,6 +414,7 @@ extension Node {
   func carryOut(_ directives: [ChatBook.Directive]) async throws {
     var writes: [NodeStore.ChatWrite] = []
     var events: [(peerID: String, type: String, data: JSONValue)] = []
+    var lastEvent: (roomID: String, event: ChatBook.Event, type: String, data: JSONValue)?
     // Writes first, in one transaction: nothing below may be seen before it is durable.
     for directive in directives {
       switch directive {
@@ -431,7 +432,15 @@ extension Node {
         try await sendHistory(roomID, to: node, after: after)
       case .notify(let peerID, let roomID, let event):
         guard peers[peerID] != nil, let room = chat.book.rooms[roomID] else { continue }
-        events.append(chatEvent(event, room: room, peerID: peerID))
+        // A fan-out tells many local members the same thing in a row: build its data once, pre-serialized, so the
+        // event log stores it once for all of them.
+        if let last = lastEvent, last.roomID == roomID, last.event == event {
+          events.append((peerID, last.type, last.data))
+        } else {
+          let built = chatEvent(event, room: room, peerID: peerID)
+          lastEvent = (roomID, event, built.type, built.data.preserialized)
+          events.append((peerID, built.type, lastEvent!.data))
+        }
       case .joinSettled(let roomID, let peerID, let joined):
         settleJoin(roomID + "/" + peerID, joined: joined)
       case .saveRoom, .saveMessages:

@@ -16,7 +16,7 @@ extension Node {
     default: return true
     }
     if mesh.directory.peer(sender)?.nodeID == nodeID { return true }
-    security.spoofedFrames += 1
+    guards.spoofedFrames += 1
     meshLogger.warning(
       "Dropped a session frame whose sender is not a peer of the sending node.",
       ["node.id": nodeID, "peer.id": sender])

@@ -39,6 +39,7 @@ extension Node {
     case .addMeshNode: return try addMeshNode(context)
     case .getSettings: return .json(settingsJSON())
     case .updateSettings: return try updateSettings(context)
+    case .deleteMeshPin: return try await deletePin(context)
     case .createSession: return try createSession(context)
     case .listSessions: return try listSessions(context)
     case .getSession: return try getSession(context)
@@ -66,6 +67,19 @@ extension Node {
     case .leaveChat: return try await leaveChat(context)
     case .postChatMessage: return try await postChatMessage(context)
     case .listChatMessages: return try await listChatMessages(context)
+    case .uploadResource: return try await uploadResource(context)
+    case .listTransfers: return try listTransfers(context)
+    case .getTransfer: return try getTransfer(context)
+    case .deleteTransfer: return try deleteTransfer(context)
+    case .transferContent: return try transferContent(context)
+    case .openStream: return try openStream(context)
+    case .writeStream: return try await writeStream(context)
+    case .readStream: return try readStream(context)
+    case .streamSocket:
+      throw APIError(
+        status: 426, code: "upgrade_required",
+        message: "this endpoint is a WebSocket: connect with ws://host:port\(context.request.head.path)?token=<token>",
+        headers: [("upgrade", "websocket")])
     case .webSocket:
       throw APIError(
         status: 426, code: "upgrade_required",
@@ -143,7 +157,7 @@ extension Node {
     // Revoke in memory first, so the token stops working before the store is even touched.
     peers[peer.id] = nil
     peerIDsByTokenHash[peer.tokenHash] = nil
-    security.requestLimiter.forget(peer.id)
+    guards.requestLimiter.forget(peer.id)
     apply(mesh.directory.removeLocalPeer(peer.id))
     apply(mesh.sessions.peerRemoved(peer.id, now: Self.monotonicMillis()))
     chatPeerRemoved(peer.id)
@@ -203,6 +217,10 @@ extension Node {
         statistics.webSocketMessagesIn
       ),
       (
+        "meshgate_websocket_coalesced_writes_total", "counter",
+        "Socket writes that carried several queued WebSocket messages at once.", statistics.coalescedWrites
+      ),
+      (
         "meshgate_slow_consumer_disconnects_total", "counter",
         "Event consumers disconnected because their send queue was full.", metrics.slowConsumerDisconnects
       ),
@@ -212,16 +230,16 @@ extension Node {
       ),
       (
         "meshgate_rate_limited_requests_total", "counter", "Requests refused with 429: over their token's rate.",
-        security.rateLimitedRequests
+        guards.rateLimitedRequests
       ),
       (
         "meshgate_websocket_messages_rate_limited_total", "counter",
-        "Browser WebSocket messages dropped: over the socket's message rate.", security.rateLimitedSocketMessages
+        "Browser WebSocket messages dropped: over the socket's message rate.", guards.rateLimitedSocketMessages
       ),
       (
         "meshgate_websocket_messages_too_large_total", "counter",
         "Browser WebSocket messages over the size cap (the socket was closed with 1009).",
-        security.oversizedSocketMessages
+        guards.oversizedSocketMessages
       ),
       (
         "meshgate_events_trimmed_total", "counter", "Events dropped from peers' logs by the retention limit.",
@@ -231,10 +249,10 @@ extension Node {
         "meshgate_storage_failures_total", "counter",
         "Requests refused because the data directory was full or failing (507/503).", metrics.storageFailures
       ),
-      ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", security.adminDenied),
+      ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", guards.adminDenied),
       (
         "meshgate_mesh_spoofed_frames_total", "counter",
-        "Session frames dropped because their sender is not a peer of the node that sent them.", security.spoofedFrames
+        "Session frames dropped because their sender is not a peer of the node that sent them.", guards.spoofedFrames
       ),
       ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", mesh.links.linkedNodeIDs.count),
       (
@@ -244,6 +262,14 @@ extension Node {
       ("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.", mesh.framesOut),
       ("meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.", mesh.framesIn),
       ("meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).", mesh.badFrames),
+      (
+        "meshgate_mesh_links_refused_total", "counter",
+        "Mesh links refused for security (changed certificate, missing or wrong mesh secret).", mesh.linksRefused
+      ),
+      (
+        "meshgate_mesh_encrypted_links", "gauge", "Linked nodes whose link runs over TLS.",
+        mesh.links.linkedNodeIDs.filter { mesh.links.transport(of: $0)?.encrypted == true }.count
+      ),
       ("meshgate_sessions", "gauge", "Sessions with a member on this node.", mesh.sessions.sessions.count),
       (
         "meshgate_unreliable_dropped_total", "counter",

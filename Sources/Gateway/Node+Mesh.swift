@@ -22,6 +22,10 @@ struct MeshRuntime {
   var framesOut = 0
   var badFrames = 0
   var unreliableDropped = 0
+  /// Links refused for a security reason (pins, mesh secret).
+  var linksRefused = 0
+  /// Refusals already reported as events, so a node retrying every few seconds does not flood event logs.
+  var refusalsReported: Set<String> = []
 }
 
 /// The WebSocket subprotocol of mesh links.
@@ -51,13 +55,14 @@ extension Node {
     let now = Self.monotonicMillis()
     apply(mesh.links.tick(now: now))
     apply(mesh.sessions.tick(now: now))
+    transferTick()
     ticks += 1
     if ticks % 10 == 0 && !transceivers.isEmpty { reconcileTransceivers() }
   }
 
-  /// A node announced itself on the beacon.
-  func discovered(nodeID: String, host: String, port: UInt16) {
-    apply(mesh.links.discovered(nodeID: nodeID, host: host, port: port, now: Self.monotonicMillis()))
+  /// A node announced itself on the beacon (or was found by DNS-SD, `source: .dnssd`).
+  func discovered(nodeID: String, host: String, port: UInt16, source: LinkManager.Source = .beacon) {
+    apply(mesh.links.discovered(nodeID: nodeID, host: host, port: port, source: source, now: Self.monotonicMillis()))
   }
 
   /// Adds a static seed at run time (`POST /api/v1/mesh/nodes`).
@@ -67,23 +72,26 @@ extension Node {
 
   func isMeshSocket(_ id: WebSocketID) -> Bool { mesh.connectionBySocket[id] != nil }
 
-  /// Whether the link to `nodeID` is encrypted. FIXME(tls-merge): links are plaintext until TLS mesh links land;
-  /// this answers true so chat can be exercised across nodes in the meantime.
-  func linkIsEncrypted(_ nodeID: String) -> Bool { true }
+  /// Whether the link to `nodeID` runs over TLS (what `encryption: required` traffic, such as chat, needs).
+  func linkIsEncrypted(_ nodeID: String) -> Bool { linkSecurity(nodeID).encrypted }
 
   // MARK: - Transport events
 
   func meshSocketOpened(_ id: WebSocketID, remoteAddress: String) {
+    guard let transport = meshTransport(id) else { return }
     let connection = mesh.nextInboundConnection
     mesh.nextInboundConnection += 1
     mesh.connectionBySocket[id] = connection
     mesh.socketByConnection[connection] = id
-    apply(mesh.links.inboundOpened(connection, remoteHost: remoteAddress, now: Self.monotonicMillis()))
+    apply(
+      mesh.links.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis())
+    )
   }
 
   func meshSocketConnected(_ id: WebSocketID) {
     guard let connection = mesh.connectionBySocket[id] else { return }
-    apply(mesh.links.outboundOpened(connection, now: Self.monotonicMillis()))
+    guard let transport = meshTransport(id) else { return }
+    apply(mesh.links.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
   }
 
   func meshSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
@@ -116,7 +124,9 @@ extension Node {
     for action in actions {
       switch action {
       case .connect(let connection, let host, let port):
-        guard let socket = server.connect(host: host, port: Int(port), path: "/mesh", subprotocol: meshSubprotocol)
+        guard
+          let socket = server.connect(
+            host: host, port: Int(port), path: "/mesh", subprotocol: meshSubprotocol, tls: security.meshTLS)
         else {
           apply(mesh.links.outboundFailed(connection, now: Self.monotonicMillis()))
           continue
@@ -129,29 +139,48 @@ extension Node {
         if let socket = mesh.socketByConnection[connection] {
           server.close(socket, code: 1000, reason: reason)
         }
+      case .pin(let nodeID, let fingerprint):
+        pinCertificate(nodeID: nodeID, fingerprint: fingerprint)
+      case .refused(let refusal):
+        reportRefusal(refusal)
       case .linkUp(let hello):
-        meshLogger.info("Node linked.", ["node.id": hello.nodeID, "node.name": hello.name])
+        let security = linkSecurity(hello.nodeID)
+        meshLogger.info(
+          "Node linked.",
+          [
+            "node.id": hello.nodeID, "node.name": hello.name, "link.encrypted": security.encrypted,
+            "tls.fingerprint": security.remoteFingerprint,
+          ])
         apply(mesh.directory.nodeLinked(hello.nodeID))
-        apply(mesh.sessions.nodeLinked(hello.nodeID))
+        apply(mesh.sessions.nodeLinked(hello.nodeID, security: security))
         chatNodeLinked(hello.nodeID)
+        transfersLinkUp(hello.nodeID)
         publishToAllPeers(
           type: "node.linked",
           data: [
             "node": [
               "id": .string(hello.nodeID), "name": .string(hello.name), "version": .string(hello.softwareVersion),
+              "encrypted": .bool(security.encrypted),
+              "fingerprint": security.remoteFingerprint.isEmpty ? .null : .string(security.remoteFingerprint),
             ]
           ])
       case .linkReplaced(let nodeID):
-        meshLogger.debug("Link moved to a new connection.", ["node.id": nodeID])
+        let security = linkSecurity(nodeID)
+        meshLogger.debug("Link moved to a new connection.", ["node.id": nodeID, "link.encrypted": security.encrypted])
         apply(mesh.directory.nodeLinked(nodeID))
-        apply(mesh.sessions.linkReplaced(nodeID))
+        apply(mesh.sessions.linkReplaced(nodeID, security: security))
+        // Frames in flight on the old connection may be lost: chat re-syncs, transfers resume from the
+        // receiver's offset.
         chatNodeUnlinked(nodeID)
         chatNodeLinked(nodeID)
+        transfersLinkDown(nodeID)
+        transfersLinkUp(nodeID)
       case .linkDown(let nodeID):
         meshLogger.info("Node unlinked.", ["node.id": nodeID])
         apply(mesh.directory.nodeUnlinked(nodeID))
         apply(mesh.sessions.nodeUnlinked(nodeID))
         chatNodeUnlinked(nodeID)
+        transfersLinkDown(nodeID)
         publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
       case .deliver(let message, let nodeID):
         switch message {
@@ -159,6 +188,11 @@ extension Node {
           apply(mesh.directory.received(message, from: nodeID))
         case .chat(let payload):
           chatFrame(payload, from: nodeID)
+        case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
+          .transferFinished, .transferFailed, .transferCancel:
+          transferMessage(message, from: nodeID)
+        case .streamOpen, .streamData, .streamCredit, .streamClose:
+          streamMessage(message, from: nodeID)
         default:
           guard sessionFrameIsAuthentic(message, from: nodeID) else { break }
           apply(mesh.sessions.received(message, from: nodeID, now: Self.monotonicMillis()))
@@ -168,6 +202,7 @@ extension Node {
   }
 
   func apply(_ directives: [Directory.Directive]) {
+    if dnssd != nil { publishLocalServiceTypes() }
     var events: [(peerID: String, type: String, data: JSONValue)] = []
     for directive in directives {
       switch directive {
@@ -240,10 +275,17 @@ extension Node {
       object["direction"] = .string(status.inbound ? "inbound" : "outbound")
       object["linkedForSeconds"] =
         status.linkedSinceMillis.map { .double(Double(now - min(now, $0)) / 1000) } ?? .null
+      object["encrypted"] = status.encrypted.map { .bool($0) } ?? .null
+      object["fingerprint"] = status.fingerprint.map { .string($0) } ?? .null
+      object["pinned"] = .bool(status.nodeID.map { mesh.links.pins[$0] != nil } ?? false)
       return .object(object)
     }
     return [
-      "self": ["id": .string(nodeID), "name": .string(configuration.name), "port": .int(Int64(server.port))],
+      "self": [
+        "id": .string(nodeID), "name": .string(configuration.name), "port": .int(Int64(server.port)),
+        "fingerprint": .string(security.fingerprint), "meshTls": .bool(security.meshTLS),
+        "meshSecret": .bool(security.secret != nil), "https": .bool(security.servesHTTPS),
+      ],
       "nodes": .array(nodes),
     ]
   }

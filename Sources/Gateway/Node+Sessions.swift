@@ -331,14 +331,6 @@ extension Node {
     guard let target = mesh.directory.peer(toID) else {
       throw APIError.notFound("no peer \(toID) in the mesh; browse with PUT /api/v1/browsing/{serviceType}")
     }
-    if let session = mesh.sessions.sessions[sessionID], session.encryption == .required, target.nodeID != nodeID {
-      // DESIGN.md: `required` sessions never cross a plaintext link, and mesh links are plaintext until TLS lands.
-      throw APIError(
-        status: 409, code: "encryption_unavailable",
-        message:
-          "this session requires encryption, but the link to \(target.displayName)'s node is not encrypted; "
-          + "use encryption optional or none, or invite a peer on this node")
-    }
     let now = Self.monotonicMillis()
     let (invitation, directives): (SessionBook.Invitation, [SessionBook.Directive])
     do {

@@ -78,8 +78,13 @@ public actor Node {
   var chat: ChatRuntime
   var ticks: UInt64 = 0
   /// Admin token hash, limits and their counters (Admin.swift, Limits.swift).
-  var security: SecurityState
+  var guards: SecurityState
+  /// DNS-SD registrations of the service types local peers advertise (nil without DNS-SD); see Node+DNSSD.swift.
+  var dnssd: DNSSDDiscovery?
   let meshLogger = Logger(component: "mesh")
+  let security: NodeSecurity
+  var transfers = TransferRuntime()
+  var streams = StreamRuntime()
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -88,10 +93,11 @@ public actor Node {
   init(
     server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
     services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
-    adminTokenHash: String = "", limits: Limits = Limits()
+    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
-    self.security = SecurityState(adminTokenHash: adminTokenHash, limits: limits)
+    self.guards = SecurityState(adminTokenHash: adminTokenHash, limits: limits)
     self.server = server
+    self.security = security
     self.store = store
     self.configuration = configuration
     self.nodeID = nodeID
@@ -119,8 +125,9 @@ public actor Node {
     }
     self.chat = ChatRuntime(book: chatBook)
     self.mesh = MeshRuntime(
-      links: LinkManager(local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue)), directory: directory,
-      sessions: SessionBook(nodeID: nodeID))
+      links: LinkManager(
+        local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret, pins: security.pins),
+      directory: directory, sessions: SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint))
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
@@ -133,6 +140,7 @@ public actor Node {
       }
     }
     startMesh()
+    Task { await self.restoreTransfers() }
   }
 
   func stop() {
@@ -143,6 +151,10 @@ public actor Node {
   // MARK: - Requests
 
   func handle(_ request: HTTPRequest) {
+    if security.servesHTTPS && !request.head.isTLS && request.head.path != "/healthz" {
+      refusePlaintext(request)
+      return
+    }
     switch router.match(method: request.head.method, path: request.head.path) {
     case .found(let route, let parameters):
       routeLabels[request.id] = route.pattern
@@ -175,7 +187,7 @@ public actor Node {
       var peer: StoredPeer?
       if route.admin { try authenticateAdmin(request.head) }
       if route.authenticated {
-        let allowQueryToken = route.operation == .eventStream || route.operation == .webSocket
+        let allowQueryToken = [.eventStream, .webSocket, .streamSocket].contains(route.operation)
         let authenticated = try authenticate(request.head, allowQueryToken: allowQueryToken)
         try checkRequestRate(peerID: authenticated.id)
         peer = authenticated
@@ -183,7 +195,7 @@ public actor Node {
       let context = RequestContext(request: request, parameters: parameters, peer: peer)
       var response = try await run(route.operation, context)
       if request.head.method == .head { response.omitBody = true }
-      if !response.isStream || response.status != 200 {
+      if !response.isStream || response.status != 200 || route.operation != .eventStream {
         respond(request, response)
       } else {
         startStream(request, response, context)
@@ -265,6 +277,15 @@ public actor Node {
       }
       return .accept
     }
+    if security.servesHTTPS && !head.isTLS {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(Self.httpsRequired(head).response)
+    }
+    if Self.streamSocketID(head.path) != nil {
+      let decision = acceptStreamSocket(head)
+      if case .reject = decision { metrics.webSocketUpgradesRejected += 1 }
+      return decision
+    }
     guard head.path == "/api/v1/ws" else {
       metrics.webSocketUpgradesRejected += 1
       return .reject(
@@ -286,6 +307,10 @@ public actor Node {
       meshSocketOpened(id, remoteAddress: head.remoteAddress)
       return
     }
+    if Self.streamSocketID(head.path) != nil {
+      streamSocketOpened(id, head: head)
+      return
+    }
     guard let peer = try? authenticate(head, allowQueryToken: true) else {
       server.close(id, code: 4401, reason: "token no longer valid")
       return
@@ -300,6 +325,7 @@ public actor Node {
       meshSocketReceived(id, message)
       return
     }
+    if streamSocketReceived(id, message) { return }
     guard let subscriber = subscribers[.webSocket(id)] else { return }
     let size: Int
     switch message {
@@ -345,12 +371,15 @@ public actor Node {
       meshSocketClosed(id)
       return
     }
-    security.socketLimiter.forget("\(id)")
+    if streamSocketClosed(id) { return }
+    guards.socketLimiter.forget("\(id)")
     removeSubscriber(.webSocket(id))
   }
 
   func requestClosed(_ id: RequestID) {
     routeLabels[id] = nil
+    uploadRequestClosed(id)
+    streamRequestClosed(id)
     removeSubscriber(.stream(id))
   }
 
@@ -448,11 +477,19 @@ public actor Node {
 
   func pushLive(_ events: [StoredEvent]) {
     metrics.eventsAppended += events.count
+    // The recipients of one fan-out share the event (same sequence, same envelope): its WebSocket frame is built
+    // once and the same message is queued on every socket.
+    var shared: (sequence: Int64, frame: OutboundMessage)?
     for event in events {
       for channel in subscribersByPeer[event.peerID] ?? [] {
         guard let subscriber = subscribers[channel] else { continue }
         if subscriber.replaying {
           subscriber.buffered.append(event)
+        } else if case .webSocket = channel {
+          if shared?.sequence != event.sequence {
+            shared = (event.sequence, OutboundMessage(bytes: event.envelope.serialized(), binary: false))
+          }
+          deliver(event, to: subscriber, frame: shared?.frame)
         } else {
           deliver(event, to: subscriber)
         }
@@ -460,9 +497,16 @@ public actor Node {
     }
   }
 
-  func deliver(_ event: StoredEvent, to subscriber: Subscriber) {
+  func deliver(_ event: StoredEvent, to subscriber: Subscriber, frame: OutboundMessage? = nil) {
     guard event.sequence > subscriber.lastSent else { return }
     subscriber.lastSent = event.sequence
+    if let frame, case .webSocket(let id) = subscriber.channel {
+      switch server.send(frame, to: id) {
+      case .queued, .closed: break
+      case .queueFull: slowConsumer(subscriber)
+      }
+      return
+    }
     sendFrame(event.envelope, to: subscriber, eventName: event.type, eventID: String(event.sequence))
   }
 
@@ -568,7 +612,42 @@ final class ServerBridge: ServerDelegate {
     self.maxBodyBytes = maxBodyBytes
   }
 
-  func bodyLimit(for head: HTTPRequestHead) -> Int { maxBodyBytes }
+  func bodyLimit(for head: HTTPRequestHead) -> Int {
+    if isStreamWrite(head) { return 1 << 62 }
+    return isUpload(head) ? node.configuration.maxTransferBytes : maxBodyBytes
+  }
+
+  /// Resource uploads (`POST /api/v1/sessions/{id}/resources`) and stream writes (`PUT /api/v1/streams/{id}`) are
+  /// streamed rather than collected.
+  func streamsBody(for head: HTTPRequestHead) -> Bool { isUpload(head) || isStreamWrite(head) }
+
+  func isUpload(_ head: HTTPRequestHead) -> Bool {
+    guard head.method == .post, head.path.hasSuffix("/resources") else { return false }
+    let segments = head.path.split(separator: "/", omittingEmptySubsequences: true)
+    return segments.count == 5 && segments[0] == "api" && segments[1] == "v1" && segments[2] == "sessions"
+  }
+
+  func isStreamWrite(_ head: HTTPRequestHead) -> Bool {
+    guard head.method == .put else { return false }
+    let segments = head.path.split(separator: "/", omittingEmptySubsequences: true)
+    return segments.count == 4 && segments[0] == "api" && segments[1] == "v1" && segments[2] == "streams"
+  }
+
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
+    node.assumeIsolated { $0.bodyReceived(id, bytes) }
+  }
+
+  func requestBodyEnded(_ id: RequestID) {
+    node.assumeIsolated { $0.bodyEnded(id) }
+  }
+
+  func streamDrained(_ id: RequestID) {
+    node.assumeIsolated { $0.streamResponseDrained(id) }
+  }
+
+  func webSocketDrained(_ id: WebSocketID) {
+    node.assumeIsolated { $0.streamSocketDrained(id) }
+  }
 
   func handle(_ request: HTTPRequest) {
     node.assumeIsolated { $0.handle(request) }

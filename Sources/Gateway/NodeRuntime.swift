@@ -3,6 +3,7 @@
 /// Layer 4 (node runtime). The lws service loop runs on its own thread (never the main thread, which keeps
 /// Dispatch's main queue and signal sources free). SIGINT/SIGTERM start a graceful shutdown: WebSockets get a
 /// 1001 close frame, streams end, then the loop stops and the store closes.
+import DNSSD
 import Dispatch
 import Foundation
 import LWS
@@ -14,6 +15,7 @@ import Synchronization
 public enum MeshgateCommand {
   /// Runs the command line; returns the process exit status.
   public static func main(arguments: [String], environment: [String: String]) async -> Int32 {
+    DNSSDClient.silenceCompatibilityWarning()
     let command: NodeConfiguration.Command
     do {
       command = try NodeConfiguration.parse(arguments: arguments, environment: environment)
@@ -60,13 +62,14 @@ final class NodeRuntime {
   let bridge: ServerBridge
   let configuration: NodeConfiguration
   let logger = Logger(component: "node")
-  var beacon: Beacon?
+  let discovery: RuntimeDiscovery
 
   init(server: Server, node: Node, bridge: ServerBridge, configuration: NodeConfiguration) {
     self.server = server
     self.node = node
     self.bridge = bridge
     self.configuration = configuration
+    self.discovery = RuntimeDiscovery(configuration: configuration, server: server, node: node)
   }
 
   static func start(_ configuration: NodeConfiguration) async throws -> NodeRuntime {
@@ -93,6 +96,7 @@ final class NodeRuntime {
     let services = try await store.allServices()
     let chatState = try await store.chatState()
     let admin = try await store.adminToken()
+    let pins = try await store.allPins()
 
     var staticFiles = StaticFiles()
     let logger = Logger(component: "node")
@@ -107,18 +111,22 @@ final class NodeRuntime {
       logger.warning("No dashboard found; serving the API only. Set --public-dir to the Public folder.")
     }
 
+    let (tls, security) = try NodeIdentity.setUp(
+      configuration, dataDirectory: dataURL, nodeID: nodeID, pins: pins, logger: logger)
     let server: Server
     do {
       server = try Server(
         configuration: ServerConfiguration(
           bindAddress: configuration.bindAddress, port: configuration.port,
-          maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol]))
+          maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol],
+          tls: tls))
     } catch {
       throw StartupError(message: error.description)
     }
     let node = Node(
       server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
-      chatState: chatState, staticFiles: staticFiles, adminTokenHash: admin.hash, limits: configuration.limits)
+      chatState: chatState, staticFiles: staticFiles, security: security, adminTokenHash: admin.hash,
+      limits: configuration.limits)
     let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
     server.delegate = bridge
     let runtime = NodeRuntime(server: server, node: node, bridge: bridge, configuration: configuration)
@@ -127,6 +135,8 @@ final class NodeRuntime {
       [
         "node.id": nodeID, "node.name": configuration.name, "http.bind": configuration.bindAddress,
         "http.port": server.port, "data.dir": dataURL.path, "peers": peers.count, "version": NodeConfiguration.version,
+        "tls.fingerprint": security.fingerprint, "mesh.tls": configuration.meshTLS ? "on" : "off",
+        "mesh.secret": security.secret == nil ? "none" : "set", "https": security.servesHTTPS,
       ])
     let host =
       configuration.bindAddress == "0.0.0.0"
@@ -142,7 +152,7 @@ final class NodeRuntime {
     }
     // Written straight to fd 1 (not through stdio's buffer): scripts and tests wait for this line on a pipe.
     let ready =
-      "meshgate ready url=http://\(host):\(server.port)/ port=\(server.port) node.id=\(nodeID) data.dir=\(dataURL.path)\n"
+      "meshgate ready url=\(security.servesHTTPS ? "https" : "http")://\(host):\(server.port)/ port=\(server.port) node.id=\(nodeID) data.dir=\(dataURL.path)\n"
     FileHandle.standardOutput.write(Data(ready.utf8))
     return runtime
   }
@@ -165,7 +175,7 @@ final class NodeRuntime {
       return source
     }
     let node = self.node
-    beacon = startBeacon()
+    discovery.start()
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
       let thread = Thread {
         server.execute { node.assumeIsolated { $0.start() } }
@@ -176,57 +186,9 @@ final class NodeRuntime {
       thread.start()
     }
     sources.forEach { $0.cancel() }
-    beacon?.stop()
+    discovery.stop()
     logger.notice("Node stopped.")
     return 0
-  }
-
-  /// Starts the multicast beacon when discovery is `beacon`. A node bound to loopback announces on loopback
-  /// (where its address is reachable); a host without a multicast route falls back to loopback, then to static
-  /// discovery, with one log line saying so.
-  func startBeacon() -> Beacon? {
-    guard configuration.discovery == .beacon else { return nil }
-    let server = self.server
-    let node = self.node
-    let announcement = BeaconAnnouncement(
-      nodeID: node.nodeID, name: configuration.name, httpPort: UInt16(server.port), protocolVersion: meshProtocolVersion
-    )
-    let loopbackOnly = configuration.bindAddress.hasPrefix("127.") || configuration.bindAddress == "::1"
-    var interfaces: [String?] = loopbackOnly ? ["127.0.0.1"] : [nil, "127.0.0.1"]
-    var lastError: BeaconError?
-    while !interfaces.isEmpty {
-      let interface = interfaces.removeFirst()
-      let beaconConfiguration = BeaconConfiguration(
-        group: configuration.beaconGroup, port: configuration.beaconPort, interfaceAddress: interface)
-      do {
-        let beacon = try Beacon(configuration: beaconConfiguration, announcement: announcement) { discovered in
-          server.execute {
-            node.assumeIsolated {
-              $0.discovered(nodeID: discovered.nodeID, host: discovered.host, port: discovered.httpPort)
-            }
-          }
-        }
-        beacon.start()
-        if interface != nil && !loopbackOnly {
-          logger.notice(
-            "No multicast route on the default interface; the beacon only reaches nodes on this host.",
-            ["beacon.group": configuration.beaconGroup, "beacon.port": configuration.beaconPort])
-        }
-        logger.info(
-          "Beacon discovery on.",
-          [
-            "beacon.group": configuration.beaconGroup, "beacon.port": configuration.beaconPort,
-            "beacon.interface": interface ?? "default",
-          ])
-        return beacon
-      } catch {
-        lastError = error
-      }
-    }
-    logger.warning(
-      "Beacon discovery unavailable; only static seeds (--peer, POST /api/v1/mesh/nodes) will be linked.",
-      ["error": lastError?.description ?? "unknown"])
-    return nil
   }
 
   static func reason(_ error: any Error) -> String {

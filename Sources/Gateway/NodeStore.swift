@@ -107,7 +107,27 @@ final class NodeStore: Sendable {
         CREATE INDEX jobs_by_owner ON jobs(owner_peer_id, created_at, id);
         """),
     chatMigration,
-    adminMigration,
+    Migration(
+      version: 5, name: "event bodies shared by the recipients of one fan-out",
+      sql: """
+        CREATE TABLE event_bodies(
+          id INTEGER PRIMARY KEY,
+          type TEXT NOT NULL,
+          at TEXT NOT NULL,
+          data TEXT NOT NULL
+        );
+        CREATE TABLE event_log(
+          peer_id TEXT NOT NULL,
+          seq INTEGER NOT NULL,
+          PRIMARY KEY (peer_id, seq)
+        ) WITHOUT ROWID;
+        INSERT INTO event_bodies(id, type, at, data) SELECT seq, type, at, data FROM events;
+        INSERT INTO event_log(peer_id, seq) SELECT peer_id, seq FROM events;
+        DROP TABLE events;
+        """),
+    Migration(version: 6, name: "pinned node certificates", sql: NodeStore.pinsSchema),
+    NodeStore.transfersMigration,
+    NodeStore.adminMigration,
   ]
 
   init(path: String, retention: Int) throws {
@@ -289,40 +309,56 @@ final class NodeStore: Sendable {
     try await database.write { connection in
       try connection.execute("DELETE FROM jobs WHERE owner_peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peer_services WHERE peer_id = ?", [.text(id)])
-      try connection.execute("DELETE FROM events WHERE peer_id = ?", [.text(id)])
+      try connection.execute("DELETE FROM event_log WHERE peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peers WHERE id = ?", [.text(id)])
     }
     eventLog.withLock { $0.counts[id] = nil }
   }
 
-  /// Appends one event per peer in one transaction and returns them with their sequence numbers. A peer's log
-  /// never holds more than the retention limit: each append past it deletes the oldest events of that peer.
+
+  /// Appends the entries in one transaction and returns them with their sequence numbers, trimming each log to the
+  /// retention limit now and then.
+  ///
+  /// A run of entries with the same type and data for different peers (a fan-out) is stored once, as one event
+  /// body that every recipient's log points to: they share one sequence number, so their envelope is the same bytes.
   func appendEvents(_ entries: [(peerID: String, type: String, data: JSONValue)], at: String) async throws
     -> [StoredEvent]
   {
     try await database.write { connection in
       var stored: [StoredEvent] = []
+      stored.reserveCapacity(entries.count)
+      var body: (sequence: Int64, type: String, data: JSONValue, peers: Set<String>)?
+      var nextID = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
       var added: [String: Int] = [:]
       for entry in entries {
+        if body == nil || body!.type != entry.type || body!.peers.contains(entry.peerID) || body!.data != entry.data {
+          nextID += 1
+          try connection.execute(
+            "INSERT INTO event_bodies(id, type, at, data) VALUES (?, ?, ?, ?)",
+            [.integer(nextID), .text(entry.type), .text(at), .text(entry.data.serializedString())])
+          body = (nextID, entry.type, entry.data, [])
+        }
+        body!.peers.insert(entry.peerID)
         try connection.execute(
-          "INSERT INTO events(peer_id, type, at, data) VALUES (?, ?, ?, ?)",
-          [.text(entry.peerID), .text(entry.type), .text(at), .text(entry.data.serializedString())])
-        let sequence = connection.lastInsertRowID
-        stored.append(StoredEvent(sequence: sequence, peerID: entry.peerID, type: entry.type, at: at, data: entry.data))
+          "INSERT INTO event_log(peer_id, seq) VALUES (?, ?)", [.text(entry.peerID), .integer(body!.sequence)])
+        stored.append(
+          StoredEvent(sequence: body!.sequence, peerID: entry.peerID, type: entry.type, at: at, data: body!.data))
         added[entry.peerID, default: 0] += 1
       }
+      // Retention: a log longer than the limit plus a slack of 1/64 of it (none below 64) is cut back to the limit,
+      // so it never holds more than that, and the cost of trimming stays amortised.
       let (retention, known) = self.eventLog.withLock { state in
         (state.retention, added.keys.map { (peerID: $0, count: state.counts[$0]) })
       }
       var counts: [String: Int] = [:]
       var trimmed = 0
       for (peerID, count) in known {
-        var length = (count ?? -1) + added[peerID]!
+        var length = (count ?? 0) + added[peerID]!
         if count == nil {
           length = Int(
-            try connection.queryOne("SELECT count(*) FROM events WHERE peer_id = ?", [.text(peerID)])?.int64(0) ?? 0)
+            try connection.queryOne("SELECT count(*) FROM event_log WHERE peer_id = ?", [.text(peerID)])?.int64(0) ?? 0)
         }
-        if length > retention {
+        if length > retention + retention / 64 {
           trimmed += try Self.trim(connection, peerID: peerID, excess: length - retention)
           length = retention
         }
@@ -336,18 +372,22 @@ final class NodeStore: Sendable {
     }
   }
 
-  /// Deletes the `excess` oldest events of `peerID` and records how far the log was trimmed; returns the count.
+  /// Deletes the `excess` oldest events of `peerID`, records how far its log was trimmed and drops bodies nobody
+  /// points to any more; returns how many log entries went.
   static func trim(_ connection: Connection, peerID: String, excess: Int) throws -> Int {
     guard
       let row = try connection.queryOne(
-        "SELECT seq FROM events WHERE peer_id = ? ORDER BY seq LIMIT 1 OFFSET ?",
+        "SELECT seq FROM event_log WHERE peer_id = ? ORDER BY seq LIMIT 1 OFFSET ?",
         [.text(peerID), .integer(Int64(excess - 1))])
     else { return 0 }
     let cutoff = try row.int64(0)
-    try connection.execute("DELETE FROM events WHERE peer_id = ? AND seq <= ?", [.text(peerID), .integer(cutoff)])
+    try connection.execute("DELETE FROM event_log WHERE peer_id = ? AND seq <= ?", [.text(peerID), .integer(cutoff)])
     let deleted = connection.changes
     try connection.execute(
       "UPDATE peers SET trimmed_through = max(trimmed_through, ?) WHERE id = ?", [.integer(cutoff), .text(peerID)])
+    // Bodies older than every log's oldest entry are referenced by no one any more.
+    try connection.execute(
+      "DELETE FROM event_bodies WHERE id < (SELECT coalesce(min(seq), 0) FROM event_log)")
     return deleted
   }
 
@@ -356,7 +396,10 @@ final class NodeStore: Sendable {
   func events(peerID: String, after since: Int64, limit: Int) async throws -> (events: [StoredEvent], truncated: Bool) {
     try await database.read { connection in
       let rows = try connection.query(
-        "SELECT seq, type, at, data FROM events WHERE peer_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        """
+        SELECT l.seq, b.type, b.at, b.data FROM event_log l JOIN event_bodies b ON b.id = l.seq
+        WHERE l.peer_id = ? AND l.seq > ? ORDER BY l.seq LIMIT ?
+        """,
         [.text(peerID), .integer(since), .integer(Int64(limit))])
       let events = try rows.map { row in
         StoredEvent(
@@ -373,7 +416,7 @@ final class NodeStore: Sendable {
   func latestSequence(peerID: String) async throws -> Int64 {
     try await database.read { connection in
       let row = try connection.queryOne(
-        "SELECT coalesce(max(seq), 0) FROM events WHERE peer_id = ?", [.text(peerID)])
+        "SELECT coalesce(max(seq), 0) FROM event_log WHERE peer_id = ?", [.text(peerID)])
       return try row?.int64(0) ?? 0
     }
   }

@@ -13,13 +13,15 @@ enum Operation: Sendable {
   case listEvents, eventStream, webSocket
   case listAdvertising, startAdvertising, stopAdvertising
   case listBrowsing, startBrowsing, stopBrowsing
-  case servicePeers, listMeshNodes, addMeshNode
+  case servicePeers, listMeshNodes, addMeshNode, deleteMeshPin
   case getSettings, updateSettings
   case createSession, listSessions, getSession, leaveSession, sendData, sendEvent
   case createInvitation, listInvitations, getInvitation, acceptInvitation, declineInvitation, cancelInvitation
   case transceive
   case createJob, listJobs, getJob, updateJob, deleteJob, sendJob
   case createChat, listChats, nearbyChats, getChat, joinChat, leaveChat, postChatMessage, listChatMessages
+  case uploadResource, listTransfers, getTransfer, deleteTransfer, transferContent
+  case openStream, writeStream, readStream, streamSocket
 }
 
 /// One REST route.
@@ -36,12 +38,14 @@ struct Route: Sendable {
   let queryParameters: [(name: String, description: String, schema: JSONValue)]
   /// Whether the node's admin token is required (Admin.swift).
   var admin = false
+  /// The request body is raw bytes (`application/octet-stream`), streamed rather than JSON.
+  var rawRequestBody = false
 
   var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: true) }
 
-  /// The path parameters if `path` matches the pattern.
-  func match(_ pathSegments: [Substring]) -> [String: String]? {
-    let own = segments
+  /// The path parameters if `path` matches the pattern (`own` is `segments`, which the router computes once).
+  func match(_ pathSegments: [Substring], own: [Substring]? = nil) -> [String: String]? {
+    let own = own ?? segments
     guard own.count == pathSegments.count else { return nil }
     var parameters: [String: String] = [:]
     for (pattern, actual) in zip(own, pathSegments) {
@@ -66,13 +70,20 @@ enum RouteMatch {
 /// All routes of the node.
 struct Router: Sendable {
   let routes: [Route]
+  /// Each route's pattern split into segments, once.
+  let patterns: [[Substring]]
+
+  init(routes: [Route]) {
+    self.routes = routes
+    self.patterns = routes.map(\.segments)
+  }
 
   func match(method: HTTPMethod, path: String) -> RouteMatch {
     let pathSegments = path.split(separator: "/", omittingEmptySubsequences: true)
     var allowed: [HTTPMethod] = []
     var pattern = ""
-    for route in routes {
-      guard let parameters = route.match(pathSegments) else { continue }
+    for (index, route) in routes.enumerated() {
+      guard let parameters = route.match(pathSegments, own: patterns[index]) else { continue }
       if route.method == method || (method == .head && route.method == .get) {
         return .found(route, parameters: parameters)
       }
@@ -84,7 +95,9 @@ struct Router: Sendable {
     return .methodNotAllowed(pattern: pattern, allowed: allowed)
   }
 
-  static let standard = Router(routes: [
+  static let standard = Router(routes: coreRoutes + transferRoutes + streamRoutes)
+
+  static let coreRoutes: [Route] = [
     Route(
       method: .get, pattern: "/healthz", operation: .healthz, operationID: "getHealth",
       summary: "Liveness: 200 while the node serves requests and its store answers.", authenticated: false,
@@ -258,6 +271,16 @@ struct Router: Sendable {
         (401, "Missing or unknown admin token.", Schemas.error),
         (403, "A peer token, not the admin token.", Schemas.error),
       ], queryParameters: [], admin: true),
+    Route(
+      method: .delete, pattern: "/api/v1/mesh/pins/{nodeId}", operation: .deleteMeshPin, operationID: "deleteMeshPin",
+      summary:
+        "Forgets the pinned certificate of a node (after it was replaced on purpose); its next TLS link pins anew. "
+        + "Loopback only.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (204, "Pin removed.", nil), (401, "Missing or unknown token.", Schemas.error),
+        (403, "Not from this host.", Schemas.error), (404, "No pin for that node.", Schemas.error),
+      ], queryParameters: []),
     Route(
       method: .post, pattern: "/api/v1/sessions", operation: .createSession, operationID: "createSession",
       summary: "Creates a session (MCSession) with this peer as its first member; defaults: optional, cluster, 64.",
@@ -466,7 +489,7 @@ struct Router: Sendable {
         ("cursor", "Alias of after (the nextCursor of the previous page).", ["type": "string"]),
         ("limit", "Page size, 1–1000, default 100.", ["type": "integer", "minimum": 1, "maximum": 1000]),
       ]),
-  ])
+  ]
 }
 
 /// JSON Schemas shared by routes and the OpenAPI document.
@@ -569,6 +592,12 @@ enum Schemas {
       "source": ["type": ["string", "null"], "enum": ["seed", "beacon", "gossip", nil]],
       "direction": ["type": "string", "enum": ["inbound", "outbound"]],
       "linkedForSeconds": ["type": ["number", "null"]],
+      "encrypted": ["type": ["boolean", "null"], "description": "The link runs over TLS (null when not linked)."],
+      "fingerprint": [
+        "type": ["string", "null"],
+        "description": "SHA-256 of the node's certificate (DER), hex: the one its link presented, else the pinned one.",
+      ],
+      "pinned": ["type": "boolean", "description": "A certificate is pinned for this node id."],
     ],
   ]
   static let meshNodes: JSONValue = [
@@ -833,6 +862,9 @@ extension Router {
         operation["requestBody"] = [
           "required": .bool(needed), "content": ["application/json": ["schema": schema]],
         ]
+      } else if route.rawRequestBody {
+        let schema: JSONValue = ["type": "string", "contentMediaType": "application/octet-stream"]
+        operation["requestBody"] = ["required": true, "content": ["application/octet-stream": ["schema": schema]]]
       }
       var responses = JSONObject()
       for response in route.responses {

@@ -49,9 +49,10 @@ public final class OutboundMessage: @unchecked Sendable {
   deinit { storage.deallocate() }
 }
 
-/// A first-in first-out queue without per-pop copying.
+/// A first-in first-out queue without per-pop copying. Popped slots are cleared at once, so a queue that never
+/// quite empties does not keep the elements it already handed out (large WebSocket messages) alive.
 struct FIFO<Element> {
-  private var items: [Element] = []
+  private var items: [Element?] = []
   private var head = 0
 
   var isEmpty: Bool { head == items.count }
@@ -64,6 +65,7 @@ struct FIFO<Element> {
   mutating func removeFirst() -> Element? {
     guard !isEmpty else { return nil }
     let item = items[head]
+    items[head] = nil
     head += 1
     if head == items.count {
       items.removeAll(keepingCapacity: true)
@@ -93,6 +95,16 @@ final class HTTPExchange {
   var repeatedCompletions = 0
   var streamQueue: [UInt8] = []
   var streamEnded = false
+  /// Streamed request body: delivered piece by piece while `bodyFlowing`; pieces that lws hands over while paused wait
+  /// in `pendingBody` (at most one rx buffer, since reading stops).
+  var streamsBody = false
+  var bodyFlowing = false
+  var pendingBody: [[UInt8]] = []
+  var bodyEndPending = false
+  var bodyEnded = false
+  /// The open file of a file response, and the bytes of it sent so far.
+  var fileDescriptor: Int32 = -1
+  var fileSent = 0
 
   init(id: RequestID, wsi: OpaquePointer, head: HTTPRequestHead) {
     self.id = id

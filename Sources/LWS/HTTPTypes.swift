@@ -85,11 +85,14 @@ public struct HTTPRequestHead: Sendable {
   public let contentLength: Int?
   /// The client's IP address as text.
   public let remoteAddress: String
+  /// The request came over TLS (`https://`, `wss://`).
+  public let isTLS: Bool
 
   public init(
     method: HTTPMethod, path: String, query: QueryItems = QueryItems(), headers: HTTPHeaders = HTTPHeaders(),
-    contentLength: Int? = nil, remoteAddress: String = ""
+    contentLength: Int? = nil, remoteAddress: String = "", isTLS: Bool = false
   ) {
+    self.isTLS = isTLS
     self.method = method
     self.path = path
     self.query = query
@@ -131,6 +134,8 @@ public struct HTTPResponse: Sendable {
   public var isStream: Bool
   /// When true, the body is not sent (the answer to a `HEAD` request), but `Content-Length` still is.
   public var omitBody: Bool
+  /// When set, the body is this byte range of a file, read in 64 KiB pieces as the socket drains (`body` is ignored).
+  public var file: HTTPFileBody?
 
   public init(
     status: Int, contentType: String? = nil, headers: [(String, String)] = [], body: [UInt8] = [],
@@ -142,6 +147,22 @@ public struct HTTPResponse: Sendable {
     self.body = body
     self.isStream = isStream
     self.omitBody = omitBody
+  }
+}
+
+/// A byte range of a file to send as a response body.
+public struct HTTPFileBody: Sendable {
+  /// The file's path.
+  public var path: String
+  /// The first byte to send.
+  public var offset: Int
+  /// How many bytes to send (the `Content-Length`).
+  public var length: Int
+
+  public init(path: String, offset: Int, length: Int) {
+    self.path = path
+    self.offset = offset
+    self.length = length
   }
 }
 

@@ -42,6 +42,27 @@ public protocol ServerDelegate: AnyObject {
   func webSocketConnectFailed(_ id: WebSocketID, reason: String)
   /// The response for a failure the server detects itself (411, 413, 501) before the request reaches a handler.
   func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse
+  /// Whether this request's body is streamed: the request is handed to ``handle(_:)`` with an empty body as soon as
+  /// its head arrives, reading is paused, and the body follows through ``requestBodyReceived(_:_:)`` and
+  /// ``requestBodyEnded(_:)`` once the handler calls ``Server/setBodyFlow(_:enabled:)``. It still needs a
+  /// `Content-Length` within ``bodyLimit(for:)``.
+  func streamsBody(for head: HTTPRequestHead) -> Bool
+  /// A piece of a streamed request body (only while its flow is enabled).
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8])
+  /// A streamed request body is complete.
+  func requestBodyEnded(_ id: RequestID)
+  /// Everything queued on the streaming response `id` was written to the socket (see ``Server/writeStream(_:_:)``).
+  func streamDrained(_ id: RequestID)
+  /// Everything queued on WebSocket `id` was written to the socket.
+  func webSocketDrained(_ id: WebSocketID)
+}
+
+extension ServerDelegate {
+  public func streamsBody(for head: HTTPRequestHead) -> Bool { false }
+  public func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {}
+  public func requestBodyEnded(_ id: RequestID) {}
+  public func streamDrained(_ id: RequestID) {}
+  public func webSocketDrained(_ id: WebSocketID) {}
 }
 
 /// Limits and addresses for a ``Server``.
@@ -60,19 +81,65 @@ public struct ServerConfiguration: Sendable {
   public var serverName: String
   /// WebSocket subprotocols served (and dialled) besides plain browser WebSockets.
   public var subprotocols: [String]
+  /// TLS for the port and for outbound connections; nil serves and dials plaintext only.
+  public var tls: TLSConfiguration?
 
   public init(
     bindAddress: String = "0.0.0.0", port: Int = 8080, maxWebSocketMessageBytes: Int = 1 << 20,
     maxQueuedBytesPerWebSocket: Int = 8 << 20, maxQueuedBytesPerStream: Int = 8 << 20, serverName: String = "meshgate",
-    subprotocols: [String] = []
+    subprotocols: [String] = [], tls: TLSConfiguration? = nil
   ) {
     self.subprotocols = subprotocols
+    self.tls = tls
     self.bindAddress = bindAddress
     self.port = port
     self.maxWebSocketMessageBytes = maxWebSocketMessageBytes
     self.maxQueuedBytesPerWebSocket = maxQueuedBytesPerWebSocket
     self.maxQueuedBytesPerStream = maxQueuedBytesPerStream
     self.serverName = serverName
+  }
+}
+
+/// TLS settings of a ``Server``.
+///
+/// With a certificate the port speaks TLS *and* plaintext: lws peeks at the first byte of each connection, so
+/// `http://` and `https://` (and `ws://` and `wss://`) work on the same port. Certificate chains are not verified in
+/// either direction (nodes use self-signed certificates and pin them by fingerprint above this layer); read what the
+/// other end presented with ``Server/transportSecurity(of:)``.
+public struct TLSConfiguration: Sendable, Equatable {
+  /// The PEM certificate served on the port (nil: the port is plaintext only).
+  public var certificatePath: String?
+  /// Its PEM private key.
+  public var keyPath: String?
+  /// Ask TLS clients for a certificate (not required; a client without one still connects).
+  public var requestClientCertificates: Bool
+  /// The PEM certificate presented when dialling with TLS (nil: none).
+  public var clientCertificatePath: String?
+  /// Its PEM private key.
+  public var clientKeyPath: String?
+
+  public init(
+    certificatePath: String? = nil, keyPath: String? = nil, requestClientCertificates: Bool = false,
+    clientCertificatePath: String? = nil, clientKeyPath: String? = nil
+  ) {
+    self.certificatePath = certificatePath
+    self.keyPath = keyPath
+    self.requestClientCertificates = requestClientCertificates
+    self.clientCertificatePath = clientCertificatePath
+    self.clientKeyPath = clientKeyPath
+  }
+}
+
+/// Whether a connection is encrypted, and the certificate the other end presented.
+public struct TransportSecurity: Sendable, Equatable {
+  /// The connection runs over TLS.
+  public var encrypted: Bool
+  /// The DER certificate the other end presented (a TLS server always does; a client only when asked and able).
+  public var peerCertificate: [UInt8]?
+
+  public init(encrypted: Bool, peerCertificate: [UInt8]?) {
+    self.encrypted = encrypted
+    self.peerCertificate = peerCertificate
   }
 }
 
@@ -86,6 +153,8 @@ public struct ServerStatistics: Sendable {
   public var webSocketMessagesOut: Int
   /// WebSocket messages received from clients.
   public var webSocketMessagesIn: Int
+  /// Socket writes that carried several queued WebSocket messages at once.
+  public var coalescedWrites: Int = 0
 }
 
 /// One lws context serving HTTP and WebSocket on one port.
@@ -126,6 +195,8 @@ public final class Server: @unchecked Sendable {
   var pendingUpgrades: [OpaquePointer: HTTPRequestHead] = [:]
   var nextID: UInt64 = 1
   var messagesOut = 0
+  /// Writes that carried several queued WebSocket frames at once.
+  var coalescedWrites = 0
   var messagesIn = 0
   let scratch: UnsafeMutableRawPointer
   let scratchSize = 64 * 1024
@@ -167,6 +238,30 @@ public final class Server: @unchecked Sendable {
     // An IP address with IPv6 enabled binds [::]; pin IPv4 addresses to IPv4 (LWS-NOTES pitfall 1).
     if !configuration.bindAddress.contains(":") {
       options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
+    }
+    if let tls = configuration.tls {
+      options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+      if let certificate = tls.certificatePath, let key = tls.keyPath {
+        info.ssl_cert_filepath = arena.make(certificate)
+        info.ssl_private_key_filepath = arena.make(key)
+        // Plain HTTP keeps working on the TLS port: lws peeks at the first byte (0x16 starts a TLS handshake) and
+        // serves the rest as plain HTTP (both options are needed in 4.1).
+        options |= CLWS_OPTION_ALLOW_NON_SSL_ON_SSL_PORT
+        options |= CLWS_OPTION_ALLOW_HTTP_ON_HTTPS_LISTENER
+        // HTTP/1.1 only: this server's response writer (headers and body in one write) is HTTP/1, and lws would
+        // otherwise offer h2 to TLS clients through ALPN.
+        info.alpn = arena.make("http/1.1")
+        if tls.requestClientCertificates {
+          // Despite its name this only *asks* for a client certificate (PEER_CERT_NOT_REQUIRED), and the verify
+          // callback accepts any: the caller pins what it gets.
+          options |= CLWS_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT
+          options |= UInt64(LWS_SERVER_OPTION_PEER_CERT_NOT_REQUIRED)
+        }
+      }
+      if let certificate = tls.clientCertificatePath, let key = tls.clientKeyPath {
+        info.client_ssl_cert_filepath = arena.make(certificate)
+        info.client_ssl_private_key_filepath = arena.make(key)
+      }
     }
     info.options = options
     if configuration.bindAddress != "0.0.0.0" && configuration.bindAddress != "::" {
@@ -303,7 +398,7 @@ public final class Server: @unchecked Sendable {
     assertInLoop()
     return ServerStatistics(
       openWebSockets: sockets.count, openRequests: exchanges.count, webSocketMessagesOut: messagesOut,
-      webSocketMessagesIn: messagesIn)
+      webSocketMessagesIn: messagesIn, coalescedWrites: coalescedWrites)
   }
 
   func allocateID() -> UInt64 {

@@ -1,3 +1,5 @@
+import Crypto
+
 /// Mesh links between nodes: dialling, handshakes, heartbeats, loss detection, reconnects and duplicate links.
 ///
 /// A sans-I/O state machine in the style of SWIM's `SWIM.Instance`: the node runtime feeds it what happened
@@ -14,6 +16,14 @@
 /// - Addresses we dial are re-dialled after a loss with exponential backoff and jitter. Beacon-discovered nodes
 ///   are dialled only by the side with the smaller node id (the other waits for it), halving duplicate links;
 ///   static seeds are always dialled, because their node id is unknown until the handshake.
+/// - Security (docs/security.md): the runtime reports each connection's ``Transport`` (TLS or not, both certificate
+///   fingerprints, a fresh random challenge). A TLS link's certificate is pinned per node id on its first link (trust
+///   on first use, ``Action/pin(nodeID:fingerprint:)``); a different certificate later, or a plaintext link from a
+///   pinned node, is refused (``Action/refused(_:)``). With a mesh secret, both sides send `authChallenge` after
+///   `hello`, and a link comes up only after the other side's `authProof`, an HMAC under the secret bound to the
+///   challenge, the prover's role and both fingerprints, so the secret never travels and a relay in the middle
+///   (whose certificates differ) cannot reuse a proof. Of two links between the same nodes, a TLS one beats a
+///   plaintext one before the node-id rule applies.
 public struct LinkManager: Sendable {
   /// Timing knobs.
   public struct Configuration: Sendable, Equatable {
@@ -42,16 +52,64 @@ public struct LinkManager: Sendable {
     case seed
     /// The multicast beacon: dialled when our node id is smaller; forgotten when it stops announcing.
     case beacon
+    /// DNS-SD (Avahi): like the beacon, every node browses every other, so only the smaller node id dials; the
+    /// runtime repeats a result while the service is registered, and the address is forgotten when that stops.
+    case dnssd
     /// Passed along by a linked node (`nodeDirectory`): dialled by whoever learns it (only the newcomer does),
     /// forgotten when quiet.
     case gossip
 
     /// Found rather than configured: the address expires when quiet.
     var isDiscovered: Bool { self != .seed }
+    /// Every node hears every other (beacon, DNS-SD): only the side with the smaller node id dials, and no one
+    /// needs the node directory passed along.
+    var isHeardByAll: Bool { self == .beacon || self == .dnssd }
+  }
+
+  /// How a connection is carried, as the runtime saw it open.
+  public struct Transport: Sendable, Hashable {
+    /// The connection runs over TLS.
+    public var encrypted: Bool
+    /// The fingerprint of the certificate this node presented on it (nil on plaintext).
+    public var localFingerprint: String?
+    /// The fingerprint of the certificate the other node presented (nil on plaintext, or if it sent none).
+    public var remoteFingerprint: String?
+    /// A fresh random challenge for the mesh-secret handshake (from a CSPRNG, 32 bytes); unused without a secret.
+    public var challenge: [UInt8]
+
+    public init(encrypted: Bool, localFingerprint: String?, remoteFingerprint: String?, challenge: [UInt8]) {
+      self.encrypted = encrypted
+      self.localFingerprint = localFingerprint
+      self.remoteFingerprint = remoteFingerprint
+      self.challenge = challenge
+    }
+
+    /// A plaintext connection without a challenge (tests and the simulator, which run without a mesh secret).
+    public static let plaintext = Transport(
+      encrypted: false, localFingerprint: nil, remoteFingerprint: nil, challenge: [])
+  }
+
+  /// Why a link was refused, for the log line and the `node.link.refused` event.
+  public struct Refusal: Sendable, Hashable {
+    /// `certificate_changed`, `certificate_missing`, `plaintext_from_pinned_node`, `mesh_secret_missing`,
+    /// `mesh_secret_mismatch`; `refused_by_node` when the other node refused this one for one of those.
+    public var code: String
+    /// One sentence saying what happened and what to do.
+    public var message: String
+    /// The other node, if it said hello.
+    public var nodeID: String?
+    public var name: String?
+    /// The fingerprint pinned for that node, and the one it presented now.
+    public var pinnedFingerprint: String?
+    public var presentedFingerprint: String?
   }
 
   /// What the runtime must do.
   public enum Action: Sendable, Hashable {
+    /// Remember `fingerprint` as the certificate of `nodeID` (first TLS link to it: trust on first use).
+    case pin(nodeID: String, fingerprint: String)
+    /// A connection was refused for a security reason (it is being closed; nothing else to do but report it).
+    case refused(Refusal)
     /// Open a WebSocket to `host:port/mesh`; report ``outboundOpened(_:now:)`` or ``outboundFailed(_:now:)``.
     case connect(ConnectionID, host: String, port: UInt16)
     /// Send a frame on a connection.
@@ -82,6 +140,10 @@ public struct LinkManager: Sendable {
     public var source: Source?
     public var inbound: Bool
     public var linkedSinceMillis: UInt64?
+    /// Whether the link runs over TLS (nil when not linked).
+    public var encrypted: Bool?
+    /// The node's certificate fingerprint: the one its link presented, else the pinned one.
+    public var fingerprint: String?
   }
 
   struct Address: Sendable {
@@ -109,6 +171,11 @@ public struct LinkManager: Sendable {
     var rttMillis: UInt64?
     var linkedSince: UInt64?
     var closing = false
+    var transport: Transport = .plaintext
+    /// The other side proved it knows the mesh secret.
+    var authenticated = false
+    /// We answered the other side's challenge.
+    var proved = false
   }
 
   /// Our own hello.
@@ -124,10 +191,25 @@ public struct LinkManager: Sendable {
   var nextConnectionID: ConnectionID = 1 << 32
   var random: SplitMix64
 
-  public init(local: NodeHello, configuration: Configuration = Configuration(), seed: UInt64 = 0x5EED) {
+  /// The mesh secret's bytes; nil when this node has none.
+  let secret: [UInt8]?
+  /// Pinned certificate fingerprints by node id.
+  public private(set) var pins: [String: String]
+
+  public init(
+    local: NodeHello, configuration: Configuration = Configuration(), seed: UInt64 = 0x5EED, secret: [UInt8]? = nil,
+    pins: [String: String] = [:]
+  ) {
     self.local = local
     self.configuration = configuration
     self.random = SplitMix64(seed: seed)
+    self.secret = secret
+    self.pins = pins
+  }
+
+  /// How the link to `nodeID` is carried, if linked.
+  public func transport(of nodeID: String) -> Transport? {
+    links[nodeID].flatMap { connections[$0]?.transport }
   }
 
   /// The ids of linked nodes.
@@ -156,7 +238,7 @@ public struct LinkManager: Sendable {
     return actions
   }
 
-  /// The beacon heard `nodeID` at `host:port`.
+  /// The beacon (or DNS-SD, with `source: .dnssd`) found `nodeID` at `host:port`.
   public mutating func discovered(
     nodeID: String, host: String, port: UInt16, source: Source = .beacon, now: UInt64
   ) -> [Action] {
@@ -169,7 +251,7 @@ public struct LinkManager: Sendable {
     addresses[key]!.lastSeen = now
     addresses[key]!.nodeID = nodeID
     // For beacon discoveries (which both sides make) the side with the smaller id dials; the other waits.
-    if addresses[key]!.source == .beacon && local.nodeID > nodeID { return actions }
+    if addresses[key]!.source.isHeardByAll && local.nodeID > nodeID { return actions }
     dialIfDue(key, now: now, into: &actions)
     return actions
   }
@@ -188,7 +270,7 @@ public struct LinkManager: Sendable {
   /// ends up linked to everyone). Skipped for nodes found by beacon: they hear every other node's beacon too, and
   /// sending each new link the whole directory would cost O(N³) bytes in a large beacon mesh.
   mutating func gossip(newLink id: ConnectionID, nodeID: String, into actions: inout [Action]) {
-    if addresses.values.contains(where: { $0.nodeID == nodeID && $0.source == .beacon }) { return }
+    if addresses.values.contains(where: { $0.nodeID == nodeID && $0.source.isHeardByAll }) { return }
     var others: [NodeAddress] = []
     for (otherNode, otherID) in links.sorted(by: { $0.key < $1.key }) where otherNode != nodeID {
       if let address = reachableAddress(of: otherID) { others.append(address) }
@@ -212,11 +294,18 @@ public struct LinkManager: Sendable {
 
   // MARK: - Connection events
 
-  /// An outbound connection opened: say hello.
-  public mutating func outboundOpened(_ id: ConnectionID, now: UInt64) -> [Action] {
+  /// An outbound connection opened: say hello (and challenge the other side when this node has a mesh secret).
+  public mutating func outboundOpened(_ id: ConnectionID, transport: Transport = .plaintext, now: UInt64) -> [Action] {
     guard connections[id] != nil else { return [] }
     connections[id]!.lastHeard = now
-    return [.send(id, .hello(local))]
+    connections[id]!.transport = transport
+    return opening(id)
+  }
+
+  func opening(_ id: ConnectionID) -> [Action] {
+    var actions: [Action] = [.send(id, .hello(local))]
+    if secret != nil { actions.append(.send(id, .authChallenge(nonce: connections[id]!.transport.challenge))) }
+    return actions
   }
 
   /// An outbound connection could not be opened.
@@ -225,9 +314,12 @@ public struct LinkManager: Sendable {
   }
 
   /// A node dialled us on connection `id` (allocated by the runtime, below `1 << 32`) from `remoteHost`.
-  public mutating func inboundOpened(_ id: ConnectionID, remoteHost: String? = nil, now: UInt64) -> [Action] {
-    connections[id] = Connection(outbound: false, remoteHost: remoteHost, openedAt: now, lastHeard: now)
-    return [.send(id, .hello(local))]
+  public mutating func inboundOpened(
+    _ id: ConnectionID, remoteHost: String? = nil, transport: Transport = .plaintext, now: UInt64
+  ) -> [Action] {
+    connections[id] = Connection(
+      outbound: false, remoteHost: remoteHost, openedAt: now, lastHeard: now, transport: transport)
+    return opening(id)
   }
 
   /// A frame arrived on connection `id`.
@@ -239,6 +331,19 @@ public struct LinkManager: Sendable {
     switch message {
     case .hello(let hello):
       handshake(id, hello, now: now, into: &actions)
+    case .authChallenge(let nonce):
+      guard !connection.proved else { break }
+      connections[id]!.proved = true
+      let mac =
+        secret.map { secret in
+          Self.proof(
+            secret: secret, challenge: nonce, proverIsDialler: connection.outbound,
+            proverFingerprint: connection.transport.localFingerprint,
+            verifierFingerprint: connection.transport.remoteFingerprint)
+        } ?? []
+      actions.append(.send(id, .authProof(mac: mac)))
+    case .authProof(let mac):
+      verifyProof(id, mac, now: now, into: &actions)
     case .heartbeat(let sequence, let sentAt):
       actions.append(.send(id, .heartbeatAck(sequence: sequence, sentAtMillis: sentAt)))
     case .heartbeatAck(_, let sentAt):
@@ -249,6 +354,15 @@ public struct LinkManager: Sendable {
           contentsOf: discovered(nodeID: node.nodeID, host: node.host, port: node.port, source: .gossip, now: now))
       }
     case .goodbye(let reason):
+      if Self.refusalCodes.contains(reason) {
+        let who = connection.hello.map { "node \($0.name) (\($0.nodeID))" } ?? "the other node"
+        actions.append(
+          .refused(
+            Refusal(
+              code: "refused_by_node",
+              message: "\(who) refused the link: \(reason); see that node's log for what to fix",
+              nodeID: connection.hello?.nodeID, name: connection.hello?.name)))
+      }
       if reason == "duplicate link", let nodeID = connection.hello?.nodeID, links[nodeID] == id {
         relinking[nodeID] = now
         links[nodeID] = nil
@@ -271,11 +385,128 @@ public struct LinkManager: Sendable {
     }
     connections[id]!.hello = hello
     if let key = connection.addressKey { addresses[key]?.nodeID = hello.nodeID }
+    if let refusal = pinViolation(connection.transport, hello) {
+      refuse(id, refusal, into: &actions)
+      return
+    }
+    // With a mesh secret the link waits for the other side's proof (frames on a link are ordered: the proof
+    // answers our challenge, which we sent before anything else after hello).
+    if secret != nil && !connections[id]!.authenticated { return }
+    linkUp(id, now: now, into: &actions)
+  }
+
+  /// Why a TLS or plaintext connection from `hello`'s node breaks its pin, if it does.
+  func pinViolation(_ transport: Transport, _ hello: NodeHello) -> Refusal? {
+    let pinned = pins[hello.nodeID]
+    guard transport.encrypted else {
+      guard let pinned else { return nil }
+      return Refusal(
+        code: "plaintext_from_pinned_node",
+        message:
+          "node \(hello.name) (\(hello.nodeID)) linked over plaintext, but its certificate \(pinned.prefix(16))… is "
+          + "pinned here; pinned nodes must link over TLS (start it without --mesh-tls off)",
+        nodeID: hello.nodeID, name: hello.name, pinnedFingerprint: pinned, presentedFingerprint: nil)
+    }
+    guard let presented = transport.remoteFingerprint else {
+      return Refusal(
+        code: "certificate_missing",
+        message: "node \(hello.name) (\(hello.nodeID)) linked over TLS without presenting its node certificate",
+        nodeID: hello.nodeID, name: hello.name, pinnedFingerprint: pinned, presentedFingerprint: nil)
+    }
+    if let pinned, pinned != presented {
+      return Refusal(
+        code: "certificate_changed",
+        message:
+          "node \(hello.name) (\(hello.nodeID)) presented certificate \(presented.prefix(16))…, but "
+          + "\(pinned.prefix(16))… is pinned for it: refusing the link (a different machine may be using its id); "
+          + "if its certificate was replaced on purpose, remove the pin with DELETE /api/v1/mesh/pins/\(hello.nodeID)",
+        nodeID: hello.nodeID, name: hello.name, pinnedFingerprint: pinned, presentedFingerprint: presented)
+    }
+    return nil
+  }
+
+  /// The `goodbye` reasons of refused links.
+  static let refusalCodes: Set<String> = [
+    "certificate_changed", "certificate_missing", "plaintext_from_pinned_node", "mesh_secret_missing",
+    "mesh_secret_mismatch",
+  ]
+
+  mutating func refuse(_ id: ConnectionID, _ refusal: Refusal, into actions: inout [Action]) {
+    actions.append(.refused(refusal))
+    closeConnection(id, reason: refusal.code, into: &actions)
+  }
+
+  /// The other side's answer to our challenge.
+  mutating func verifyProof(_ id: ConnectionID, _ mac: [UInt8], now: UInt64, into actions: inout [Action]) {
+    guard let secret, let connection = connections[id], !connection.authenticated else { return }
+    let name = connection.hello?.name ?? "?"
+    let who = connection.hello.map { "node \($0.name) (\($0.nodeID))" } ?? "a node"
+    guard !mac.isEmpty else {
+      refuse(
+        id,
+        Refusal(
+          code: "mesh_secret_missing",
+          message: "\(who) has no mesh secret, and this node requires one; start it with the same --mesh-secret",
+          nodeID: connection.hello?.nodeID, name: connection.hello == nil ? nil : name),
+        into: &actions)
+      return
+    }
+    let expected = Self.proof(
+      secret: secret, challenge: connection.transport.challenge, proverIsDialler: !connection.outbound,
+      proverFingerprint: connection.transport.remoteFingerprint,
+      verifierFingerprint: connection.transport.localFingerprint)
+    guard Crypto.constantTimeEqual(expected, mac) else {
+      refuse(
+        id,
+        Refusal(
+          code: "mesh_secret_mismatch",
+          message:
+            "\(who) answered the mesh-secret challenge wrongly: its --mesh-secret differs from this node's (or "
+            + "someone is relaying the link); give both nodes the same secret",
+          nodeID: connection.hello?.nodeID, name: connection.hello == nil ? nil : name),
+        into: &actions)
+      return
+    }
+    connections[id]!.authenticated = true
+    if connection.hello != nil && connection.linkedSince == nil { linkUp(id, now: now, into: &actions) }
+  }
+
+  /// The proof that the prover knows `secret`: HMAC-SHA256 over a label, the verifier's challenge, the prover's role
+  /// and both certificate fingerprints as the prover sees them (empty on plaintext).
+  public static func proof(
+    secret: [UInt8], challenge: [UInt8], proverIsDialler: Bool, proverFingerprint: String?,
+    verifierFingerprint: String?
+  ) -> [UInt8] {
+    var data = Array("meshgate-link-auth-v1".utf8) + [0]
+    data.append(proverIsDialler ? 0x44 : 0x41)
+    data.append(UInt8(challenge.count))
+    data += challenge
+    data += Array((proverFingerprint ?? "").utf8) + [0]
+    data += Array((verifierFingerprint ?? "").utf8) + [0]
+    return Crypto.hmacSHA256(key: secret, data: data)
+  }
+
+  /// The handshake is complete on connection `id` (hello, and the proof when a secret is set): the link comes up,
+  /// or a duplicate is resolved.
+  mutating func linkUp(_ id: ConnectionID, now: UInt64, into actions: inout [Action]) {
+    let connection = connections[id]!
+    let hello = connection.hello!
+    if connection.transport.encrypted, let presented = connection.transport.remoteFingerprint,
+      pins[hello.nodeID] == nil
+    {
+      pins[hello.nodeID] = presented
+      actions.append(.pin(nodeID: hello.nodeID, fingerprint: presented))
+    }
     if let existing = links[hello.nodeID], existing != id {
-      // Keep the link dialled by the smaller node id; ties (same dialler) keep the older link.
+      // A TLS link beats a plaintext one; otherwise keep the link dialled by the smaller node id; ties (same
+      // dialler) keep the older link. Both ends see the same encryption and diallers, so they decide alike.
       let existingDialler = connections[existing]!.outbound ? local.nodeID : hello.nodeID
       let newDialler = connection.outbound ? local.nodeID : hello.nodeID
-      if newDialler < existingDialler {
+      let existingEncrypted = connections[existing]!.transport.encrypted
+      let keepNew =
+        existingEncrypted != connection.transport.encrypted
+        ? connection.transport.encrypted : newDialler < existingDialler
+      if keepNew {
         links[hello.nodeID] = id
         connections[id]!.linkedSince = connections[existing]!.linkedSince
         connections[existing]!.linkedSince = nil
@@ -353,7 +584,13 @@ public struct LinkManager: Sendable {
         }
         continue
       }
-      guard connection.linkedSince != nil else { continue }
+      guard connection.linkedSince != nil else {
+        if now - connection.openedAt > configuration.handshakeTimeout && links[connection.hello!.nodeID] != id {
+          closeConnection(
+            id, reason: "no mesh-secret proof within \(configuration.handshakeTimeout) ms", into: &actions)
+        }
+        continue
+      }
       if now > connection.lastHeard && now - connection.lastHeard > configuration.deadAfter {
         closeConnection(id, reason: "no heartbeat for \(now - connection.lastHeard) ms", into: &actions)
         actions.append(contentsOf: closed(id, now: now))
@@ -374,7 +611,7 @@ public struct LinkManager: Sendable {
         addresses[key] = nil
         continue
       }
-      if address.source == .beacon, let nodeID = address.nodeID, local.nodeID > nodeID { continue }
+      if address.source.isHeardByAll, let nodeID = address.nodeID, local.nodeID > nodeID { continue }
       if address.retryAt != nil { dialIfDue(key, now: now, into: &actions) }
     }
     return actions
@@ -407,7 +644,8 @@ public struct LinkManager: Sendable {
         NodeStatus(
           nodeID: nodeID, name: connection.hello?.name, address: address, state: .linked,
           rttMillis: connection.rttMillis, source: source, inbound: !connection.outbound,
-          linkedSinceMillis: connection.linkedSince))
+          linkedSinceMillis: connection.linkedSince, encrypted: connection.transport.encrypted,
+          fingerprint: connection.transport.remoteFingerprint ?? pins[nodeID]))
       reported.insert(nodeID)
     }
     for key in addresses.keys.sorted() {
@@ -419,9 +657,17 @@ public struct LinkManager: Sendable {
       result.append(
         NodeStatus(
           nodeID: address.nodeID, name: nil, address: key, state: state, rttMillis: nil, source: address.source,
-          inbound: false, linkedSinceMillis: nil))
+          inbound: false, linkedSinceMillis: nil, encrypted: nil, fingerprint: address.nodeID.flatMap { pins[$0] }))
     }
     return result
+  }
+}
+
+extension LinkManager {
+  /// Forgets the pin of `nodeID` (its certificate was replaced on purpose); its next TLS link pins anew.
+  /// Returns whether there was one.
+  public mutating func unpin(_ nodeID: String) -> Bool {
+    pins.removeValue(forKey: nodeID) != nil
   }
 }
 

@@ -44,8 +44,14 @@ public enum MeshFrameCodec {
   public static let maxChatPayloadBytes = 4 * 1024 * 1024
   /// The most members in one session description.
   public static let maxSessionMembers = 4096
+  /// The largest challenge or proof in the link handshake (`authChallenge`, `authProof`), in bytes.
+  public static let maxAuthBytes = 64
   /// The most target peers (`toPeerIDs`) in one `sessionData` or `sessionEvent`.
   public static let maxTargetPeers = 4096
+  /// The largest `transferChunk` payload, in bytes (256 KiB).
+  public static let maxChunkBytes = 256 * 1024
+  /// The size of a SHA-256 digest in `transferEnd` / `transferFinished`.
+  public static let digestBytes = 32
 
   /// The frame for `message`: header plus payload, ready to send as one WebSocket binary message.
   ///
@@ -62,6 +68,10 @@ public enum MeshFrameCodec {
       writer.string(hello.name, field: "name")
       writer.string(hello.softwareVersion, field: "softwareVersion")
       writer.u16(hello.port)
+    case .authChallenge(let nonce):
+      writer.blob(nonce, field: "nonce", limit: self.maxAuthBytes)
+    case .authProof(let mac):
+      writer.blob(mac, field: "mac", limit: self.maxAuthBytes)
     case .heartbeat(let sequence, let sentAtMillis), .heartbeatAck(let sequence, let sentAtMillis):
       writer.u64(sequence)
       writer.u64(sentAtMillis)
@@ -125,6 +135,54 @@ public enum MeshFrameCodec {
       writer.u64(sequence)
     case .chat(let payload):
       writer.blob(payload, field: "payload", limit: self.maxChatPayloadBytes)
+    case .transferOffer(let offer):
+      writer.string(offer.transferID, field: "transferID")
+      writer.string(offer.sessionID, field: "sessionID")
+      writer.string(offer.fromPeerID, field: "fromPeerID")
+      writer.string(offer.fromDisplayName, field: "fromDisplayName")
+      writer.string(offer.toPeerID, field: "toPeerID")
+      writer.string(offer.name, field: "name")
+      writer.string(offer.contentType, field: "contentType")
+      writer.u64(offer.size)
+      writer.u8(offer.resume ? 1 : 0)
+    case .transferAccept(let transferID, let offset), .transferCredit(let transferID, let offset):
+      writer.string(transferID, field: "transferID")
+      writer.u64(offset)
+    case .transferReject(let transferID, let code, let message):
+      writer.string(transferID, field: "transferID")
+      writer.u8(code.wireCode)
+      writer.string(message, field: "message")
+    case .transferChunk(let transferID, let offset, let bytes):
+      writer.string(transferID, field: "transferID")
+      writer.u64(offset)
+      writer.blob(bytes, field: "bytes", limit: self.maxChunkBytes)
+    case .transferEnd(let transferID, let size, let sha256):
+      writer.string(transferID, field: "transferID")
+      writer.u64(size)
+      writer.digest(sha256)
+    case .transferFinished(let transferID, let sha256):
+      writer.string(transferID, field: "transferID")
+      writer.digest(sha256)
+    case .transferFailed(let transferID, let reason), .transferCancel(let transferID, let reason):
+      writer.string(transferID, field: "transferID")
+      writer.string(reason, field: "reason")
+    case .streamOpen(let offer):
+      writer.string(offer.streamID, field: "streamID")
+      writer.string(offer.sessionID, field: "sessionID")
+      writer.string(offer.fromPeerID, field: "fromPeerID")
+      writer.string(offer.fromDisplayName, field: "fromDisplayName")
+      writer.string(offer.toPeerID, field: "toPeerID")
+      writer.string(offer.name, field: "name")
+    case .streamData(let streamID, let offset, let bytes):
+      writer.string(streamID, field: "streamID")
+      writer.u64(offset)
+      writer.blob(bytes, field: "bytes", limit: self.maxChunkBytes)
+    case .streamCredit(let streamID, let offset):
+      writer.string(streamID, field: "streamID")
+      writer.u64(offset)
+    case .streamClose(let streamID, let reason):
+      writer.string(streamID, field: "streamID")
+      writer.string(reason, field: "reason")
     }
     return writer.finish()
   }
@@ -177,6 +235,10 @@ public enum MeshFrameCodec {
       let softwareVersion = try reader.string(field: "softwareVersion")
       let port = try reader.u16(field: "port")
       message = .hello(NodeHello(nodeID: nodeID, name: name, softwareVersion: softwareVersion, port: port))
+    case .authChallenge:
+      message = .authChallenge(nonce: try reader.blob(field: "nonce", limit: self.maxAuthBytes))
+    case .authProof:
+      message = .authProof(mac: try reader.blob(field: "mac", limit: self.maxAuthBytes))
     case .heartbeat:
       let sequence = try reader.u64(field: "sequence")
       message = .heartbeat(sequence: sequence, sentAtMillis: try reader.u64(field: "sentAtMillis"))
@@ -231,6 +293,70 @@ public enum MeshFrameCodec {
       message = .dataAck(sequence: try reader.u64(field: "sequence"))
     case .chat:
       message = .chat(payload: try reader.blob(field: "payload", limit: self.maxChatPayloadBytes))
+    case .transferOffer:
+      let transferID = try reader.string(field: "transferID")
+      let sessionID = try reader.string(field: "sessionID")
+      let fromPeerID = try reader.string(field: "fromPeerID")
+      let fromDisplayName = try reader.string(field: "fromDisplayName")
+      let toPeerID = try reader.string(field: "toPeerID")
+      let name = try reader.string(field: "name")
+      let contentType = try reader.string(field: "contentType")
+      let size = try reader.u64(field: "size")
+      let resume = try reader.flag(field: "resume")
+      message = .transferOffer(
+        TransferOffer(
+          transferID: transferID, sessionID: sessionID, fromPeerID: fromPeerID, fromDisplayName: fromDisplayName,
+          toPeerID: toPeerID, name: name, contentType: contentType, size: size, resume: resume))
+    case .transferAccept:
+      let transferID = try reader.string(field: "transferID")
+      message = .transferAccept(transferID: transferID, offset: try reader.u64(field: "offset"))
+    case .transferReject:
+      let transferID = try reader.string(field: "transferID")
+      let code = try reader.rejection()
+      message = .transferReject(transferID: transferID, code: code, message: try reader.string(field: "message"))
+    case .transferChunk:
+      let transferID = try reader.string(field: "transferID")
+      let offset = try reader.u64(field: "offset")
+      let bytes = try reader.blob(field: "bytes", limit: self.maxChunkBytes)
+      message = .transferChunk(transferID: transferID, offset: offset, bytes: bytes)
+    case .transferCredit:
+      let transferID = try reader.string(field: "transferID")
+      message = .transferCredit(transferID: transferID, offset: try reader.u64(field: "offset"))
+    case .transferEnd:
+      let transferID = try reader.string(field: "transferID")
+      let size = try reader.u64(field: "size")
+      message = .transferEnd(transferID: transferID, size: size, sha256: try reader.digest())
+    case .transferFinished:
+      let transferID = try reader.string(field: "transferID")
+      message = .transferFinished(transferID: transferID, sha256: try reader.digest())
+    case .transferFailed:
+      let transferID = try reader.string(field: "transferID")
+      message = .transferFailed(transferID: transferID, reason: try reader.string(field: "reason"))
+    case .transferCancel:
+      let transferID = try reader.string(field: "transferID")
+      message = .transferCancel(transferID: transferID, reason: try reader.string(field: "reason"))
+    case .streamOpen:
+      let streamID = try reader.string(field: "streamID")
+      let sessionID = try reader.string(field: "sessionID")
+      let fromPeerID = try reader.string(field: "fromPeerID")
+      let fromDisplayName = try reader.string(field: "fromDisplayName")
+      let toPeerID = try reader.string(field: "toPeerID")
+      let name = try reader.string(field: "name")
+      message = .streamOpen(
+        StreamOffer(
+          streamID: streamID, sessionID: sessionID, fromPeerID: fromPeerID, fromDisplayName: fromDisplayName,
+          toPeerID: toPeerID, name: name))
+    case .streamData:
+      let streamID = try reader.string(field: "streamID")
+      let offset = try reader.u64(field: "offset")
+      let bytes = try reader.blob(field: "bytes", limit: self.maxChunkBytes)
+      message = .streamData(streamID: streamID, offset: offset, bytes: bytes)
+    case .streamCredit:
+      let streamID = try reader.string(field: "streamID")
+      message = .streamCredit(streamID: streamID, offset: try reader.u64(field: "offset"))
+    case .streamClose:
+      let streamID = try reader.string(field: "streamID")
+      message = .streamClose(streamID: streamID, reason: try reader.string(field: "reason"))
     }
     guard reader.remaining == 0 else {
       throw MeshFrameError(.unusedPayloadBytes(count: reader.remaining), offset: reader.offset)
@@ -355,13 +481,16 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
   }
 }
 
-/// The frame type byte (header offset 3). 0x20–0x6F are reserved for sessions, invitations and data: 0x20–0x27
-/// invitations, 0x28–0x2F session membership, 0x30–0x3F data and events, 0x50 the chat app (the rest of the range
-/// is unassigned).
+/// The frame type byte (header offset 3). 0x01–0x0F are the link itself (0x04–0x05 the mesh-secret handshake).
+/// 0x20–0x6F are reserved for sessions, invitations, data and apps: 0x20–0x27 invitations, 0x28–0x2F session
+/// membership, 0x30–0x3F data and events, 0x40–0x48 resource transfers, 0x49–0x4C byte streams, 0x50 the chat app
+/// (the rest of the range is unassigned).
 enum MeshFrameType: UInt8 {
   case hello = 0x01
   case heartbeat = 0x02
   case heartbeatAck = 0x03
+  case authChallenge = 0x04
+  case authProof = 0x05
   case peerSnapshot = 0x10
   case peerUpdated = 0x11
   case peerRemoved = 0x12
@@ -375,6 +504,19 @@ enum MeshFrameType: UInt8 {
   case sessionData = 0x30
   case sessionEvent = 0x31
   case dataAck = 0x32
+  case transferOffer = 0x40
+  case transferAccept = 0x41
+  case transferReject = 0x42
+  case transferChunk = 0x43
+  case transferCredit = 0x44
+  case transferEnd = 0x45
+  case transferFinished = 0x46
+  case transferFailed = 0x47
+  case transferCancel = 0x48
+  case streamOpen = 0x49
+  case streamData = 0x4A
+  case streamCredit = 0x4B
+  case streamClose = 0x4C
   case chat = 0x50
   case goodbye = 0x7F
 
@@ -383,6 +525,8 @@ enum MeshFrameType: UInt8 {
     case .hello: self = .hello
     case .heartbeat: self = .heartbeat
     case .heartbeatAck: self = .heartbeatAck
+    case .authChallenge: self = .authChallenge
+    case .authProof: self = .authProof
     case .peerSnapshot: self = .peerSnapshot
     case .peerUpdated: self = .peerUpdated
     case .peerRemoved: self = .peerRemoved
@@ -398,6 +542,19 @@ enum MeshFrameType: UInt8 {
     case .sessionEvent: self = .sessionEvent
     case .dataAck: self = .dataAck
     case .chat: self = .chat
+    case .transferOffer: self = .transferOffer
+    case .transferAccept: self = .transferAccept
+    case .transferReject: self = .transferReject
+    case .transferChunk: self = .transferChunk
+    case .transferCredit: self = .transferCredit
+    case .transferEnd: self = .transferEnd
+    case .transferFinished: self = .transferFinished
+    case .transferFailed: self = .transferFailed
+    case .transferCancel: self = .transferCancel
+    case .streamOpen: self = .streamOpen
+    case .streamData: self = .streamData
+    case .streamCredit: self = .streamCredit
+    case .streamClose: self = .streamClose
     }
   }
 }
@@ -477,6 +634,29 @@ extension InvitationOutcome {
     case 1: self = .declined
     case 2: self = .expired
     case 3: self = .canceled
+    default: return nil
+    }
+  }
+}
+
+extension TransferRejection {
+  var wireCode: UInt8 {
+    switch self {
+    case .tooLarge: 0
+    case .insufficientStorage: 1
+    case .notMember: 2
+    case .unknownTransfer: 3
+    case .refused: 4
+    }
+  }
+
+  init?(wireCode: UInt8) {
+    switch wireCode {
+    case 0: self = .tooLarge
+    case 1: self = .insufficientStorage
+    case 2: self = .notMember
+    case 3: self = .unknownTransfer
+    case 4: self = .refused
     default: return nil
     }
   }
@@ -598,6 +778,14 @@ struct MeshFrameWriter {
     for peerID in peerIDs { self.string(peerID, field: "toPeerID") }
   }
 
+  /// A SHA-256 digest: exactly 32 raw bytes, no length prefix.
+  mutating func digest(_ value: [UInt8]) {
+    precondition(
+      value.count == MeshFrameCodec.digestBytes,
+      "MeshFrameCodec.encode: a SHA-256 digest is \(MeshFrameCodec.digestBytes) bytes, not \(value.count)")
+    self.bytes.append(contentsOf: value)
+  }
+
   /// The finished frame, with the payload length in the header.
   mutating func finish() -> [UInt8] {
     let length = self.bytes.count - MeshFrameCodec.headerSize
@@ -701,6 +889,20 @@ struct MeshFrameReader {
       throw MeshFrameError(.unknownEnumCode(field: "\(field)", code: code), offset: start)
     }
     return value
+  }
+
+  /// A boolean: one byte, 0 or 1 (anything else is an unknown code, keeping the encoding canonical).
+  mutating func flag(field: StaticString) throws(MeshFrameError) -> Bool {
+    try self.code(field: field) { $0 == 0 ? false : $0 == 1 ? true : nil }
+  }
+
+  mutating func rejection() throws(MeshFrameError) -> TransferRejection {
+    try self.code(field: "code", TransferRejection.init(wireCode:))
+  }
+
+  /// A SHA-256 digest: exactly 32 raw bytes.
+  mutating func digest() throws(MeshFrameError) -> [UInt8] {
+    Array(self.bytes[try self.take(MeshFrameCodec.digestBytes, field: "sha256")])
   }
 
   mutating func outcome() throws(MeshFrameError) -> InvitationOutcome {

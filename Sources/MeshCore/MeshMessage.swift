@@ -156,6 +156,12 @@ public struct NodeAddress: Sendable, Hashable {
 public enum MeshMessage: Sendable, Hashable {
   /// First frame on a link, sent by both sides.
   case hello(NodeHello)
+  /// Link handshake, sent right after `hello` by a node that has a mesh secret: a fresh random challenge (16–64
+  /// bytes) the other side must answer with ``authProof(mac:)``.
+  case authChallenge(nonce: [UInt8])
+  /// The answer to ``authChallenge(nonce:)``: HMAC-SHA256 under the mesh secret over the challenge, the prover's
+  /// role and both certificate fingerprints (see ``LinkManager``); empty when the sender has no mesh secret.
+  case authProof(mac: [UInt8])
   /// Liveness probe; the other side answers with ``heartbeatAck(sequence:sentAtMillis:)`` echoing both fields.
   case heartbeat(sequence: UInt64, sentAtMillis: UInt64)
   /// The answer to a heartbeat, used to measure the round-trip time.
@@ -190,6 +196,97 @@ public enum MeshMessage: Sendable, Hashable {
     sessionID: String, fromPeerID: String, toPeerIDs: [String], sequence: UInt64, name: String, object: [UInt8])
   /// Cumulative acknowledgement: every reliable frame up to `sequence` on this link was delivered.
   case dataAck(sequence: UInt64)
+  /// Sender's node → receiver's node: a resource transfer is offered (again, after a re-link, to resume it).
+  case transferOffer(TransferOffer)
+  /// Receiver's node → sender's node: send from `offset` (what the receiver already holds durably).
+  case transferAccept(transferID: String, offset: UInt64)
+  /// Receiver's node → sender's node: the offer is refused; `code` is a ``TransferRejection``.
+  case transferReject(transferID: String, code: TransferRejection, message: String)
+  /// Sender's node → receiver's node: the bytes at `offset` (at most ``MeshFrameCodec/maxChunkBytes``).
+  case transferChunk(transferID: String, offset: UInt64, bytes: [UInt8])
+  /// Receiver's node → sender's node: everything before `offset` is written; the window moves on.
+  case transferCredit(transferID: String, offset: UInt64)
+  /// Sender's node → receiver's node: every byte was sent; the whole content hashes to `sha256`.
+  case transferEnd(transferID: String, size: UInt64, sha256: [UInt8])
+  /// Receiver's node → sender's node: the content is complete, verified and in place.
+  case transferFinished(transferID: String, sha256: [UInt8])
+  /// Either node → the other: the transfer failed for good (`reason` is for people).
+  case transferFailed(transferID: String, reason: String)
+  /// Either node → the other: a party canceled the transfer; both sides stop and remove partial data.
+  case transferCancel(transferID: String, reason: String)
+  /// Sender's node → receiver's node: a byte stream opens.
+  case streamOpen(StreamOffer)
+  /// Sender's node → receiver's node: the stream's bytes at `offset` (at most ``MeshFrameCodec/maxChunkBytes``).
+  case streamData(streamID: String, offset: UInt64, bytes: [UInt8])
+  /// Receiver's node → sender's node: every byte before `offset` was handed to the reading client.
+  case streamCredit(streamID: String, offset: UInt64)
+  /// Either node → the other: the stream ends; an empty `reason` means the sender finished normally.
+  case streamClose(streamID: String, reason: String)
   /// The chat app's traffic between a room's host node and its member nodes: a ``ChatWire`` as UTF-8 JSON.
   case chat(payload: [UInt8])
+}
+
+/// A byte stream as the sender's node opens it at the receiver's node.
+public struct StreamOffer: Sendable, Hashable {
+  public var streamID: String
+  public var sessionID: String
+  public var fromPeerID: String
+  public var fromDisplayName: String
+  public var toPeerID: String
+  public var name: String
+
+  public init(
+    streamID: String, sessionID: String, fromPeerID: String, fromDisplayName: String, toPeerID: String, name: String
+  ) {
+    self.streamID = streamID
+    self.sessionID = sessionID
+    self.fromPeerID = fromPeerID
+    self.fromDisplayName = fromDisplayName
+    self.toPeerID = toPeerID
+    self.name = name
+  }
+}
+
+/// A resource transfer as the sender's node offers it to the receiver's node.
+public struct TransferOffer: Sendable, Hashable {
+  public var transferID: String
+  public var sessionID: String
+  public var fromPeerID: String
+  public var fromDisplayName: String
+  public var toPeerID: String
+  /// The sanitized file name.
+  public var name: String
+  public var contentType: String
+  public var size: UInt64
+  /// True when the sender offers it again after a link loss or restart (the receiver answers with its offset).
+  public var resume: Bool
+
+  public init(
+    transferID: String, sessionID: String, fromPeerID: String, fromDisplayName: String, toPeerID: String, name: String,
+    contentType: String, size: UInt64, resume: Bool
+  ) {
+    self.transferID = transferID
+    self.sessionID = sessionID
+    self.fromPeerID = fromPeerID
+    self.fromDisplayName = fromDisplayName
+    self.toPeerID = toPeerID
+    self.name = name
+    self.contentType = contentType
+    self.size = size
+    self.resume = resume
+  }
+}
+
+/// Why a receiver's node refused a transfer offer.
+public enum TransferRejection: String, Sendable, Hashable, CaseIterable {
+  /// The file is over the receiver's size limit.
+  case tooLarge
+  /// The receiver's disk would drop below its free-space reserve.
+  case insufficientStorage
+  /// The receiving peer is not on that node, or either party is not in the session.
+  case notMember
+  /// A resume offer for a transfer the receiver does not have (any more).
+  case unknownTransfer
+  /// Anything else (the message says what).
+  case refused
 }

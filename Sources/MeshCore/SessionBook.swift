@@ -1,3 +1,5 @@
+import Crypto
+
 /// Sessions and invitations across the mesh: MCSession + `invitePeer(_:to:withContext:timeout:)` as a sans-I/O
 /// state machine.
 ///
@@ -17,7 +19,32 @@
 ///
 /// Strategies: `pointToPoint` holds exactly two peers; in `star` only the hub (the creator) invites and spokes
 /// send only to the hub; `cluster` is everyone to everyone. `maxPeers` caps members plus pending invitations.
+///
+/// Encryption (DESIGN.md): the runtime tells the book how each link is carried (``LinkSecurity``, with
+/// ``nodeLinked(_:security:)``). A `required` session never crosses a plaintext link: inviting a peer behind one is a
+/// 409 `encryption_unavailable`, and reliable data for such a peer fails (`session.send.failed`). Verification codes
+/// are computed on each node from its own view of the link (both certificate fingerprints) and the invitation, so a
+/// relay in the middle, which must present its own certificates to both sides, makes the two codes differ.
 public struct SessionBook: Sendable {
+  /// How the link to a node is carried, as this node sees it.
+  public struct LinkSecurity: Sendable, Hashable {
+    /// The link runs over TLS.
+    public var encrypted: Bool
+    /// The fingerprint of the certificate this node presented on the link ("" on plaintext).
+    public var localFingerprint: String
+    /// The fingerprint of the certificate the other node presented ("" on plaintext).
+    public var remoteFingerprint: String
+
+    public init(encrypted: Bool, localFingerprint: String, remoteFingerprint: String) {
+      self.encrypted = encrypted
+      self.localFingerprint = localFingerprint
+      self.remoteFingerprint = remoteFingerprint
+    }
+
+    /// A plaintext link (no certificates).
+    public static let plaintext = LinkSecurity(encrypted: false, localFingerprint: "", remoteFingerprint: "")
+  }
+
   /// Why a command was refused; `status` is the HTTP status the REST layer should use.
   public struct Failure: Error, Equatable, Sendable, CustomStringConvertible {
     public let status: Int
@@ -105,8 +132,14 @@ public struct SessionBook: Sendable {
   /// Outcomes decided in this window before a re-link are repeated to the other side, in case the old link lost them.
   public static let repeatWindow: UInt64 = 30_000
 
-  public init(nodeID: String) {
+  /// How each linked node's link is carried.
+  public private(set) var linkSecurity: [String: LinkSecurity] = [:]
+  /// This node's own certificate fingerprint ("" without one), for invitations between two peers of this node.
+  public var localFingerprint: String
+
+  public init(nodeID: String, localFingerprint: String = "") {
     self.nodeID = nodeID
+    self.localFingerprint = localFingerprint
   }
 
   // MARK: - Queries
@@ -120,6 +153,13 @@ public struct SessionBook: Sendable {
   public func invitations(of peerID: String) -> [Invitation] {
     invitations.values.filter { $0.offer.fromPeerID == peerID || $0.offer.toPeerID == peerID }
       .sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }
+  }
+
+  /// Whether `session`'s traffic may go to `node` over its current link: always for this node itself and for
+  /// `none`/`optional` sessions; for `required` sessions only over an encrypted (TLS) link. Apps that send their own
+  /// frames for a session (files, streams, chat history) check this before sending.
+  public func mayCarry(_ session: SessionDescription, to node: String) -> Bool {
+    session.encryption != .required || node == nodeID || linkSecurity[node]?.encrypted == true
   }
 
   func member(_ peerID: String, of session: SessionDescription) -> SessionMember? {
@@ -219,6 +259,13 @@ public struct SessionBook: Sendable {
     if session.strategy == .star && fromPeerID != session.creatorPeerID {
       throw Failure(409, "strategy_violation", "in a star session only the hub (its creator) invites")
     }
+    if !mayCarry(session, to: to.nodeID) {
+      throw Failure(
+        409, "encryption_unavailable",
+        "this session requires encryption, but the link to \(to.displayName)'s node is not encrypted (TLS); link "
+          + "the nodes over TLS (the default; not --mesh-tls off), use encryption optional or none, or invite a peer "
+          + "on this node")
+    }
     let pendingCount = invitations.values.filter { $0.state == .pending && $0.offer.session.sessionID == sessionID }
       .count
     let active = session.members.filter { $0.state != .notConnected }.count + pendingCount
@@ -232,7 +279,7 @@ public struct SessionBook: Sendable {
     let offer = InvitationOffer(
       invitationID: invitationID, session: session, fromPeerID: fromPeerID, fromDisplayName: inviter.displayName,
       toPeerID: to.peerID, context: context, timeoutMillis: timeoutMillis,
-      verificationCode: Self.verificationCode(invitationID: invitationID, fromNode: nodeID, toNode: to.nodeID))
+      verificationCode: verificationCode(invitationID: invitationID, fromNode: nodeID, toNode: to.nodeID))
     let invitation = Invitation(
       offer: offer, fromNodeID: nodeID, toNodeID: to.nodeID, toDisplayName: to.displayName, state: .pending,
       expiresAt: now + UInt64(timeoutMillis) + (to.nodeID == nodeID ? 0 : answerGrace), createdAt: now)
@@ -433,6 +480,7 @@ public struct SessionBook: Sendable {
     }
     var directives: [Directive] = []
     var undelivered: [String] = []
+    var unencrypted: [String] = []
     var byNode: [String: [String]] = [:]
     for target in targets { byNode[target.nodeID, default: []].append(target.peerID) }
     for (node, peerIDs) in byNode.sorted(by: { $0.key < $1.key }) {
@@ -444,6 +492,10 @@ public struct SessionBook: Sendable {
       }
       guard linkedNodes.contains(node) else {
         undelivered.append(contentsOf: peerIDs)
+        continue
+      }
+      if !mayCarry(session, to: node) {
+        unencrypted.append(contentsOf: peerIDs)
         continue
       }
       var sequence: UInt64 = 0
@@ -474,7 +526,15 @@ public struct SessionBook: Sendable {
           peerID: fromPeerID,
           .sendFailed(sessionID: sessionID, undelivered: undelivered.sorted(), reason: "node not linked")))
     }
-    return (directives, undelivered.sorted())
+    if reliable && !unencrypted.isEmpty {
+      directives.append(
+        .notify(
+          peerID: fromPeerID,
+          .sendFailed(
+            sessionID: sessionID, undelivered: unencrypted.sorted(),
+            reason: "link not encrypted (the session requires encryption)")))
+    }
+    return (directives, (undelivered + unencrypted).sorted())
   }
 
   func event(_ sessionID: String, _ from: String, _ payload: [UInt8], _ reliable: Bool, _ name: String?) -> Event {
@@ -501,8 +561,11 @@ public struct SessionBook: Sendable {
     lastNow = max(lastNow, now)
     var directives: [Directive] = []
     switch message {
-    case .invite(let offer):
+    case .invite(var offer):
       guard invitations[offer.invitationID] == nil else { break }
+      // The code shown here is computed from this node's view of the link, never taken from the frame.
+      offer.verificationCode = verificationCode(
+        invitationID: offer.invitationID, fromNode: remoteNode, toNode: nodeID)
       let invitation = Invitation(
         offer: offer, fromNodeID: remoteNode, toNodeID: nodeID, toDisplayName: "", state: .pending,
         expiresAt: now + UInt64(offer.timeoutMillis), createdAt: now)
@@ -583,7 +646,8 @@ public struct SessionBook: Sendable {
   }
 
   /// A node was linked: a fresh link starts new sequence numbers on both sides.
-  public mutating func nodeLinked(_ remoteNode: String) -> [Directive] {
+  public mutating func nodeLinked(_ remoteNode: String, security: LinkSecurity = .plaintext) -> [Directive] {
+    linkSecurity[remoteNode] = security
     outgoingSequence[remoteNode] = 0
     incomingSequence[remoteNode] = 0
     var directives: [Directive] = []
@@ -652,10 +716,10 @@ public struct SessionBook: Sendable {
 
   /// The link to `remoteNode` moved to a new connection: data sent on the old one may be lost, so unacknowledged
   /// reliable data fails, sequences restart, and hosted sessions are re-sent.
-  public mutating func linkReplaced(_ remoteNode: String) -> [Directive] {
+  public mutating func linkReplaced(_ remoteNode: String, security: LinkSecurity = .plaintext) -> [Directive] {
     var directives: [Directive] = []
     failUnacknowledged(to: remoteNode, reason: "link to node replaced", into: &directives)
-    directives.append(contentsOf: nodeLinked(remoteNode))
+    directives.append(contentsOf: nodeLinked(remoteNode, security: security))
     return directives
   }
 
@@ -663,6 +727,7 @@ public struct SessionBook: Sendable {
   public mutating func nodeUnlinked(_ remoteNode: String) -> [Directive] {
     var directives: [Directive] = []
     failUnacknowledged(to: remoteNode, reason: "link to node lost", into: &directives)
+    linkSecurity[remoteNode] = nil
     outgoingSequence[remoteNode] = nil
     incomingSequence[remoteNode] = nil
     for sessionID in sessions.keys.sorted() {
@@ -742,14 +807,35 @@ public struct SessionBook: Sendable {
     }
   }
 
-  /// A six-digit code both sides show, derived from the invitation and both node ids (FNV-1a).
-  public static func verificationCode(invitationID: String, fromNode: String, toNode: String) -> String {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in "\(invitationID)|\(fromNode)|\(toNode)".utf8 {
-      hash ^= UInt64(byte)
-      hash = hash &* 0x0000_0100_0000_01B3
+  /// The code this node shows for an invitation from `fromNode` to `toNode`, from its own view of the link.
+  func verificationCode(invitationID: String, fromNode: String, toNode: String) -> String {
+    let link = fromNode == nodeID ? toNode : fromNode
+    let security =
+      link == nodeID
+      ? LinkSecurity(encrypted: true, localFingerprint: localFingerprint, remoteFingerprint: localFingerprint)
+      : linkSecurity[link] ?? .plaintext
+    let (fromFingerprint, toFingerprint) =
+      fromNode == nodeID
+      ? (security.localFingerprint, security.remoteFingerprint)
+      : (security.remoteFingerprint, security.localFingerprint)
+    return Self.verificationCode(
+      invitationID: invitationID, fromNode: fromNode, toNode: toNode, fromFingerprint: fromFingerprint,
+      toFingerprint: toFingerprint)
+  }
+
+  /// A six-digit code both sides show: SHA-256 over the invitation id, both node ids and both nodes' certificate
+  /// fingerprints (as each side saw them on the link; "" on plaintext), reduced modulo 10⁶.
+  public static func verificationCode(
+    invitationID: String, fromNode: String, toNode: String, fromFingerprint: String, toFingerprint: String
+  ) -> String {
+    var input = Array("meshgate-verification-v1".utf8)
+    for part in [invitationID, fromNode, toNode, fromFingerprint, toFingerprint] {
+      input.append(0)
+      input += Array(part.utf8)
     }
-    let code = String(hash % 1_000_000)
+    let digest = Crypto.sha256(input)
+    let value = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    let code = String(value % 1_000_000)
     return String(repeating: "0", count: 6 - code.count) + code
   }
 }

@@ -61,6 +61,9 @@ extension Simulation {
         send(message, from: node, on: id)
       case .close(let id, _):
         close(id, on: node)
+      case .pin, .refused:
+        // Simulated links are plaintext and secretless: nothing is pinned or refused.
+        break
       case .linkUp(let hello):
         stats.linkUps += 1
         changed()

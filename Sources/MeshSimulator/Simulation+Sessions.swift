@@ -55,12 +55,6 @@ extension Simulation {
     guard let target = nodes[node].directory.peer(targetID) else {
       throw SessionBook.Failure(404, "not_found", "no peer \(targetID) in the mesh")
     }
-    if let session = nodes[node].sessions.sessions[sessionID], session.encryption == .required,
-      target.nodeID != nodes[node].nodeID
-    {
-      throw SessionBook.Failure(
-        409, "encryption_unavailable", "this session requires encryption, but mesh links are not encrypted")
-    }
     let invitationID = "i\(nextInvitationNumber)"
     let (_, directives) = try nodes[node].sessions.invite(
       invitationID, from: peerID,

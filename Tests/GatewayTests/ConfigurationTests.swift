@@ -21,6 +21,17 @@ struct ConfigurationTests {
     #expect(configuration.logLevel == .info)
     #expect(configuration.maxBodyBytes == 1 << 20)
     #expect(configuration.eventRetention == 10_000)
+    #expect(configuration.discovery == .auto)
+  }
+
+  @Test func discoveryModesParseAndBadOnesNameEveryMode() throws {
+    for mode in NodeConfiguration.Discovery.allCases {
+      #expect(try configuration(["--discovery", mode.rawValue]).discovery == mode)
+    }
+    #expect(try configuration([], ["MESHGATE_DISCOVERY": "dnssd"]).discovery == .dnssd)
+    let error = #expect(throws: ConfigurationError.self) { try configuration(["--discovery", "bonjour"]) }
+    #expect(error?.message == "--discovery must be auto, dnssd, beacon, static or off (got \"bonjour\")")
+    #expect(NodeConfiguration.helpText.contains("default auto"))
   }
 
   @Test func flagsOverrideEnvironment() throws {
@@ -70,5 +81,63 @@ struct ConfigurationTests {
     } throws: { error in
       (error as? ConfigurationError)?.message.hasPrefix("MESHGATE_PORT must be") == true
     }
+  }
+}
+
+struct SecurityConfigurationTests {
+  func configuration(_ arguments: [String], _ environment: [String: String] = [:]) throws -> NodeConfiguration {
+    guard case .run(let configuration) = try NodeConfiguration.parse(arguments: arguments, environment: environment)
+    else {
+      Issue.record("expected a run command")
+      return NodeConfiguration()
+    }
+    return configuration
+  }
+
+  @Test func defaultsAreTLSWithoutSecretOrHTTPS() throws {
+    let configuration = try configuration([])
+    #expect(configuration.meshTLS)
+    #expect(configuration.meshSecret == nil)
+    #expect(configuration.tlsCertificatePath == nil && configuration.tlsKeyPath == nil)
+  }
+
+  @Test func flagsAndEnvironmentSetThem() throws {
+    let flags = try configuration([
+      "--mesh-tls", "off", "--mesh-secret", "a-long-secret", "--tls-cert", "/c.pem", "--tls-key=/k.pem",
+    ])
+    #expect(!flags.meshTLS)
+    #expect(flags.meshSecret == "a-long-secret")
+    #expect(flags.tlsCertificatePath == "/c.pem" && flags.tlsKeyPath == "/k.pem")
+    let environment = try configuration(
+      [],
+      [
+        "MESHGATE_MESH_TLS": "off", "MESHGATE_MESH_SECRET": "from-the-env", "MESHGATE_TLS_CERT": "/e.pem",
+        "MESHGATE_TLS_KEY": "/e.key",
+      ])
+    #expect(!environment.meshTLS)
+    #expect(environment.meshSecret == "from-the-env")
+    #expect(environment.tlsCertificatePath == "/e.pem" && environment.tlsKeyPath == "/e.key")
+    #expect(try configuration(["--mesh-tls", "on"], ["MESHGATE_MESH_TLS": "off"]).meshTLS)
+  }
+
+  @Test(arguments: [
+    (["--mesh-tls", "yes"], "--mesh-tls must be on or off"),
+    (["--mesh-secret", "short"], "--mesh-secret must be 8 to 1024 bytes"),
+    (["--tls-cert", "/c.pem"], "--tls-cert and --tls-key go together"),
+    (["--tls-key", "/k.pem"], "--tls-cert and --tls-key go together"),
+    (["--tls-cert", ""], "--tls-cert must be the path of a PEM file"),
+  ])
+  func badValuesAreExplained(_ arguments: [String], _ message: String) {
+    let error = #expect(throws: ConfigurationError.self) {
+      try NodeConfiguration.parse(arguments: arguments, environment: [:])
+    }
+    #expect(error?.message.hasPrefix(message) == true, "\(error?.message ?? "")")
+  }
+
+  @Test func anEnvironmentSecretIsCheckedToo() {
+    let error = #expect(throws: ConfigurationError.self) {
+      try NodeConfiguration.parse(arguments: [], environment: ["MESHGATE_MESH_SECRET": "x"])
+    }
+    #expect(error?.message.hasPrefix("MESHGATE_MESH_SECRET must be 8 to 1024 bytes") == true)
   }
 }

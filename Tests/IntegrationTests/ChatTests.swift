@@ -173,6 +173,25 @@ struct ChatTests {
     }
   }
 
+  @Test func roomsNeverCrossAPlaintextLink() async throws {
+    try await withMesh(count: 2, arguments: ["--mesh-tls", "off"]) { nodes in
+      try await awaitLinks(nodes)
+      let hana = try nodes[0].meshPeer("hana")
+      let bob = try nodes[1].meshPeer("bob")
+      let chatID = try Self.host(hana, "Plain")
+      var response: HTTPResponse?
+      try await eventuallyAsync(timeout: .seconds(15), message: "the room is advertised to bob's node") {
+        response = try bob.post("/api/v1/chats/\(chatID)/join", json: "{}")
+        return response!.status != 404
+      }
+      #expect(
+        response?.status == 409 && errorCode(response!) == "encryption_unavailable", "\(String(describing: response))")
+      #expect(errorMessage(response!)?.contains("TLS") == true)
+      let members = try hana.get("/api/v1/chats/\(chatID)").jsonObject()["members"] as? [[String: Any]]
+      #expect(members?.count == 1, "nobody joined over the plaintext link")
+    }
+  }
+
   @Test func badInput() async throws {
     try await withNode { node in
       let hana = try node.createPeer("hana")

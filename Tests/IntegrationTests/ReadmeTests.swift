@@ -74,7 +74,8 @@ struct ReadmeTests {
         "\"state\":\"linked\"", "\"skills\":\"plumbing\"", "\"verificationCode\"", "\"state\":\"accepted\"",
         "\"state\":\"connected\"", "session.data", "session.event", "invitation.received", "\"transceiving\":true",
         "\"receivedFrom\":{", "\"assignedTo\":{", "\"payment\":\"120.00\"", "\"name\":\"Kitchen crew\"",
-        "\"body\":\"I do\"", "\"seq\":2",
+        "\"body\":\"I do\"", "\"seq\":2", "hello from alice\n", "\nfrom\n", "\"direction\":\"outgoing\"",
+        "\"state\":\"finished\"", "\"sha256\":\"",
       ] {
         #expect(result.output.contains(expected), "README mesh output lacks \(expected):\n\(result.output)")
       }

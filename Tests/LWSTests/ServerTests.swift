@@ -9,7 +9,26 @@ final class EchoDelegate: ServerDelegate {
   unowned(unsafe) var server: Server!
   let receivedBodySizes = Mutex<[Int]>([])
 
-  func bodyLimit(for head: HTTPRequestHead) -> Int { 1000 }
+  /// Streamed bodies of `POST /upload`, by request (service thread only).
+  var uploads: [RequestID: [UInt8]] = [:]
+
+  func bodyLimit(for head: HTTPRequestHead) -> Int { head.path == "/upload" ? 4 << 20 : 1000 }
+
+  func streamsBody(for head: HTTPRequestHead) -> Bool { head.path == "/upload" }
+
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
+    uploads[id, default: []] += bytes
+    // Pause after every piece and resume a moment later from another thread, as a slow consumer would.
+    server.setBodyFlow(id, enabled: false)
+    let server = self.server!
+    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(1)) {
+      server.execute { server.setBodyFlow(id, enabled: true) }
+    }
+  }
+
+  func requestBodyEnded(_ id: RequestID) {
+    server.respond(to: id, with: LWS.HTTPResponse(status: 200, body: uploads.removeValue(forKey: id) ?? []))
+  }
 
   func handle(_ request: HTTPRequest) {
     receivedBodySizes.withLock { $0.append(request.body.count) }
@@ -30,6 +49,26 @@ final class EchoDelegate: ServerDelegate {
       server.respond(to: request.id, with: LWS.HTTPResponse(status: 200, contentType: "text/plain", isStream: true))
       for part in ["one\n", "two\n", "three\n"] { _ = server.writeStream(request.id, Array(part.utf8)) }
       server.endStream(request.id)
+    case (.post, "/upload"):
+      if head.query["reject"] != nil {
+        // Answered before reading any of the body.
+        server.respond(to: request.id, with: LWS.HTTPResponse(status: 409, body: Array("no".utf8)))
+        return
+      }
+      // Nothing is read until the flow is enabled, a little later.
+      uploads[request.id] = []
+      let server = self.server!
+      let id = request.id
+      DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) {
+        server.execute { server.setBodyFlow(id, enabled: true) }
+      }
+    case (.get, "/file"), (.head, "/file"):
+      var response = LWS.HTTPResponse(status: 206, contentType: "application/octet-stream")
+      response.file = HTTPFileBody(
+        path: head.query["path"] ?? "", offset: Int(head.query["offset"] ?? "") ?? 0,
+        length: Int(head.query["length"] ?? "") ?? 0)
+      response.omitBody = head.method == .head
+      server.respond(to: request.id, with: response)
     case (.get, "/later"):
       // Answer from another thread, handing the work back to the service thread.
       let server = self.server!
@@ -61,6 +100,17 @@ final class EchoDelegate: ServerDelegate {
         server.send(OutboundMessage(bytes: [UInt8](repeating: 7, count: 30_000), binary: true), to: id)
       }
       _ = server.send(OutboundMessage(text: "\(results)"), to: id)
+    case .text(let bytes) where bytes == Array("burst".utf8):
+      // Many frames queued in one turn of the loop, with both header sizes a coalesced frame can have (7-bit and 16-bit
+      // lengths; larger messages go out one by one): the writable callback frames them together.
+      let sizes = [0, 1, 125, 126, 200, 4_000, 30_000] + Array(repeating: 10, count: 100)
+      for (index, size) in sizes.enumerated() {
+        let payload = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: size)
+        _ = server.send(OutboundMessage(bytes: payload, binary: index % 2 == 0), to: id)
+      }
+      _ = server.send(OutboundMessage(text: "end of burst"), to: id)
+    case .text(let bytes) where bytes == Array("stats".utf8):
+      _ = server.send(OutboundMessage(text: "coalesced \(server.statistics().coalescedWrites > 0)"), to: id)
     case .text(let bytes) where bytes == Array("bye".utf8):
       server.close(id, code: 4000, reason: "asked to leave")
     case .text(let bytes):
@@ -217,6 +267,27 @@ struct ServerTests {
     }
   }
 
+  @Test func sendsBurstsOfQueuedFramesIntactAndInOrder() async throws {
+    try await withServer { _, port in
+      let socket = try WebSocketClient(port: port, path: "/ws")
+      defer { socket.close() }
+      _ = try socket.receiveText()
+      try socket.send(text: "burst")
+      let sizes = [0, 1, 125, 126, 200, 4_000, 30_000] + Array(repeating: 10, count: 100)
+      for (index, size) in sizes.enumerated() {
+        let expected = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: size)
+        if index % 2 == 0 {
+          #expect(try socket.receiveBinary() == expected, "frame \(index)")
+        } else {
+          #expect(try socket.receiveText() == String(decoding: expected, as: UTF8.self), "frame \(index)")
+        }
+      }
+      #expect(try socket.receiveText() == "end of burst")
+      try socket.send(text: "stats")
+      #expect(try socket.receiveText() == "coalesced true")
+    }
+  }
+
   @Test func closesOnOversizeWebSocketMessageWith1009() async throws {
     try await withServer { _, port in
       let socket = try WebSocketClient(port: port, path: "/ws")
@@ -315,4 +386,59 @@ actor LoopProbe {
   init(server: Server) { self.server = server }
 
   func onServiceThread() -> Bool { server.inLoop }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct StreamedBodyTests {
+  @Test func streamedBodiesArriveWholeThroughPausesAndResumes() async throws {
+    try await withServer { _, port in
+      for size in [0, 1, 70_000, 1_000_003] {
+        let body = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 9) }
+        let response = try HTTPClient.post(port: port, path: "/upload", body: body)
+        #expect(response.status == 200, "size \(size)")
+        #expect(response.body == body, "size \(size): got \(response.body.count) bytes")
+      }
+    }
+  }
+
+  @Test func keepAliveContinuesAfterAStreamedBody() async throws {
+    try await withServer { _, port in
+      let connection = try HTTPConnection(port: port)
+      defer { connection.close() }
+      let first = try connection.send(method: "POST", path: "/upload", body: Array("abc".utf8))
+      #expect(first.text == "abc")
+      let second = try connection.send(method: "GET", path: "/hello")
+      #expect(second.text == "hi")
+    }
+  }
+
+  @Test func aStreamedBodyOverTheLimitIs413AndAnEarlyAnswerArrives() async throws {
+    try await withServer { _, port in
+      let tooLarge = try HTTPClient.post(port: port, path: "/upload", body: [UInt8](repeating: 1, count: (4 << 20) + 1))
+      #expect(tooLarge.status == 413)
+      let early = try HTTPClient.post(port: port, path: "/upload?reject=1", body: [UInt8](repeating: 2, count: 200_000))
+      #expect(early.status == 409)
+      #expect(early.text == "no")
+    }
+  }
+
+  @Test func fileResponsesSendTheRequestedRange() async throws {
+    let path = NSTemporaryDirectory() + "lws-file-\(UUID().uuidString)"
+    let bytes = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    try await withServer { _, port in
+      for (offset, length) in [(0, 200_000), (10, 100), (65_530, 70_000), (5, 0)] {
+        let response = try HTTPClient.get(port: port, path: "/file?path=\(path)&offset=\(offset)&length=\(length)")
+        #expect(response.status == 206)
+        #expect(response.header("content-length") == String(length))
+        #expect(response.body == Array(bytes[offset..<(offset + length)]), "\(offset)+\(length)")
+      }
+      let head = try HTTPClient.request(port: port, method: "HEAD", path: "/file?path=\(path)&offset=0&length=1000")
+      #expect(head.header("content-length") == "1000")
+      #expect(head.body.isEmpty)
+      let missing = try HTTPClient.get(port: port, path: "/file?path=/nonexistent/x&offset=0&length=10")
+      #expect(missing.status == 500)
+    }
+  }
 }

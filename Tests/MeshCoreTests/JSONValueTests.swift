@@ -51,8 +51,16 @@ struct JSONValueTests {
     #expect(JSONValue.double(.nan).serializedString() == "null")
   }
 
-  @Test func escapesControlCharactersOnOutput() {
+  @Test func escapesControlCharactersOnOutput() throws {
     #expect(JSONValue.string("a\u{01}b").serializedString() == #""a\u0001b""#)
+    #expect(JSONValue.string("\u{1f}").serializedString() == #""\u001f""#)
+    #expect(JSONValue.string("q\"b\\n\nr\rt\t").serializedString() == #""q\"b\\n\nr\rt\t""#)
+    #expect(JSONValue.string("").serializedString() == #""""#)
+    #expect(JSONValue.string("é😀 plain").serializedString() == "\"é😀 plain\"")
+    // Every string survives a round trip, escapes at the start, middle and end included.
+    for text in ["\"", "\\x", "x\n", "\u{0}\u{7f}é\"", String(repeating: "ab\"", count: 100)] {
+      #expect(try JSONValue.parse(JSONValue.string(text).serialized()) == .string(text), "\(text.debugDescription)")
+    }
   }
 
   @Test func objectSubscriptSetsReplacesAndRemoves() {

@@ -144,7 +144,7 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
       manager.status(now: 20) == [
         .init(
           nodeID: "b", name: "B", address: "h:9", state: .linked, rttMillis: nil, source: .seed, inbound: false,
-          linkedSinceMillis: 10)
+          linkedSinceMillis: 10, encrypted: false)
       ])
   }
 
@@ -156,7 +156,7 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
       manager.status(now: 20) == [
         .init(
           nodeID: "b", name: "B", address: "10.0.0.1:8080", state: .linked, rttMillis: nil, source: nil,
-          inbound: true, linkedSinceMillis: 4)
+          inbound: true, linkedSinceMillis: 4, encrypted: false)
       ])
   }
 
@@ -431,6 +431,28 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
     #expect(seeded.status(now: 100_000).count == 1)
   }
 
+  @Test func dnssdDiscoveriesFollowTheBeaconRules() {
+    // Only the smaller node id dials, the source shows as dnssd, nodes found this way get no directory, and the
+    // address is forgotten once DNS-SD stops reporting it.
+    var small = manager("a")
+    var large = manager("b")
+    #expect(
+      small.discovered(nodeID: "b", host: "hb", port: 9, source: .dnssd, now: 0)
+        == [.connect(firstDial, host: "hb", port: 9)])
+    #expect(large.discovered(nodeID: "a", host: "ha", port: 9, source: .dnssd, now: 0).isEmpty)
+    #expect(large.status(now: 0).map(\.source) == [.dnssd])
+    var hub = manager("m")
+    linkInbound(&hub, "x", id: 1, now: 0)
+    _ = hub.discovered(nodeID: "y", host: "10.0.0.9", port: 8080, source: .dnssd, now: 1)
+    _ = hub.inboundOpened(2, remoteHost: "10.0.0.9", now: 1)
+    #expect(
+      !hub.received(.hello(hello("y")), on: 2, now: 1).contains {
+        if case .send(_, .nodeDirectory) = $0 { true } else { false }
+      })
+    #expect(large.tick(now: 30_001).isEmpty)
+    #expect(large.status(now: 30_001).isEmpty)
+  }
+
   @Test func linkedBeaconAddressIsNotForgotten() {
     var small = manager("a")
     _ = small.discovered(nodeID: "b", host: "hb", port: 9, now: 0)
@@ -576,7 +598,7 @@ private struct Pair {
   mutating func run(_ side: Int, _ actions: [LinkManager.Action]) {
     for action in actions {
       switch action {
-      case .connect: break
+      case .connect, .pin, .refused: break
       case .send(let id, let message): enqueue(side, id, .frame(message))
       case .close(let id, _):
         enqueue(side, id, .closed)
@@ -731,10 +753,10 @@ private struct Pair {
       manager.status(now: 700) == [
         .init(
           nodeID: "c", name: "C", address: "10.0.0.1:8080", state: .linked, rttMillis: nil, source: nil,
-          inbound: true, linkedSinceMillis: 100),
+          inbound: true, linkedSinceMillis: 100, encrypted: false),
         .init(
           nodeID: "z", name: "Z", address: "s1:9", state: .linked, rttMillis: 12, source: .seed, inbound: false,
-          linkedSinceMillis: 0),
+          linkedSinceMillis: 0, encrypted: false),
         .init(
           nodeID: "a", name: nil, address: "b1:9", state: .waiting, rttMillis: nil, source: .beacon, inbound: false,
           linkedSinceMillis: nil),

@@ -208,12 +208,48 @@ private let linkSamples: [MeshMessage] = [
   ]),
 ]
 
+private let digest = Array(0..<32).map { UInt8($0) }
+
+/// Resource transfer frames (0x40–0x48): every case, every rejection code, empty and maximum chunks, extremes.
+private let transferSamples: [MeshMessage] =
+  [
+    .transferOffer(
+      TransferOffer(
+        transferID: "t-1", sessionID: "s-1", fromPeerID: "p-1", fromDisplayName: "Ada", toPeerID: "p-2",
+        name: "report.pdf", contentType: "application/pdf", size: 1 << 40, resume: false)),
+    .transferOffer(
+      TransferOffer(
+        transferID: "", sessionID: "", fromPeerID: "", fromDisplayName: "", toPeerID: "", name: "", contentType: "",
+        size: .max, resume: true)),
+    .transferAccept(transferID: "t-1", offset: 0),
+    .transferAccept(transferID: "t-1", offset: .max),
+    .transferChunk(transferID: "t-1", offset: 65536, bytes: Array(0...255)),
+    .transferChunk(transferID: "", offset: 0, bytes: []),
+    .transferChunk(transferID: "t", offset: .max, bytes: [UInt8](repeating: 0xAB, count: 1000)),
+    .transferCredit(transferID: "t-1", offset: 1 << 33),
+    .transferEnd(transferID: "t-1", size: 0, sha256: digest),
+    .transferFinished(transferID: "t-1", sha256: digest.reversed()),
+    .transferFailed(transferID: "t-1", reason: "sha256 mismatch"),
+    .transferCancel(transferID: "t-1", reason: ""),
+    .streamOpen(
+      StreamOffer(
+        streamID: "st-1", sessionID: "s-1", fromPeerID: "p-1", fromDisplayName: "Ada", toPeerID: "p-2",
+        name: "camera 📷")),
+    .streamOpen(StreamOffer(streamID: "", sessionID: "", fromPeerID: "", fromDisplayName: "", toPeerID: "", name: "")),
+    .streamData(streamID: "st-1", offset: 0, bytes: Array(0...255)),
+    .streamData(streamID: "", offset: .max, bytes: []),
+    .streamCredit(streamID: "st-1", offset: 1 << 40),
+    .streamClose(streamID: "st-1", reason: ""),
+    .streamClose(streamID: "st-1", reason: "the reader went away"),
+  ] + TransferRejection.allCases.map { .transferReject(transferID: "t-1", code: $0, message: "no space ⛔️") }
+
 /// Messages covering every case.
-private let samples: [MeshMessage] = linkSamples + sessionSamples
+private let samples: [MeshMessage] = linkSamples + sessionSamples + transferSamples
 
 /// Every frame type byte of protocol version 1.
 private let knownTypes: [UInt8] = [
-  0x01, 0x02, 0x03, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x50, 0x7F,
+  0x01, 0x02, 0x03, 0x04, 0x05, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x40,
+  0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x50, 0x7F,
 ]
 
 /// A seeded xorshift64 generator (Marsaglia 2003), so every run fuzzes the same inputs.
@@ -618,7 +654,10 @@ private struct XorShift64 {
   }
 
   @Test func rejectsTheUnassignedRestOf0x20Through0x6F() {
-    let assigned: Set<UInt8> = [0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x50]
+    let assigned: Set<UInt8> = [
+      0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,
+      0x49, 0x4A, 0x4B, 0x4C, 0x50,
+    ]
     #expect(Set(knownTypes).intersection(0x20...0x6F) == assigned)
     for type in UInt8(0x20)...UInt8(0x6F) where !assigned.contains(type) {
       #expect(decodeError(frame(type, wire("x")))?.reason == .unknownType(type))
@@ -644,6 +683,17 @@ private struct XorShift64 {
       (.sessionData(sessionID: "", fromPeerID: "", toPeerIDs: [], sequence: 0, payload: []), 0x30),
       (.sessionEvent(sessionID: "", fromPeerID: "", toPeerIDs: [], sequence: 0, name: "", object: []), 0x31),
       (.dataAck(sequence: 0), 0x32),
+      (.transferAccept(transferID: "", offset: 0), 0x41),
+      (.transferReject(transferID: "", code: .refused, message: ""), 0x42),
+      (.transferChunk(transferID: "", offset: 0, bytes: []), 0x43),
+      (.transferCredit(transferID: "", offset: 0), 0x44),
+      (.transferEnd(transferID: "", size: 0, sha256: digest), 0x45),
+      (.transferFinished(transferID: "", sha256: digest), 0x46),
+      (.transferFailed(transferID: "", reason: ""), 0x47),
+      (.transferCancel(transferID: "", reason: ""), 0x48),
+      (.streamData(streamID: "", offset: 0, bytes: []), 0x4A),
+      (.streamCredit(streamID: "", offset: 0), 0x4B),
+      (.streamClose(streamID: "", reason: ""), 0x4C),
       (.chat(payload: []), 0x50),
     ]
     for (message, type) in types {
@@ -1275,5 +1325,50 @@ private struct XorShift64 {
       let peers = (0..<4100).map { PeerAnnouncement(peerID: "\($0)", displayName: name) }
       _ = MeshFrameCodec.encode(.peerSnapshot(peers))
     }
+  }
+}
+
+@Suite struct MeshFrameCodecTransferTests {
+  @Test func transferChunkBytesAreAsDocumented() throws {
+    let bytes = MeshFrameCodec.encode(.transferChunk(transferID: "t", offset: 258, bytes: [9, 8]))
+    #expect(bytes == frame(0x43, wire("t") + be64(258) + blob([9, 8])))
+  }
+
+  @Test func transferOfferBytesAreAsDocumented() throws {
+    let offer = TransferOffer(
+      transferID: "t", sessionID: "s", fromPeerID: "a", fromDisplayName: "A", toPeerID: "b", name: "f.txt",
+      contentType: "text/plain", size: 5, resume: true)
+    let strings = wire("t") + wire("s") + wire("a") + wire("A") + wire("b") + wire("f.txt") + wire("text/plain")
+    let expected = frame(0x40, strings + be64(5) + [1])
+    #expect(MeshFrameCodec.encode(.transferOffer(offer)) == expected)
+  }
+
+  @Test func roundTripsAMaximumChunk() throws {
+    let message = MeshMessage.transferChunk(
+      transferID: "t", offset: 1, bytes: [UInt8](repeating: 0xAB, count: MeshFrameCodec.maxChunkBytes))
+    #expect(try MeshFrameCodec.decode(MeshFrameCodec.encode(message)) == message)
+  }
+
+  @Test func rejectsAResumeFlagOtherThanZeroOrOne() {
+    let payload = wire("t") + wire("s") + wire("a") + wire("A") + wire("b") + wire("f") + wire("x") + be64(5) + [2]
+    #expect(decodeError(frame(0x40, payload))?.reason == .unknownEnumCode(field: "resume", code: 2))
+  }
+
+  @Test func streamDataBytesAreAsDocumented() {
+    #expect(
+      MeshFrameCodec.encode(.streamData(streamID: "s", offset: 3, bytes: [1]))
+        == frame(0x4A, wire("s") + be64(3) + blob([1])))
+  }
+
+  @Test func rejectsUnknownRejectionCodes() {
+    #expect(decodeError(frame(0x42, wire("t") + [5] + wire("m")))?.reason == .unknownEnumCode(field: "code", code: 5))
+  }
+
+  @Test func rejectsShortDigestsAndOversizeChunks() {
+    let short = decodeError(frame(0x46, wire("t") + [UInt8](repeating: 1, count: 31)))
+    #expect(short?.reason == .truncatedField(field: "sha256", needed: 32, available: 31))
+    let size = MeshFrameCodec.maxChunkBytes + 1
+    let oversize = decodeError(frame(0x43, wire("t") + be64(0) + be32(size) + [UInt8](repeating: 0, count: size)))
+    #expect(oversize?.reason == .blobTooLarge(field: "bytes", bytes: size, limit: MeshFrameCodec.maxChunkBytes))
   }
 }

@@ -354,7 +354,8 @@ extension SessionBookTests {
           == InvitationOffer(
             invitationID: "i1", session: session, fromPeerID: "a1", fromDisplayName: "A1", toPeerID: "a2",
             context: [1, 2], timeoutMillis: 5000,
-            verificationCode: SessionBook.verificationCode(invitationID: "i1", fromNode: "A", toNode: "A")))
+            verificationCode: SessionBook.verificationCode(
+              invitationID: "i1", fromNode: "A", toNode: "A", fromFingerprint: "", toFingerprint: "")))
       #expect(invitation.id == "i1")
       #expect(invitation.fromNodeID == "A")
       #expect(invitation.toNodeID == "A")
@@ -529,12 +530,23 @@ extension SessionBookTests {
       let sent = try mesh.invite("b1", on: "B", by: "a1", on: "A", id: "i1")
       mesh.deliverAll()
       let code = sent.offer.verificationCode
-      #expect(code == "566698", "FNV-1a of \"i1|A|B\" modulo 10^6")
+      // SHA-256("meshgate-verification-v1\0i1\0A\0B\0\0"), first 8 bytes big-endian, modulo 10^6 (plaintext link:
+      // empty fingerprints).
+      #expect(code == "817385")
       #expect(mesh["B"].invitations["i1"]?.offer.verificationCode == code)
-      #expect(code == SessionBook.verificationCode(invitationID: "i1", fromNode: "A", toNode: "B"))
-      #expect(SessionBook.verificationCode(invitationID: "i1", fromNode: "B", toNode: "A") == "834530")
+      #expect(
+        code
+          == SessionBook.verificationCode(
+            invitationID: "i1", fromNode: "A", toNode: "B", fromFingerprint: "", toFingerprint: ""))
+      #expect(
+        SessionBook.verificationCode(
+          invitationID: "i1", fromNode: "B", toNode: "A", fromFingerprint: "", toFingerprint: "")
+          == "096008")
 
-      let codes = (0..<2000).map { SessionBook.verificationCode(invitationID: "inv-\($0)", fromNode: "A", toNode: "B") }
+      let codes = (0..<2000).map {
+        SessionBook.verificationCode(
+          invitationID: "inv-\($0)", fromNode: "A", toNode: "B", fromFingerprint: "", toFingerprint: "")
+      }
       #expect(codes.allSatisfy { $0.count == 6 && $0.allSatisfy { "0123456789".contains($0) } })
       #expect(codes.contains { $0.hasPrefix("0") }, "small values are zero-padded to six digits")
       #expect(Set(codes).count > 1990)
@@ -690,7 +702,10 @@ extension SessionBookTests {
 
       let sent = try mesh.invite("n1", on: "N", by: "m1", on: "M", id: "i2")
       #expect(sent.fromNodeID == "M")
-      #expect(sent.offer.verificationCode == "671807")
+      #expect(
+        sent.offer.verificationCode
+          == SessionBook.verificationCode(
+            invitationID: "i2", fromNode: "M", toNode: "N", fromFingerprint: "", toFingerprint: ""))
       mesh.deliverAll()
       try mesh.answer("i2", by: "n1", on: "N")
       mesh.deliverAll()
@@ -1677,6 +1692,106 @@ extension SessionBookTests {
       let delivered = mesh.log("n1").contains("s: reliable data from m1 [42]")
       let failed = mesh.log("m1").contains { $0.contains("failed") }
       #expect(delivered || failed)
+    }
+  }
+}
+
+// MARK: - Encryption and verification codes
+
+extension SessionBookTests {
+  @Suite struct Encryption {
+    /// Tells both ends that the A–B link runs over TLS with these certificates, as each end saw them.
+    fileprivate static func encrypt(
+      _ mesh: inout Mesh, _ first: String = "A", _ second: String = "B", seenByFirst: (String, String),
+      seenBySecond: (String, String)
+    ) {
+      mesh.perform(first) {
+        $0.linkReplaced(
+          second,
+          security: SessionBook.LinkSecurity(
+            encrypted: true, localFingerprint: seenByFirst.0, remoteFingerprint: seenByFirst.1))
+      }
+      mesh.perform(second) {
+        $0.linkReplaced(
+          first,
+          security: SessionBook.LinkSecurity(
+            encrypted: true, localFingerprint: seenBySecond.0, remoteFingerprint: seenBySecond.1))
+      }
+    }
+
+    fileprivate static func requiredSession(_ mesh: inout Mesh) {
+      mesh.perform("A") { book in
+        _ = book.createSession(
+          "s", creator: member("a1", "A"), strategy: .cluster, encryption: .required, maxPeers: 8)
+        return []
+      }
+    }
+
+    @Test func aRequiredSessionRefusesAnInviteeBehindAPlaintextLink() throws {
+      var mesh = Mesh(["A", "B"])
+      Self.requiredSession(&mesh)
+      expectFailure(409, "encryption_unavailable") { try mesh.invite("b1", on: "B", by: "a1", on: "A") }
+      #expect(mesh.sent.isEmpty, "nothing crossed the plaintext link")
+      // A peer on the same node needs no link.
+      try mesh.invite("a2", on: "A", by: "a1", on: "A")
+    }
+
+    @Test func aRequiredSessionCrossesAnEncryptedLinkAndNotALaterPlaintextOne() throws {
+      var mesh = Mesh(["A", "B"])
+      Self.encrypt(&mesh, seenByFirst: ("fa", "fb"), seenBySecond: ("fb", "fa"))
+      Self.requiredSession(&mesh)
+      let sent = try mesh.invite("b1", on: "B", by: "a1", on: "A", id: "i1")
+      mesh.deliverAll()
+      try mesh.answer("i1", by: "b1", on: "B")
+      mesh.deliverAll()
+      #expect(mesh["A"].sessions["s"]?.members.map(\.peerID) == ["a1", "b1"])
+      #expect(sent.offer.session.encryption == .required)
+      #expect(try mesh.send(from: "a1", on: "A", to: ["b1"]).isEmpty)
+      mesh.deliverAll()
+      #expect(mesh.log("b1").last == "s: reliable data from a1 [1]")
+
+      // The link comes back over plaintext (say the TLS one was lost): required data no longer crosses it.
+      mesh.replaceLink("A", "B")
+      mesh.deliverAll()
+      mesh.clearLogs()
+      #expect(try mesh.send(from: "a1", on: "A", to: ["b1"]) == ["b1"])
+      #expect(mesh.log("a1") == ["s: failed b1 (link not encrypted (the session requires encryption))"])
+      #expect(!mesh.sent.contains { if case .sessionData = $0.message { true } else { false } })
+    }
+
+    @Test func optionalAndNoneSessionsCrossPlaintextLinks() throws {
+      for encryption in [SessionEncryption.optional, .none] {
+        var mesh = Mesh(["A", "B"])
+        mesh.perform("A") { book in
+          _ = book.createSession(
+            "s", creator: member("a1", "A"), strategy: .cluster, encryption: encryption, maxPeers: 8)
+          return []
+        }
+        try mesh.invite("b1", on: "B", by: "a1", on: "A")
+      }
+    }
+
+    @Test func codesMatchOverAnHonestLinkAndDifferThroughARelay() throws {
+      // Honest: each side saw the other's real certificate.
+      var honest = Mesh(["A", "B"])
+      Self.encrypt(&honest, seenByFirst: ("fa", "fb"), seenBySecond: ("fb", "fa"))
+      honest.createSession(by: "a1", on: "A")
+      let sent = try honest.invite("b1", on: "B", by: "a1", on: "A", id: "i1")
+      honest.deliverAll()
+      #expect(sent.offer.verificationCode == "277653", "SHA-256 over i1, A, B, fa, fb")
+      #expect(honest["B"].invitations["i1"]?.offer.verificationCode == sent.offer.verificationCode)
+
+      // A relay in the middle terminates TLS on both sides with its own certificates (fm1 towards A, fm2 towards B)
+      // and forwards the frames, including the code A put in the offer: B computes its own and ignores that one.
+      var relayed = Mesh(["A", "B"])
+      Self.encrypt(&relayed, seenByFirst: ("fa", "fm1"), seenBySecond: ("fb", "fm2"))
+      relayed.createSession(by: "a1", on: "A")
+      let relayedSent = try relayed.invite("b1", on: "B", by: "a1", on: "A", id: "i1")
+      relayed.deliverAll()
+      let shownByB = try #require(relayed["B"].invitations["i1"]?.offer.verificationCode)
+      #expect(relayedSent.offer.verificationCode != shownByB)
+      #expect(relayedSent.offer.verificationCode != sent.offer.verificationCode)
+      #expect(shownByB != sent.offer.verificationCode)
     }
   }
 }

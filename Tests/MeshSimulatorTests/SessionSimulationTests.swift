@@ -652,3 +652,33 @@ private func checkDelivery(
     #expect(other.stats != first.stats)
   }
 }
+
+/// The encryption rule in a simulated mesh, whose links are plaintext (the simulator models no TLS).
+@Suite struct EncryptionSimulationTests {
+  @Test func requiredSessionsStayOnTheirNodeOverPlaintextLinks() throws {
+    let simulation = linkedMesh(nodes: 3, seed: 8, extraPeers: 1)
+    let required = simulation.createSession(creator: "p0", encryption: .required)
+    let refused = #expect(throws: SessionBook.Failure.self) {
+      try simulation.invite(from: "p0", to: "p1", session: required)
+    }
+    #expect(refused?.status == 409)
+    #expect(refused?.code == "encryption_unavailable")
+    // A peer on the host's own node joins; nothing about the session crossed a link.
+    let local = try simulation.invite(from: "p0", to: "p0x0", session: required)
+    simulation.run(for: 50)
+    try simulation.accept(local, by: "p0x0")
+    simulation.run(for: 200)
+    #expect(members(simulation, required, on: 0) == ["p0", "p0x0"])
+    for node in 1..<3 { #expect(simulation.session(required, on: node) == nil, "node \(node)") }
+
+    // optional and none sessions cross the same links.
+    for encryption in [SessionEncryption.optional, .none] {
+      let crossing = simulation.createSession(creator: "p0", encryption: encryption)
+      let invitation = try simulation.invite(from: "p0", to: "p2", session: crossing)
+      simulation.run(for: 50)
+      try simulation.accept(invitation, by: "p2")
+      simulation.run(for: 200)
+      #expect(members(simulation, crossing, on: 2) == ["p0", "p2"], "\(encryption)")
+    }
+  }
+}

@@ -1,0 +1,520 @@
+/// Byte streams (MCSession startStream, Nearby STREAM payloads): a writer's request body flows, as it arrives, across
+/// the mesh to a reader's streaming response, with credit-based backpressure from the reader back to the writer.
+///
+/// Layers 4 and 6, on the lws service thread inside the ``Node`` actor. Nothing is stored: the writer's node forwards
+/// each piece of `PUT /api/v1/streams/{id}` as a `streamData` frame while the window (``StreamFlow``) has room and
+/// pauses reading the request otherwise; the reader's node queues at most a window of bytes and writes them to
+/// `GET /api/v1/streams/{id}` as the socket drains, crediting what it wrote. Streams do not survive a link loss or a
+/// restart (both ends see `stream.closed` with a reason).
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+/// One stream as a node holds it. Confined to the service thread.
+final class LiveStream {
+  var record: StreamRecord
+  /// Writer side.
+  var flow: StreamFlow?
+  var writer: RequestID?
+  var writerSocket: WebSocketID?
+  var writerPaused = false
+  var writerEnded = false
+  var writerDone: CheckedContinuation<Void, any Error>?
+  /// Reader side.
+  var intake: StreamIntake?
+  var reader: RequestID?
+  var readerSocket: WebSocketID?
+  var buffer: [[UInt8]] = []
+  var senderFinished = false
+  var lastCredit: UInt64 = 0
+
+  init(record: StreamRecord) {
+    self.record = record
+  }
+}
+
+@available(*, unavailable)
+extension LiveStream: Sendable {}
+
+/// A stream as shown to its two peers.
+struct StreamRecord: Sendable {
+  var id: String
+  var direction: TransferDirection
+  var sessionID: String
+  var fromPeerID: String
+  var fromDisplayName: String
+  var fromNodeID: String
+  var toPeerID: String
+  var toDisplayName: String
+  var toNodeID: String
+  var name: String
+  /// open, closed (the writer finished and the reader took everything) or failed.
+  var state: String
+  var bytes: UInt64
+  var reason: String?
+  var createdAt: String
+}
+
+/// Stream state owned by the node actor.
+struct StreamRuntime {
+  var outgoing: [String: LiveStream] = [:]
+  var incoming: [String: LiveStream] = [:]
+  var byWriter: [RequestID: LiveStream] = [:]
+  var byReader: [RequestID: LiveStream] = [:]
+  var bySocket: [WebSocketID: LiveStream] = [:]
+}
+
+extension Node {
+  static let streamWindow: UInt64 = 1 << 20
+  /// The reader's response queue is refilled only below this many bytes.
+  static let streamReaderQueue = 256 << 10
+
+  // MARK: - REST
+
+  func openStream(_ context: RequestContext) throws -> HTTPResponse {
+    let peer = context.authenticatedPeer
+    let session = try ownSession(context)
+    let body = try RequestBody(context.request)
+    try body.allowOnly(["to", "name"])
+    let toID = try body.requiredString("to")
+    let name = try body.optionalString("name") ?? "stream"
+    guard !name.isEmpty, name.utf8.count <= 255, !name.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+      throw APIError.badRequest("name must be 1–255 UTF-8 bytes without control characters")
+    }
+    guard toID != peer.id else {
+      throw APIError.badRequest("to is the writer itself; open the stream to another member of the session")
+    }
+    let target = try connectedRecipient(toID, in: session)
+    let record = StreamRecord(
+      id: UUID().uuidString.lowercased(), direction: .outgoing, sessionID: session.sessionID, fromPeerID: peer.id,
+      fromDisplayName: peer.displayName, fromNodeID: nodeID, toPeerID: toID, toDisplayName: target.displayName,
+      toNodeID: target.nodeID, name: name, state: "open", bytes: 0, reason: nil, createdAt: Timestamp.now())
+    let stream = LiveStream(record: record)
+    stream.flow = StreamFlow(window: Self.streamWindow)
+    streams.outgoing[record.id] = stream
+    sendStreamFrame(
+      .streamOpen(
+        StreamOffer(
+          streamID: record.id, sessionID: record.sessionID, fromPeerID: peer.id, fromDisplayName: peer.displayName,
+          toPeerID: toID, name: name)), to: target.nodeID)
+    return .json(["stream": streamJSON(record)], status: 201)
+  }
+
+  /// `PUT /api/v1/streams/{id}`: the writer's bytes, forwarded as they arrive; answered when the reader took them all.
+  func writeStream(_ context: RequestContext) async throws -> HTTPResponse {
+    let id = context.parameters["streamId"] ?? ""
+    guard let stream = streams.outgoing[id], stream.record.fromPeerID == context.authenticatedPeer.id else {
+      throw APIError.notFound("no stream \(id) opened by this peer; open one with POST /api/v1/sessions/{id}/streams")
+    }
+    guard stream.record.state == "open", stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded else {
+      throw APIError(
+        status: 409, code: "stream_busy",
+        message: "stream \(id) is \(stream.record.state) or already has a writer; open a new stream")
+    }
+    stream.writer = context.request.id
+    streams.byWriter[context.request.id] = stream
+    server.setBodyFlow(context.request.id, enabled: true)
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      stream.writerDone = continuation
+    }
+    return .json(["stream": streamJSON(stream.record)])
+  }
+
+  /// `GET /api/v1/streams/{id}`: the stream's bytes for its reader, as they arrive (the body ends when the writer
+  /// finishes).
+  func readStream(_ context: RequestContext) throws -> HTTPResponse {
+    let id = context.parameters["streamId"] ?? ""
+    guard let stream = streams.incoming[id], stream.record.toPeerID == context.authenticatedPeer.id else {
+      throw APIError.notFound("no stream \(id) to this peer; streams opened to it are announced as stream.opened")
+    }
+    guard stream.record.state == "open" || !stream.buffer.isEmpty, stream.reader == nil, stream.readerSocket == nil
+    else {
+      throw APIError(
+        status: 409, code: "stream_busy", message: "stream \(id) is \(stream.record.state) or already has a reader")
+    }
+    stream.reader = context.request.id
+    streams.byReader[context.request.id] = stream
+    // The response goes out when this handler returns; fill it right after.
+    Task { if let stream = self.streams.incoming[id] { self.pumpReader(stream) } }
+    return HTTPResponse(
+      status: 200, contentType: "application/octet-stream",
+      headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
+  }
+
+  // MARK: - Writer side
+
+  /// A piece of a streamed request body: an upload's or a stream writer's.
+  func bodyReceived(_ requestID: RequestID, _ bytes: [UInt8]) {
+    if transfers.byUpload[requestID] != nil {
+      uploadBodyReceived(requestID, bytes)
+    } else {
+      streamBodyReceived(requestID, bytes)
+    }
+  }
+
+  func bodyEnded(_ requestID: RequestID) {
+    if transfers.byUpload[requestID] != nil {
+      uploadBodyEnded(requestID)
+    } else {
+      streamBodyEnded(requestID)
+    }
+  }
+
+  func streamBodyReceived(_ requestID: RequestID, _ bytes: [UInt8]) {
+    guard let stream = streams.byWriter[requestID] else { return }
+    forward(stream, bytes)
+  }
+
+  /// Sends a writer's bytes on as `streamData` frames of at most 256 KiB, then pauses the writer if it must wait.
+  func forward(_ stream: LiveStream, _ bytes: [UInt8]) {
+    guard var flow = stream.flow, stream.record.state == "open" else { return }
+    var start = 0
+    while start < bytes.count {
+      let end = min(bytes.count, start + MeshFrameCodec.maxChunkBytes)
+      let piece = Array(bytes[start..<end])
+      sendStreamFrame(
+        .streamData(streamID: stream.record.id, offset: flow.sent, bytes: piece), to: stream.record.toNodeID)
+      flow.didSend(piece.count)
+      start = end
+    }
+    stream.flow = flow
+    stream.record.bytes = flow.sent
+    throttleWriter(stream)
+  }
+
+  func streamBodyEnded(_ requestID: RequestID) {
+    guard let stream = streams.byWriter[requestID], stream.record.state == "open" else { return }
+    stream.writerEnded = true
+    sendStreamFrame(.streamClose(streamID: stream.record.id, reason: ""), to: stream.record.toNodeID)
+    finishWriterIfDrained(stream)
+  }
+
+  /// Pauses the writer while the window is closed or the link is congested, and lets it go on otherwise.
+  func throttleWriter(_ stream: LiveStream) {
+    guard let flow = stream.flow, !stream.writerEnded, stream.writer != nil || stream.writerSocket != nil else {
+      return
+    }
+    let local = stream.record.toNodeID == nodeID
+    let blocked = flow.isBlocked || (!local && !linkHasRoom(stream.record.toNodeID))
+    if blocked != stream.writerPaused {
+      stream.writerPaused = blocked
+      if let writer = stream.writer { server.setBodyFlow(writer, enabled: !blocked) }
+      if let socket = stream.writerSocket { server.setReceiveFlow(socket, enabled: !blocked) }
+    }
+  }
+
+  func finishWriterIfDrained(_ stream: LiveStream) {
+    guard stream.writerEnded, stream.flow?.isDrained == true, stream.record.state == "open" else { return }
+    closeStream(stream, state: "closed", reason: nil, notify: false)
+  }
+
+  /// Every mesh tick: writers held back by a congested link try again.
+  func streamTick() {
+    for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
+  }
+
+  // MARK: - Reader side
+
+  func pumpReader(_ stream: LiveStream) {
+    guard var intake = stream.intake else { return }
+    if let socket = stream.readerSocket {
+      while !stream.buffer.isEmpty, let queued = server.queuedBytes(socket), queued < Self.streamReaderQueue {
+        let piece = stream.buffer.removeFirst()
+        guard server.send(OutboundMessage(bytes: piece, binary: true), to: socket) == .queued else { break }
+        intake.handedOver(piece.count)
+      }
+      stream.intake = intake
+      stream.record.bytes = intake.delivered
+      sendCreditIfDue(stream)
+      if stream.senderFinished && stream.buffer.isEmpty {
+        server.close(socket, code: 1000, reason: "end of stream")
+        streams.bySocket[socket] = nil
+        stream.readerSocket = nil
+        if stream.record.state == "open" { closeStream(stream, state: "closed", reason: nil, notify: false) }
+      }
+      return
+    }
+    guard let reader = stream.reader else { return }
+    while !stream.buffer.isEmpty, let queued = server.streamQueuedBytes(reader), queued < Self.streamReaderQueue {
+      let piece = stream.buffer.removeFirst()
+      guard server.writeStream(reader, piece) else { break }
+      intake.handedOver(piece.count)
+    }
+    stream.intake = intake
+    stream.record.bytes = intake.delivered
+    sendCreditIfDue(stream)
+    if stream.senderFinished && stream.buffer.isEmpty {
+      server.endStream(reader)
+      streams.byReader[reader] = nil
+      stream.reader = nil
+      if stream.record.state == "open" { closeStream(stream, state: "closed", reason: nil, notify: false) }
+    }
+  }
+
+  func sendCreditIfDue(_ stream: LiveStream) {
+    guard let delivered = stream.intake?.delivered, delivered > stream.lastCredit, stream.record.state == "open" else {
+      return
+    }
+    stream.lastCredit = delivered
+    sendStreamFrame(.streamCredit(streamID: stream.record.id, offset: delivered), to: stream.record.fromNodeID)
+  }
+
+  func streamResponseDrained(_ requestID: RequestID) {
+    guard let stream = streams.byReader[requestID] else { return }
+    pumpReader(stream)
+  }
+
+  // MARK: - Mesh messages
+
+  /// Sends a stream frame to `nodeID`, or hands it to this node itself when both ends are here.
+  func sendStreamFrame(_ message: MeshMessage, to nodeID: String) {
+    if nodeID == self.nodeID {
+      let from = self.nodeID
+      Task { self.streamMessage(message, from: from) }
+      return
+    }
+    sendTransferFrame(message, to: nodeID)
+  }
+
+  func streamMessage(_ message: MeshMessage, from nodeID: String) {
+    switch message {
+    case .streamOpen(let offer):
+      guard streams.incoming[offer.streamID] == nil, let peer = peers[offer.toPeerID],
+        let session = mesh.sessions.sessions[offer.sessionID],
+        session.members.contains(where: { $0.peerID == offer.toPeerID }),
+        session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
+      else {
+        sendStreamFrame(
+          .streamClose(
+            streamID: offer.streamID, reason: "peer \(offer.toPeerID) is not in session \(offer.sessionID) there"),
+          to: nodeID)
+        return
+      }
+      let record = StreamRecord(
+        id: offer.streamID, direction: .incoming, sessionID: offer.sessionID, fromPeerID: offer.fromPeerID,
+        fromDisplayName: offer.fromDisplayName, fromNodeID: nodeID, toPeerID: peer.id,
+        toDisplayName: peer.displayName, toNodeID: self.nodeID, name: offer.name, state: "open", bytes: 0,
+        reason: nil, createdAt: Timestamp.now())
+      let stream = LiveStream(record: record)
+      stream.intake = StreamIntake()
+      streams.incoming[record.id] = stream
+      publishStreamEvent("stream.opened", stream)
+    case .streamData(let id, let offset, let bytes):
+      guard let stream = streams.incoming[id], stream.record.fromNodeID == nodeID, var intake = stream.intake,
+        stream.record.state == "open"
+      else { return }
+      guard intake.arrived(offset: offset, count: bytes.count) else {
+        closeStream(stream, state: "failed", reason: "protocol error: stream data out of order", notify: true)
+        return
+      }
+      stream.intake = intake
+      if !bytes.isEmpty { stream.buffer.append(bytes) }
+      pumpReader(stream)
+    case .streamCredit(let id, let offset):
+      guard let stream = streams.outgoing[id], stream.record.toNodeID == nodeID, var flow = stream.flow,
+        flow.credit(offset)
+      else { return }
+      stream.flow = flow
+      throttleWriter(stream)
+      finishWriterIfDrained(stream)
+    case .streamClose(let id, let reason):
+      if let stream = streams.incoming[id], stream.record.fromNodeID == nodeID, reason.isEmpty {
+        stream.senderFinished = true
+        pumpReader(stream)
+        if stream.reader == nil && stream.buffer.isEmpty && stream.record.state == "open" {
+          closeStream(stream, state: "closed", reason: nil, notify: false)
+        }
+        return
+      }
+      for stream in [streams.outgoing[id], streams.incoming[id]].compactMap({ $0 })
+      where stream.record.fromNodeID == nodeID || stream.record.toNodeID == nodeID {
+        closeStream(stream, state: "failed", reason: reason.isEmpty ? "closed" : reason, notify: false)
+      }
+    default:
+      break
+    }
+  }
+
+  // MARK: - Ending
+
+  func closeStream(_ stream: LiveStream, state: String, reason: String?, notify: Bool) {
+    guard stream.record.state == "open" else { return }
+    stream.record.state = state
+    stream.record.reason = reason
+    if notify {
+      let other = stream.record.direction == .outgoing ? stream.record.toNodeID : stream.record.fromNodeID
+      sendStreamFrame(.streamClose(streamID: stream.record.id, reason: reason ?? "closed"), to: other)
+    }
+    if let writer = stream.writer {
+      streams.byWriter[writer] = nil
+      stream.writer = nil
+    }
+    if let done = stream.writerDone {
+      stream.writerDone = nil
+      if state == "closed" {
+        done.resume()
+      } else {
+        done.resume(
+          throwing: APIError(
+            status: 502, code: "stream_failed", message: "the stream failed: \(reason ?? "no reason given")"))
+      }
+    }
+    if state != "closed" {
+      for socket in [stream.writerSocket, stream.readerSocket].compactMap({ $0 }) {
+        server.close(socket, code: 1011, reason: reason ?? "stream failed")
+        streams.bySocket[socket] = nil
+      }
+      stream.writerSocket = nil
+      stream.readerSocket = nil
+    }
+    if let reader = stream.reader, state != "closed" {
+      server.endStream(reader)
+      streams.byReader[reader] = nil
+      stream.reader = nil
+      stream.buffer = []
+    }
+    var data: JSONObject = ["stream": streamJSON(stream.record)]
+    data["reason"] = reason.map { .string($0) } ?? .null
+    publishStreamEvent("stream.closed", stream, data: data)
+  }
+
+  /// A writer or reader went away.
+  func streamRequestClosed(_ requestID: RequestID) {
+    if let stream = streams.byWriter.removeValue(forKey: requestID) {
+      stream.writer = nil
+      if !stream.writerEnded {
+        closeStream(stream, state: "failed", reason: "the writer disconnected before the end", notify: true)
+      }
+    }
+    if let stream = streams.byReader.removeValue(forKey: requestID) {
+      stream.reader = nil
+      closeStream(stream, state: "failed", reason: "the reader disconnected", notify: true)
+    }
+  }
+
+  func streamsLinkDown(_ nodeID: String) {
+    for stream in Array(streams.outgoing.values) + Array(streams.incoming.values)
+    where stream.record.state == "open" && (stream.record.toNodeID == nodeID || stream.record.fromNodeID == nodeID)
+      && stream.record.fromNodeID != stream.record.toNodeID
+    {
+      closeStream(stream, state: "failed", reason: "the link to the other node was lost", notify: false)
+    }
+  }
+
+  // MARK: - WebSocket transport
+
+  /// The stream id of `/api/v1/streams/{id}/ws`: the stream's writer sends binary frames there (closing the socket
+  /// ends the stream), its reader receives binary frames (the node closes with 1000 at the end).
+  static func streamSocketID(_ path: String) -> String? {
+    let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+    guard segments.count == 5, segments[0] == "api", segments[1] == "v1", segments[2] == "streams",
+      segments[4] == "ws"
+    else { return nil }
+    return String(segments[3])
+  }
+
+  func acceptStreamSocket(_ head: HTTPRequestHead) -> WebSocketDecision {
+    do throws(APIError) {
+      let peer = try authenticate(head, allowQueryToken: true)
+      let id = Self.streamSocketID(head.path) ?? ""
+      if let stream = streams.outgoing[id], stream.record.fromPeerID == peer.id {
+        guard stream.record.state == "open", stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded
+        else { throw APIError(status: 409, code: "stream_busy", message: "stream \(id) already has a writer") }
+        return .accept
+      }
+      if let stream = streams.incoming[id], stream.record.toPeerID == peer.id {
+        guard stream.reader == nil, stream.readerSocket == nil, stream.record.state == "open" else {
+          throw APIError(status: 409, code: "stream_busy", message: "stream \(id) already has a reader")
+        }
+        return .accept
+      }
+      throw APIError.notFound("no stream \(id) written or read by this peer")
+    } catch {
+      return .reject(error.response)
+    }
+  }
+
+  func streamSocketOpened(_ socket: WebSocketID, head: HTTPRequestHead) {
+    guard let peer = try? authenticate(head, allowQueryToken: true), let id = Self.streamSocketID(head.path) else {
+      server.close(socket, code: 4401, reason: "token no longer valid")
+      return
+    }
+    if let stream = streams.outgoing[id], stream.record.fromPeerID == peer.id, stream.writerSocket == nil,
+      stream.writer == nil, stream.record.state == "open"
+    {
+      stream.writerSocket = socket
+      streams.bySocket[socket] = stream
+      throttleWriter(stream)
+    } else if let stream = streams.incoming[id], stream.record.toPeerID == peer.id, stream.readerSocket == nil,
+      stream.reader == nil, stream.record.state == "open"
+    {
+      stream.readerSocket = socket
+      streams.bySocket[socket] = stream
+      pumpReader(stream)
+    } else {
+      server.close(socket, code: 4409, reason: "stream busy or closed")
+    }
+  }
+
+  /// Whether `socket` belongs to a stream (and the message was handled).
+  func streamSocketReceived(_ socket: WebSocketID, _ message: WebSocketMessage) -> Bool {
+    guard let stream = streams.bySocket[socket] else { return false }
+    guard stream.writerSocket == socket, case .binary(let bytes) = message else {
+      server.close(socket, code: 1003, reason: "stream writers send binary frames; readers send nothing")
+      return true
+    }
+    forward(stream, bytes)
+    return true
+  }
+
+  /// Whether `socket` belonged to a stream (and its end was handled).
+  func streamSocketClosed(_ socket: WebSocketID) -> Bool {
+    guard let stream = streams.bySocket.removeValue(forKey: socket) else { return false }
+    if stream.writerSocket == socket {
+      // The writer closing its socket ends the stream.
+      stream.writerSocket = nil
+      guard stream.record.state == "open", !stream.writerEnded else { return true }
+      stream.writerEnded = true
+      sendStreamFrame(.streamClose(streamID: stream.record.id, reason: ""), to: stream.record.toNodeID)
+      finishWriterIfDrained(stream)
+    } else if stream.readerSocket == socket {
+      stream.readerSocket = nil
+      closeStream(stream, state: "failed", reason: "the reader disconnected", notify: true)
+    }
+    return true
+  }
+
+  func streamSocketDrained(_ socket: WebSocketID) {
+    guard let stream = streams.bySocket[socket], stream.readerSocket == socket else { return }
+    pumpReader(stream)
+  }
+
+  // MARK: - Events
+
+  func publishStreamEvent(_ type: String, _ stream: LiveStream, data: JSONObject? = nil) {
+    let peerID = stream.record.direction == .outgoing ? stream.record.fromPeerID : stream.record.toPeerID
+    guard peers[peerID] != nil else { return }
+    let payload = data ?? ["stream": streamJSON(stream.record)]
+    publishInBackground([(peerID: peerID, type: type, data: .object(payload))])
+  }
+
+  func streamJSON(_ record: StreamRecord) -> JSONValue {
+    var object: JSONObject = [
+      "id": .string(record.id), "sessionId": .string(record.sessionID),
+      "direction": .string(record.direction.rawValue), "name": .string(record.name),
+      "state": .string(record.state), "bytes": .int(Int64(record.bytes)),
+      "from": [
+        "id": .string(record.fromPeerID), "displayName": .string(record.fromDisplayName),
+        "nodeId": .string(record.fromNodeID),
+      ],
+      "to": [
+        "id": .string(record.toPeerID), "displayName": .string(record.toDisplayName),
+        "nodeId": .string(record.toNodeID),
+      ],
+      "createdAt": .string(record.createdAt),
+    ]
+    object["reason"] = record.reason.map { .string($0) } ?? .null
+    return .object(object)
+  }
+}

@@ -1,0 +1,119 @@
+/// Resource transfer records in SQLite (migration 5). One row per side a node holds: `outgoing` on the sender's
+/// node, `incoming` on the receiver's (both, for a transfer between two peers of one node).
+import MeshCore
+import Store
+
+/// Which side of a transfer a record is.
+enum TransferDirection: String, Sendable {
+  case outgoing, incoming
+}
+
+/// A transfer as stored and shown (`GET /api/v1/transfers/{id}`).
+struct TransferRecord: Sendable, Equatable {
+  var id: String
+  var direction: TransferDirection
+  var sessionID: String
+  var fromPeerID: String
+  var fromDisplayName: String
+  var fromNodeID: String
+  var toPeerID: String
+  var toDisplayName: String
+  var toNodeID: String
+  var name: String
+  var contentType: String
+  var size: UInt64
+  /// Bytes durable at the receiver (as far as this side knows).
+  var bytes: UInt64
+  /// pending, inProgress, interrupted, finished, failed or canceled.
+  var state: String
+  var reason: String?
+  /// Lowercase hex, once the whole content is known.
+  var sha256: String?
+  /// The spool or partial file while in progress; the final file once finished.
+  var path: String
+  var resumedFrom: UInt64?
+  var createdAt: String
+  var updatedAt: String
+
+  var isTerminal: Bool { state == "finished" || state == "failed" || state == "canceled" }
+}
+
+extension NodeStore {
+  static let transfersMigration = Migration(
+    version: 7, name: "resource transfers",
+    sql: """
+      CREATE TABLE transfers(
+        id TEXT NOT NULL,
+        direction TEXT NOT NULL CHECK (direction IN ('outgoing', 'incoming')),
+        session_id TEXT NOT NULL,
+        from_peer_id TEXT NOT NULL,
+        from_display_name TEXT NOT NULL,
+        from_node_id TEXT NOT NULL,
+        to_peer_id TEXT NOT NULL,
+        to_display_name TEXT NOT NULL,
+        to_node_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        size INTEGER NOT NULL CHECK (size >= 0),
+        bytes INTEGER NOT NULL DEFAULT 0,
+        state TEXT NOT NULL,
+        reason TEXT,
+        sha256 TEXT,
+        path TEXT NOT NULL,
+        resumed_from INTEGER,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (id, direction)
+      );
+      """)
+
+  func saveTransfer(_ record: TransferRecord) async throws {
+    try await database.write { connection in
+      try connection.execute(
+        """
+        INSERT OR REPLACE INTO transfers(id, direction, session_id, from_peer_id, from_display_name, from_node_id,
+          to_peer_id, to_display_name, to_node_id, name, content_type, size, bytes, state, reason, sha256, path,
+          resumed_from, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """,
+        [
+          .text(record.id), .text(record.direction.rawValue), .text(record.sessionID), .text(record.fromPeerID),
+          .text(record.fromDisplayName), .text(record.fromNodeID), .text(record.toPeerID),
+          .text(record.toDisplayName), .text(record.toNodeID), .text(record.name), .text(record.contentType),
+          .integer(Int64(record.size)), .integer(Int64(record.bytes)), .text(record.state),
+          record.reason.map { .text($0) } ?? .null, record.sha256.map { .text($0) } ?? .null, .text(record.path),
+          record.resumedFrom.map { .integer(Int64($0)) } ?? .null, .text(record.createdAt), .text(record.updatedAt),
+        ])
+    }
+  }
+
+  func allTransfers() async throws -> [TransferRecord] {
+    try await database.read { connection in
+      try connection.query(
+        """
+        SELECT id, direction, session_id, from_peer_id, from_display_name, from_node_id, to_peer_id, to_display_name,
+          to_node_id, name, content_type, size, bytes, state, reason, sha256, path, resumed_from, created_at, updated_at
+        FROM transfers ORDER BY created_at, id
+        """
+      ).map { row in
+        TransferRecord(
+          id: try row.string(0), direction: TransferDirection(rawValue: try row.string(1)) ?? .incoming,
+          sessionID: try row.string(2), fromPeerID: try row.string(3), fromDisplayName: try row.string(4),
+          fromNodeID: try row.string(5), toPeerID: try row.string(6), toDisplayName: try row.string(7),
+          toNodeID: try row.string(8), name: try row.string(9), contentType: try row.string(10),
+          size: UInt64(max(0, try row.int64(11))), bytes: UInt64(max(0, try row.int64(12))), state: try row.string(13),
+          reason: try row.optionalString(14), sha256: try row.optionalString(15), path: try row.string(16),
+          resumedFrom: try row.optionalInt64(17).map { UInt64(max(0, $0)) }, createdAt: try row.string(18),
+          updatedAt: try row.string(19))
+      }
+    }
+  }
+}
+
+extension NodeStore {
+  func deleteTransfer(id: String) async throws {
+    try await database.write { connection in
+      try connection.execute("DELETE FROM transfers WHERE id = ?", [.text(id)])
+    }
+  }
+}

@@ -1,0 +1,144 @@
+/// File I/O for resource transfers, off the lws service thread.
+///
+/// Layer 4 (node runtime). Each transfer's file (the sender's spool, the receiver's partial file) has a
+/// ``TransferFile`` whose serial `DispatchQueue` does every blocking call: writes, reads, hashing, fsync, rename.
+/// Completions run on that queue; the node hops back to the service thread with ``Node/onLoop(_:)``. Memory stays
+/// bounded because callers keep at most a window of bytes in flight.
+import Crypto
+import Dispatch
+import Foundation
+import Glibc
+
+/// A file operation that failed, with the system's reason.
+struct TransferIOError: Error, CustomStringConvertible {
+  let message: String
+
+  init(_ what: String, errno code: Int32 = errno) {
+    message = "\(what): \(String(cString: strerror(code)))"
+  }
+
+  var description: String { message }
+}
+
+/// One transfer's file, appended to and read at offsets on its own queue.
+final class TransferFile: @unchecked Sendable {
+  // @unchecked: `descriptor`, `hasher` and `length` are only touched on `queue`; every method dispatches onto it.
+  private let queue: DispatchQueue
+  private var descriptor: Int32 = -1
+  private var hasher = SHA256Hasher()
+  private var length: UInt64 = 0
+  private var path: String
+
+  init(path: String) {
+    self.path = path
+    self.queue = DispatchQueue(label: "meshgate.transfer.file")
+  }
+
+  deinit {
+    if descriptor >= 0 { Glibc.close(descriptor) }
+  }
+
+  /// Opens (creating it when missing) and returns its length. With `rehash`, the existing content is fed to the
+  /// digest first (a partial file kept across a restart).
+  func open(rehash: Bool, completion: @escaping @Sendable (Result<UInt64, TransferIOError>) -> Void) {
+    queue.async { [self] in
+      let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+      guard fd >= 0 else { return completion(.failure(TransferIOError("cannot open \(path)"))) }
+      descriptor = fd
+      var info = stat()
+      guard fstat(fd, &info) == 0 else { return completion(.failure(TransferIOError("cannot stat \(path)"))) }
+      length = UInt64(info.st_size)
+      if rehash && length > 0 {
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: UInt64 = 0
+        while offset < length {
+          let got = pread(fd, buffer, Int(min(1 << 20, length - offset)), off_t(offset))
+          guard got > 0 else { return completion(.failure(TransferIOError("cannot read \(path)"))) }
+          hasher.update(buffer, count: got)
+          offset += UInt64(got)
+        }
+      }
+      completion(.success(length))
+    }
+  }
+
+  /// Appends `bytes` (and feeds them to the digest); returns the new length.
+  func append(_ bytes: [UInt8], completion: @escaping @Sendable (Result<UInt64, TransferIOError>) -> Void) {
+    queue.async { [self] in
+      let result = bytes.withUnsafeBytes { buffer -> Result<UInt64, TransferIOError> in
+        var written = 0
+        while written < buffer.count {
+          let count = pwrite(
+            descriptor, buffer.baseAddress! + written, buffer.count - written, off_t(length) + off_t(written))
+          if count < 0 && errno == EINTR { continue }
+          guard count > 0 else { return .failure(TransferIOError("cannot write \(path)")) }
+          written += count
+        }
+        hasher.update(buffer.baseAddress!, count: buffer.count)
+        length += UInt64(buffer.count)
+        return .success(length)
+      }
+      completion(result)
+    }
+  }
+
+  /// Reads `count` bytes at `offset`.
+  func read(offset: UInt64, count: Int, completion: @escaping @Sendable (Result<[UInt8], TransferIOError>) -> Void) {
+    queue.async { [self] in
+      var bytes = [UInt8](repeating: 0, count: count)
+      var got = 0
+      while got < count {
+        let n = bytes.withUnsafeMutableBytes {
+          pread(descriptor, $0.baseAddress! + got, count - got, off_t(offset) + off_t(got))
+        }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { return completion(.failure(TransferIOError("cannot read \(path) at \(offset)"))) }
+        got += n
+      }
+      completion(.success(bytes))
+    }
+  }
+
+  /// Flushes to disk and returns the SHA-256 of everything appended (and rehashed).
+  func finish(completion: @escaping @Sendable (Result<[UInt8], TransferIOError>) -> Void) {
+    queue.async { [self] in
+      guard fsync(descriptor) == 0 else { return completion(.failure(TransferIOError("cannot flush \(path)"))) }
+      completion(.success(hasher.finalize()))
+    }
+  }
+
+  /// Moves the file to `destination` (creating its directory), and hard-links it to `alsoAt` when given.
+  func move(to destination: String, alsoAt: String? = nil, completion: @escaping @Sendable (TransferIOError?) -> Void) {
+    queue.async { [self] in
+      for target in [destination] + (alsoAt.map { [$0] } ?? []) {
+        let directory = (target as NSString).deletingLastPathComponent
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+      }
+      guard rename(path, destination) == 0 else { return completion(TransferIOError("cannot move \(path)")) }
+      path = destination
+      if let alsoAt, link(destination, alsoAt) != 0 {
+        return completion(TransferIOError("cannot link \(alsoAt)"))
+      }
+      completion(nil)
+    }
+  }
+
+  /// Closes the file; with `remove`, deletes it (partial data of a canceled or failed transfer).
+  func close(remove: Bool) {
+    queue.async { [self] in
+      if descriptor >= 0 {
+        Glibc.close(descriptor)
+        descriptor = -1
+      }
+      if remove { unlink(path) }
+    }
+  }
+
+  /// Free bytes for unprivileged users on the file system holding `directory`, or nil when unknown.
+  static func freeBytes(in directory: String) -> UInt64? {
+    var info = statvfs()
+    guard statvfs(directory, &info) == 0 else { return nil }
+    return UInt64(info.f_bavail) * UInt64(info.f_frsize)
+  }
+}

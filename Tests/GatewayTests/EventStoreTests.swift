@@ -1,0 +1,99 @@
+import Foundation
+import MeshCore
+import Store
+import Testing
+
+@testable import Gateway
+
+/// The event log in SQLite: a fan-out is stored as one body shared by its recipients (one sequence number for all),
+/// repeats to one peer stay separate events, retention trims per peer, and a version 4 database (one row per
+/// delivery) is migrated without losing an event.
+struct EventStoreTests {
+  func temporaryPath() -> String {
+    FileManager.default.temporaryDirectory.appendingPathComponent("events-\(UUID().uuidString).sqlite").path
+  }
+
+  func addPeers(_ store: NodeStore, _ ids: [String]) async throws {
+    for id in ids {
+      try await store.database.write { connection in
+        try connection.execute(
+          "INSERT INTO peers(id, display_name, discovery_info, token_hash, created_at) VALUES (?, ?, '{}', ?, 't')",
+          [.text(id), .text(id), .text("hash-\(id)")])
+      }
+    }
+  }
+
+  @Test func fanOutSharesOneSequenceAndRepeatsStaySeparate() async throws {
+    let path = temporaryPath()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let store = try NodeStore(path: path, retention: 100)
+    try await addPeers(store, ["a", "b", "c"])
+    let shared = JSONValue.object(["text": "hello"]).preserialized
+    let stored = try await store.appendEvents(
+      [
+        ("a", "session.data", shared), ("b", "session.data", shared), ("c", "session.data", shared),
+        // The same data again to a peer that already has it in this run: a new event.
+        ("a", "session.data", shared),
+        // Different data: a new event.
+        ("b", "session.data", ["text": "other"]),
+      ], at: "2026-12-02T00:00:00.000Z")
+    let sequences = stored.map(\.sequence)
+    #expect(sequences[0] == sequences[1] && sequences[1] == sequences[2])
+    #expect(sequences[3] > sequences[2] && sequences[4] > sequences[3])
+    let forA = try await store.events(peerID: "a", after: 0, limit: 10).events
+    #expect(forA.map(\.sequence) == [sequences[0], sequences[3]])
+    #expect(forA.first?.data.serializedString() == #"{"text":"hello"}"#)
+    let forB = try await store.events(peerID: "b", after: 0, limit: 10).events
+    #expect(forB.map(\.sequence) == [sequences[0], sequences[4]])
+    #expect(try await store.latestSequence(peerID: "c") == sequences[0])
+    // A later append continues after every existing body, also after a reopen.
+    let reopened = try NodeStore(path: path, retention: 100)
+    let later = try await reopened.appendEvents([("c", "x", .null)], at: "t")
+    #expect(later[0].sequence == sequences[4] + 1)
+  }
+
+  @Test func retentionTrimsEachLogAndDropsUnreferencedBodies() async throws {
+    let path = temporaryPath()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let store = try NodeStore(path: path, retention: 10)
+    try await addPeers(store, ["a", "b"])
+    for index in 0..<300 {
+      _ = try await store.appendEvents([("a", "n", .int(Int64(index))), ("b", "n", .int(Int64(index)))], at: "t")
+    }
+    // Trimming is amortised (the recipients of one body in 64), so a log holds a little more than `retention`.
+    for peer in ["a", "b"] {
+      let page = try await store.events(peerID: peer, after: 0, limit: 1000)
+      #expect(page.events.count >= 10 && page.events.count < 300, "\(peer): \(page.events.count)")
+      #expect(page.truncated)
+      #expect(page.events.last?.data == .int(299))
+    }
+    let bodies = try await store.database.read { connection in
+      try connection.queryOne("SELECT count(*) FROM event_bodies")?.int64(0) ?? 0
+    }
+    #expect(bodies < 300, "bodies no log points to any more are deleted (\(bodies) left)")
+  }
+
+  @Test func migratesAVersion4LogWithoutLosingEvents() async throws {
+    let path = temporaryPath()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    do {
+      let old = try Database(path: path, migrations: Array(NodeStore.migrations.prefix(4)))
+      try await old.write { connection in
+        try connection.execute(
+          "INSERT INTO peers(id, display_name, discovery_info, token_hash, created_at) VALUES ('p', 'p', '{}', 'h', 't')"
+        )
+        for index in 1...3 {
+          try connection.execute(
+            "INSERT INTO events(peer_id, type, at, data) VALUES ('p', 'node.linked', 't', ?)",
+            [.text(#"{"n":\#(index)}"#)])
+        }
+      }
+    }
+    let store = try NodeStore(path: path, retention: 100)
+    let page = try await store.events(peerID: "p", after: 0, limit: 10)
+    #expect(page.events.map(\.sequence) == [1, 2, 3])
+    #expect(page.events.map(\.data) == [["n": 1], ["n": 2], ["n": 3]])
+    let next = try await store.appendEvents([("p", "x", .null)], at: "t")
+    #expect(next[0].sequence == 4)
+  }
+}
