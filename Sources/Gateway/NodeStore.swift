@@ -315,7 +315,6 @@ final class NodeStore: Sendable {
     eventLog.withLock { $0.counts[id] = nil }
   }
 
-
   /// Appends the entries in one transaction and returns them with their sequence numbers, trimming each log to the
   /// retention limit now and then.
   ///
