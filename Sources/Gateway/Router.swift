@@ -275,12 +275,12 @@ struct Router: Sendable {
       method: .delete, pattern: "/api/v1/mesh/pins/{nodeId}", operation: .deleteMeshPin, operationID: "deleteMeshPin",
       summary:
         "Forgets the pinned certificate of a node (after it was replaced on purpose); its next TLS link pins anew. "
-        + "Loopback only.",
-      authenticated: true, requestSchema: nil,
+        + "Needs the admin token.",
+      authenticated: false, requestSchema: nil,
       responses: [
-        (204, "Pin removed.", nil), (401, "Missing or unknown token.", Schemas.error),
-        (403, "Not from this host.", Schemas.error), (404, "No pin for that node.", Schemas.error),
-      ], queryParameters: []),
+        (204, "Pin removed.", nil), (401, "Missing or unknown admin token.", Schemas.error),
+        (403, "A peer token, not the admin token.", Schemas.error), (404, "No pin for that node.", Schemas.error),
+      ], queryParameters: [], admin: true),
     Route(
       method: .post, pattern: "/api/v1/sessions", operation: .createSession, operationID: "createSession",
       summary: "Creates a session (MCSession) with this peer as its first member; defaults: optional, cluster, 64.",

@@ -188,11 +188,13 @@ private func isFingerprint(_ value: Any?) -> Bool {
       #expect(try !nodes[0].linkedNodeIDs().contains(bID))
       #expect(try !nodes[1].linkedNodeIDs().contains(nodes[0].nodeID))
 
-      // Forgetting the pin (from this host) lets the new certificate in.
-      let deleted = try HTTPClient.delete(port: nodes[0].port, path: "/api/v1/mesh/pins/\(bID)", token: watcher.token)
+      // Forgetting the pin (with the admin token; a peer token is refused) lets the new certificate in.
+      let byPeer = try HTTPClient.delete(port: nodes[0].port, path: "/api/v1/mesh/pins/\(bID)", token: watcher.token)
+      #expect(byPeer.status == 403 && errorCode(byPeer) == "admin_token_required", "\(byPeer)")
+      let admin = try nodes[0].adminToken()
+      let deleted = try HTTPClient.delete(port: nodes[0].port, path: "/api/v1/mesh/pins/\(bID)", token: admin)
       #expect(deleted.status == 204, "\(deleted)")
-      let unknown = try HTTPClient.delete(
-        port: nodes[0].port, path: "/api/v1/mesh/pins/no-such-node", token: watcher.token)
+      let unknown = try HTTPClient.delete(port: nodes[0].port, path: "/api/v1/mesh/pins/no-such-node", token: admin)
       #expect(unknown.status == 404)
       #expect(errorCode(unknown) == "not_found")
       try await awaitLinks(nodes, timeout: .seconds(20))
