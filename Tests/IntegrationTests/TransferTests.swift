@@ -341,7 +341,7 @@ struct TransferTests {
       }
       nodes[1].kill9()
       var aliceSide: [String: Any]?
-      try await eventuallyAsync(timeout: .seconds(10), message: "alice's side is interrupted: \(aliceSide ?? [:])") {
+      try await eventuallyAsync(timeout: .seconds(30), message: "alice's side is interrupted: \(aliceSide ?? [:])") {
         aliceSide = try alice.transfer(id)
         return aliceSide?["state"] as? String == "interrupted"
       }
