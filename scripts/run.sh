@@ -193,7 +193,7 @@ fi
   if [[ -n $admin_token ]]; then
     echo
     echo " Admin token: $admin_token"
-    echo "             (shown this once: it guards node settings and POST /api/v1/mesh/nodes; only its hash is stored)"
+    echo "             (shown this once: it guards node settings, mesh seeds and pin removal; only its hash is stored)"
   fi
   echo
   echo " Ctrl-C stops the node."

@@ -146,7 +146,7 @@ final class NodeRuntime {
     // The admin token exists in clear only now, on the first start; only its hash is kept (Admin.swift).
     if let token = admin.newToken {
       let line =
-        "meshgate admin-token=\(token) (shown once; it guards node settings and POST /api/v1/mesh/nodes)\n"
+        "meshgate admin-token=\(token) (shown once; it guards node settings, POST /api/v1/mesh/nodes and pin removal)\n"
       FileHandle.standardOutput.write(Data(line.utf8))
       logger.notice("Admin token created; it was printed once on standard output.")
     }
