@@ -118,7 +118,7 @@ extension MeshPeer {
   /// Waits until the log has an event of `type` matching `predicate`, and returns the first one.
   @discardableResult
   func awaitEvent(
-    _ type: String, since: Int = 0, timeout: Duration = .seconds(15), fileID: String = #fileID, line: Int = #line,
+    _ type: String, since: Int = 0, timeout: Duration = .seconds(30), fileID: String = #fileID, line: Int = #line,
     isolation: isolated (any Actor)? = #isolation, where predicate: (MeshEvent) -> Bool = { _ in true }
   ) async throws -> MeshEvent {
     var found: MeshEvent?

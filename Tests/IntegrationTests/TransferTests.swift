@@ -268,7 +268,8 @@ struct TransferTests {
       // The receiver cancels while curl still uploads at 1 MB/s: the upload is answered 409 at once.
       async let slow = alice.uploadFile(
         sessionID, to: bob, name: "slow.bin", path: path, extra: ["--limit-rate", "1M"])
-      let started = try await bob.awaitEvent("transfer.started")
+      // On a loaded machine curl itself may take many seconds to start; the upload then lasts about 20 s.
+      let started = try await bob.awaitEvent("transfer.started", timeout: .seconds(60))
       let id = try #require(started.transferID)
       let canceled = try bob.delete("/api/v1/transfers/\(id)")
       #expect(canceled.status == 200, "\(canceled)")
@@ -279,7 +280,7 @@ struct TransferTests {
       let since = try bob.lastEventID()
       _ = try await alice.uploadFile(
         sessionID, to: bob, name: "abandoned.bin", path: path, extra: ["--limit-rate", "2M", "--max-time", "2"])
-      let failed = try await bob.awaitEvent("transfer.failed", since: since)
+      let failed = try await bob.awaitEvent("transfer.failed", since: since, timeout: .seconds(60))
       #expect((failed.data["reason"] as? String)?.contains("client disconnected") == true, "\(failed)")
       let abandoned = try #require(failed.transferID)
       _ = try await alice.awaitTransfer(abandoned, state: "failed")
