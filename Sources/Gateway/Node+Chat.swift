@@ -175,15 +175,11 @@ extension Node {
     let roomID = context.parameters["chatId"] ?? ""
     let peer = context.authenticatedPeer
     let advertised = advertisedRoom(roomID)
-    if let room = chat.book.rooms[roomID], room.host.nodeID != nodeID, !chatLinkUsable(room.host.nodeID),
-      mesh.links.linkedNodeIDs.contains(room.host.nodeID)
+    // The host as this node knows the room, else as it is advertised.
+    if let host = chat.book.rooms[roomID]?.host ?? advertised?.host, host.nodeID != nodeID,
+      !chatLinkUsable(host.nodeID), mesh.links.linkedNodeIDs.contains(host.nodeID)
     {
-      throw encryptionUnavailable(room.host)
-    }
-    if chat.book.rooms[roomID] == nil, let advertised, advertised.host.nodeID != nodeID,
-      !chatLinkUsable(advertised.host.nodeID), mesh.links.linkedNodeIDs.contains(advertised.host.nodeID)
-    {
-      throw encryptionUnavailable(advertised.host)
+      throw encryptionUnavailable(host)
     }
     let directives: [ChatBook.Directive]
     do {
