@@ -66,6 +66,13 @@ public final class Simulation {
   var nextInvitationNumber = 1
   /// Peers that left a session on their own, by session id.
   var departures: [String: Set<String>] = [:]
+  /// Each node's transceivers (`POST /transceive`), kept apart from ``nodes`` so that a reconciliation can change
+  /// a node's transceivers and its session book at once.
+  var transceiveBooks: [TransceiveBook] = []
+  /// Ticks per node in its current life; transceivers reconcile every ``transceiveEveryTicks``.
+  var tickCount: [Int] = []
+  /// Sessions created by transceive leaders, by id.
+  public internal(set) var transceiveSessions: Set<String> = []
 
   /// Creates `nodeCount` nodes, all up at time 0, and starts their discovery.
   public init(seed: UInt64, nodeCount: Int, network: NetworkModel = NetworkModel()) {
@@ -75,6 +82,8 @@ public final class Simulation {
     self.network = network
     self.random = SplitMix64(seed: seed)
     self.group = Array(repeating: 0, count: nodeCount)
+    self.transceiveBooks = Array(repeating: TransceiveBook(), count: nodeCount)
+    self.tickCount = Array(repeating: 0, count: nodeCount)
     var idGenerator = SplitMix64(seed: seed ^ 0x6E6F_6465_6964_7321)
     for index in 0..<nodeCount {
       let nodeID = Self.hex(idGenerator.next())
@@ -284,6 +293,8 @@ public final class Simulation {
     nodes[index].directory = Directory(nodeID: nodes[index].nodeID)
     nodes[index].sessions = SessionBook(nodeID: nodes[index].nodeID)
     nodes[index].nextInbound = 1
+    transceiveBooks[index] = TransceiveBook()
+    tickCount[index] = 0
     for peerID in nodes[index].durable.keys.sorted() {
       logs[peerID, default: []].append(PeerEvent(time: now, kind: .nodeRestarted))
     }
