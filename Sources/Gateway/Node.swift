@@ -118,6 +118,8 @@ public actor Node {
         _ = directory.startBrowsing(service.peerID, serviceType: service.serviceType)
       }
     }
+    // Peers that transceived before the restart transceive again (their advertisement carries `transceive=1`).
+    self.transceive = TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)
     var chatBook = ChatBook(nodeID: nodeID)
     if let chatState {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)

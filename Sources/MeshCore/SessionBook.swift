@@ -695,6 +695,20 @@ public struct SessionBook: Sendable {
             to: remoteNode))
       }
     }
+    // Invitations to that node still pending here are sent again: the `invite` frame may have gone out on a link that
+    // was then closed as a duplicate (or the invitee's node restarted and forgot it). The invitee's node ignores an
+    // invitation it already knows; without this, the inviter waits out the whole timeout for an answer that cannot
+    // come (issue 14: a transceiver kept out of its group for 30 s after a restart).
+    for id in invitations.keys.sorted() {
+      let invitation = invitations[id]!
+      guard invitation.state == .pending, invitation.fromNodeID == nodeID, invitation.toNodeID == remoteNode,
+        lastNow + answerGrace < invitation.expiresAt
+      else { continue }
+      // The invitee's node times it from arrival: offer only what is left of it here.
+      var offer = invitation.offer
+      offer.timeoutMillis = UInt32(min(UInt64(offer.timeoutMillis), invitation.expiresAt - answerGrace - lastNow))
+      directives.append(.send(.invite(offer), to: remoteNode))
+    }
     // Members we host that live on that node were marked notConnected when it went away; they stay out.
     for session in sessions.values.sorted(by: { $0.sessionID < $1.sessionID }) where session.hostNodeID == nodeID {
       if session.members.contains(where: { $0.nodeID == remoteNode }) {

@@ -26,6 +26,18 @@ public struct TransceiveBook: Sendable {
     self.maxPeers = maxPeers
   }
 
+  /// The transceivers of a node that starts again: every local peer whose (persisted, restored) advertisement of a
+  /// type carries `transceive=1` transceives that type again, as it did before the node stopped. Sessions are not
+  /// restored; the peers regroup through ``reconcile(directory:sessions:linkedNodes:now:newID:)``.
+  public init(restoringFrom directory: Directory, maxPeers: UInt16 = 1024) {
+    self.maxPeers = maxPeers
+    for (peerID, peer) in directory.localPeers {
+      for (type, info) in peer.advertising where info[Self.discoveryKey] == "1" {
+        transceivers.insert(Transceiver(peerID: peerID, serviceType: type))
+      }
+    }
+  }
+
   // MARK: - Rules
 
   /// The invitation context of transceive invitations for `serviceType`.
@@ -55,40 +67,77 @@ public struct TransceiveBook: Sendable {
     transceivers.insert(transceiver)
   }
 
-  /// Leaders make sure every transceiver they see is a member or has a pending invitation.
+  /// Brings every local transceiver in line with the rules, from this node's current view:
+  /// - A peer that is gone or no longer advertises the type with `transceive=1` stops transceiving.
+  /// - A non-leader accepts the leader's pending invitation if it has one (an invitation can arrive before the peer
+  ///   transceives again after a restart, or while its view still showed another leader) and cancels invitations it
+  ///   sent while it led. A peer already in the leader's session (its node got the description) records it.
+  /// - The leader hosts a session (a new one if it has none, or is no longer in it), cancels its pending invitations
+  ///   to peers that are no longer transceivers it can reach (an invitation in flight when their node went down died
+  ///   with it; waiting for its timeout would keep a restarted peer out for 30 s), and invites every transceiver it
+  ///   sees that is neither a member nor invited.
   public mutating func reconcile(
     directory: Directory, sessions: inout SessionBook, linkedNodes: Set<String>, now: UInt64, newID: () -> String
   ) -> [SessionBook.Directive] {
     var directives: [SessionBook.Directive] = []
     for transceiver in transceivers.sorted(by: { ($0.peerID, $0.serviceType) < ($1.peerID, $1.serviceType) }) {
-      guard let me = directory.peer(transceiver.peerID), directory.isLocal(me.peerID) else {
+      let type = transceiver.serviceType
+      guard let me = directory.peer(transceiver.peerID), directory.isLocal(me.peerID),
+        directory.advertising(of: me.peerID)[type]?[Self.discoveryKey] == "1"
+      else {
         transceivers.remove(transceiver)
         sessionOf[transceiver] = nil
         continue
       }
-      let type = transceiver.serviceType
-      guard Self.leader(of: type, including: me.peerID, in: directory) == me.peerID else { continue }
-      var sessionID = sessionOf[transceiver]
-      if sessionID == nil || sessions.sessions[sessionID!] == nil {
-        let session = sessions.createSession(
-          newID(), creator: SessionMember(
-            peerID: me.peerID, displayName: me.displayName, nodeID: me.nodeID, state: .connected),
-          strategy: .cluster, encryption: .optional, maxPeers: maxPeers)
-        sessionID = session.sessionID
-        sessionOf[transceiver] = session.sessionID
-      }
-      guard let session = sessions.sessions[sessionID!] else { continue }
-      let pending = Set(
-        sessions.invitations(of: me.peerID).filter {
-          $0.state == .pending && $0.offer.session.sessionID == session.sessionID
-        }.map(\.offer.toPeerID))
-      for advertiser in directory.advertisers(of: type, excluding: me.peerID)
-      where advertiser.discoveryInfo[Self.discoveryKey] == "1" {
-        let target = advertiser.peer
-        if pending.contains(target.peerID) { continue }
-        if let member = session.members.first(where: { $0.peerID == target.peerID }), member.state != .notConnected {
+      let leader = Self.leader(of: type, including: me.peerID, in: directory)
+      let sent = sessions.invitations.values.filter {
+        $0.state == .pending && $0.offer.fromPeerID == me.peerID && Self.serviceType(ofContext: $0.offer.context) == type
+      }.sorted { $0.id < $1.id }
+      guard leader == me.peerID else {
+        for invitation in sent {
+          directives.append(contentsOf: (try? sessions.cancel(invitation.id, by: me.peerID)) ?? [])
+        }
+        if let current = sessionOf[transceiver], let session = sessions.sessions[current],
+          session.creatorPeerID == leader, sessions.member(me.peerID, of: session) != nil
+        {
           continue
         }
+        if let joined = sessions.sessions(of: me.peerID).first(where: { $0.creatorPeerID == leader }) {
+          sessionOf[transceiver] = joined.sessionID
+          continue
+        }
+        let offered = sessions.invitations.values.filter {
+          $0.state == .pending && $0.offer.toPeerID == me.peerID && $0.offer.fromPeerID == leader
+            && Self.serviceType(ofContext: $0.offer.context) == type && now < $0.expiresAt
+        }.max { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
+        if let offered { directives.append(contentsOf: join(transceiver, offered, sessions: &sessions, now: now)) }
+        continue
+      }
+      var session = sessionOf[transceiver].flatMap { sessions.sessions[$0] }
+      if session.map({ sessions.member(me.peerID, of: $0)?.state != .connected }) ?? true {
+        session = sessions.createSession(
+          newID(),
+          creator: SessionMember(
+            peerID: me.peerID, displayName: me.displayName, nodeID: me.nodeID, state: .connected),
+          strategy: .cluster, encryption: .optional, maxPeers: maxPeers)
+        sessionOf[transceiver] = session!.sessionID
+      }
+      guard let session else { continue }
+      let targets = directory.advertisers(of: type, excluding: me.peerID)
+        .filter { $0.discoveryInfo[Self.discoveryKey] == "1" }.map(\.peer)
+      var pending: Set<String> = []
+      for invitation in sent {
+        let target = targets.first { $0.peerID == invitation.offer.toPeerID }
+        let reachable = target.map { $0.nodeID == sessions.nodeID || linkedNodes.contains($0.nodeID) } ?? false
+        if reachable && invitation.offer.session.sessionID == session.sessionID {
+          pending.insert(invitation.offer.toPeerID)
+        } else {
+          directives.append(contentsOf: (try? sessions.cancel(invitation.id, by: me.peerID)) ?? [])
+        }
+      }
+      for target in targets {
+        if pending.contains(target.peerID) { continue }
+        if let member = sessions.member(target.peerID, of: session), member.state != .notConnected { continue }
         let invited = try? sessions.invite(
           newID(), from: me.peerID,
           to: SessionMember(
@@ -101,20 +150,34 @@ public struct TransceiveBook: Sendable {
     return directives
   }
 
-  /// A local peer received `invitation`: a transceiver accepts a transceive invitation for its type at once.
+  /// A local peer received `invitation`: a transceiver accepts a transceive invitation for its type at once when
+  /// it comes from the leader it sees. One from another peer (whose view of the mesh differs for a moment) stays
+  /// pending: ``reconcile(directory:sessions:linkedNodes:now:newID:)`` accepts it if its sender turns out to lead.
   public mutating func invitationReceived(
     _ invitation: SessionBook.Invitation, directory: Directory, sessions: inout SessionBook, now: UInt64
   ) -> [SessionBook.Directive] {
     var directives: [SessionBook.Directive] = []
     guard let type = Self.serviceType(ofContext: invitation.offer.context) else { return directives }
     let transceiver = Transceiver(peerID: invitation.offer.toPeerID, serviceType: type)
-    guard transceivers.contains(transceiver) else { return directives }
-    // Join the leader's session and leave the one this peer led before, if any.
-    if let previous = sessionOf.removeValue(forKey: transceiver), previous != invitation.offer.session.sessionID {
+    guard transceivers.contains(transceiver),
+      Self.leader(of: type, including: transceiver.peerID, in: directory) == invitation.offer.fromPeerID
+    else { return directives }
+    directives.append(contentsOf: join(transceiver, invitation, sessions: &sessions, now: now))
+    return directives
+  }
+
+  /// Accepts `invitation` and leaves the transceive session `transceiver` was in before, if any.
+  mutating func join(
+    _ transceiver: Transceiver, _ invitation: SessionBook.Invitation, sessions: inout SessionBook, now: UInt64
+  ) -> [SessionBook.Directive] {
+    var directives: [SessionBook.Directive] = []
+    guard
+      let accepted = try? sessions.answer(invitation.id, by: transceiver.peerID, accept: true, now: now)
+    else { return directives }
+    if let previous = sessionOf[transceiver], previous != invitation.offer.session.sessionID {
       directives.append(contentsOf: (try? sessions.leave(previous, peerID: transceiver.peerID)) ?? [])
     }
-    directives.append(
-      contentsOf: (try? sessions.answer(invitation.id, by: transceiver.peerID, accept: true, now: now)) ?? [])
+    directives.append(contentsOf: accepted)
     sessionOf[transceiver] = invitation.offer.session.sessionID
     return directives
   }

@@ -285,7 +285,8 @@ public final class Simulation {
   }
 
   /// Starts node `index` again with fresh state machines and the same node id; its peers are re-created from
-  /// the durable list (with their advertisements and browsing), as the real node reloads them from its store.
+  /// the durable list (with their advertisements and browsing), as the real node reloads them from its store, and
+  /// so are its transceivers (from those advertisements).
   public func restart(_ index: Int) {
     precondition(!nodes[index].alive, "node \(index) is running")
     nodes[index].alive = true
@@ -293,13 +294,14 @@ public final class Simulation {
     nodes[index].directory = Directory(nodeID: nodes[index].nodeID)
     nodes[index].sessions = SessionBook(nodeID: nodes[index].nodeID)
     nodes[index].nextInbound = 1
-    transceiveBooks[index] = TransceiveBook()
     tickCount[index] = 0
     for peerID in nodes[index].durable.keys.sorted() {
       logs[peerID, default: []].append(PeerEvent(time: now, kind: .nodeRestarted))
     }
     changed()
     boot(index)
+    // Transceivers come back from the advertisements the node reloads (`transceive=1`), as in `Node.init`.
+    transceiveBooks[index] = TransceiveBook(restoringFrom: nodes[index].directory)
   }
 
   /// Adds the node's local peers and starts discovery and its timers.

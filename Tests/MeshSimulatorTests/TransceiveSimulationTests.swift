@@ -111,11 +111,17 @@ private func restartAndRegroup(
     #expect(took != nil, "not regrouped: \(groupProblems(simulation, ["p0", "p1", "p2"]))")
   }
 
-  /// Ten restarts in a row, alternating between the leader's node and the others'.
-  @Test(arguments: [NetworkModel.CrashDetection.reset, .silence])
-  func tenRestartsInARowRegroupEveryTime(detection: NetworkModel.CrashDetection) {
+  /// Ten restarts in a row, alternating between the leader's node and the others'. With static seeds on every node
+  /// (as the integration tests start them) a restarted node and the others dial each other at once, and one of the
+  /// two links is closed as a duplicate: frames sent on it just before (an invitation) are lost.
+  @Test(arguments: [
+    (NetworkModel.CrashDetection.reset, NetworkModel.Discovery.beacon), (.silence, .beacon), (.reset, .seedFull),
+    (.silence, .seedFull),
+  ])
+  func tenRestartsInARowRegroupEveryTime(detection: NetworkModel.CrashDetection, discovery: NetworkModel.Discovery) {
     var network = NetworkModel()
     network.crashDetection = detection
+    network.discovery = discovery
     let simulation = transceivingMesh(nodes: 3, seed: 64, network: network)
     for round in 0..<10 {
       let node = round % 2 == 0 ? 0 : 1 + (round / 2) % 2
