@@ -709,8 +709,15 @@ enum Schemas {
   static let transceiveResult: JSONValue = [
     "type": "object", "required": ["serviceType", "transceiving", "leader"],
     "properties": [
-      "serviceType": serviceType, "transceiving": ["type": "boolean"], "leader": ["type": "string"],
-      "session": ["type": ["object", "null"]],
+      "serviceType": serviceType, "transceiving": ["type": "boolean"],
+      "leader": [
+        "type": "string",
+        "description":
+          "The smallest peer id among the transceivers this node sees now (the caller included); partial right after a node starts or re-links, settled within about a second of the links coming up.",
+      ],
+      "session": [
+        "type": ["object", "null"], "description": "The transceive session the caller is in; null until it joined one.",
+      ],
     ],
   ]
   static let job: JSONValue = [

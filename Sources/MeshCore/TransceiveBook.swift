@@ -91,7 +91,8 @@ public struct TransceiveBook: Sendable {
       }
       let leader = Self.leader(of: type, including: me.peerID, in: directory)
       let sent = sessions.invitations.values.filter {
-        $0.state == .pending && $0.offer.fromPeerID == me.peerID && Self.serviceType(ofContext: $0.offer.context) == type
+        $0.state == .pending && $0.offer.fromPeerID == me.peerID
+          && Self.serviceType(ofContext: $0.offer.context) == type
       }.sorted { $0.id < $1.id }
       guard leader == me.peerID else {
         for invitation in sent {

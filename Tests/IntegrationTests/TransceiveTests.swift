@@ -100,20 +100,22 @@ struct TransceiveTests {
     }
   }
 
-  /// Kills `node` with SIGKILL, starts it again (same data directory and port), waits for every link and returns the
-  /// time the peers then took to regroup (at most 5 s is expected; the wait itself is bounded at 30 s).
+  /// Kills `node` with SIGKILL, starts it again (same data directory and port), waits for every link and returns
+  /// the time the peers then took to regroup (at most 5 s is expected; the wait itself is bounded at 30 s) and the
+  /// time from the restarted node's ready line to the regrouped session.
   static func killAndRestart(
     _ index: Int, of nodes: [NodeProcess], peers: [MeshPeer], round: String,
     isolation: isolated (any Actor)? = #isolation
-  ) async throws -> Duration {
+  ) async throws -> (afterLink: Duration, afterStart: Duration) {
     nodes[index].kill9()
     let node = nodes[index]
     try await onDedicatedThread { try node.restart() }
+    let started = ContinuousClock.now
     try await awaitLinks(nodes, timeout: .seconds(30))
     let group = try await awaitGroup(peers)
     #expect(group.took <= .seconds(5), "\(round): regrouped \(seconds(group.took)) after the re-link")
     try checkLeader(peers, session: group.session, round: round)
-    return group.took
+    return (group.took, ContinuousClock.now - started)
   }
 
   /// Ten SIGKILLs and restarts in a row, alternating between the leader's node and the other two.
@@ -126,7 +128,7 @@ struct TransceiveTests {
         let index = round % 2 == 0 ? leaderNode : others[(round / 2) % 2]
         let role = index == leaderNode ? "leader" : "non-leader"
         let took = try await Self.killAndRestart(index, of: nodes, peers: peers, round: "round \(round) (\(role))")
-        times.append("\(role) \(seconds(took))")
+        times.append("\(role) \(seconds(took.afterLink)) (\(seconds(took.afterStart)) after the start)")
       }
       print("transceive regroup after re-link: \(times.joined(separator: ", "))")
     }
@@ -168,7 +170,9 @@ struct TransceiveTests {
       }
       try #require(pending, "could not catch an invitation in flight in 5 attempts")
       let took = try await Self.killAndRestart(target, of: nodes, peers: peers, round: "invitation in flight")
-      print("transceive regroup after a restart during an invitation in flight: \(seconds(took))")
+      print(
+        "transceive regroup after a restart during an invitation in flight: \(seconds(took.afterLink)) "
+          + "(\(seconds(took.afterStart)) after the start)")
     }
   }
 }
