@@ -54,6 +54,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     services: new Map(),
     meshSelf: null,
     meshNodes: [],
+    // Nodes seen linked since the page opened, by id: {node, lostAt}. A node that leaves the node's list (or
+    // stops being linked) stays shown as "unreachable since HH:MM" instead of vanishing.
+    meshSeen: new Map(),
     meshAt: 0,
     jobs: new Map(), // jobId → job
     /** jobId → {invitationId, code, to} while an offer is pending; or {failure}. */
@@ -617,6 +620,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.meshSelf = result.self || null;
       state.meshNodes = Array.isArray(result.nodes) ? result.nodes : [];
       state.meshAt = Date.now();
+      noteMeshLosses();
       renderMesh();
       // Peer rows name their node: keep those names in step with the mesh.
       renderNearby();
@@ -626,17 +630,38 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     }
   }
 
+  /** Keeps `meshSeen` in step with the latest list: linked nodes are (again) reachable, the others lost. */
+  function noteMeshLosses() {
+    const listed = new Map(state.meshNodes.filter((n) => n.id).map((n) => [n.id, n]));
+    for (const [id, node] of listed) {
+      if (node.state === 'linked') state.meshSeen.set(id, { node, lostAt: null });
+      else if (state.meshSeen.has(id) && !state.meshSeen.get(id).lostAt) state.meshSeen.get(id).lostAt = state.meshAt;
+    }
+    for (const [id, seen] of state.meshSeen) {
+      if (!listed.has(id) && !seen.lostAt) seen.lostAt = state.meshAt;
+    }
+  }
+
+  /** The listed nodes plus those seen linked before that the node no longer lists. */
+  function meshRows() {
+    const rows = state.meshNodes.map((n) => {
+      const seen = n.id && state.meshSeen.get(n.id);
+      // A node that is not linked may be listed without its name: keep the one it had when linked.
+      return seen && seen.lostAt ? { ...n, name: n.name || seen.node.name, lostAt: seen.lostAt } : n;
+    });
+    const listed = new Set(state.meshNodes.map((n) => n.id).filter(Boolean));
+    for (const [id, seen] of state.meshSeen) {
+      if (!listed.has(id) && seen.lostAt) rows.push({ ...seen.node, state: 'unreachable', rttMillis: null, lostAt: seen.lostAt });
+    }
+    return rows;
+  }
+
   function renderMesh() {
     const self = state.meshSelf;
-    setText(
-      el.meshSelf,
-      self
-        ? [`This node: ${self.name || shortId(self.id)} · port ${self.port ?? '—'}`, self.fingerprint ? `certificate ${shortFingerprint(self.fingerprint)}` : '']
-            .filter(Boolean)
-            .join(' · ')
-        : '…',
-    );
-    const nodes = [...state.meshNodes].sort((a, b) => String(a.name || a.address).localeCompare(String(b.name || b.address)));
+    setText(el.meshSelf, self ? `This node: ${self.name || shortId(self.id)} · port ${self.port ?? '—'}` : '…');
+    // The certificate fingerprint is for people comparing it by hand: on hover, not in the line.
+    el.meshSelf.title = self && self.fingerprint ? `Certificate fingerprint ${self.fingerprint}` : '';
+    const nodes = meshRows().sort((a, b) => String(a.name || a.address).localeCompare(String(b.name || b.address)));
     syncList(
       el.meshList,
       nodes,
@@ -656,20 +681,31 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             'dl',
             { className: 'mini-facts' },
             h('div', {}, h('dt', {}, 'State'), h('dd', { dataset: { testid: 'mesh-node-state' } })),
-            h('div', {}, h('dt', {}, 'Direction'), h('dd', { dataset: { testid: 'mesh-node-direction' } })),
-            h('div', {}, h('dt', {}, 'RTT'), h('dd', { dataset: { testid: 'mesh-node-rtt' } })),
-            h('div', {}, h('dt', {}, 'Link'), h('dd', { dataset: { testid: 'mesh-node-link' } })),
+          ),
+          // Link internals, folded (task-first layout).
+          h(
+            'details',
+            { className: 'details mesh-details', dataset: { testid: 'mesh-node-details' } },
+            h('summary', {}, 'Details'),
+            h(
+              'dl',
+              { className: 'mini-facts' },
+              h('div', {}, h('dt', {}, 'Direction'), h('dd', { dataset: { testid: 'mesh-node-direction' } })),
+              h('div', {}, h('dt', {}, 'RTT'), h('dd', { dataset: { testid: 'mesh-node-rtt' } })),
+              h('div', {}, h('dt', {}, 'Link'), h('dd', { dataset: { testid: 'mesh-node-link' } })),
+            ),
           ),
         ),
       (row, n) => {
         row.dataset.nodeId = n.id || '';
-        row.dataset.state = n.state || 'unknown';
+        row.dataset.state = n.lostAt ? 'unreachable' : n.state || 'unknown';
         setText(row.querySelector('[data-testid="mesh-node-name"]'), n.name || (n.id ? `node ${shortId(n.id)}` : n.address || 'unknown'));
         setText(
           row.querySelector('[data-testid="mesh-node-address"]'),
           [n.address, n.source ? `via ${n.source}` : ''].filter(Boolean).join(' · '),
         );
-        setText(row.querySelector('[data-testid="mesh-node-state"]'), n.state || '—');
+        const since = n.lostAt ? new Date(n.lostAt).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';
+        setText(row.querySelector('[data-testid="mesh-node-state"]'), n.lostAt ? `unreachable since ${since}` : n.state || '—');
         setText(row.querySelector('[data-testid="mesh-node-direction"]'), n.direction || '—');
         setText(row.querySelector('[data-testid="mesh-node-rtt"]'), Number.isFinite(n.rttMillis) ? `${n.rttMillis} ms` : '—');
         const link = n.encrypted === true ? 'TLS' : n.encrypted === false ? 'plaintext' : '—';

@@ -168,7 +168,11 @@ class DashboardScenario(unittest.TestCase):
         for browser, other in ((self.ann, "beta"), (self.bob, "alpha")):
             browser.wait(f"{other} linked in Mesh", lambda: browser.text("mesh-node-state") == "linked")
             self.assertEqual(browser.text("mesh-node-name"), other)
-            self.assertRegex(browser.text("mesh-node-rtt"), r"^\d+ ms$")
+            # Link internals are folded away until asked for.
+            self.assertFalse(browser.q("mesh-node-rtt").is_displayed(), "RTT folded under Details")
+            browser.css('[data-testid="mesh-node-details"] > summary')[0].click()
+            browser.wait("the RTT shown", lambda: re.match(r"^\d+ ms$", browser.text("mesh-node-rtt")))
+            self.assertFalse(browser.q("node-id").is_displayed(), "the node id is folded under Details")
         self.ann.screenshot("ann-nearby-desktop")
 
     def service_peers(self, browser: Browser, service_type: str) -> list[str] | None:
@@ -179,6 +183,8 @@ class DashboardScenario(unittest.TestCase):
     def test_02b_peers_by_service_type(self) -> None:
         ann, bob = self.ann, self.bob
         bob.tab("nearby")
+        self.assertFalse(bob.q("browse-type").is_displayed(), "the service-type panel is folded")
+        bob.css('[data-testid="services-panel"] > summary')[0].click()
         bob.type_into("browse-type", "Bad--Type\n")
         bob.wait("the service type rule", lambda: "serviceType" in bob.text("browse-error"))
         bob.type_into("browse-type", "printer\n")
@@ -518,6 +524,11 @@ class DashboardScenario(unittest.TestCase):
         bob.tab("nearby")
         bob.wait("Ann lost in Bob's Nearby", lambda: "Ann" not in self.nearby_names(bob), 30)
         self.assertTrue(self.saw_row_class(bob, "is-leaving"), "the lost row animates out")
+        # Losses you see: the lost node stays in Bob's Mesh panel as unreachable, with the time.
+        lost = bob.wait("alpha unreachable in Bob's Mesh", lambda: row_by_key(bob, "mesh-node", "data-state", "unreachable"), 30)
+        self.assertRegex(bob.text("mesh-node-state", lost), r"^unreachable since \d{1,2}:\d{2}")
+        self.assertEqual(bob.text("mesh-node-name", lost), "alpha")
+        self.assertFalse(bob.q("mesh-empty").is_displayed(), "not 'No other nodes known yet'")
         # Typing while offline: the text must still be there after the reconnect. (Sessions end with
         # their node, so the job form is the place to type into.)
         ann.tab("jobs")
@@ -529,6 +540,7 @@ class DashboardScenario(unittest.TestCase):
         ann.tab("nearby")
         ann.wait("Bob found again", lambda: self.nearby_names(ann) == ["Bob"], 30)
         bob.wait("Ann found again", lambda: self.nearby_names(bob) == ["Ann"], 30)
+        bob.wait("alpha linked again in Bob's Mesh", lambda: bob.text("mesh-node-state") == "linked", 30)
         ann.tab("events")
         ids = ann.event_ids()
         self.assertEqual(len(ids), len(set(ids)), "no event is shown twice after the reconnect")
