@@ -102,6 +102,23 @@ private func restartAndRegroup(
     #expect(took != nil, "not regrouped: \(groupProblems(simulation, ["p0", "p1", "p2"]))")
   }
 
+  /// A node cut off (long enough for its links to die) and reconnected, without a restart: its peers and the others
+  /// regroup under the smallest id within 5 s of the re-link.
+  @Test(arguments: [0, 2])
+  func aPartitionedNodeRegroupsWithinFiveSecondsOfTheReLink(node: Int) {
+    let simulation = transceivingMesh(nodes: 3, seed: 66)
+    simulation.partition([[node]])
+    simulation.run(for: 4000)
+    #expect(simulation.linkedNodes(of: node).isEmpty)
+    simulation.heal()
+    let everyone = (0..<3).filter { $0 != node }
+    let linked = simulation.run(until: { simulation.linkedNodes(of: node) == everyone }, maxTime: 10_000)
+    #expect(linked != nil)
+    let took = simulation.run(
+      until: { groupProblems(simulation, ["p0", "p1", "p2"]) == [] }, maxTime: 5000)
+    #expect(took != nil, "not regrouped: \(groupProblems(simulation, ["p0", "p1", "p2"]))")
+  }
+
   /// A restart quicker than the heartbeat timeout: the others still count the old link (and the old member) when
   /// the node comes back.
   @Test func aRestartBeforeTheCrashIsNoticedRegroups() {
@@ -155,3 +172,4 @@ private func restartAndRegroup(
     #expect(took != nil, "not regrouped: \(groupProblems(simulation, ["p0", "p1", "p2"]))")
   }
 }
+
