@@ -172,4 +172,3 @@ private func restartAndRegroup(
     #expect(took != nil, "not regrouped: \(groupProblems(simulation, ["p0", "p1", "p2"]))")
   }
 }
-
