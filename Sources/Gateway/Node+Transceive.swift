@@ -1,12 +1,13 @@
 /// `POST /api/v1/transceive`: PeerKit's transceiver and ARKit's MultipeerSession on top of the directory and
 /// sessions — advertise, browse, auto-invite and auto-accept everyone on a service type into one session.
 ///
-/// Layer 5 (apps). Convergence rule: among the peers transceiving a service type (they advertise it with
-/// discovery info `transceive=1`), the one with the smallest peer id leads. The leader hosts the session and
-/// invites every other transceiver it sees; the others accept invitations whose context is
-/// `transceive:<serviceType>` automatically and leave any transceive session they led before. When the leader
-/// leaves, the next smallest id takes over with a new session. Reconciliation runs whenever the directory
-/// changes and once a second.
+/// Layer 5 (apps). The rules live in MeshCore's ``TransceiveBook`` (so the simulator runs them too): among the peers
+/// transceiving a service type (they advertise it with discovery info `transceive=1`), the one with the smallest peer
+/// id leads; it hosts the session and invites every other transceiver it sees, and they accept the invitation of the
+/// leader they see automatically, leaving any transceive session they were in before. This file wires the book to the
+/// node: reconciliation runs whenever the directory tells a local peer something and once a second, received
+/// invitations go to ``TransceiveBook/invitationReceived(_:directory:sessions:now:)``, and a restarted node restores
+/// its transceivers from the advertisements it reloads (`Node.init`), so its peers regroup (issue 14).
 import Foundation
 import LWS
 import MeshCore
