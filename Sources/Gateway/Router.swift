@@ -241,7 +241,9 @@ struct Router: Sendable {
       ]),
     Route(
       method: .get, pattern: "/api/v1/mesh/nodes", operation: .listMeshNodes, operationID: "listMeshNodes",
-      summary: "This node and every node it knows: link state, direction, RTT, how it was found.",
+      summary:
+        "This node and the nodes linked to it: direction, RTT, how each was found, TLS. With the admin token "
+        + "(optional) also the addresses it is dialling, backing off from or waiting for.",
       authenticated: false, requestSchema: nil, responses: [(200, "Known nodes.", Schemas.meshNodes)],
       queryParameters: []),
     Route(
