@@ -291,7 +291,7 @@ extension Node {
       object["pinned"] = .bool(status.nodeID.map { mesh.links.pins[$0] != nil } ?? false)
       return .object(object)
     }
-    return [
+    let result: JSONValue = [
       "self": [
         "id": .string(nodeID), "name": .string(configuration.name), "port": .int(Int64(server.port)),
         "fingerprint": .string(security.fingerprint), "meshTls": .bool(security.meshTLS),
@@ -299,5 +299,15 @@ extension Node {
       ],
       "nodes": .array(nodes),
     ]
+    guard admin, case .object(var object) = result else { return result }
+    object["forgotten"] = .array(
+      mesh.links.forgotten.map { entry in
+        [
+          "address": .string(entry.address), "id": entry.nodeID.map { .string($0) } ?? .null,
+          "gossipedBy": entry.gossipedBy.map { .string($0) } ?? .null, "reason": .string(entry.reason),
+          "attempts": .int(Int64(entry.attempts)),
+        ]
+      })
+    return .object(object)
   }
 }

@@ -206,6 +206,32 @@ public struct LinkManager: Sendable {
   public private(set) var refusals: [String: Int] = [:]
   /// Outbound connections started (dials), for `meshgate_mesh_dials_total`.
   public private(set) var dials = 0
+  /// The last gossiped addresses given up on, newest last (at most ``forgottenLimit``), for the admin's view.
+  public private(set) var forgotten: [ForgottenAddress] = []
+  /// How many given-up addresses ``forgotten`` keeps.
+  public static let forgottenLimit = 64
+
+  /// A gossiped address this node stopped dialling, and why.
+  public struct ForgottenAddress: Sendable, Hashable {
+    /// `host:port`.
+    public var address: String
+    /// The node id it was announced with.
+    public var nodeID: String?
+    /// The linked node whose `nodeDirectory` named it.
+    public var gossipedBy: String?
+    /// `unreachable` (never answered in ``MeshLimits/gossipDialAttempts`` dials) or `answered_as_another_node`.
+    public var reason: String
+    public var attempts: Int
+  }
+
+  mutating func forget(_ key: String, reason: String) {
+    guard let address = addresses.removeValue(forKey: key) else { return }
+    forgotten.append(
+      ForgottenAddress(
+        address: key, nodeID: address.nodeID, gossipedBy: address.gossipedBy, reason: reason,
+        attempts: address.attempts + 1))
+    if forgotten.count > Self.forgottenLimit { forgotten.removeFirst(forgotten.count - Self.forgottenLimit) }
+  }
 
   public init(
     local: NodeHello, configuration: Configuration = Configuration(), seed: UInt64 = 0x5EED, secret: [UInt8]? = nil,
@@ -436,7 +462,7 @@ public struct LinkManager: Sendable {
       if address.source == .gossip, let announced = address.nodeID, announced != hello.nodeID {
         // A gossiped address that answers as another node is not dialled again.
         refusals["gossip_mismatch", default: 0] += 1
-        addresses[key] = nil
+        forget(key, reason: "answered_as_another_node")
         closeConnection(id, reason: "node id mismatch", into: &actions)
         return
       }
@@ -613,7 +639,7 @@ public struct LinkManager: Sendable {
           && addresses[key]!.attempts + 1 >= MeshLimits.gossipDialAttempts
         {
           // A gossiped address that never answered as its node is forgotten after a few tries.
-          addresses[key] = nil
+          forget(key, reason: "unreachable")
         } else {
           let attempts = addresses[key]!.attempts
           addresses[key]!.attempts = attempts + 1

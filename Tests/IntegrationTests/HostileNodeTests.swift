@@ -214,12 +214,14 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
       // Watch the node's reconnect ticks for a while: the bound must hold after retries too.
       let until = ContinuousClock.now + .seconds(3)
       let bound = Double(MeshLimits.gossipAddressesPerNode * MeshLimits.gossipDialAttempts)
+      var dials = 0.0
       while ContinuousClock.now < until {
-        let dials = try counter(node, "meshgate_mesh_dials_total") - dialsBefore
+        dials = try counter(node, "meshgate_mesh_dials_total") - dialsBefore
         #expect(dials <= bound, "the node dialled \(dials) invented addresses")
         if dials > bound { break }
         try await Task.sleep(for: .milliseconds(200))
       }
+      print("hostile node: 2000 invented node ids made the node dial \(Int(dials)) times in 3 s")
       #expect(
         try counter(node, #"meshgate_mesh_frames_refused_total{reason="too_many_nodes"}"#)
           >= Double(2000 - MeshLimits.gossipAddressesPerNode))
@@ -229,7 +231,10 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
       let admin = try node.adminToken()
       let full = try HTTPClient.get(port: node.port, path: "/api/v1/mesh/nodes", token: admin).jsonObject()
       let entries = full["nodes"] as? [[String: Any]] ?? []
-      #expect(entries.contains { ($0["address"] as? String)?.hasPrefix("127.0.1.") == true })
+      let forgotten = full["forgotten"] as? [[String: Any]] ?? []
+      #expect(forgotten.contains { ($0["address"] as? String)?.hasPrefix("127.0.1.") == true }, "\(full)")
+      #expect(forgotten.allSatisfy { $0["gossipedBy"] as? String == hostile.nodeID })
+      #expect(try HTTPClient.get(port: node.port, path: "/api/v1/mesh/nodes").jsonObject()["forgotten"] == nil)
       let kept = entries.filter { $0["state"] as? String != "linked" }.count
       #expect(kept <= MeshLimits.gossipAddressesPerNode, "the node keeps \(kept) invented addresses")
       #expect(hostile.closeReason == nil)
@@ -264,6 +269,7 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
       #expect(try node.metric("meshgate_mesh_known_peers") ?? 0 <= Double(MeshLimits.peersPerNode + 1))
       #expect(try counter(node, #"meshgate_mesh_frames_refused_total{reason="too_many_peers"}"#) >= 1)
       let grown = try residentBytes(node) - before
+      print("hostile node: a 65,536-peer snapshot grew the node by \(grown >> 10) KiB, \(found.count) peer.found events")
       #expect(grown < 48 << 20, "the node grew by \(grown >> 20) MiB")
       #expect(hostile.closeReason == nil)
     }
