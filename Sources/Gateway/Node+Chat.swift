@@ -385,7 +385,8 @@ extension Node {
     default: return true
     }
     for peer in claimed where mesh.directory.peer(peer.peerID)?.nodeID != nodeID {
-      refuseFrame("not_own_peer", from: nodeID, "a chat frame speaks for \(peer.peerID), not a peer of the sending node")
+      refuseFrame(
+        "not_own_peer", from: nodeID, "a chat frame speaks for \(peer.peerID), not a peer of the sending node")
       return false
     }
     return true

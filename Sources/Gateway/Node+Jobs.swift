@@ -242,7 +242,9 @@ extension Node {
       case .object(let incoming)? = envelope["job"], case .object(var from)? = envelope["from"]
     else { return }
     if from["id"]?.stringValue != fromPeerID, let sender = mesh.directory.peer(fromPeerID) {
-      from = ["id": .string(sender.peerID), "displayName": .string(sender.displayName), "nodeId": .string(sender.nodeID)]
+      from = [
+        "id": .string(sender.peerID), "displayName": .string(sender.displayName), "nodeId": .string(sender.nodeID),
+      ]
     }
     let now = Timestamp.now()
     let job = Job(

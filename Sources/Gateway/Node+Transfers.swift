@@ -108,7 +108,8 @@ extension Node {
 
   func finalPath(_ id: String, _ direction: TransferDirection, name: String) -> String {
     let file = Self.sanitizedFileName(name) ?? "file"
-    return "\(dataDirectoryPath)/files/\(direction == .outgoing ? "sent" : "received")/\(Self.pathComponent(id))/\(file)"
+    return
+      "\(dataDirectoryPath)/files/\(direction == .outgoing ? "sent" : "received")/\(Self.pathComponent(id))/\(file)"
   }
 
   // MARK: - Upload (sender's node)

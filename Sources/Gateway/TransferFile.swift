@@ -123,7 +123,8 @@ final class TransferFile: @unchecked Sendable {
         let directory = (target as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         guard Self.resolves(directory, inside: root) else {
-          return completion(TransferIOError("refusing to write \(target): it is outside the data directory", errno: EPERM))
+          return completion(
+            TransferIOError("refusing to write \(target): it is outside the data directory", errno: EPERM))
         }
       }
       // link + unlink rather than rename: link fails (EEXIST) where rename would replace an existing file.

@@ -52,7 +52,8 @@ public enum WireIDs {
   public static func token(_ value: String, field: String) throws(ValidationError) -> String {
     guard isToken(value) else {
       throw ValidationError(
-        field: field, rule: "must be 1–\(tokenMaxLength) characters of A-Z, a-z, 0-9, '-' and '_' (got \(quoted(value)))")
+        field: field,
+        rule: "must be 1–\(tokenMaxLength) characters of A-Z, a-z, 0-9, '-' and '_' (got \(quoted(value)))")
     }
     return value
   }

@@ -62,7 +62,9 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
       let invitationID = uuid()
       let first = hostileSession(
         sessionID, hostile: hostile, creator: mallory.peerID,
-        members: [SessionMember(peerID: mallory.peerID, displayName: "Mallory", nodeID: hostile.nodeID, state: .connected)],
+        members: [
+          SessionMember(peerID: mallory.peerID, displayName: "Mallory", nodeID: hostile.nodeID, state: .connected)
+        ],
         revision: 1)
       hostile.send(
         .invite(
@@ -101,7 +103,8 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
               transferID: attack.id, sessionID: sessionID, fromPeerID: mallory.peerID, fromDisplayName: "Mallory",
               toPeerID: victim.id, name: attack.name, contentType: "text/plain", size: UInt64(content.count),
               resume: false)))
-        let answer = try hostile.waitFor(timeout: .seconds(30), "an answer to the offer of \(attack.id)", answers(attack.id))
+        let answer = try hostile.waitFor(
+          timeout: .seconds(30), "an answer to the offer of \(attack.id)", answers(attack.id))
         guard case .transferAccept = answer else { continue }
         // Accepted (the hole): finish the transfer, as the attack would.
         hostile.send(.transferChunk(transferID: attack.id, offset: 0, bytes: content))
@@ -175,9 +178,12 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
             streamID: streamID, sessionID: sessionID, fromPeerID: mallory.peerID, fromDisplayName: "Mallory",
             toPeerID: victim.id, name: "forged")))
       // A marker: once the victim was told about it, every frame before it was handled and its events are logged.
-      hostile.send(.peerUpdated(PeerAnnouncement(peerID: mallory.peerID, displayName: "Mallory", advertising: ["hostile-mark": [:]])))
+      hostile.send(
+        .peerUpdated(
+          PeerAnnouncement(peerID: mallory.peerID, displayName: "Mallory", advertising: ["hostile-mark": [:]])))
       try await victim.awaitEvent("peer.found") { $0.peerID == mallory.peerID }
-      let transferAnswer = try hostile.waitFor(timeout: .seconds(30), "an answer to the forged offer", answers(transferID))
+      let transferAnswer = try hostile.waitFor(
+        timeout: .seconds(30), "an answer to the forged offer", answers(transferID))
       try hostile.waitFor(timeout: .seconds(30), "the forged stream's close") {
         if case .streamClose(streamID, _) = $0 { true } else { false }
       }
@@ -227,7 +233,9 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
           >= Double(2000 - MeshLimits.gossipAddressesPerNode))
       // Without the admin token only linked nodes are listed; with it, the addresses that failed too.
       let open = try node.meshNodes().nodes
-      #expect(open.allSatisfy { $0.state == "linked" }, "unauthenticated mesh/nodes lists \(open.filter { $0.state != "linked" })")
+      #expect(
+        open.allSatisfy { $0.state == "linked" },
+        "unauthenticated mesh/nodes lists \(open.filter { $0.state != "linked" })")
       let admin = try node.adminToken()
       let full = try HTTPClient.get(port: node.port, path: "/api/v1/mesh/nodes", token: admin).jsonObject()
       let entries = full["nodes"] as? [[String: Any]] ?? []
@@ -269,7 +277,8 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
       #expect(try node.metric("meshgate_mesh_known_peers") ?? 0 <= Double(MeshLimits.peersPerNode + 1))
       #expect(try counter(node, #"meshgate_mesh_frames_refused_total{reason="too_many_peers"}"#) >= 1)
       let grown = try residentBytes(node) - before
-      print("hostile node: a 65,536-peer snapshot grew the node by \(grown >> 10) KiB, \(found.count) peer.found events")
+      print(
+        "hostile node: a 65,536-peer snapshot grew the node by \(grown >> 10) KiB, \(found.count) peer.found events")
       #expect(grown < 48 << 20, "the node grew by \(grown >> 20) MiB")
       #expect(hostile.closeReason == nil)
     }

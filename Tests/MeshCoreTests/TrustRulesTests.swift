@@ -77,9 +77,11 @@ private func offer(_ id: String, to peerID: String, session description: Session
     var book = SessionBook(nodeID: "B")
     _ = book.received(.invite(offer("i1", to: "b1", session: session(members: [member("m1", "M")]))), from: "M", now: 0)
     _ = try book.answer("i1", by: "b1", accept: true, now: 1)
-    _ = book.received(.sessionState(session(revision: 2, members: [member("m1", "M"), member("b1", "B")])), from: "M", now: 2)
+    _ = book.received(
+      .sessionState(session(revision: 2, members: [member("m1", "M"), member("b1", "B")])), from: "M", now: 2)
     _ = book.received(.sessionState(session(revision: 3, members: [member("m1", "M")])), from: "M", now: 3)
-    _ = book.received(.sessionState(session(revision: 4, members: [member("m1", "M"), member("b1", "B")])), from: "M", now: 4)
+    _ = book.received(
+      .sessionState(session(revision: 4, members: [member("m1", "M"), member("b1", "B")])), from: "M", now: 4)
     #expect(book.sessions(of: "b1").isEmpty)
   }
 
@@ -326,7 +328,8 @@ private func offer(_ id: String, to peerID: String, session description: Session
       revision: 1, members: [SessionMember(peerID: good, displayName: "M", nodeID: bad, state: .connected)])
     #expect(WireIDs.check(.sessionState(description))?.field == "sessionState.member.nodeID")
     #expect(
-      WireIDs.check(.sessionData(sessionID: good, fromPeerID: good, toPeerIDs: [good], sequence: 0, payload: [])) == nil)
+      WireIDs.check(.sessionData(sessionID: good, fromPeerID: good, toPeerIDs: [good], sequence: 0, payload: [])) == nil
+    )
     #expect(WireIDs.check(.chat(payload: [])) == nil)
     #expect(WireIDs.check(.unknownRoom(roomID: "../x")) != nil)
     #expect(WireIDs.check(ChatWire.unknownRoom(roomID: "9f3a0c1d2e4b5a6f")) == nil)
