@@ -21,7 +21,7 @@ extension Node {
   /// The reasons `meshgate_mesh_frames_refused_total` always shows (at 0 until one happens).
   static let frameRefusalReasons = [
     "invalid_id", "not_own_peer", "not_agreed", "not_host", "not_member", "unknown_peer", "invalid_peer",
-    "too_many_peers", "too_many_nodes", "gossip_mismatch",
+    "too_many_peers", "too_many_nodes", "too_many_invitations", "gossip_mismatch",
   ]
 
   /// Counts and logs one refused frame.

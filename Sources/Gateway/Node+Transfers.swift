@@ -583,7 +583,7 @@ extension Node {
         to: nodeID)
       return
     }
-    guard transfers.outgoing[id] == nil else {
+    guard nodeID == self.nodeID || transfers.outgoing[id] == nil else {
       // The id of a transfer this node sends: one id, one record.
       refuseFrame("invalid_id", from: nodeID, "a transfer offer reuses the id of an outgoing transfer")
       sendTransferFrame(

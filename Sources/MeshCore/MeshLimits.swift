@@ -11,6 +11,8 @@ public enum MeshLimits {
   /// Addresses learnt from one node's `nodeDirectory` that this node keeps (and dials at most once each) before
   /// their node answered as itself. Further entries are refused with reason `too_many_nodes`.
   public static let gossipAddressesPerNode = 32
+  /// Invitations from one node that may be pending here at once. Reason `too_many_invitations`.
+  public static let pendingInvitationsPerNode = 256
   /// Gossiped addresses dialled at the same time, over all nodes.
   public static let gossipDialsInFlight = 4
   /// Dials of a gossiped address before it first answered as its node; then it is forgotten.

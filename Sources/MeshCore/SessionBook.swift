@@ -631,6 +631,11 @@ public struct SessionBook: Sendable {
     switch message {
     case .invite(var offer):
       guard invitations[offer.invitationID] == nil else { break }
+      let pendingFromNode = invitations.values.count(where: { $0.fromNodeID == remoteNode && $0.state == .pending })
+      guard pendingFromNode < MeshLimits.pendingInvitationsPerNode else {
+        refuse("too_many_invitations")
+        break
+      }
       // The code shown here is computed from this node's view of the link, never taken from the frame.
       offer.verificationCode = verificationCode(
         invitationID: offer.invitationID, fromNode: remoteNode, toNode: nodeID)

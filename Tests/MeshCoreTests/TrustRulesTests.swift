@@ -133,6 +133,18 @@ private func offer(_ id: String, to peerID: String, session description: Session
     #expect(notified(real) == ["b1"])
   }
 
+  @Test func pendingInvitationsFromOneNodeAreBounded() {
+    var book = SessionBook(nodeID: "B")
+    let description = session(members: [member("m1", "M")])
+    for index in 0...MeshLimits.pendingInvitationsPerNode {
+      _ = book.received(.invite(offer("i\(index)", to: "b1", session: description)), from: "M", now: 0)
+    }
+    #expect(book.invitations.count == MeshLimits.pendingInvitationsPerNode)
+    #expect(book.refusals["too_many_invitations"] == 1)
+    _ = book.received(.invite(offer("a1", to: "b1", session: description)), from: "A", now: 0)
+    #expect(book.invitations.count == MeshLimits.pendingInvitationsPerNode + 1)
+  }
+
   @Test func aRemoteInvitationCannotOutliveTheLongestTimeout() {
     var book = SessionBook(nodeID: "B")
     var long = offer("i1", to: "b1", session: session(members: [member("m1", "M")]))
