@@ -825,9 +825,10 @@ extension SessionBookTests {
       mesh.createSession(by: "a1", on: "A")
       expectFailure(404, "not_found") { try mesh.invite("b1", on: "B", to: "nope", by: "a1", on: "A") }
       expectFailure(404, "not_found") { try mesh.invite("b1", on: "B", by: "a2", on: "A") }
-      // A replica where the host says b1 is still connecting.
+      // A replica where the host says b1 (which accepted an invitation) is still connecting.
       mesh.perform("B") { book in
-        book.received(
+        book.agree("b1", to: "s")
+        return book.received(
           .sessionState(description(revision: 2, members: [member("a1", "A"), member("b1", "B", .connecting)])),
           from: "A", now: 0)
       }
@@ -1017,7 +1018,8 @@ extension SessionBookTests {
     @Test func aSenderThatIsNotConnectedIsRefused() {
       var mesh = Mesh(["A", "B"])
       mesh.perform("B") { book in
-        book.received(
+        book.agree("b1", to: "s")
+        return book.received(
           .sessionState(description(revision: 2, members: [member("a1", "A"), member("b1", "B", .connecting)])),
           from: "A", now: 0)
       }
