@@ -447,6 +447,10 @@ public actor Node {
   }
 
   func enqueuePublish(_ pending: PendingPublish) {
+    // Every type a peer can see is documented (EventCatalog, docs/events.md, OpenAPI); debug builds check it.
+    assert(
+      pending.entries.allSatisfy { EventCatalog.loggedTypes.contains($0.type) },
+      "an event type missing from EventCatalog: \(pending.entries.map(\.type))")
     publishQueue.append(pending)
     guard !publishing else { return }
     publishing = true

@@ -815,17 +815,10 @@ enum Schemas {
       "messages": ["type": "array", "items": chatMessage], "nextCursor": ["type": ["string", "null"]],
     ],
   ]
-  static let event: JSONValue = [
-    "type": "object", "required": ["id", "type", "at", "data"],
-    "properties": [
-      "id": cursor, "type": ["type": "string"], "at": ["type": "string", "format": "date-time"],
-      "data": ["type": "object"],
-    ],
-  ]
   static let eventPage: JSONValue = [
     "type": "object", "required": ["events", "nextCursor", "truncated"],
     "properties": [
-      "events": ["type": "array", "items": event], "nextCursor": cursor,
+      "events": ["type": "array", "items": ["$ref": "#/components/schemas/Event"]], "nextCursor": cursor,
       "truncated": [
         "type": "boolean", "description": "True when events after the cursor were already dropped by retention.",
       ],
@@ -894,6 +887,9 @@ extension Router {
       item[route.method.rawValue.lowercased()] = .object(operation)
       paths[route.pattern] = .object(item)
     }
+    // Named schemas: the shared shapes, and one per event type with `Event`, their envelope (EventCatalog).
+    var schemas: JSONObject = ["Error": Schemas.error, "Peer": Schemas.peer, "Node": Schemas.node]
+    for (name, schema) in EventCatalog.openAPISchemas() { schemas[name] = schema }
     return [
       "openapi": "3.1.0",
       "info": [
@@ -909,7 +905,7 @@ extension Router {
             "description": "The node's admin token, printed once on its first start (meshgate admin-token=…).",
           ],
         ],
-        "schemas": ["Error": Schemas.error, "Peer": Schemas.peer, "Event": Schemas.event, "Node": Schemas.node],
+        "schemas": .object(schemas),
       ],
     ]
   }
