@@ -26,7 +26,8 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var eventRetention = 10_000
   /// Largest resource transfer accepted (sent or received), in bytes.
   public var maxTransferBytes = 8 << 30
-  /// Free disk space a receiving node keeps: an incoming file that would leave less is refused with 507.
+  /// Free disk space a node keeps when it stores files: an incoming file, or an upload it spools, that would leave
+  /// less (counting the bytes still to come of transfers it already accepted) is refused with 507.
   public var minFreeBytes = 64 << 20
   /// Bytes per second each outgoing transfer may send (0 = unlimited).
   public var transferRate = 0
@@ -85,7 +86,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       --max-body-bytes N    largest request body accepted (MESHGATE_MAX_BODY_BYTES, default 1048576)
       --event-retention N   events kept per peer (MESHGATE_EVENT_RETENTION, default 10000)
       --max-transfer-bytes N  largest file sent or received (MESHGATE_MAX_TRANSFER_BYTES, default 8589934592)
-      --min-free-bytes N    free disk space kept when receiving files; more is refused with 507
+      --min-free-bytes N    free disk space kept when storing files, counting accepted transfers; 507 beyond
                             (MESHGATE_MIN_FREE_BYTES, default 67108864)
       --transfer-rate N     bytes per second per outgoing transfer, 0 for unlimited (MESHGATE_TRANSFER_RATE, default 0)
       --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)

@@ -1,0 +1,141 @@
+import Foundation
+import Glibc
+import MeshgateTestSupport
+import Testing
+
+/// Disk and data-directory pressure on real nodes (issue 14, item 6): concurrent file offers against a small disk
+/// (a tmpfs the test mounts; skipped, saying why, where mounting is not allowed) and a data directory deleted under a
+/// running node.
+@Suite(.timeLimit(.minutes(4)))
+struct PressureTests {
+  /// Mounts a tmpfs of `size` (e.g. `96m`) for the body, and unmounts it afterwards.
+  static func withTmpfs<T>(
+    size: String, isolation: isolated (any Actor)? = #isolation, _ body: (String) async throws -> T
+  ) async throws -> T {
+    let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("meshgate-disk-\(UUID().uuidString)")
+      .path
+    try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+    let mounted = NodeFaultTests.run(["mount", "-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint])
+    try #require(mounted.status == 0, "mount failed: \(mounted.output)")
+    defer {
+      NodeFaultTests.run(["umount", "-l", mountPoint])
+      try? FileManager.default.removeItem(atPath: mountPoint)
+    }
+    return try await body(mountPoint)
+  }
+
+  static func freeBytes(_ path: String) -> UInt64 {
+    var info = statvfs()
+    guard statvfs(path, &info) == 0 else { return 0 }
+    return UInt64(info.f_bavail) * UInt64(info.f_frsize)
+  }
+
+  /// Three 30 MiB files offered at once to a node whose data directory is a 96 MiB disk keeping 16 MiB free: two fit
+  /// (60 MiB + 16 MiB reserve), the third would break the reserve. It is refused with 507 before any byte moves, and
+  /// the two accepted ones finish whole. (Before: each offer was checked against the free space of the moment, all
+  /// three were accepted, the disk filled to 0 bytes and the transfers failed.)
+  @Test(.enabled(if: NodeFaultTests.tmpfsAvailable, "needs root and permission to mount a tmpfs (CAP_SYS_ADMIN)"))
+  func concurrentOffersReserveTheDiskAndTheOneThatWouldBreakTheReserveGets507() async throws {
+    try await Self.withTmpfs(size: "96m") { mountPoint in
+      let receiver = try NodeProcess(
+        arguments: ["--min-free-bytes", "16777216"], dataDirectory: mountPoint + "/data", name: "receiver")
+      defer { receiver.cleanup() }
+      try await onDedicatedThread { try receiver.start() }
+      // Paced so that all three offers are answered while the first bytes are still on their way.
+      let sender = try NodeProcess(
+        arguments: ["--peer", receiver.meshAddress, "--transfer-rate", "8388608"], name: "sender")
+      defer { sender.cleanup() }
+      try await onDedicatedThread { try sender.start() }
+      try await awaitLinks([sender, receiver])
+      let alice = try sender.meshPeer("alice")
+      let bob = try receiver.meshPeer("bob")
+      let sessionID = try #require(try alice.createSession(encryption: "none")["id"] as? String)
+      try await inviteAndAccept(alice, bob, sessionID: sessionID)
+
+      let directory = NSTemporaryDirectory() + "meshgate-pressure-\(UUID().uuidString)"
+      try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let path = "\(directory)/thirty-mib.bin"
+      try await runTool("/bin/sh", ["-c", "head -c 31457280 /dev/urandom > '\(path)'"])
+      let digest = try await sha256OfFile(path)
+
+      let results = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+        for index in 0..<3 {
+          group.addTask { try await alice.uploadFile(sessionID, to: bob, name: "file-\(index).bin", path: path) }
+        }
+        var results: [(Int, String)] = []
+        for try await result in group { results.append(result) }
+        return results
+      }
+      let accepted = results.filter { $0.0 == 202 }
+      let refused = results.filter { $0.0 == 507 }
+      #expect(accepted.count == 2 && refused.count == 1, "statuses: \(results.map(\.0)) \(results.map(\.1))")
+      for (_, body) in refused {
+        #expect(body.contains("insufficient_storage") && body.contains("promised"), "\(body)")
+      }
+      for (_, body) in accepted {
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+        let id = try #require((object["transfer"] as? [String: Any])?["id"] as? String)
+        let received = try await bob.awaitTransfer(id, state: "finished", timeout: .seconds(90))
+        #expect(received["sha256"] as? String == digest)
+      }
+      #expect(try alice.events("transfer.failed").isEmpty && bob.events("transfer.failed").isEmpty)
+      // The refused offer never reached bob, and the reserve held.
+      #expect(try bob.events("transfer.started").count == 2)
+      #expect(Self.freeBytes(mountPoint) >= 16 << 20, "free: \(Self.freeBytes(mountPoint))")
+      #expect(receiver.isRunning && sender.isRunning)
+      _ = try? receiver.stop()
+      _ = try? sender.stop()
+    }
+  }
+
+  /// The sending node spools every upload before it streams it on: two 30 MiB uploads at once on a 64 MiB disk that
+  /// keeps 8 MiB free cannot both be spooled, so the second is refused with 507 before its body is read, and the
+  /// first arrives whole.
+  @Test(.enabled(if: NodeFaultTests.tmpfsAvailable, "needs root and permission to mount a tmpfs (CAP_SYS_ADMIN)"))
+  func concurrentUploadsReserveTheSendersSpoolSpace() async throws {
+    try await Self.withTmpfs(size: "64m") { mountPoint in
+      let receiver = try NodeProcess(name: "receiver")
+      defer { receiver.cleanup() }
+      try await onDedicatedThread { try receiver.start() }
+      let sender = try NodeProcess(
+        arguments: ["--peer", receiver.meshAddress, "--min-free-bytes", "8388608", "--transfer-rate", "8388608"],
+        dataDirectory: mountPoint + "/data", name: "sender")
+      defer { sender.cleanup() }
+      try await onDedicatedThread { try sender.start() }
+      try await awaitLinks([sender, receiver])
+      let alice = try sender.meshPeer("alice")
+      let bob = try receiver.meshPeer("bob")
+      let sessionID = try #require(try alice.createSession(encryption: "none")["id"] as? String)
+      try await inviteAndAccept(alice, bob, sessionID: sessionID)
+
+      let directory = NSTemporaryDirectory() + "meshgate-pressure-\(UUID().uuidString)"
+      try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let path = "\(directory)/thirty-mib.bin"
+      try await runTool("/bin/sh", ["-c", "head -c 31457280 /dev/urandom > '\(path)'"])
+      let results = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+        for index in 0..<2 {
+          group.addTask { try await alice.uploadFile(sessionID, to: bob, name: "spool-\(index).bin", path: path) }
+        }
+        var results: [(Int, String)] = []
+        for try await result in group { results.append(result) }
+        return results
+      }
+      let statuses = results.map(\.0).sorted()
+      #expect(statuses == [202, 507], "statuses: \(results)")
+      for (status, body) in results where status == 507 {
+        #expect(body.contains("insufficient_storage") && body.contains("stores the upload"), "\(body)")
+      }
+      for (status, body) in results where status == 202 {
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+        let id = try #require((object["transfer"] as? [String: Any])?["id"] as? String)
+        _ = try await bob.awaitTransfer(id, state: "finished", timeout: .seconds(90))
+      }
+      #expect(try alice.events("transfer.failed").isEmpty)
+      #expect(Self.freeBytes(mountPoint) >= 8 << 20, "free: \(Self.freeBytes(mountPoint))")
+      _ = try? receiver.stop()
+      _ = try? sender.stop()
+    }
+  }
+}
