@@ -89,6 +89,7 @@ extension Node {
   }
 
   func healthz() async throws -> HTTPResponse {
+    if let lost = dataDirectoryLost { throw dataDirectoryLostError(lost) }
     do {
       _ = try await store.latestSequence(peerID: "")
     } catch {

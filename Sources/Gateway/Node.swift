@@ -85,6 +85,10 @@ public actor Node {
   let security: NodeSecurity
   var transfers = TransferRuntime()
   var streams = StreamRuntime()
+  /// The data directory and database file the node opened, and why they are lost once they are (DataDirectoryHealth).
+  let dataWatch: DataDirectoryWatch
+  var dataDirectoryLost: String?
+  var dataWatchTask: Task<Void, Never>?
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -102,6 +106,8 @@ public actor Node {
     self.configuration = configuration
     self.nodeID = nodeID
     self.staticFiles = staticFiles
+    let dataPath = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
+    self.dataWatch = DataDirectoryWatch(directory: dataPath, database: dataPath + "/meshgate.sqlite")
     let hello = NodeHello(
       nodeID: nodeID, name: configuration.name, softwareVersion: NodeConfiguration.version, port: UInt16(server.port))
     var directory = Directory(nodeID: nodeID)
@@ -139,12 +145,19 @@ public actor Node {
         await self?.sendKeepAlives()
       }
     }
+    dataWatchTask = Task { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .seconds(1))
+        await self?.checkDataDirectory()
+      }
+    }
     startMesh()
     Task { await self.restoreTransfers() }
   }
 
   func stop() {
     keepAliveTask?.cancel()
+    dataWatchTask?.cancel()
     meshTask?.cancel()
   }
 
@@ -185,6 +198,9 @@ public actor Node {
   func perform(_ route: Route, parameters: [String: String], request: HTTPRequest) async {
     do {
       var peer: StoredPeer?
+      if let lost = dataDirectoryLost, ![.get, .head].contains(request.head.method) {
+        throw dataDirectoryLostError(lost)
+      }
       if route.admin { try authenticateAdmin(request.head) }
       if route.authenticated {
         let allowQueryToken = [.eventStream, .webSocket, .streamSocket].contains(route.operation)
@@ -207,7 +223,9 @@ public actor Node {
         "Request failed: storage.",
         ["http.request.id": request.id, "http.route": route.pattern, "error": String(describing: error)])
       metrics.storageFailures += 1
-      respond(request, APIError.storage(error)!.response)
+      // A write that failed may mean the directory is gone: look now rather than at the next periodic check.
+      await checkDataDirectory()
+      respond(request, (dataDirectoryLost.map(dataDirectoryLostError) ?? APIError.storage(error)!).response)
     } catch {
       logger.error(
         "Request failed.",

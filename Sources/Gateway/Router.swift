@@ -100,9 +100,17 @@ struct Router: Sendable {
   static let coreRoutes: [Route] = [
     Route(
       method: .get, pattern: "/healthz", operation: .healthz, operationID: "getHealth",
-      summary: "Liveness: 200 while the node serves requests and its store answers.", authenticated: false,
-      requestSchema: nil,
-      responses: [(200, "The node is healthy.", Schemas.health), (503, "The store does not answer.", Schemas.error)],
+      summary:
+        "Liveness: 200 while the node serves requests, its store answers and its data directory is the one it opened.",
+      authenticated: false, requestSchema: nil,
+      responses: [
+        (200, "The node is healthy.", Schemas.health),
+        (
+          503,
+          "The store does not answer (unavailable), or the data directory or its database file was deleted, "
+            + "moved or replaced while the node ran (data_directory_lost; writes answer the same).", Schemas.error
+        ),
+      ],
       queryParameters: []),
     Route(
       method: .get, pattern: "/metrics", operation: .metrics, operationID: "getMetrics",
@@ -875,6 +883,16 @@ extension Router {
       // Any route may answer 400 (a malformed query or body), and one with a path parameter 404 (unknown id).
       common.append((400, "Invalid request: the message names the field and the rule."))
       if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
+      // Any write may find the data directory full, failing or gone (StorageErrors.swift, DataDirectoryHealth.swift).
+      if route.method != .get {
+        common.append(
+          (
+            503,
+            "storage_unavailable (an I/O error; Retry-After) or data_directory_lost (the data directory was deleted "
+              + "or replaced while the node ran; /healthz says so too): nothing was stored."
+          ))
+        common.append((507, "storage_full: the data directory's disk is full; nothing was stored."))
+      }
       for (status, description) in common where responses[String(status)] == nil {
         responses[String(status)] = [
           "description": .string(description), "content": ["application/json": ["schema": Schemas.error]],

@@ -138,4 +138,34 @@ struct PressureTests {
       _ = try? sender.stop()
     }
   }
+
+  /// The data directory deleted under a running node: within seconds /healthz answers 503 with the reason, writes
+  /// answer 503 `data_directory_lost` (before: 201 into a deleted file, and everything gone after a restart), reads
+  /// still work, and one error line says what happened.
+  @Test func aDeletedDataDirectoryMakesTheNodeUnhealthyAndRefusesWrites() async throws {
+    let node = try NodeProcess(name: "doomed")
+    defer { node.cleanup() }
+    try await onDedicatedThread { try node.start() }
+    let first = try HTTPClient.post(port: node.port, path: "/api/v1/peers", json: #"{"displayName":"before"}"#)
+    #expect(first.status == 201, "\(first)")
+    #expect(try HTTPClient.get(port: node.port, path: "/healthz").status == 200)
+
+    try FileManager.default.removeItem(atPath: node.dataDirectory)
+    var health: HTTPResponse?
+    try await eventuallyAsync(timeout: .seconds(15), message: "/healthz after the data directory was deleted") {
+      health = try HTTPClient.get(port: node.port, path: "/healthz")
+      return health?.status == 503
+    }
+    let unhealthy = try #require(health)
+    #expect(errorCode(unhealthy) == "data_directory_lost", "\(unhealthy)")
+    #expect(errorMessage(unhealthy)?.contains(node.dataDirectory) == true, "\(unhealthy)")
+    let write = try HTTPClient.post(port: node.port, path: "/api/v1/peers", json: #"{"displayName":"after"}"#)
+    #expect(write.status == 503 && errorCode(write) == "data_directory_lost", "\(write)")
+    #expect(errorMessage(write)?.contains("restart") == true, "\(write)")
+    #expect(try HTTPClient.get(port: node.port, path: "/api/v1/node").status == 200)
+    let log = try String(contentsOfFile: node.stderrPath, encoding: .utf8)
+    #expect(log.contains("The data directory was lost"), "\(log)")
+    #expect(node.isRunning)
+    _ = try? node.stop()
+  }
 }
