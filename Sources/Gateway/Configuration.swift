@@ -48,6 +48,9 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var tlsKeyPath: String?
   /// Request and WebSocket limits (Limits.swift).
   public var limits = Limits()
+  /// Seconds a WebSocket may go without answering a PING before the node sends one; a client that has not answered
+  /// 10 s later is disconnected. 0: never (libwebsockets' validity policy on the vhost).
+  public var webSocketPingSeconds = 300
 
   /// Discovery modes.
   public enum Discovery: String, Sendable, Equatable, CaseIterable {
@@ -109,6 +112,8 @@ public struct NodeConfiguration: Sendable, Equatable {
                             (MESHGATE_WS_RATE_LIMIT, default 5000)
       --ws-max-message-bytes N  largest message a browser WebSocket may send
                             (MESHGATE_WS_MAX_MESSAGE_BYTES, default 2097152)
+      --ws-ping-interval S  seconds before an idle WebSocket is sent a PING; one that has not answered
+                            10 s later is closed; 0 = never (MESHGATE_WS_PING_INTERVAL, default 300)
       -h, --help            show this help
       --version             print the version
 
@@ -140,6 +145,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
       ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
       ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
+      ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -253,6 +259,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       limits.webSocketMessagesPerSecond = try integer(0...10_000_000, "a rate from 0 (off) to 10000000")
     case "--ws-max-message-bytes":
       limits.webSocketMaxMessageBytes = try integer(64...Limits.webSocketHardLimit, "a byte count from 64 to 16777216")
+    case "--ws-ping-interval":
+      webSocketPingSeconds = try integer(0...65_525, "a number of seconds from 0 (never) to 65525")
     default: throw ConfigurationError("unknown option \(flag)")
     }
   }

@@ -168,4 +168,45 @@ struct PressureTests {
     #expect(node.isRunning)
     _ = try? node.stop()
   }
+
+  /// `--ws-ping-interval 2`: a WebSocket client that does not answer PINGs is sent one after 2 s and closed 10 s
+  /// later; one that answers (as browsers and WebSocket libraries do) stays connected. (Before, the interval was
+  /// lws's fixed 300 s, and the close came after 310 s.)
+  @Test func webSocketsThatDoNotAnswerPingsAreClosedAfterTheConfiguredInterval() async throws {
+    let node = try NodeProcess(arguments: ["--ws-ping-interval", "2"], name: "pinger")
+    defer { node.cleanup() }
+    try await onDedicatedThread { try node.start() }
+    let peer = try node.createPeer("scripted")
+    let port = node.port
+    let path = "/api/v1/ws?token=\(peer.token)"
+    let outcome = try await onDedicatedThread { () -> (closedAfter: Double?, silentPings: Int, answerPings: Int, alive: Bool) in
+      let silent = try WebSocketClient(port: port, path: path)
+      silent.autoReplyToPings = false
+      let answering = try WebSocketClient(port: port, path: path)
+      let started = ContinuousClock.now
+      var closedAfter: Double?
+      // Both read all along (so the answering one answers); the bound only stops a hung test.
+      while closedAfter == nil, ContinuousClock.now - started < .seconds(40) {
+        do {
+          if case .close? = try silent.receive(timeout: .milliseconds(100)) {
+            closedAfter = Double((ContinuousClock.now - started).components.seconds)
+          }
+        } catch TestSupportError.webSocketClosed {
+          closedAfter = Double((ContinuousClock.now - started).components.seconds)
+        }
+        _ = try answering.receive(timeout: .milliseconds(100))
+      }
+      // Past the silent one's close (more than one ping interval later): the answering one still works.
+      for _ in 0..<30 { _ = try answering.receive(timeout: .milliseconds(100)) }
+      try answering.send(text: #"{"op":"ping"}"#)
+      let pong = try answering.receiveJSONObject(timeout: .seconds(10), where: { $0["type"] as? String == "pong" })
+      return (closedAfter, silent.pingsReceived, answering.pingsReceived, pong["type"] as? String == "pong")
+    }
+    let closedAfter = try #require(outcome.closedAfter, "the socket that ignores PINGs was never closed")
+    #expect(outcome.silentPings >= 1, "the node PINGed the silent socket before closing it")
+    #expect(closedAfter >= 10 && closedAfter <= 30, "closed after \(closedAfter) s (PING at 2 s, then 10 s of grace)")
+    #expect(outcome.answerPings >= 2 && outcome.alive, "the socket that answers PINGs stays: \(outcome)")
+    #expect(node.isRunning)
+    _ = try? node.stop()
+  }
 }
