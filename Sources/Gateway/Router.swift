@@ -133,6 +133,10 @@ struct Router: Sendable {
         (201, "The peer and its token.", Schemas.createdPeer),
         (400, "Invalid display name or discovery info.", Schemas.error),
         (413, "Body too large.", Schemas.error), (415, "Not JSON.", Schemas.error),
+        (
+          503, "This node already hosts \(Node.maxPeersPerNode) peers, or its data directory is lost or failing.",
+          Schemas.error
+        ),
       ], queryParameters: []),
     Route(
       method: .get, pattern: "/api/v1/peers/me", operation: .getMe, operationID: "getMe",
@@ -666,7 +670,10 @@ enum Schemas {
     "properties": [
       "encryption": ["type": ["string", "null"], "enum": ["none", "optional", "required", nil]],
       "strategy": ["type": ["string", "null"], "enum": ["cluster", "star", "pointToPoint", nil]],
-      "maxPeers": ["type": ["integer", "null"], "minimum": 2, "maximum": 1024],
+      "maxPeers": [
+        "type": ["integer", "null"], "minimum": 2, "maximum": 1024, "default": 64,
+        "description": "Members plus pending invitations; pointToPoint sessions are always 2.",
+      ],
     ],
   ]
   static let sendResult: JSONValue = [
@@ -707,7 +714,12 @@ enum Schemas {
     "properties": [
       "to": ["type": "string"], "session": ["type": "string"],
       "context": ["type": "string", "description": "At most 4 KiB of UTF-8."],
-      "timeoutSeconds": ["type": "integer", "minimum": 1, "maximum": 300, "default": 30],
+      "timeoutSeconds": [
+        "type": "integer", "minimum": 1, "maximum": 300, "default": 30,
+        "description": .string(
+          "Seconds the invitee has to answer. For an invitee on another node the inviter's node waits one grace "
+            + "second more for an answer in flight (its expiresAt includes it); a later answer is 409."),
+      ],
     ],
   ]
   static let transceive: JSONValue = [
@@ -758,7 +770,13 @@ enum Schemas {
   ]
   static let sendJob: JSONValue = [
     "type": "object", "required": ["to"], "additionalProperties": false,
-    "properties": ["to": ["type": "string"], "timeoutSeconds": ["type": "integer", "minimum": 1, "maximum": 300]],
+    "properties": [
+      "to": ["type": "string"],
+      "timeoutSeconds": [
+        "type": "integer", "minimum": 1, "maximum": 300, "default": 30,
+        "description": "As for invitations (one grace second more for a receiver on another node).",
+      ],
+    ],
   ]
   static let jobOffer: JSONValue = [
     "type": "object", "required": ["job", "invitation"], "properties": ["job": job, "invitation": invitation],
