@@ -4,6 +4,7 @@
 /// Layer 6 (surface). ``Node/enqueuePublish(_:)`` asserts (in debug builds, which the integration tests run) that
 /// every published type is listed here, and `EventCatalogTests` checks that the types in the source, in
 /// docs/events.md and in the OpenAPI document are exactly these, so the documentation cannot drift from the code.
+import Logging
 import MeshCore
 
 /// One event type and the shape of its `data`.
@@ -153,7 +154,8 @@ enum EventCatalog {
             "description": "declined, expired, canceled, or why the delivery failed (e.g. the link was lost).",
           ],
         ])),
-    chatEvent("chat.message", "ChatMessageEvent", "A message in a room this peer is in.", ["message": Schemas.chatMessage]),
+    chatEvent(
+      "chat.message", "ChatMessageEvent", "A message in a room this peer is in.", ["message": Schemas.chatMessage]),
     chatEvent("chat.member.joined", "ChatMemberJoinedEvent", "A peer joined a room.", ["peer": Schemas.peerRef]),
     chatEvent("chat.member.left", "ChatMemberLeftEvent", "A peer left a room.", ["peer": Schemas.peerRef]),
     chatEvent("chat.ended", "ChatEndedEvent", "A room ended (its host left and nobody remains).", [:]),
@@ -235,5 +237,123 @@ enum EventCatalog {
       "oneOf": .array(refs), "discriminator": ["propertyName": "type", "mapping": .object(mapping)],
     ]
     return schemas
+  }
+}
+
+extension EventCatalog {
+  /// Where `value` breaks `schema` (the JSON Schema subset these schemas use: type, const, enum, required,
+  /// properties, additionalProperties, maxProperties, items, anyOf/oneOf, minimum/maximum, pattern); empty when it
+  /// conforms. Debug builds check every published event with it (``Node/checkDocumented(_:_:)``), so a change to an
+  /// event's data that the documentation does not follow shows up in the integration tests.
+  static func violations(_ value: JSONValue, against schema: JSONValue, at path: String = "data") -> [String] {
+    var value = value
+    if case .serialized(let bytes) = value {
+      guard let parsed = try? JSONValue.parse(bytes) else { return ["\(path): not valid JSON"] }
+      value = parsed
+    }
+    guard let schema = schema.objectValue else { return [] }
+    var problems: [String] = []
+    for key in ["anyOf", "oneOf"] {
+      if case .array(let alternatives)? = schema[key],
+        !alternatives.contains(where: { violations(value, against: $0, at: path).isEmpty })
+      {
+        problems.append("\(path): matches none of \(key)")
+      }
+    }
+    if let type = schema["type"] {
+      let allowed: [String] =
+        switch type {
+        case .string(let one): [one]
+        case .array(let many): many.compactMap(\.stringValue)
+        default: []
+        }
+      if !allowed.contains(where: { Self.isOfType(value, $0) }) {
+        problems.append("\(path): \(value.typeDescription), expected \(allowed.joined(separator: " or "))")
+        return problems
+      }
+    }
+    if let constant = schema["const"], constant != value {
+      problems.append("\(path): not \(constant.serializedString())")
+    }
+    if case .array(let options)? = schema["enum"], !options.contains(value) {
+      problems.append(
+        "\(path): \(value.serializedString()) is not one of \(JSONValue.array(options).serializedString())")
+    }
+    if case .string(let text) = value, let pattern = schema["pattern"]?.stringValue,
+      let regex = try? Regex(pattern), (try? regex.firstMatch(in: text)) == nil
+    {
+      problems.append("\(path): does not match \(pattern)")
+    }
+    if let number = Self.number(value) {
+      if let minimum = schema["minimum"].flatMap(Self.number), number < minimum {
+        problems.append("\(path): < \(minimum)")
+      }
+      if let maximum = schema["maximum"].flatMap(Self.number), number > maximum {
+        problems.append("\(path): > \(maximum)")
+      }
+    }
+    if case .array(let items) = value, let itemSchema = schema["items"] {
+      for (index, item) in items.enumerated() {
+        problems += violations(item, against: itemSchema, at: "\(path)[\(index)]")
+      }
+    }
+    if case .object(let object) = value {
+      if case .array(let required)? = schema["required"] {
+        for key in required.compactMap(\.stringValue) where object[key] == nil {
+          problems.append("\(path).\(key): missing")
+        }
+      }
+      let properties = schema["properties"]?.objectValue ?? [:]
+      if let most = schema["maxProperties"]?.intValue, object.keys.count > most {
+        problems.append("\(path): more than \(most) members")
+      }
+      for (key, member) in object {
+        if let property = properties[key] {
+          problems += violations(member, against: property, at: "\(path).\(key)")
+        } else if let additional = schema["additionalProperties"] {
+          if additional == .bool(false) {
+            problems.append("\(path).\(key): not allowed")
+          } else {
+            problems += violations(member, against: additional, at: "\(path).\(key)")
+          }
+        }
+      }
+    }
+    return problems
+  }
+
+  static func isOfType(_ value: JSONValue, _ type: String) -> Bool {
+    switch (type, value) {
+    case ("null", .null), ("boolean", .bool), ("string", .string), ("array", .array), ("object", .object): true
+    case ("number", .int), ("number", .double): true
+    case ("integer", _): value.intValue != nil
+    default: false
+    }
+  }
+
+  static func number(_ value: JSONValue) -> Double? {
+    switch value {
+    case .int(let number): Double(number)
+    case .double(let number): number
+    default: nil
+    }
+  }
+
+  /// The kind for a type, hello included.
+  static func kind(_ type: String) -> EventKind? {
+    type == hello.type ? hello : logged.first { $0.type == type }
+  }
+}
+
+extension Node {
+  /// Debug builds: logs and counts an event whose data does not match its documented schema.
+  func checkDocumented(_ type: String, _ data: JSONValue) {
+    guard let kind = EventCatalog.kind(type) else { return }
+    let problems = EventCatalog.violations(data, against: kind.data)
+    guard !problems.isEmpty else { return }
+    metrics.eventsOffSchema += 1
+    logger.error(
+      "Event data does not match its documented schema (docs/events.md).",
+      ["event.type": type, "violations": problems.prefix(5).joined(separator: "; ")])
   }
 }

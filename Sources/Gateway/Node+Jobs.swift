@@ -202,7 +202,10 @@ extension Node {
       apply(result.directives)
       guard result.undelivered.isEmpty else {
         try await publish([
-          (pending.senderPeerID, "job.send.failed", Self.jobSendFailed(job, pending, reason: "receiver's node not linked"))
+          (
+            pending.senderPeerID, "job.send.failed",
+            Self.jobSendFailed(job, pending, reason: "receiver's node not linked")
+          )
         ])
         return
       }

@@ -237,7 +237,8 @@ extension Node {
   /// all be accepted against the same free space (and then all fail when the disk fills).
   func promisedBytes() -> UInt64 {
     var total: UInt64 = 0
-    for transfer in transfers.incoming.values where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID {
+    for transfer in transfers.incoming.values where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID
+    {
       total += transfer.record.size - min(transfer.record.bytes, transfer.record.size)
     }
     for transfer in transfers.outgoing.values where !transfer.record.isTerminal && transfer.record.sha256 == nil {

@@ -45,6 +45,8 @@ struct NodeMetrics {
   var slowConsumerDisconnects = 0
   var webSocketUpgradesRejected = 0
   var storageFailures = 0
+  /// Events whose data broke their documented schema (checked in debug builds only).
+  var eventsOffSchema = 0
 }
 
 /// The node actor.
@@ -425,6 +427,9 @@ public actor Node {
         "type": "hello",
         "data": ["peer": peerJSON(peer), "node": nodeJSON(), "cursor": .string(String(latest))],
       ]
+      #if DEBUG
+        checkDocumented("hello", hello.objectValue?["data"] ?? .null)
+      #endif
       sendFrame(hello, to: subscriber, eventName: "hello")
       if var cursor = since {
         subscriber.lastSent = cursor
@@ -469,6 +474,9 @@ public actor Node {
     assert(
       pending.entries.allSatisfy { EventCatalog.loggedTypes.contains($0.type) },
       "an event type missing from EventCatalog: \(pending.entries.map(\.type))")
+    #if DEBUG
+      for entry in pending.entries { checkDocumented(entry.type, entry.data) }
+    #endif
     publishQueue.append(pending)
     guard !publishing else { return }
     publishing = true

@@ -23,7 +23,11 @@ struct EventCatalogTests {
     for file in files where file != "EventCatalog.swift" {
       let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
       for match in text.matches(of: literal) {
-        if match.output.2 == "\"" { exact.insert(String(match.output.1)) } else { families.insert(String(match.output.1)) }
+        if match.output.2 == "\"" {
+          exact.insert(String(match.output.1))
+        } else {
+          families.insert(String(match.output.1))
+        }
       }
       for match in text.matches(of: settle) { settled.insert(String(match.output.1)) }
     }
@@ -41,8 +45,10 @@ struct EventCatalogTests {
     for state in settled { expected.insert("transfer.\(state)") }
     #expect(settled == ["finished", "failed", "canceled"])
     let catalog = EventCatalog.loggedTypes
-    #expect(expected.subtracting(catalog).isEmpty, "published but not in EventCatalog: \(expected.subtracting(catalog))")
-    #expect(catalog.subtracting(expected).isEmpty, "in EventCatalog but never published: \(catalog.subtracting(expected))")
+    #expect(
+      expected.subtracting(catalog).isEmpty, "published but not in EventCatalog: \(expected.subtracting(catalog))")
+    #expect(
+      catalog.subtracting(expected).isEmpty, "in EventCatalog but never published: \(catalog.subtracting(expected))")
     #expect(EventCatalog.logged.count == catalog.count, "a type listed twice")
   }
 
@@ -108,5 +114,31 @@ struct EventCatalogTests {
   @Test func theReadmeLinksTheEventReference() throws {
     let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
     #expect(readme.contains("(docs/events.md)"))
+  }
+
+  @Test func theSchemaCheckAcceptsDocumentedDataAndNamesWhatIsWrong() throws {
+    let kind = try #require(EventCatalog.kind("job.send.failed"))
+    let job: JSONValue = [
+      "id": "j1", "name": "Paint", "dueDate": .null, "payment": "80.00", "notes": .null, "assignedTo": .null,
+      "receivedFrom": .null, "createdAt": "2026-12-03T09:00:00.000Z", "updatedAt": "2026-12-03T09:00:00.000Z",
+    ]
+    let to: JSONValue = ["id": "p2", "displayName": "bob", "nodeId": "n2"]
+    let good: JSONValue = ["job": job, "jobId": "j1", "to": to, "reason": "declined"]
+    #expect(EventCatalog.violations(good, against: kind.data).isEmpty)
+    #expect(EventCatalog.violations(.serialized(Array(good.serializedString().utf8)), against: kind.data).isEmpty)
+    let deleted: JSONValue = ["job": .null, "jobId": "j1", "to": to, "reason": "expired"]
+    #expect(EventCatalog.violations(deleted, against: kind.data).isEmpty)
+    // The shape before this change: no job.
+    let old: JSONValue = ["jobId": "j1", "to": to, "reason": "declined"]
+    #expect(EventCatalog.violations(old, against: kind.data) == ["data.job: missing"])
+    let wrong: JSONValue = ["job": job, "jobId": .int(1), "to": ["id": "p2"], "reason": "declined"]
+    #expect(
+      Set(EventCatalog.violations(wrong, against: kind.data))
+        == ["data.jobId: a number, expected string", "data.to.displayName: missing", "data.to.nodeId: missing"])
+    let state = try #require(EventCatalog.kind("session.peer.state"))
+    let peer: JSONValue = ["id": "p", "displayName": "a", "nodeId": "n"]
+    #expect(
+      EventCatalog.violations(["sessionId": "s", "peer": peer, "state": "gone"], against: state.data)
+        == [#"data.state: "gone" is not one of ["connecting","connected","notConnected"]"#])
   }
 }

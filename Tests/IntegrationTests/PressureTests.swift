@@ -179,7 +179,8 @@ struct PressureTests {
     let peer = try node.createPeer("scripted")
     let port = node.port
     let path = "/api/v1/ws?token=\(peer.token)"
-    let outcome = try await onDedicatedThread { () -> (closedAfter: Double?, silentPings: Int, answerPings: Int, alive: Bool) in
+    let outcome = try await onDedicatedThread {
+      () -> (closedAfter: Double?, silentPings: Int, answerPings: Int, alive: Bool) in
       let silent = try WebSocketClient(port: port, path: path)
       silent.autoReplyToPings = false
       let answering = try WebSocketClient(port: port, path: path)
