@@ -387,7 +387,7 @@ class Suite:
             self.lab.heal(f"loss{percent}")
         for loop in (*posters, *streams):
             loop.stop()
-        watch.stop()
+        watch.stop()  # also stopped in the finally below if a step above fails
         queue_full = self.queue_full_lines() - queue_full_before
         chat = verify_chat(room, [host, *members], posters)
         for index, (percent, a, b) in enumerate(plan):
@@ -403,7 +403,7 @@ class Suite:
             explained, unexplained = [], []
             for at in flaps:
                 silence = watch.silence_before(a, b, at)
-                (explained if silence >= 1500 else unexplained).append(silence)
+                (explained if silence >= 1400 else unexplained).append(silence)
             case.figures["flaps"] = len(flaps)
             case.figures["flapSilenceMs"] = explained + unexplained
             if queue_full:
@@ -412,7 +412,7 @@ class Suite:
             if unexplained:
                 case.problems.append(
                     f"{len(unexplained)} link flaps with data still arriving (longest receive silence {max(unexplained)} ms "
-                    "< 1500 ms): not a heartbeat miss"
+                    "< 1400 ms): not a heartbeat miss"
                 )
             cases.append(case)
         cases[0].figures["chat"] = chat
@@ -461,13 +461,14 @@ class Suite:
             return bulk, wait_until(f"{tag}: small messages n0 → n2", small_arrived, 30, 0.05)
 
         base_bulk, base_small = burst("base", 32)
+        queue_full_before = self.queue_full_lines()
         self.lab.slow_link(0, 1, 1000)
         slow_started = time.time()
         slow = DataStream("slow", slow_tx, slow_rx, slow_session, interval=0.0, size=64 * 1024)
         self.launch(slow)
         time.sleep(2.0)  # the slow link's queues are full
         loaded_bulk, loaded_small = burst("loaded", 32)
-        wait_until("the slow stream sent 1.5 MiB", lambda: slow.count >= 24, 40, 0.2)
+        time.sleep(2.0)
         slow.stop()
         figures = slow.verify(settle=60)
         slow_done = time.time()
@@ -489,9 +490,13 @@ class Suite:
                 f"{p95(base_small) * 1000:.0f} ms without"
             )
         flaps = self.flaps(0, 1, slow_started, slow_done)
-        case.figures["slowLinkFlaps"] = len(flaps)
-        if flaps:
-            case.problems.append(f"backpressure: the 1 Mbit/s link flapped {len(flaps)} times under its own bulk traffic")
+        queue_full = self.queue_full_lines() - queue_full_before
+        case.figures.update(slowLinkFlaps=len(flaps), queueFullCloses=queue_full)
+        if flaps or queue_full:
+            case.problems.append(
+                f"backpressure: the 1 Mbit/s link flapped {len(flaps)} times under its own bulk traffic "
+                f"({queue_full} 'Mesh link send queue full' closes)"
+            )
             case.expected["backpressure:"] = ISSUE_BACKPRESSURE
         self.converge(case)
         return [case]

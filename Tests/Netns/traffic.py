@@ -221,6 +221,8 @@ class FileCheck:
                 state=theirs.get("state"), senderState=ours.get("state"), bytes=theirs.get("bytes"),
                 resumedFrom=theirs.get("resumedFrom"),
             )
+            if ours.get("reason") or theirs.get("reason"):
+                self.figures["reason"] = f"sender: {ours.get('reason')}; receiver: {theirs.get('reason')}"
             return theirs.get("state") in ("finished", "failed", "canceled") and ours.get("state") in (
                 "finished", "failed", "canceled",
             )
@@ -245,44 +247,76 @@ class FileCheck:
 # -- link flaps: were heartbeats really missing? ----------------------------------------------------------
 
 
-class SocketWatch(Loop):
-    """Samples the TCP connections between node pairs inside their namespaces (`ss -ti`): `lastrcv` is how long
-    ago the socket last received anything. Heartbeats go every 500 ms, so a link declared dead after 2 s of
-    silence shows `lastrcv` ≥ ~1.5 s on one side just before it closes; a link closed with data still arriving
-    was not a heartbeat miss."""
+class SocketWatch:
+    """Samples the TCP connections between nodes inside their namespaces (`ss -ti`, every ~100 ms, one sampling
+    shell per namespace). `bytes_received` counts the in-order bytes the socket could hand to the node
+    (out-of-order segments behind a lost one do not count), so a connection whose `bytes_received` stood still
+    for about 2 s before it closed had its heartbeats (every 500 ms) truly missing; one closed while in-order
+    data kept arriving was not a heartbeat miss."""
 
     LINE = re.compile(r"(\S+):(\d+)\s+(\S+):(\d+)")
+    SCRIPT = "while :; do echo \"@ $(date +%s.%N)\"; ss -tinH state established; sleep 0.1; done"
 
-    def __init__(self, namespaces: dict[int, str], ips: dict[int, str], interval: float = 0.25):
-        super().__init__("socket-watch", interval)
+    def __init__(self, namespaces: dict[int, str], ips: dict[int, str]):
         self.namespaces = namespaces
         self.ips = ips
-        self.samples: list[tuple[float, int, str, int]] = []  # (time, node, remote ip, lastrcv ms)
+        # (node, local, remote) -> [(time, bytes_received)]
+        self.series: dict[tuple[int, str, str], list[tuple[float, int]]] = {}
+        self.processes: list[subprocess.Popen] = []
+        self.readers: list[threading.Thread] = []
+        self.lock = threading.Lock()
 
-    def step(self, index: int) -> None:
+    def start(self) -> None:
         for node, ns in self.namespaces.items():
-            out = subprocess.run(
-                ["ip", "netns", "exec", ns, "ss", "-tinH", "state", "established"],
-                capture_output=True, text=True, timeout=10,
-            ).stdout
-            now = time.time()
-            remote = None
-            for line in out.splitlines():
-                match = self.LINE.search(line)
-                if match and not line.startswith((" ", "\t")):
-                    remote = match.group(3)
-                    continue
-                rcv = re.search(r"lastrcv:(\d+)", line)
-                if remote and rcv:
-                    self.samples.append((now, node, remote, int(rcv.group(1))))
-                    remote = None
+            process = subprocess.Popen(
+                ["ip", "netns", "exec", ns, "sh", "-c", self.SCRIPT], stdout=subprocess.PIPE, text=True,
+                stderr=subprocess.DEVNULL,
+            )
+            self.processes.append(process)
+            reader = threading.Thread(target=self._read, args=(node, process), daemon=True)
+            reader.start()
+            self.readers.append(reader)
+
+    def _read(self, node: int, process: subprocess.Popen) -> None:
+        now, key = 0.0, None
+        for line in process.stdout:
+            if line.startswith("@ "):
+                now = float(line.split()[1])
+                continue
+            match = self.LINE.search(line)
+            if match and not line.startswith((" ", "\t")):
+                key = (node, f"{match.group(1)}:{match.group(2)}", f"{match.group(3)}:{match.group(4)}")
+                continue
+            received = re.search(r"bytes_received:(\d+)", line)
+            if key:
+                with self.lock:
+                    self.series.setdefault(key, []).append((now, int(received.group(1)) if received else 0))
+                key = None
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for reader in self.readers:
+            reader.join(timeout=10)
+        self.processes.clear()
 
     def silence_before(self, a: int, b: int, at: float) -> int:
-        """The longest receive silence sampled on the a–b connections in the 2.5 s before `at`."""
+        """The longest in-order receive stall (ms) at the end of an a–b connection that ended around `at`."""
         worst = 0
-        for when, node, remote, lastrcv in self.samples:
-            if at - 2.5 <= when <= at + 0.3 and (
-                (node == a and remote == self.ips[b]) or (node == b and remote == self.ips[a])
-            ):
-                worst = max(worst, lastrcv)
+        with self.lock:
+            series = dict(self.series)
+        for (node, _, remote), samples in series.items():
+            if not ((node == a and remote.startswith(self.ips[b] + ":")) or (node == b and remote.startswith(self.ips[a] + ":"))):
+                continue
+            last_time = samples[-1][0]
+            if not at - 1.5 <= last_time <= at + 1.0:
+                continue
+            moved = [t for (t, count), (_, before) in zip(samples[1:], samples) if count != before]
+            since = moved[-1] if moved else samples[0][0]
+            worst = max(worst, int((last_time - since) * 1000))
         return worst
