@@ -320,3 +320,70 @@ class SocketWatch:
             since = moved[-1] if moved else samples[0][0]
             worst = max(worst, int((last_time - since) * 1000))
         return worst
+
+
+class RejoiningStream(DataStream):
+    """A data stream whose sender re-invites the receiver whenever the session lost it (README: a member whose
+    node link was lost leaves the session; a new invitation brings it back), so data, invitations and accepts
+    all run while links come and go. Every invitation it made must end the same on both sides."""
+
+    def __init__(self, tag: str, sender: Peer, receiver: Peer, session: str, interval: float = 0.1):
+        super().__init__(tag, sender, receiver, session, interval)
+        self.invitations: list[str] = []
+        self.accepted: dict[str, int] = {}
+        self.last_invite = 0.0
+
+    def step(self, index: int) -> None:
+        super().step(index)
+        if index in self.acked or time.monotonic() - self.last_invite < 1.0:
+            return
+        self.last_invite = time.monotonic()
+        try:
+            if self.sender.members(self.session).get(self.receiver.id) == "connected":
+                return
+            answer = self.sender.call(
+                "POST", "/api/v1/invitations",
+                {"to": self.receiver.id, "session": self.session, "timeoutSeconds": 5}, timeout=5,
+            )
+            if answer.status != 201:
+                return
+            invitation = answer.json()["invitation"]["id"]
+            self.invitations.append(invitation)
+            deadline = time.monotonic() + 3
+            while True:  # 404 until the invitation reaches the receiver's node
+                status = self.receiver.call("POST", f"/api/v1/invitations/{invitation}/accept", {}, timeout=5).status
+                if status != 404 or time.monotonic() > deadline or self.halt.is_set():
+                    break
+                time.sleep(0.1)
+            self.accepted[invitation] = status
+        except TRANSIENT:
+            return
+
+    def invitation_problems(self, settle: float = 30) -> tuple[dict, list[str]]:
+        terminal = ("accepted", "declined", "expired", "canceled")
+        views: dict[str, tuple] = {}
+
+        def consistent() -> bool:
+            for invitation in self.invitations:
+                pair = (self.sender.invitation_state(invitation), self.receiver.invitation_state(invitation))
+                views[invitation] = pair
+            return all(a in terminal and a == b for a, b in views.values())
+
+        try:
+            wait_until(f"{self.name}: every invitation ended the same on both sides", consistent, settle, 0.5)
+        except Failure:
+            pass
+        figures = {
+            "invitations": len(self.invitations),
+            "acceptedBoth": sum(1 for a, b in views.values() if a == b == "accepted"),
+            "expiredBoth": sum(1 for a, b in views.values() if a == b == "expired"),
+        }
+        bad = {i: v for i, v in views.items() if not (v[0] in terminal and v[0] == v[1])}
+        # An accept answered 200 must not end as anything but accepted.
+        broken = [i for i, status in self.accepted.items() if status == 200 and views.get(i, ("?",))[0] != "accepted"]
+        out = []
+        if bad:
+            out.append(f"{self.name}: {len(bad)} invitations ended differently on the two sides: {list(bad.items())[:3]}")
+        if broken:
+            out.append(f"{self.name}: {len(broken)} invitations accepted with 200 but not accepted for the inviter")
+        return figures, out
