@@ -86,9 +86,27 @@ class Node:
 
     def start(self, timeout: float = 60) -> None:
         args = [
-            "ip", "netns", "exec", self.ns, self.binary,
-            "--port", str(self.PORT), "--bind", "0.0.0.0", "--data-dir", str(self.data_dir), "--name", self.name,
-            "--public-dir", self.public_dir, "--discovery", "static", "--mesh-tls", "on", "--log-level", "debug",
+            "ip",
+            "netns",
+            "exec",
+            self.ns,
+            self.binary,
+            "--port",
+            str(self.PORT),
+            "--bind",
+            "0.0.0.0",
+            "--data-dir",
+            str(self.data_dir),
+            "--name",
+            self.name,
+            "--public-dir",
+            self.public_dir,
+            "--discovery",
+            "static",
+            "--mesh-tls",
+            "on",
+            "--log-level",
+            "debug",
         ] + self.extra
         for seed in self.seeds:
             args += ["--peer", seed]
@@ -143,8 +161,14 @@ class Node:
     # -- HTTP -------------------------------------------------------------------------------------
 
     def request(
-        self, method: str, path: str, body: Any = None, token: str | None = None, raw: bytes | None = None,
-        headers: dict[str, str] | None = None, timeout: float = 20,
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        token: str | None = None,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 20,
     ) -> Response:
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         req = urllib.request.Request(self.base + path, data=data, method=method)
@@ -226,7 +250,8 @@ class Peer:
     def invite(self, invitee: "Peer", session_id: str, timeout_seconds: int = 30) -> str:
         def attempt() -> Any:
             answer = self.call(
-                "POST", "/api/v1/invitations",
+                "POST",
+                "/api/v1/invitations",
                 {"to": invitee.id, "session": session_id, "timeoutSeconds": timeout_seconds},
             )
             if answer.status == 404:
@@ -246,7 +271,8 @@ class Peer:
         invitation = inviter.invite(self, session_id)
         wait_until(
             f"{self} accepting {invitation}",
-            lambda: self.call("POST", f"/api/v1/invitations/{invitation}/accept", {}).status == 200, 30,
+            lambda: self.call("POST", f"/api/v1/invitations/{invitation}/accept", {}).status == 200,
+            30,
         )
         wait_until(
             f"{self} connected in {session_id} on both sides",
@@ -270,10 +296,14 @@ class Peer:
             lambda: any(c.get("id") == room for c in self.ok("GET", "/api/v1/chats/nearby").get("chats", [])),
             30,
         )
-        wait_until(f"{self} joining {room}", lambda: self.call("POST", f"/api/v1/chats/{room}/join").status in (200, 202), 30)
+        wait_until(
+            f"{self} joining {room}", lambda: self.call("POST", f"/api/v1/chats/{room}/join").status in (200, 202), 30
+        )
         wait_until(
             f"{self} a member of {room}",
-            lambda: any(c.get("id") == room and c.get("joined") for c in self.ok("GET", "/api/v1/chats").get("chats", [])),
+            lambda: any(
+                c.get("id") == room and c.get("joined") for c in self.ok("GET", "/api/v1/chats").get("chats", [])
+            ),
             30,
         )
 

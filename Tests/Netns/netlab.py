@@ -140,7 +140,12 @@ class Lab:
         run(["nft", "add", "table", "bridge", self.table])
         run(
             [
-                "nft", "add", "chain", "bridge", self.table, "faults",
+                "nft",
+                "add",
+                "chain",
+                "bridge",
+                self.table,
+                "faults",
                 "{ type filter hook forward priority 0 ; policy accept ; }",
             ]
         )
@@ -155,7 +160,11 @@ class Lab:
 
     def leftovers(self) -> list[str]:
         """Anything of this run still present (for the cleanup check)."""
-        left = [ns for ns in run(["ip", "netns", "list"], check=False).stdout.split() if ns.startswith(f"mgf-{self.run_id}-")]
+        left = [
+            ns
+            for ns in run(["ip", "netns", "list"], check=False).stdout.split()
+            if ns.startswith(f"mgf-{self.run_id}-")
+        ]
         left += [
             line.split(":")[1].strip().split("@")[0]
             for line in run(["ip", "-o", "link", "show"], check=False).stdout.splitlines()
@@ -204,8 +213,24 @@ class Lab:
             run(["tc", "class", "add", "dev", port, "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit"])
             run(
                 [
-                    "tc", "class", "add", "dev", port, "parent", "1:", "classid", "1:20", "htb",
-                    "rate", f"{kbit}kbit", "ceil", f"{kbit}kbit", "burst", "15k", "cburst", "15k",
+                    "tc",
+                    "class",
+                    "add",
+                    "dev",
+                    port,
+                    "parent",
+                    "1:",
+                    "classid",
+                    "1:20",
+                    "htb",
+                    "rate",
+                    f"{kbit}kbit",
+                    "ceil",
+                    f"{kbit}kbit",
+                    "burst",
+                    "15k",
+                    "cburst",
+                    "15k",
                 ]
             )
             # About 0.5 s of queue at this rate (a slow link's modem queue), not the veth's 1000 packets.
@@ -213,8 +238,24 @@ class Lab:
             run(["tc", "qdisc", "add", "dev", port, "parent", "1:20", "handle", "20:", "pfifo", "limit", str(packets)])
             run(
                 [
-                    "tc", "filter", "add", "dev", port, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-                    "match", "ip", "src", f"{self.ip(sender)}/32", "flowid", "1:20",
+                    "tc",
+                    "filter",
+                    "add",
+                    "dev",
+                    port,
+                    "parent",
+                    "1:",
+                    "protocol",
+                    "ip",
+                    "prio",
+                    "1",
+                    "u32",
+                    "match",
+                    "ip",
+                    "src",
+                    f"{self.ip(sender)}/32",
+                    "flowid",
+                    "1:20",
                 ]
             )
             self.shaped.add(receiver)

