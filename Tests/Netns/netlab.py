@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -57,7 +58,14 @@ def _remove(run_id: str) -> list[str]:
     removed = []
     listing = run(["ip", "netns", "list"], check=False).stdout.split()
     for ns in sorted({word for word in listing if word.startswith(f"mgf-{run_id}-")}):
-        # Deleting a namespace kills nothing by itself: the harness stops the nodes first.
+        # Deleting a namespace kills nothing by itself. The harness stops its nodes first; what is still running
+        # in one of its namespaces now is a node of a run that was killed (SIGKILL) before it could stop them.
+        for pid in run(["ip", "netns", "pids", ns], check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                removed.append(f"process {pid} in {ns}")
+            except (ProcessLookupError, ValueError):
+                pass
         if run(["ip", "netns", "del", ns], check=False).returncode == 0:
             removed.append(f"netns {ns}")
     links = run(["ip", "-o", "link", "show"], check=False).stdout

@@ -669,13 +669,16 @@ def main() -> int:
     def interrupted(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    signal.signal(signal.SIGTERM, interrupted)
-    signal.signal(signal.SIGHUP, interrupted)
+    # SIGINT too: a shell without job control starts background commands with SIGINT ignored, and Python then
+    # would not raise KeyboardInterrupt; the cleanup below must run however the run is stopped.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupted)
 
     suite_start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="meshgate-netns-"))
     lab = Lab(NODES, os.environ.get("MESHGATE_NETNS_PREFIX"))
     nodes: list[Node] = []
+    suite: Suite | None = None
     cases: list[Case] = []
     setup_error = None
     print(
@@ -731,9 +734,18 @@ def main() -> int:
     except Exception as error:  # noqa: BLE001
         setup_error = f"{error!r}\n{traceback.format_exc()}"
     finally:
+        stopping = time.monotonic()
+        if suite is not None:
+            for loop in suite.loops:
+                loop.halt.set() if hasattr(loop, "halt") else loop.stop()
+        # SIGTERM to every node at once, then wait for each.
+        for node in nodes:
+            if node.alive():
+                node.process.send_signal(signal.SIGTERM)
         exits = {node.name: node.stop() for node in nodes}
         removed = lab.destroy()
         left = lab.leftovers()
+        print(f"{me}: stopped {len(nodes)} nodes and removed the lab in {time.monotonic() - stopping:.1f} s")
     crashed = {name: code for name, code in exits.items() if code not in (0, None)}
     elapsed = time.monotonic() - suite_start
     if setup_error:
