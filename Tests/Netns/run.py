@@ -394,6 +394,13 @@ class Suite:
             case.figures["transceiveRegroupSeconds"] = round(time.time() - heal_at, 2)
             case.figures["transceiveSameSession"] = group_after == group_before
         except Failure as error:
+            views = {}
+            for peer in transceivers:
+                sessions = peer.ok("GET", "/api/v1/sessions").get("sessions", [])
+                views[peer.name] = [
+                    {s["id"][:8]: sorted(m.get("state", "?")[:4] for m in s.get("members", []))} for s in sessions
+                ]
+            case.figures["transceiveViews"] = views
             case.problems.append(f"transceive: {error}")
             case.expected["transceive:"] = ISSUE_TRANSCEIVE
         time.sleep(2.0)
