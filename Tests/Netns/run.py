@@ -98,7 +98,8 @@ class Suite:
         for node in self.nodes:
             entries = node.mesh_nodes()
             linked = [e.get("id") for e in entries if e.get("state") == "linked"]
-            if set(linked) != ids - {node.node_id} or len(linked) != len(set(linked)):
+            known = [e.get("id") for e in entries if e.get("id")]
+            if set(linked) != ids - {node.node_id} or len(known) != len(set(known)):
                 return False
         return True
 
