@@ -46,6 +46,8 @@ struct Job: Sendable, Equatable {
 enum JobRules {
   static let maxNameCharacters = 200
   static let maxNotesBytes = 4096
+  /// How long a job offer waits for its answer when `timeoutSeconds` is not given (a plain invitation waits 30 s).
+  static let defaultOfferTimeoutSeconds = 60
   static let serviceType = "jobmanager-jobs"
   /// The named session event that carries a job to its receiver.
   static let transferEvent = "jobmanager.job"

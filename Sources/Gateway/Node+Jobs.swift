@@ -1,8 +1,8 @@
 /// The Job Manager app on the mesh: job CRUD and sending a job to a peer who receives jobs.
 ///
 /// Layer 5 (apps) over sessions and invitations. "Receive Jobs" is advertising `jobmanager-jobs`. Sending a job
-/// opens a pointToPoint session and invites the receiver with the job's name as context (they see who offers
-/// what, and the verification code). On accept, the sender's node sends the job as the named session event
+/// opens a pointToPoint session and invites the receiver with the whole job as context (its name, then `Due:`,
+/// `Payment:` and `Notes:` lines, so they see who offers what, and the verification code). On accept, the sender's node sends the job as the named session event
 /// `jobmanager.job` (reliable, so it arrives once or the sender hears it failed); the receiver's node stores a
 /// copy in the receiver's list (`job.received`) and the sender's job records `assignedTo` (`job.delivered`).
 /// Decline, expiry or cancel leave both lists as they were and tell the sender (`job.send.failed`).
@@ -105,7 +105,9 @@ extension Node {
     let body = try RequestBody(context.request)
     try body.allowOnly(["to", "timeoutSeconds"])
     let toID = try body.requiredString("to")
-    let timeout = try body.timeoutSeconds()
+    // A job offer is read before it is answered: it waits longer than a plain invitation unless told otherwise.
+    let given = body.object["timeoutSeconds"].map { $0 != .null } ?? false
+    let timeout = given ? try body.timeoutSeconds() : JobRules.defaultOfferTimeoutSeconds
     let sender = context.authenticatedPeer
     guard peers[sender.id] != nil else { throw APIError.invalidToken }
     if let assigned = job.assignedTo {
@@ -137,7 +139,7 @@ extension Node {
         UUID().uuidString.lowercased(), from: sender.id,
         to: SessionMember(
           peerID: receiver.peerID, displayName: receiver.displayName, nodeID: receiver.nodeID, state: .connecting),
-        sessionID: session.sessionID, context: Self.invitationContext(job.name), timeoutMillis: UInt32(timeout * 1000),
+        sessionID: session.sessionID, context: Self.invitationContext(job), timeoutMillis: UInt32(timeout * 1000),
         now: Self.monotonicMillis())
     } catch {
       apply((try? mesh.sessions.leave(session.sessionID, peerID: sender.id)) ?? [])
@@ -150,10 +152,17 @@ extension Node {
     return .json(["job": job.json, "invitation": invitationJSON(invitation)], status: 202)
   }
 
-  /// The job name as invitation context: whole characters, at most 4 KiB (a 200-character name can be longer).
-  static func invitationContext(_ name: String) -> [UInt8] {
+  /// The whole job as invitation context, so the receiver can judge the offer before accepting: the name on the
+  /// first line, then `Due: YYYY-MM-DD`, `Payment: 120.00` and `Notes: …` lines for the fields that are set (notes
+  /// last; they may span lines). Whole characters, at most 4 KiB: long notes are cut there (the job itself arrives
+  /// whole on accept).
+  static func invitationContext(_ job: Job) -> [UInt8] {
+    var text = job.name
+    if let due = job.dueDate { text += "\nDue: \(due)" }
+    if let cents = job.paymentCents { text += "\nPayment: \(JobRules.formatPayment(cents))" }
+    if let notes = job.notes, !notes.isEmpty { text += "\nNotes: \(notes)" }
     var context: [UInt8] = []
-    for character in name {
+    for character in text {
       let bytes = Array(String(character).utf8)
       guard context.count + bytes.count <= MeshFrameCodec.maxContextBytes else { break }
       context += bytes

@@ -428,7 +428,7 @@ struct Router: Sendable {
     Route(
       method: .post, pattern: "/api/v1/jobs/{jobId}/send", operation: .sendJob, operationID: "sendJob",
       summary:
-        "Offers the job to a peer receiving jobs (advertising jobmanager-jobs): an invitation with the job's name as context; on accept the job lands in their list (job.received) and yours shows assignedTo (job.delivered).",
+        "Offers the job to a peer receiving jobs (advertising jobmanager-jobs): an invitation (60 s unless timeoutSeconds says otherwise) whose context is the whole job (the name, then Due:, Payment: and Notes: lines for the fields set; at most 4 KiB); on accept the job lands in their list (job.received) and yours shows assignedTo (job.delivered).",
       authenticated: true, requestSchema: Schemas.sendJob,
       responses: [
         (202, "Offered; the answer arrives as events.", Schemas.jobOffer),
@@ -799,8 +799,9 @@ enum Schemas {
     "properties": [
       "to": ["type": "string"],
       "timeoutSeconds": [
-        "type": "integer", "minimum": 1, "maximum": 300, "default": 30,
-        "description": "As for invitations (one grace second more for a receiver on another node).",
+        "type": "integer", "minimum": 1, "maximum": 300, "default": 60,
+        "description":
+          "As for invitations (one grace second more for a receiver on another node), but 60 s by default: a job offer is read before it is answered.",
       ],
     ],
   ]

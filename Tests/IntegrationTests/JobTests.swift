@@ -257,7 +257,7 @@ struct JobTests {
       #expect(try canonical(offer["job"]) == canonical(job), "the 202 carries the job as it is")
       let invitation = try #require(offer["invitation"] as? [String: Any], "\(offer)")
       let invitationID = try #require(invitation["id"] as? String)
-      #expect(invitation["context"] as? String == "Fix the sink")
+      #expect(invitation["context"] as? String == "Fix the sink\nDue: 2027-03-31\nPayment: 120.00\nNotes: Kitchen, 2nd floor", "the whole job in the offer")
       #expect(((invitation["to"] as? [String: Any])?["id"] as? String) == bob.id, "\(invitation)")
       let code = try #require(invitation["verificationCode"] as? String, "\(invitation)")
       #expect(code.count == 6 && code.allSatisfy(\.isNumber), "verification code \(code)")
@@ -270,7 +270,7 @@ struct JobTests {
       let received = try await bob.awaitEvent("invitation.received", since: bobMark) {
         $0.invitationID == invitationID
       }
-      #expect(received.invitation?["context"] as? String == "Fix the sink", "\(received)")
+      #expect(received.invitation?["context"] as? String == "Fix the sink\nDue: 2027-03-31\nPayment: 120.00\nNotes: Kitchen, 2nd floor", "\(received)")
       #expect(received.invitation?["verificationCode"] as? String == code, "\(received)")
       let from = received.invitation?["from"] as? [String: Any]
       #expect(from?["id"] as? String == alice.id && from?["displayName"] as? String == "alice", "\(received)")
@@ -480,7 +480,10 @@ struct JobTests {
       let invited = try await carol.awaitEvent("invitation.received", since: carolMark) {
         $0.invitationID == invitationID
       }
-      #expect(invited.invitation?["context"] as? String == "Mow the lawn")
+      #expect(invited.invitation?["context"] as? String == "Mow the lawn\nDue: 2000-02-29\nNotes: front and back")
+      // Without timeoutSeconds a job offer waits 60 s (long enough to read it), not the invitations' 30 s.
+      let timeout = (try offered.jsonObject()["invitation"] as? [String: Any])?["timeoutSeconds"] as? Double
+      #expect(timeout == 60, "the default job offer expiry: \(String(describing: timeout))")
       try await carol.answerWhenReceived(invitationID, "accept")
       let received = try await carol.awaitEvent("job.received", since: carolMark)
       let carolJob = try #require(received.data["job"] as? [String: Any])
