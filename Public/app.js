@@ -1207,6 +1207,8 @@ function boot() {
   if (session.token) {
     dashboard.signIn(session.token, session.peer);
     socket.start(session.token);
+  } else {
+    ui.nameInput.focus(); // signed out: the one thing to do here is to sign in
   }
 
   // One clock for the uptime and the retry countdown.

@@ -186,7 +186,13 @@ export function createChat(deps) {
     state.unread.delete(id);
     render();
     loadRoom(id);
-    if (focus) el.input.focus();
+    // Focus the composer without scrolling the page down to it: the room's top (its name, members and the
+    // newest messages) stays where the reader expects it, also on a phone.
+    if (focus) {
+      el.input.focus({ preventScroll: true });
+      const top = el.room.getBoundingClientRect().top;
+      if (top < 0 || top > window.innerHeight) el.room.scrollIntoView({ block: 'start' });
+    }
   }
 
   function closeRoom() {
@@ -292,7 +298,7 @@ export function createChat(deps) {
       if (err.status >= 400 && err.status < 500) deps.setDraft(`chat.${id}.id`, '');
     } finally {
       el.send.disabled = false;
-      if (state.openId === id) el.input.focus();
+      if (state.openId === id) el.input.focus({ preventScroll: true });
     }
   }
 
@@ -450,11 +456,16 @@ export function createChat(deps) {
       (li, m) => {
         li.dataset.role = m.role;
         const name = peerName(m.peer);
+        // A member on a node this one has lost is offline: greyed, and said.
+        const online = mine(m.peer) || !deps.nodeReachable || deps.nodeReachable(m.peer.nodeId);
+        li.dataset.online = online ? 'true' : 'false';
+        li.classList.toggle('is-offline', !online);
         setText(li.querySelector('.avatar'), name.slice(0, 1).toUpperCase());
         setText(li.querySelector('[data-testid="chat-member-name"]'), `${name}${mine(m.peer) ? ' (you)' : ''}`);
         const pill = li.querySelector('[data-testid="chat-member-role"]');
-        pill.hidden = m.role !== 'host';
-        setText(pill, m.role === 'host' ? 'host' : '');
+        const words = [m.role === 'host' ? 'host' : '', online ? '' : 'offline'].filter(Boolean).join(' · ');
+        pill.hidden = !words;
+        setText(pill, words);
       },
       animateOut,
     );
@@ -481,7 +492,11 @@ export function createChat(deps) {
       (li, m) => {
         li.dataset.seq = m.seq === null || m.seq === undefined ? '' : String(m.seq);
         li.dataset.pending = m.seq === null || m.seq === undefined ? 'true' : 'false';
-        setText(li.querySelector('[data-testid="chat-message-pending"]'), li.dataset.pending === 'true' ? 'sending…' : '');
+        // Not ordered by the host yet (seq null): the others may not have it.
+        setText(
+          li.querySelector('[data-testid="chat-message-pending"]'),
+          li.dataset.pending === 'true' ? 'not yet delivered to everyone' : '',
+        );
       },
     );
     el.messagesEmpty.hidden = messages.length > 0 || !usable;
@@ -596,6 +611,10 @@ export function createChat(deps) {
       render();
     },
     onEvent,
+    /** The mesh changed (a node lost or back): members on it go offline or online. */
+    meshChanged() {
+      renderRoom();
+    },
     /** The Chat tab was shown: what is on screen is read. */
     shown() {
       if (state.openId) state.unread.delete(state.openId);

@@ -9,7 +9,7 @@
 // in a row survive live updates.
 
 import { CHAT_SERVICE, createChat } from './chat.js';
-import { createFiles } from './files.js';
+import { createFiles, formatBytes } from './files.js';
 import { announce, count as countArrivals } from './arrivals.js';
 
 const JOBS_SERVICE = 'jobmanager-jobs';
@@ -62,6 +62,12 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     /** jobId → {invitationId, code, to} while an offer is pending; or {failure}. */
     jobOffers: new Map(),
     invitations: new Map(), // id → invitation
+    /** Ids of job offers accepted here: their prompt stays, saying "Added to your Jobs", until dismissed. */
+    acceptedOffers: new Set(),
+    /** Nearby peer id → a one-step send under way: {phase, status, files?, what?, sessionId?, invitationId?}. */
+    directSends: new Map(),
+    /** The nearby peer "Offer job" was pressed for: the next job added is offered to them. */
+    offerTo: null,
     /** invitation id → message shown on its prompt after a failed answer. */
     promptProblems: new Map(),
     sessions: new Map(), // id → session
@@ -301,6 +307,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     showError,
     me: () => state.me,
     signedIn,
+    nodeReachable,
     isViewVisible: () => state.view === 'chat' && document.visibilityState === 'visible',
   });
 
@@ -443,8 +450,42 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             { className: 'row-main' },
             h('strong', { className: 'row-title', dataset: { testid: 'nearby-peer-name' } }),
             h('span', { className: 'row-sub', dataset: { testid: 'nearby-peer-node' } }),
+            h('span', { className: 'hint nearby-status', role: 'status', dataset: { testid: 'nearby-status' } }),
+          ),
+          h(
+            'div',
+            { className: 'button-row row-actions' },
+            h('button', { type: 'button', className: 'button button-small button-primary', dataset: { testid: 'nearby-send-file' } }, 'Send file'),
+            h('button', { type: 'button', className: 'button button-small', dataset: { testid: 'nearby-offer-job' } }, 'Offer job'),
+            h('input', { type: 'file', multiple: true, hidden: true, tabIndex: -1, dataset: { testid: 'nearby-file-input' } }),
           ),
         );
+        const id = e.peer.id;
+        const input = row.querySelector('[data-testid="nearby-file-input"]');
+        const sendButton = row.querySelector('[data-testid="nearby-send-file"]');
+        sendButton.addEventListener('click', () => input.click());
+        input.addEventListener('change', () => {
+          const chosen = [...input.files];
+          input.value = '';
+          if (chosen.length > 0) sendFilesToPeer(id, chosen);
+        });
+        row.querySelector('[data-testid="nearby-offer-job"]').addEventListener('click', () => {
+          const entry = state.nearby.get(id);
+          if (entry) startJobOffer(entry.peer);
+        });
+        // The whole row is a drop target for files (PairDrop-style).
+        row.addEventListener('dragover', (event) => {
+          if (!event.dataTransfer || ![...event.dataTransfer.types].includes('Files') || sendButton.hidden) return;
+          event.preventDefault();
+          row.classList.add('is-over');
+        });
+        row.addEventListener('dragleave', () => row.classList.remove('is-over'));
+        row.addEventListener('drop', (event) => {
+          row.classList.remove('is-over');
+          if (!event.dataTransfer || event.dataTransfer.files.length === 0 || sendButton.hidden) return;
+          event.preventDefault();
+          sendFilesToPeer(id, [...event.dataTransfer.files]);
+        });
         if (hadRows || state.nearbyLoaded) animateIn(row);
         return row;
       },
@@ -456,6 +497,14 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           .map(([k, v]) => `${k}: ${v}`)
           .join(' · ');
         setText(row.querySelector('[data-testid="nearby-peer-node"]'), [nodeName(e.peer.nodeId), info].filter(Boolean).join(' · '));
+        const send = row.querySelector('[data-testid="nearby-send-file"]');
+        send.hidden = !hasPath('/api/v1/transfers');
+        send.setAttribute('aria-label', `Send a file to ${name}`);
+        row.querySelector('[data-testid="nearby-offer-job"]').setAttribute('aria-label', `Offer a job to ${name}`);
+        row.classList.toggle('is-drop-target', !send.hidden);
+        const direct = state.directSends.get(e.peer.id);
+        setText(row.querySelector('[data-testid="nearby-status"]'), direct ? direct.status : '');
+        row.dataset.sendState = direct ? direct.phase : '';
       },
       animateOut,
     );
@@ -465,6 +514,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       signedIn() ? 'No one nearby is receiving jobs right now. They appear here as they turn it on.' : 'Sign in to see nearby peers.',
     );
     // The send/invite pickers list the same peers.
+    renderOfferTo();
     renderJobs();
     renderSessions();
   }
@@ -622,12 +672,20 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.meshAt = Date.now();
       noteMeshLosses();
       renderMesh();
+      chat.meshChanged();
       // Peer rows name their node: keep those names in step with the mesh.
       renderNearby();
       renderServices();
     } catch {
       setText(el.meshUpdated, 'The node is not answering.');
     }
+  }
+
+  /** False for a node that was linked and is lost now (its peers are offline); true otherwise. */
+  function nodeReachable(nodeId) {
+    if (!nodeId || (state.meshSelf && state.meshSelf.id === nodeId)) return true;
+    const seen = state.meshSeen.get(nodeId);
+    return !(seen && seen.lostAt);
   }
 
   /** Keeps `meshSeen` in step with the latest list: linked nodes are (again) reachable, the others lost. */
@@ -758,6 +816,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     setText(el.jobSubmit, 'Add job');
     el.jobCancelEdit.hidden = true;
     updateJobNameCount();
+    renderOfferTo();
   }
 
   function editJob(job) {
@@ -772,6 +831,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     setText(el.jobFormTitle, `Edit “${job.name}”`);
     setText(el.jobSubmit, 'Save changes');
     el.jobCancelEdit.hidden = false;
+    renderOfferTo();
     jobFieldEl('name').focus();
   }
 
@@ -839,8 +899,15 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         ? await call(`jobs/${encodeURIComponent(editing)}`, { method: 'PATCH', body })
         : await call('jobs', { method: 'POST', body });
       if (result && result.job) upsertJob(result.job);
+      const offerTo = !editing && state.offerTo && state.nearby.has(state.offerTo.id) ? state.offerTo : null;
+      state.offerTo = null;
       resetJobForm();
       if (!editing) jobFieldEl('name').focus();
+      if (offerTo && result && result.job) {
+        const problem = await offerJob(result.job, offerTo.id);
+        if (problem) state.jobOffers.set(result.job.id, { failure: `Not offered to ${peerName(offerTo)}: ${problem}` });
+        renderJobs();
+      }
     } catch (err) {
       showJobError(err.status === 0 ? `${err.message} Your input is kept; try again.` : err.message);
     } finally {
@@ -881,6 +948,12 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     }
     const button = row.querySelector('[data-testid="job-send"]');
     button.disabled = true;
+    showError(error, await offerJob(job, to));
+    renderJobs();
+  }
+
+  /** Offers a job to a peer (POST /jobs/{id}/send); '' or what went wrong. */
+  async function offerJob(job, to) {
     try {
       const result = await call(`jobs/${encodeURIComponent(job.id)}/send`, { method: 'POST', body: { to } });
       const invitation = result && result.invitation;
@@ -889,10 +962,27 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         state.jobOffers.set(job.id, { invitationId: invitation.id });
         renderInvitations();
       }
+      return '';
     } catch (err) {
-      showError(error, err.message);
+      return err.message;
     }
-    renderJobs();
+  }
+
+  /** "Offer job" on a nearby peer: the job form, which offers the job it adds to that peer. */
+  function startJobOffer(peer) {
+    state.offerTo = peer;
+    if (state.editingJobId) resetJobForm({ forget: false });
+    renderOfferTo();
+    selectView('jobs');
+    jobFieldEl('name').focus();
+  }
+
+  function renderOfferTo() {
+    const line = byTestId('job-offer-to');
+    const peer = state.offerTo && state.nearby.get(state.offerTo.id) ? state.offerTo : null;
+    line.hidden = !peer || Boolean(state.editingJobId);
+    setText(byTestId('job-offer-to-text'), peer ? `Offered to ${peerName(peer)} as soon as you add it.` : '');
+    if (!state.editingJobId) setText(el.jobSubmit, peer ? `Add and offer to ${peerName(peer)}` : 'Add job');
   }
 
   function jobStatus(job) {
@@ -1007,6 +1097,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     if (invitation.state !== 'pending') state.promptProblems.delete(invitation.id);
     renderInvitations();
     renderJobs();
+    advanceDirectSends();
   }
 
   async function answerInvitation(invitation, accept) {
@@ -1046,15 +1137,87 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     return seconds > 0 ? `expires in ${seconds} s` : 'expiring…';
   }
 
+  /**
+   * A job offer's invitation (POST /jobs/{id}/send: a pointToPoint session) carries the whole job as its
+   * context: the name, then "Due: …", "Payment: …" and "Notes: …" lines (notes last, maybe on several lines).
+   * Null for any other invitation.
+   */
+  function jobOffer(invitation) {
+    if (!invitation || !invitation.context || !invitation.session || invitation.session.strategy !== 'pointToPoint') return null;
+    const [name, ...rest] = String(invitation.context).split('\n');
+    const offer = { name, dueDate: '', payment: '', notes: '' };
+    for (let i = 0; i < rest.length; i += 1) {
+      const line = rest[i];
+      if (line.startsWith('Due: ')) offer.dueDate = line.slice(5);
+      else if (line.startsWith('Payment: ')) offer.payment = line.slice(9);
+      else if (line.startsWith('Notes: ')) {
+        offer.notes = [line.slice(7), ...rest.slice(i + 1)].join('\n');
+        break;
+      }
+    }
+    return offer;
+  }
+
+  /** The job offer's fields in a sentence: "due 2027-03-31, pays 120.00". */
+  function jobTerms(offer) {
+    return [offer.dueDate ? `due ${offer.dueDate}` : '', offer.payment ? `pays ${offer.payment}` : ''].filter(Boolean).join(', ');
+  }
+
+  /** What an invitation offers, said once in the arrivals region. */
   function offerText(invitation) {
-    const context = invitation.context ? `“${invitation.context}”` : 'a session';
-    return context;
+    const from = peerName(invitation.from);
+    const job = jobOffer(invitation);
+    if (job) {
+      const terms = jobTerms(job);
+      return `${from} offers you the job “${job.name}”${terms ? ` (${terms})` : ''}`;
+    }
+    const context = invitation.context ? String(invitation.context) : '';
+    if (context.startsWith(`${from} `)) return context;
+    return context ? `${from} invites you to a session: “${context}”` : `${from} invites you to a session`;
+  }
+
+  /** [lead words, the offer] shown after the sender's name on a prompt. */
+  function promptWords(invitation) {
+    const from = peerName(invitation.from);
+    const job = jobOffer(invitation);
+    if (job) return [' offers you the job ', job.name];
+    const context = invitation.context ? String(invitation.context) : '';
+    // "Ann wants to send you slides.pdf (30 MB)": the context already says who and what.
+    if (context.startsWith(`${from} `)) return [' ', context.slice(from.length + 1)];
+    return context ? [' invites you to a session: ', context] : [' invites you to a session', ''];
+  }
+
+  /** The received job that an accepted offer became (the newest from that sender with that name). */
+  function jobFromOffer(invitation) {
+    const offer = jobOffer(invitation);
+    if (!offer) return null;
+    let found = null;
+    for (const job of state.jobs.values()) {
+      if (job.receivedFrom && job.receivedFrom.id === invitation.from.id && job.name === offer.name) {
+        if (!found || String(job.createdAt) > String(found.createdAt)) found = job;
+      }
+    }
+    return found;
+  }
+
+  /** Opens the Jobs view at a job's row and moves the focus there. */
+  function showJob(job) {
+    selectView('jobs');
+    const row = el.jobsList.querySelector(`[data-job-id="${CSS.escape(job.id)}"]`);
+    if (!row) return;
+    row.tabIndex = -1;
+    row.classList.add('is-highlighted');
+    row.scrollIntoView({ block: 'nearest', behavior: reducedMotion.matches ? 'auto' : 'smooth' });
+    row.focus({ preventScroll: true });
+    window.setTimeout(() => row.classList.remove('is-highlighted'), 2_000);
   }
 
   function renderPrompts() {
     const prompts = signedIn()
       ? [...state.invitations.values()].filter(
-          (inv) => isIncoming(inv) && (inv.state === 'pending' || state.promptProblems.has(inv.id)),
+          (inv) =>
+            isIncoming(inv) &&
+            (inv.state === 'pending' || state.promptProblems.has(inv.id) || (inv.state === 'accepted' && state.acceptedOffers.has(inv.id))),
         )
       : [];
     syncList(
@@ -1074,8 +1237,22 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             'p',
             { className: 'prompt-title', id: `prompt-title-${inv.id}` },
             h('strong', { dataset: { testid: 'prompt-from' } }),
-            ' offers you ',
+            h('span', { dataset: { testid: 'prompt-lead' } }),
             h('strong', { dataset: { testid: 'prompt-context' } }),
+          ),
+          h(
+            'dl',
+            { className: 'prompt-job', dataset: { testid: 'prompt-job' }, hidden: true },
+            h('div', { className: 'fact' }, h('dt', {}, 'Due'), h('dd', { dataset: { testid: 'prompt-job-due' } })),
+            h('div', { className: 'fact' }, h('dt', {}, 'Payment'), h('dd', { dataset: { testid: 'prompt-job-payment' } })),
+            h('div', { className: 'fact fact-wide' }, h('dt', {}, 'Notes'), h('dd', { className: 'job-notes', dataset: { testid: 'prompt-job-notes' } })),
+          ),
+          h(
+            'p',
+            { className: 'prompt-added', role: 'status', dataset: { testid: 'prompt-added' }, hidden: true },
+            h('span', { dataset: { testid: 'prompt-added-text' } }),
+            ' ',
+            h('button', { type: 'button', className: 'button button-small button-primary', dataset: { testid: 'prompt-show-job' }, hidden: true }, 'Show in Jobs'),
           ),
           h(
             'p',
@@ -1084,7 +1261,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             h('code', { className: 'code', dataset: { testid: 'prompt-code' } }),
             h('span', { className: 'hint prompt-expires', dataset: { testid: 'prompt-expires' } }),
           ),
-          h('p', { className: 'hint' }, 'Check that the same code shows on their screen before you accept.'),
+          h('p', { className: 'hint prompt-check' }, 'Check that the same code shows on their screen before you accept.'),
           h('p', { className: 'field-error', role: 'alert', dataset: { testid: 'prompt-error' }, hidden: true }),
           h(
             'div',
@@ -1100,12 +1277,21 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           if (!current) return;
           row.querySelector('[data-testid="prompt-accept"]').disabled = true;
           row.querySelector('[data-testid="prompt-decline"]').disabled = true;
+          if (accept && jobOffer(current)) state.acceptedOffers.add(id);
           answerInvitation(current, accept);
         };
+        row.querySelector('[data-testid="prompt-show-job"]').addEventListener('click', () => {
+          const current = state.invitations.get(id);
+          const job = current && jobFromOffer(current);
+          state.acceptedOffers.delete(id);
+          renderInvitations();
+          if (job) showJob(job);
+        });
         row.querySelector('[data-testid="prompt-accept"]').addEventListener('click', () => answer(true));
         row.querySelector('[data-testid="prompt-decline"]').addEventListener('click', () => answer(false));
         row.querySelector('[data-testid="prompt-dismiss"]').addEventListener('click', () => {
           state.promptProblems.delete(id);
+          state.acceptedOffers.delete(id);
           renderInvitations();
         });
         animateIn(row);
@@ -1114,7 +1300,23 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       (row, inv) => {
         row.dataset.state = inv.state;
         setText(row.querySelector('[data-testid="prompt-from"]'), peerName(inv.from));
-        setText(row.querySelector('[data-testid="prompt-context"]'), offerText(inv));
+        const [lead, what] = promptWords(inv);
+        setText(row.querySelector('[data-testid="prompt-lead"]'), lead);
+        setText(row.querySelector('[data-testid="prompt-context"]'), what);
+        const job = jobOffer(inv);
+        row.querySelector('[data-testid="prompt-job"]').hidden = !job;
+        if (job) {
+          setText(row.querySelector('[data-testid="prompt-job-due"]'), job.dueDate || 'No due date');
+          setText(row.querySelector('[data-testid="prompt-job-payment"]'), job.payment || 'Not set');
+          setText(row.querySelector('[data-testid="prompt-job-notes"]'), job.notes || 'None');
+        }
+        const accepted = inv.state === 'accepted' && state.acceptedOffers.has(inv.id);
+        const received = accepted ? jobFromOffer(inv) : null;
+        row.querySelector('[data-testid="prompt-added"]').hidden = !accepted;
+        setText(row.querySelector('[data-testid="prompt-added-text"]'), received ? 'Added to your Jobs.' : 'Accepted: the job is on its way…');
+        row.querySelector('[data-testid="prompt-show-job"]').hidden = !received;
+        row.querySelector('.prompt-code-line').hidden = accepted;
+        row.querySelector('.prompt-check').hidden = accepted;
         setText(row.querySelector('[data-testid="prompt-code"]'), inv.verificationCode || '—');
         setText(row.querySelector('[data-testid="prompt-expires"]'), expiresText(inv));
         const problem = state.promptProblems.get(inv.id);
@@ -1387,8 +1589,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         return row;
       },
       (row, s) => {
-        setText(row.querySelector('[data-testid="session-title"]'), `Session ${shortId(s.id)}`);
-        setText(row.querySelector('[data-testid="session-meta"]'), `${s.strategy} · encryption ${s.encryption} · up to ${s.maxPeers}`);
+        const others = (s.members || []).filter((m) => !(state.me && m.id === state.me.id)).map((m) => peerName(m));
+        setText(row.querySelector('[data-testid="session-title"]'), others.length > 0 ? `with ${others.join(', ')}` : 'Just you so far');
+        setText(row.querySelector('[data-testid="session-meta"]'), `session ${shortId(s.id)} · ${s.strategy} · encryption ${s.encryption} · up to ${s.maxPeers}`);
         const members = [...(s.members || [])].sort((a, b) => peerName(a).localeCompare(peerName(b)));
         syncList(
           row.querySelector('[data-testid="session-members"]'),
@@ -1435,6 +1638,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     );
     el.sessionsEmpty.hidden = sessions.length > 0;
     files.render(); // its session and peer pickers follow the sessions
+    advanceDirectSends();
   }
 
   function applySessionState(data) {
@@ -1450,6 +1654,129 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     // We left (or were dropped): the node no longer lists the session for us.
     if (state.me && peer.id === state.me.id && data.state === 'notConnected') refreshSessionsSoon();
     renderSessions();
+  }
+
+  // ------------------------------------------------------ one-step send
+  //
+  // "Send file" on a nearby peer (or files dropped on their row): reuse a session in which they are connected,
+  // or start one and invite them with a context that says what is coming ("Ann wants to send you slides.pdf
+  // (30 MB)"): accepting it is their consent. Once they are connected the files go (Files shows the progress).
+
+  const DIRECT_SEND_TIMEOUT_SECONDS = 120;
+  const MAX_CONTEXT_NAME_CHARACTERS = 120;
+
+  /** "slides.pdf (30 MB)" or "3 files (30 MB)". */
+  function describeFiles(list) {
+    const size = formatBytes(list.reduce((sum, file) => sum + file.size, 0));
+    if (list.length !== 1) return `${list.length} files (${size})`;
+    const name = [...list[0].name];
+    const shown = name.length > MAX_CONTEXT_NAME_CHARACTERS ? `${name.slice(0, MAX_CONTEXT_NAME_CHARACTERS).join('')}…` : list[0].name;
+    return `${shown} (${size})`;
+  }
+
+  function sessionWith(peerId) {
+    for (const session of state.sessions.values()) {
+      if ((session.members || []).some((m) => m.id === peerId && m.state === 'connected')) return session;
+    }
+    return null;
+  }
+
+  function setDirectSend(peerId, entry) {
+    state.directSends.set(peerId, entry);
+    renderDirectSends();
+  }
+
+  /** Each nearby row's one-step-send status line. */
+  function renderDirectSends() {
+    for (const row of el.nearbyList.children) {
+      const direct = state.directSends.get(row.dataset.peerId);
+      const status = row.querySelector('[data-testid="nearby-status"]');
+      if (status) setText(status, direct ? direct.status : '');
+      row.dataset.sendState = direct ? direct.phase : '';
+    }
+  }
+
+  async function sendFilesToPeer(peerId, list) {
+    const entry = state.nearby.get(peerId);
+    if (!entry || !signedIn()) return;
+    const name = peerName(entry.peer);
+    const what = describeFiles(list);
+    const current = state.directSends.get(peerId);
+    if (current && (current.phase === 'inviting' || current.phase === 'waiting')) {
+      setDirectSend(peerId, { ...current, status: `Still waiting for ${name} to accept; send more once they have.` });
+      return;
+    }
+    const session = sessionWith(peerId);
+    if (session) {
+      files.sendTo(session.id, peerId, list);
+      setDirectSend(peerId, { phase: 'sent', status: `Sending ${what} to ${name}: progress in Files.` });
+      return;
+    }
+    setDirectSend(peerId, { phase: 'inviting', status: `Asking ${name}…` });
+    let sessionId = '';
+    const done = guard((fn) => fn());
+    try {
+      const created = await call('sessions', { method: 'POST', body: { strategy: 'cluster' } });
+      sessionId = created.session.id;
+      done(() => state.sessions.set(sessionId, created.session));
+      const me = state.me ? peerName(state.me) : 'Someone';
+      const result = await call('invitations', {
+        method: 'POST',
+        body: { to: peerId, session: sessionId, context: `${me} wants to send you ${what}`, timeoutSeconds: DIRECT_SEND_TIMEOUT_SECONDS },
+      });
+      done(() => {
+        const inv = result.invitation;
+        upsertInvitation(inv);
+        setDirectSend(peerId, {
+          phase: 'waiting',
+          status: `Waiting for ${name} to accept ${what} · code ${inv.verificationCode}`,
+          files: list,
+          what,
+          sessionId,
+          invitationId: inv.id,
+        });
+        renderSessions();
+      });
+    } catch (err) {
+      done(() => {
+        setDirectSend(peerId, { phase: 'failed', status: `Not sent: ${err.message}` });
+        if (sessionId) leaveQuietly(sessionId);
+      });
+    }
+  }
+
+  async function leaveQuietly(sessionId) {
+    try {
+      await call(`sessions/${encodeURIComponent(sessionId)}/members/me`, { method: 'DELETE' });
+    } catch {
+      // already gone
+    }
+    state.sessions.delete(sessionId);
+    renderSessions();
+  }
+
+  /** Moves waiting one-step sends on: the files go once the peer is connected; a "no" is said. */
+  function advanceDirectSends() {
+    let changed = false;
+    for (const [peerId, direct] of state.directSends) {
+      if (direct.phase !== 'waiting') continue;
+      const name = peerName((state.nearby.get(peerId) || {}).peer || { id: peerId });
+      const inv = state.invitations.get(direct.invitationId);
+      const why = inv && { declined: 'declined', expired: 'did not answer in time', canceled: 'was not asked after all' }[inv.state];
+      if (why) {
+        state.directSends.set(peerId, { phase: 'failed', status: `${name} ${why}: ${direct.what} was not sent.` });
+        leaveQuietly(direct.sessionId);
+        changed = true;
+        continue;
+      }
+      const session = state.sessions.get(direct.sessionId);
+      if (session && (session.members || []).some((m) => m.id === peerId && m.state === 'connected')) {
+        files.sendTo(session.id, peerId, direct.files);
+        state.directSends.set(peerId, { phase: 'sent', status: `Sending ${direct.what} to ${name}: progress in Files.` });
+        changed = true;
+      }
+    }
+    if (changed) renderDirectSends();
   }
 
   // ------------------------------------------------------------ loading
@@ -1547,7 +1874,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       case 'invitation.canceled':
         upsertInvitation(data.invitation);
         if (event.type === 'invitation.received' && data.invitation && isIncoming(data.invitation)) {
-          announce(`${peerName(data.invitation.from)} offers you ${offerText(data.invitation)}.`);
+          announce(`${offerText(data.invitation)}.`);
         }
         if (event.type === 'invitation.accepted') refreshSessionsSoon();
         break;
@@ -1572,6 +1899,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       case 'job.received':
       case 'job.delivered':
         upsertJob(data.job);
+        if (event.type === 'job.received') renderPrompts(); // an accepted offer's prompt says "Added to your Jobs"
         break;
       case 'job.send.failed':
         if (data.jobId) {
@@ -1606,6 +1934,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     el.browseForm.addEventListener('submit', browseService);
     el.jobForm.addEventListener('submit', onJobSubmit);
     el.jobCancelEdit.addEventListener('click', () => resetJobForm());
+    byTestId('job-offer-to-cancel').addEventListener('click', () => {
+      state.offerTo = null;
+      renderOfferTo();
+      jobFieldEl('name').focus();
+    });
     el.jobForm.addEventListener('input', saveJobDraft);
     el.jobForm.addEventListener('input', updateJobNameCount);
     el.sessionCreate.addEventListener('click', createSession);
@@ -1632,6 +1965,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.jobOffers.clear();
       state.invitations.clear();
       state.promptProblems.clear();
+      state.acceptedOffers.clear();
+      state.directSends.clear();
+      state.offerTo = null;
       state.sessions.clear();
       state.messages.clear();
       state.receiving = false;

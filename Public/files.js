@@ -54,6 +54,10 @@ export function createFiles(deps) {
     transfers: new Map(), // transfer id → transfer
     uploads: new Map(), // local key → {key, name, size, loaded, xhr, error, to, transferId}
     uploadSeq: 0,
+    // One row per file: the node's transfer for an upload keeps the upload's row (its key), whether the
+    // transfer.started event or the upload's 202 comes first.
+    rowKeys: new Map(), // transfer id → row key
+    keyTransfers: new Map(), // row key → transfer id
   };
 
   const el = {
@@ -152,6 +156,7 @@ export function createFiles(deps) {
       }
       if (xhr.status >= 200 && xhr.status < 300 && payload && payload.transfer) {
         state.uploads.delete(key);
+        adopt(payload.transfer.id, key);
         upsert(payload.transfer);
       } else {
         const message = payload && payload.error && payload.error.message;
@@ -174,8 +179,30 @@ export function createFiles(deps) {
 
   // ---------------------------------------------------------- transfers
 
+  /** The transfer `id` is shown in the row `key` (an upload's). */
+  function adopt(id, key) {
+    if (state.rowKeys.has(id)) return;
+    state.rowKeys.set(id, key);
+    state.keyTransfers.set(key, id);
+  }
+
+  function transferByKey(key) {
+    return state.transfers.get(state.keyTransfers.get(key) || key);
+  }
+
   function upsert(transfer) {
     if (!transfer || !transfer.id) return;
+    if (transfer.direction === 'outgoing' && !state.rowKeys.has(transfer.id)) {
+      // The node's transfer for an upload still in flight here (its event overtook the 202): same row.
+      for (const upload of state.uploads.values()) {
+        if (!upload.transferId && upload.name === transfer.name && upload.size === transfer.size
+          && upload.to && transfer.to && upload.to.id === transfer.to.id) {
+          upload.transferId = transfer.id;
+          adopt(transfer.id, upload.key);
+          break;
+        }
+      }
+    }
     const known = state.transfers.get(transfer.id);
     // Progress events may overtake each other: never move a bar backwards within one state.
     if (known && known.state === transfer.state && (known.bytes || 0) > (transfer.bytes || 0)) {
@@ -253,10 +280,12 @@ export function createFiles(deps) {
   // ------------------------------------------------------------- render
 
   function rowsInOrder() {
-    const uploads = [...state.uploads.values()].map((u) => ({ kind: 'upload', key: u.key, upload: u }));
+    const uploads = [...state.uploads.values()]
+      .filter((u) => !u.transferId || !state.transfers.has(u.transferId))
+      .map((u) => ({ kind: 'upload', key: u.key, upload: u }));
     const transfers = [...state.transfers.values()]
       .sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)))
-      .map((t) => ({ kind: 'transfer', key: t.id, transfer: t }));
+      .map((t) => ({ kind: 'transfer', key: state.rowKeys.get(t.id) || t.id, transfer: t }));
     return [...uploads, ...transfers];
   }
 
@@ -282,18 +311,23 @@ export function createFiles(deps) {
     );
     const key = item.key;
     row.querySelector('[data-testid="transfer-cancel"]').addEventListener('click', () => {
+      const transfer = transferByKey(key);
       const upload = state.uploads.get(key);
-      if (upload) {
+      if (upload && !transfer) {
         if (upload.xhr) upload.xhr.abort();
         else state.uploads.delete(key);
         render();
         return;
       }
-      const transfer = state.transfers.get(key);
+      if (upload) {
+        // The node already has a transfer for it: stop the upload and cancel that transfer too.
+        if (upload.xhr) upload.xhr.abort();
+        state.uploads.delete(key);
+      }
       if (transfer) cancel(transfer, row);
     });
     row.querySelector('[data-testid="transfer-download"]').addEventListener('click', () => {
-      const transfer = state.transfers.get(key);
+      const transfer = transferByKey(key);
       if (transfer) download(transfer, row);
     });
     animateIn(row);
@@ -416,6 +450,8 @@ export function createFiles(deps) {
       for (const upload of state.uploads.values()) if (upload.xhr) upload.xhr.abort();
       state.transfers.clear();
       state.uploads.clear();
+      state.rowKeys.clear();
+      state.keyTransfers.clear();
       state.unseen.clear();
       renderBadge();
       render();
@@ -433,6 +469,11 @@ export function createFiles(deps) {
     },
     load,
     onEvent,
+    /** Sends files to `to` in session `sessionId` (the one-step send from a nearby peer's row). */
+    sendTo(sessionId, to, list) {
+      for (const file of list) upload(file, sessionId, to);
+      render();
+    },
     /** Sessions changed (members joined, left, connected): refresh the pickers. */
     render,
   };

@@ -23,8 +23,15 @@ BINARY = os.environ.get("MESHGATE_BINARY", "")
 PUBLIC_DIR = os.environ.get("MESHGATE_PUBLIC_DIR", str(Path(__file__).resolve().parents[2] / "Public"))
 ARTIFACTS = Path(os.environ.get("MESHGATE_BROWSER_ARTIFACTS", ".build/test-artifacts/browser")).resolve()
 
+try:
+    import axe_selenium_python
+
+    AXE_SCRIPT: Path | None = Path(axe_selenium_python.__file__).parent / "node_modules" / "axe-core" / "axe.min.js"
+except ImportError:  # reported by test_12
+    AXE_SCRIPT = None
+
 JOB_NAME = "Fix the roof"
-VIEWS = ["nearby", "jobs", "invitations", "sessions", "chat", "events"]
+VIEWS = ["nearby", "jobs", "invitations", "sessions", "chat", "files", "events"]
 
 
 def row_by_key(browser: Browser, testid: str, attribute: str, value: str):
@@ -86,6 +93,9 @@ class DashboardScenario(unittest.TestCase):
         browser.wait("the event socket to be live", lambda: browser.state() == "live")
         self.assertTrue(browser.local_storage("meshgate.token"), "the token is kept in localStorage")
 
+    def bob_id(self) -> str:
+        return self.bob.js("return JSON.parse(localStorage.getItem('meshgate.peer') || '{}').id || ''")
+
     def nearby_names(self, browser: Browser) -> list[str]:
         return [r.text for r in browser.qa("nearby-peer-name")]
 
@@ -130,6 +140,27 @@ class DashboardScenario(unittest.TestCase):
             """
         )
 
+    def record_transfer_rows(self, browser: Browser, name: str) -> None:
+        """Records the most rows a file's name has had at once in the Transfers list (one row per file)."""
+        browser.js(
+            """
+            const name = arguments[0];
+            window.__mostRows = window.__mostRows || {};
+            window.__mostRows[name] = 0;
+            const list = document.querySelector('[data-testid=transfers-list]');
+            const count = () => {
+              const rows = [...list.querySelectorAll('[data-testid=transfer-row]')].filter((r) =>
+                !r.classList.contains('is-leaving') && r.querySelector('[data-testid=transfer-name]').textContent === name);
+              window.__mostRows[name] = Math.max(window.__mostRows[name], rows.length);
+            };
+            new MutationObserver(count).observe(list, { childList: true, subtree: true, characterData: true });
+            """,
+            name,
+        )
+
+    def most_transfer_rows(self, browser: Browser, name: str) -> int:
+        return browser.js("return (window.__mostRows || {})[arguments[0]] || 0", name)
+
     def saw_row_class(self, browser: Browser, name: str) -> bool:
         return any(name in c for c in browser.js("return window.__rowClasses || []"))
 
@@ -139,6 +170,8 @@ class DashboardScenario(unittest.TestCase):
         self.ann.open(self.alpha.url)
         self.ann.visible("sign-in-form")
         self.ann.wait("the idle badge", lambda: self.ann.state() == "idle")
+        # Task first: signed out, the name field has the focus, ready to type.
+        self.assertEqual(self.ann.js("return document.activeElement.dataset.testid"), "name-input")
         self.ann.screenshot("ann-signed-out")
         # The client-side rule mirrors the server's: 63 UTF-8 bytes at most.
         self.ann.type_into("name-input", "é" * 32)
@@ -218,6 +251,9 @@ class DashboardScenario(unittest.TestCase):
         self.assertEqual(ann.text("job-name-count"), f"{len(JOB_NAME)} / 200")
         ann.type_into("job-payment", "120.00")
         ann.type_into("job-notes", "Bring a ladder")
+        # A date field's typing order depends on the locale: set it as a script would, with its input event.
+        ann.js("arguments[0].value = '2027-03-31'; arguments[0].dispatchEvent(new Event('input', {bubbles: true}))",
+               ann.q("job-due"))
         ann.q("job-name").send_keys(Keys.ENTER)  # Enter submits the form
         row = ann.wait("the new job row", lambda: self.job_row(ann, JOB_NAME))
         self.assertIn("Pays 120.00", ann.text("job-meta", row))
@@ -247,13 +283,24 @@ class DashboardScenario(unittest.TestCase):
         self.assertIn(JOB_NAME, bob.q("arrivals-live").get_attribute("textContent"))
         self.assertEqual(bob.q("arrivals-live").get_attribute("aria-live"), "polite")
         self.assertEqual(bob.text("prompt-from", prompt), "Ann")
-        self.assertIn(JOB_NAME, bob.text("prompt-context", prompt))
+        self.assertEqual(bob.text("prompt-context", prompt), JOB_NAME)
         self.assertEqual(bob.text("prompt-code", prompt), code, "both sides show the same verification code")
+        # The whole job in the offer: due date, payment and notes, and time enough to read them (60 s).
+        self.assertEqual(bob.text("prompt-job-due", prompt), "2027-03-31")
+        self.assertEqual(bob.text("prompt-job-payment", prompt), "150.00")
+        self.assertEqual(bob.text("prompt-job-notes", prompt), "Bring a ladder")
+        self.assertIn("due 2027-03-31, pays 150.00", bob.q("arrivals-live").get_attribute("textContent"))
+        expires = int(re.search(r"expires in (\d+) s", bob.text("prompt-expires", prompt)).group(1))
+        self.assertGreater(expires, 45, "a job offer waits 60 s by default")
         bob.screenshot("bob-job-prompt")
         bob.click("prompt-accept", prompt)
-
-        bob.tab("jobs")
+        # After Accept: "Added to your Jobs" with a way to the row.
+        bob.wait("Added to your Jobs", lambda: bob.text("prompt-added-text") == "Added to your Jobs.")
+        bob.click("prompt-show-job")
+        bob.wait("the Jobs view", lambda: bob.q("tab-jobs").get_attribute("aria-selected") == "true")
         received = bob.wait("the received job in Bob's list", lambda: self.job_row(bob, JOB_NAME))
+        self.assertEqual(bob.js("return document.activeElement.dataset.jobId"), received.get_attribute("data-job-id"),
+                         "the focus is on the new job's row")
         bob.wait("received-from Ann", lambda: "Ann" in bob.text("job-received-from", self.job_row(bob, JOB_NAME)))
         self.assertIsNotNone(received)
         self.assertEqual(bob.text("job-received-from", received), "From Ann on alpha")
@@ -271,12 +318,19 @@ class DashboardScenario(unittest.TestCase):
         bob.wait("the prompt to go away", lambda: not bob.qa("invitation-prompt"))
         bob.wait("the title without a count", lambda: bob.driver.title == "beta · meshgate")
 
-        # A declined offer: Ann is told, and the job stays hers to send again.
+        # "Offer job" on Bob's Nearby row: the job Ann adds next is offered to him at once. Declined: Ann is
+        # told, and the job stays hers to send again.
+        ann.tab("nearby")
+        ann.click("nearby-offer-job", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id()))
+        ann.wait("the Jobs view with the name field focused",
+                 lambda: ann.js("return document.activeElement.dataset.testid") == "job-name")
+        self.assertEqual(ann.text("job-offer-to-text"), "Offered to Bob as soon as you add it.")
+        self.assertEqual(ann.text("job-submit"), "Add and offer to Bob")
         ann.type_into("job-name", "Paint the fence\n")
         row = ann.wait("the second job row", lambda: self.job_row(ann, "Paint the fence"))
-        Select(ann.wait("Bob in its picker", lambda: (s := ann.q("job-send-to", row)).is_enabled() and s)).select_by_visible_text("Bob · beta")
-        ann.click("job-send", row)
         prompt = bob.wait("the second offer", lambda: (p := bob.qa("invitation-prompt")) and p[0])
+        self.assertEqual(bob.text("prompt-job-due", prompt), "No due date")
+        self.assertFalse(ann.q("job-offer-to").is_displayed(), "the next job is not offered to Bob again")
         self.assertIn("Paint the fence", bob.text("prompt-context", prompt))
         bob.click("prompt-decline", prompt)
         ann.wait("the decline shown on Ann's job", lambda: "declined the offer"
@@ -287,6 +341,54 @@ class DashboardScenario(unittest.TestCase):
         ann.wait("the armed delete", lambda: ann.text("job-delete", self.job_row(ann, "Paint the fence")) == "Confirm delete")
         ann.click("job-delete", self.job_row(ann, "Paint the fence"))
         ann.wait("the job deleted", lambda: self.job_row(ann, "Paint the fence") is None)
+
+    def test_03b_one_step_send_to_a_person(self) -> None:
+        ann, bob = self.ann, self.bob
+        if not ann.q("tab-files").is_displayed():
+            self.skipTest("the node has no Files API (/api/v1/transfers) yet")
+        payload = os.urandom(200 * 1024 + 3)
+        source = Path(self.work.name) / "quote.pdf"
+        source.write_bytes(payload)
+        digest = hashlib.sha256(payload).hexdigest()
+        ann.tab("files")
+        self.record_transfer_rows(ann, source.name)
+        ann.tab("nearby")
+        row = ann.wait("Bob's row with its actions", lambda: row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id()))
+        self.assertEqual(ann.text("nearby-send-file", row), "Send file")
+        self.assertEqual(ann.q("nearby-send-file", row).get_attribute("aria-label"), "Send a file to Bob")
+        self.assertIn("is-drop-target", row.get_attribute("class"), "the row takes dropped files")
+        # "Send file" opens the row's own file picker; choosing a file is what a person does next.
+        picker = ann.q("nearby-file-input", row)
+        ann.js("arguments[0].hidden = false", picker)
+        picker.send_keys(str(source))
+        ann.js("arguments[0].hidden = true", picker)
+        ann.wait("Ann told she waits for Bob", lambda: "Waiting for Bob to accept quote.pdf (200.0 KB)" in ann.text(
+            "nearby-status", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())))
+        # Bob's consent is the invitation, and it says what is coming.
+        prompt = bob.wait("the file invitation", lambda: (p := bob.qa("invitation-prompt")) and p[0])
+        title = prompt.find_element("css selector", ".prompt-title").text
+        self.assertEqual(title, "Ann wants to send you quote.pdf (200.0 KB)")
+        self.assertIn("Ann wants to send you quote.pdf", bob.q("arrivals-live").get_attribute("textContent"))
+        bob.screenshot("bob-file-prompt")
+        bob.click("prompt-accept", prompt)
+        # After the accept the file goes on its own: no visit to Sessions.
+        bob.tab("files")
+
+        def transfer(browser: Browser, direction: str):
+            return next((r for r in browser.qa("transfer-row") if browser.text("transfer-name", r) == source.name
+                         and r.get_attribute("data-direction") == direction), None)
+
+        for browser, direction in ((ann, "outgoing"), (bob, "incoming")):
+            browser.wait(f"the {direction} one-step transfer finished", lambda: (r := transfer(browser, direction))
+                         and r.get_attribute("data-state") == "finished")
+        self.assertIn(digest[:12], bob.text("transfer-status", transfer(bob, "incoming")))
+        self.assertEqual(self.most_transfer_rows(ann, source.name), 1, "one row per file on the sender's side")
+        ann.tab("nearby")
+        self.assertIn("Sending quote.pdf (200.0 KB) to Bob",
+                      ann.text("nearby-status", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())))
+        # The session it opened is named by its people.
+        ann.tab("sessions")
+        ann.wait("a session with Bob", lambda: "with Bob" in [ann.text("session-title", r) for r in ann.qa("session-row")])
 
     def test_04_sessions_and_text(self) -> None:
         ann, bob = self.ann, self.bob
@@ -310,6 +412,8 @@ class DashboardScenario(unittest.TestCase):
                     m.get_attribute("data-state") for m in browser.qa("session-member", row)
                 ) == ["connected", "connected"],
             )
+        self.assertEqual(ann.text("session-title", self.session_row(ann)), "with Bob")
+        self.assertEqual(bob.text("session-title", self.session_row(bob)), "with Ann")
         self.session_say(ann, "hello bob")
         bob.wait("Ann's text in Bob's session", lambda: "hello bob" in [m.text for m in bob.qa("session-message-text")])
         self.session_say(bob, "hi ann")
@@ -330,6 +434,7 @@ class DashboardScenario(unittest.TestCase):
         Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(
             type(self).session_id)
         Select(ann.wait("Bob in the To picker", lambda: (s := ann.q("file-to")).is_enabled() and s)).select_by_visible_text("Bob")
+        self.record_transfer_rows(ann, source.name)
         picker = ann.q("file-input")
         ann.js("arguments[0].hidden = false", picker)
         picker.send_keys(str(source))
@@ -354,6 +459,7 @@ class DashboardScenario(unittest.TestCase):
             bar = browser.q("transfer-progress", transfer_row(browser, direction))
             self.assertEqual(bar.get_attribute("value"), bar.get_attribute("max"), "a finished bar is full")
         self.assertIn(digest[:12], bob.text("transfer-status", transfer_row(bob, "incoming")))
+        self.assertEqual(self.most_transfer_rows(ann, source.name), 1, "one row per file on the sender's side")
         ann.screenshot("ann-files-desktop")
         bob.screenshot("bob-files-desktop")
 
@@ -529,6 +635,21 @@ class DashboardScenario(unittest.TestCase):
         self.assertRegex(bob.text("mesh-node-state", lost), r"^unreachable since \d{1,2}:\d{2}")
         self.assertEqual(bob.text("mesh-node-name", lost), "alpha")
         self.assertFalse(bob.q("mesh-empty").is_displayed(), "not 'No other nodes known yet'")
+        # Losses you see in chat: Ann (on the lost node) is greyed as offline in the room's members bar, and a
+        # message the host has not ordered yet says it has not reached everyone.
+        if bob.q("tab-chat").is_displayed():
+            bob.tab("chat")
+            ann_member = bob.wait("Ann offline in the chat members bar", lambda: next(
+                (m for m in bob.qa("chat-member") if bob.text("chat-member-name", m) == "Ann"
+                 and m.get_attribute("data-online") == "false"), None), 30)
+            self.assertIn("offline", bob.text("chat-member-role", ann_member))
+            self.assertIn("is-offline", ann_member.get_attribute("class"))
+            self.chat_say(bob, "anyone there?")
+            pending = bob.wait("the message not yet ordered", lambda: next(
+                (m for m in bob.qa("chat-message") if bob.text("chat-message-body", m) == "anyone there?"), None))
+            self.assertEqual(pending.get_attribute("data-pending"), "true")
+            self.assertEqual(bob.text("chat-message-pending", pending), "not yet delivered to everyone")
+            bob.tab("nearby")
         # Typing while offline: the text must still be there after the reconnect. (Sessions end with
         # their node, so the job form is the place to type into.)
         ann.tab("jobs")
@@ -559,6 +680,16 @@ class DashboardScenario(unittest.TestCase):
                     browser.tab(view)
                     overflow = browser.js("return document.documentElement.scrollWidth - window.innerWidth")
                     self.assertLessEqual(overflow, 0, f"{browser.name}: the {view} view scrolls sideways at {size}")
+                    outside = browser.js(
+                        """
+                        return [...document.querySelectorAll('[role=tab], .tab-badge')]
+                          .filter((e) => e.offsetParent)
+                          .filter((e) => { const r = e.getBoundingClientRect();
+                                           return r.left < 0 || r.right > window.innerWidth; })
+                          .map((e) => e.dataset.testid);
+                        """
+                    )
+                    self.assertEqual(outside, [], f"{browser.name}: tabs or badges outside the viewport at {size}")
                     browser.screenshot(f"{browser.name}-{label}-{view}")
 
     def test_11_keyboard_navigation(self) -> None:
@@ -580,6 +711,35 @@ class DashboardScenario(unittest.TestCase):
             """
         )
         self.assertEqual(unreachable, [], "controls removed from the tab order")
+
+    def axe_violations(self, browser: Browser) -> list[str]:
+        if not browser.js("return typeof window.axe !== 'undefined'"):
+            browser.js(AXE_SCRIPT.read_text(encoding="utf-8"))
+        browser.driver.set_script_timeout(60)
+        found = browser.driver.execute_async_script(
+            """
+            const done = arguments[arguments.length - 1];
+            axe.run(document, { resultTypes: ['violations'] })
+              .then((r) => done(r.violations.map((v) => `${v.id} (${v.impact}): ${v.help} at ` +
+                v.nodes.slice(0, 4).map((n) => n.target.join(' ')).join(' | '))))
+              .catch((e) => done([`axe failed: ${e}`]));
+            """
+        )
+        return found
+
+    def test_12_accessibility_axe(self) -> None:
+        if AXE_SCRIPT is None:
+            self.fail("axe-core is missing: install Tests/Browser/requirements.txt (axe-selenium-python-nhsuk)")
+        for browser in (self.ann, self.bob):
+            browser.viewport(DESKTOP)
+            for theme in ("light", "dark"):
+                browser.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+                    "features": [{"name": "prefers-color-scheme", "value": theme}]})
+                for view in self.views(browser):
+                    browser.tab(view)
+                    violations = self.axe_violations(browser)
+                    self.assertEqual(violations, [], f"{browser.name}: axe-core in the {view} view ({theme})")
+            browser.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
