@@ -1674,8 +1674,10 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     return `${shown} (${size})`;
   }
 
+  /** A session in which the peer is connected (not a job offer's own pointToPoint session). */
   function sessionWith(peerId) {
     for (const session of state.sessions.values()) {
+      if (session.strategy === 'pointToPoint') continue;
       if ((session.members || []).some((m) => m.id === peerId && m.state === 'connected')) return session;
     }
     return null;

@@ -280,12 +280,14 @@ export function createFiles(deps) {
   // ------------------------------------------------------------- render
 
   function rowsInOrder() {
-    const uploads = [...state.uploads.values()]
-      .filter((u) => !u.transferId || !state.transfers.has(u.transferId))
-      .map((u) => ({ kind: 'upload', key: u.key, upload: u }));
+    // While its bytes are still going up to our node, a file's row shows the upload (even if the node has
+    // announced its transfer already); then the same row shows the transfer.
+    const uploads = [...state.uploads.values()].map((u) => ({ kind: 'upload', key: u.key, upload: u }));
+    const uploading = new Set(uploads.map((u) => u.key));
     const transfers = [...state.transfers.values()]
       .sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)))
-      .map((t) => ({ kind: 'transfer', key: state.rowKeys.get(t.id) || t.id, transfer: t }));
+      .map((t) => ({ kind: 'transfer', key: state.rowKeys.get(t.id) || t.id, transfer: t }))
+      .filter((item) => !uploading.has(item.key));
     return [...uploads, ...transfers];
   }
 

@@ -362,12 +362,12 @@ class DashboardScenario(unittest.TestCase):
         ann.js("arguments[0].hidden = false", picker)
         picker.send_keys(str(source))
         ann.js("arguments[0].hidden = true", picker)
-        ann.wait("Ann told she waits for Bob", lambda: "Waiting for Bob to accept quote.pdf (200.0 KB)" in ann.text(
+        ann.wait("Ann told she waits for Bob", lambda: "Waiting for Bob to accept quote.pdf (200 KB)" in ann.text(
             "nearby-status", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())))
         # Bob's consent is the invitation, and it says what is coming.
         prompt = bob.wait("the file invitation", lambda: (p := bob.qa("invitation-prompt")) and p[0])
         title = prompt.find_element("css selector", ".prompt-title").text
-        self.assertEqual(title, "Ann wants to send you quote.pdf (200.0 KB)")
+        self.assertEqual(title, "Ann wants to send you quote.pdf (200 KB)")
         self.assertIn("Ann wants to send you quote.pdf", bob.q("arrivals-live").get_attribute("textContent"))
         bob.screenshot("bob-file-prompt")
         bob.click("prompt-accept", prompt)
@@ -378,14 +378,26 @@ class DashboardScenario(unittest.TestCase):
             return next((r for r in browser.qa("transfer-row") if browser.text("transfer-name", r) == source.name
                          and r.get_attribute("data-direction") == direction), None)
 
+        ann.tab("files")
         for browser, direction in ((ann, "outgoing"), (bob, "incoming")):
             browser.wait(f"the {direction} one-step transfer finished", lambda: (r := transfer(browser, direction))
                          and r.get_attribute("data-state") == "finished")
         self.assertIn(digest[:12], bob.text("transfer-status", transfer(bob, "incoming")))
         self.assertEqual(self.most_transfer_rows(ann, source.name), 1, "one row per file on the sender's side")
         ann.tab("nearby")
-        self.assertIn("Sending quote.pdf (200.0 KB) to Bob",
+        self.assertIn("Sending quote.pdf (200 KB) to Bob",
                       ann.text("nearby-status", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())))
+        # A second file reuses that session: no new question for Bob, the file just goes.
+        second = Path(self.work.name) / "appendix.txt"
+        second.write_bytes(b"more" * 100)
+        picker = ann.q("nearby-file-input", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id()))
+        ann.js("arguments[0].hidden = false", picker)
+        picker.send_keys(str(second))
+        ann.js("arguments[0].hidden = true", picker)
+        bob.wait("the second file at Bob", lambda: any(
+            bob.text("transfer-name", r) == second.name and r.get_attribute("data-state") == "finished"
+            for r in bob.qa("transfer-row")))
+        self.assertFalse([p for p in bob.qa("invitation-prompt") if p.is_displayed()], "no second invitation")
         # The session it opened is named by its people.
         ann.tab("sessions")
         ann.wait("a session with Bob", lambda: "with Bob" in [ann.text("session-title", r) for r in ann.qa("session-row")])
@@ -737,6 +749,9 @@ class DashboardScenario(unittest.TestCase):
                     "features": [{"name": "prefers-color-scheme", "value": theme}]})
                 for view in self.views(browser):
                     browser.tab(view)
+                    # Rows fade in when their view is first shown: judge the page as it settles.
+                    browser.wait("the view's animations to end", lambda: browser.js(
+                        "return document.getAnimations().every((a) => a.playState !== 'running')"))
                     violations = self.axe_violations(browser)
                     self.assertEqual(violations, [], f"{browser.name}: axe-core in the {view} view ({theme})")
             browser.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
