@@ -108,6 +108,7 @@ const API_ROOT = 'api/v1/';
 /** localStorage keys. The token is a plain string, the peer is JSON. */
 const KEY_TOKEN = 'meshgate.token';
 const KEY_PEER = 'meshgate.peer';
+const KEY_THEME = 'meshgate.theme';
 const KEY_CURSOR = 'meshgate.cursor';
 
 const NODE_REFRESH_MS = 10_000;
@@ -1179,7 +1180,25 @@ function retryEverything() {
   socket.retryNow();
 }
 
+/** The Theme picker beside the system setting: "system" follows prefers-color-scheme; light or dark is kept. */
+function initTheme() {
+  const select = document.querySelector('[data-testid="theme-select"]');
+  const apply = (value) => {
+    const theme = value === 'light' || value === 'dark' ? value : 'system';
+    if (theme === 'system') delete document.documentElement.dataset.theme;
+    else document.documentElement.dataset.theme = theme;
+    select.value = theme;
+  };
+  apply(storage.get(KEY_THEME));
+  select.addEventListener('change', () => {
+    if (select.value === 'system') storage.remove(KEY_THEME);
+    else storage.set(KEY_THEME, select.value);
+    apply(select.value);
+  });
+}
+
 function boot() {
+  initTheme();
   eventList.init();
   dashboard.init();
 

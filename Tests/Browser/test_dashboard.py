@@ -756,6 +756,36 @@ class DashboardScenario(unittest.TestCase):
                     self.assertEqual(violations, [], f"{browser.name}: axe-core in the {view} view ({theme})")
             browser.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
+    def test_13_theme_picker_and_manifest(self) -> None:
+        ann = self.ann
+        ann.tab("nearby")
+        # Installable: the page links a web app manifest the node serves.
+        manifest = ann.driver.execute_async_script(
+            """
+            const done = arguments[arguments.length - 1];
+            fetch(document.querySelector('link[rel=manifest]').href).then((r) => r.json()).then(done, (e) => done(String(e)));
+            """
+        )
+        self.assertEqual(manifest["name"], "meshgate")
+        self.assertEqual(manifest["display"], "standalone")
+        self.assertTrue(manifest["icons"], "the manifest has an icon")
+        # A dark-mode choice beside the system setting, kept across a reload.
+        ann.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+            "features": [{"name": "prefers-color-scheme", "value": "light"}]})
+        background = "return getComputedStyle(document.body).backgroundColor"
+        self.assertEqual(ann.js(background), "rgb(244, 246, 248)")
+        Select(ann.q("theme-select")).select_by_value("dark")
+        ann.wait("the dark theme", lambda: ann.js(background) == "rgb(15, 20, 26)")
+        self.assertEqual(self.axe_violations(ann), [], "axe-core with the dark theme chosen")
+        ann.driver.refresh()
+        ann.wait("live after reload", lambda: ann.state() == "live")
+        self.assertEqual(ann.js(background), "rgb(15, 20, 26)", "the choice is kept")
+        self.assertEqual(ann.q("theme-select").get_attribute("value"), "dark")
+        Select(ann.q("theme-select")).select_by_value("system")
+        ann.wait("the system's (light) theme again", lambda: ann.js(background) == "rgb(244, 246, 248)")
+        self.assertIsNone(ann.local_storage("meshgate.theme"))
+        ann.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
         ann.tab("nearby")

@@ -257,7 +257,9 @@ struct JobTests {
       #expect(try canonical(offer["job"]) == canonical(job), "the 202 carries the job as it is")
       let invitation = try #require(offer["invitation"] as? [String: Any], "\(offer)")
       let invitationID = try #require(invitation["id"] as? String)
-      #expect(invitation["context"] as? String == "Fix the sink\nDue: 2027-03-31\nPayment: 120.00\nNotes: Kitchen, 2nd floor", "the whole job in the offer")
+      #expect(
+        invitation["context"] as? String == "Fix the sink\nDue: 2027-03-31\nPayment: 120.00\nNotes: Kitchen, 2nd floor",
+        "the whole job in the offer")
       #expect(((invitation["to"] as? [String: Any])?["id"] as? String) == bob.id, "\(invitation)")
       let code = try #require(invitation["verificationCode"] as? String, "\(invitation)")
       #expect(code.count == 6 && code.allSatisfy(\.isNumber), "verification code \(code)")
@@ -270,7 +272,9 @@ struct JobTests {
       let received = try await bob.awaitEvent("invitation.received", since: bobMark) {
         $0.invitationID == invitationID
       }
-      #expect(received.invitation?["context"] as? String == "Fix the sink\nDue: 2027-03-31\nPayment: 120.00\nNotes: Kitchen, 2nd floor", "\(received)")
+      #expect(
+        received.invitation?["context"] as? String
+          == "Fix the sink\nDue: 2027-03-31\nPayment: 120.00\nNotes: Kitchen, 2nd floor", "\(received)")
       #expect(received.invitation?["verificationCode"] as? String == code, "\(received)")
       let from = received.invitation?["from"] as? [String: Any]
       #expect(from?["id"] as? String == alice.id && from?["displayName"] as? String == "alice", "\(received)")
