@@ -21,7 +21,7 @@
 // "row" ids repeat once per list item and carry data-* keys noted in brackets;
 // query the ids listed under a row inside that row.
 //
-//   Header       node-name, connection-state [data-state], connection-label,
+//   Header       node-name, theme-select, connection-state [data-state], connection-label,
 //                connection-retry, retry-now
 //   Node panel   node-panel, node-info-name, node-id, node-version, node-uptime,
 //                node-peer-count, node-open-websockets, node-status
@@ -34,12 +34,15 @@
 //                tab-events (role=tab, aria-selected), invitations-badge, chat-badge
 //   Prompts      invitation-prompts, prompt-list,
 //                row invitation-prompt [data-invitation-id, data-state]:
-//                  prompt-from, prompt-context, prompt-code, prompt-expires,
+//                  prompt-from, prompt-lead, prompt-context, prompt-code, prompt-expires,
+//                  prompt-job (a job offer's prompt-job-due, prompt-job-payment,
+//                  prompt-job-notes), prompt-added, prompt-added-text, prompt-show-job,
 //                  prompt-error, prompt-accept, prompt-decline, prompt-dismiss
 //   Nearby       view-nearby, receive-jobs (checkbox, role=switch),
 //                receive-jobs-label, receive-jobs-status, nearby-empty, nearby-list,
-//                row nearby-peer [data-peer-id; class is-entering / is-leaving]:
-//                  nearby-peer-name, nearby-peer-node
+//                row nearby-peer [data-peer-id, data-send-state; class is-entering / is-leaving,
+//                  is-drop-target, is-over]: nearby-peer-name, nearby-peer-node, nearby-status,
+//                  nearby-send-file, nearby-offer-job, nearby-file-input
 //                mesh-self, mesh-updated, mesh-empty, mesh-list,
 //                row mesh-node [data-node-id, data-state]:
 //                  mesh-node-name, mesh-node-address, mesh-node-state,
@@ -47,7 +50,8 @@
 //   Jobs         view-jobs, jobs-signed-out, job-form, job-form-title, job-name,
 //                job-due, job-payment, job-notes, job-name-error, job-due-error,
 //                job-payment-error, job-notes-error, job-form-error, job-submit,
-//                job-cancel-edit, jobs-count, jobs-empty, jobs-list,
+//                job-cancel-edit, job-offer-to, job-offer-to-text, job-offer-to-cancel,
+//                jobs-count, jobs-empty, jobs-list,
 //                row job-row [data-job-id, data-assigned]:
 //                  job-name, job-meta, job-notes, job-status [data-kind],
 //                  job-assigned-to, job-received-from, job-send-to (select),
@@ -67,7 +71,7 @@
 //                  chat-room-host, chat-room-status, chat-leave, chat-members,
 //                  chat-messages, chat-messages-empty, chat-form, chat-input,
 //                  chat-send, chat-error,
-//                  row chat-member [data-peer-id, data-role]: chat-member-name,
+//                  row chat-member [data-peer-id, data-role, data-online]: chat-member-name,
 //                    chat-member-role
 //                  row chat-message [data-message-id, data-seq, data-mine,
 //                    data-pending]: chat-message-from, chat-message-body,
