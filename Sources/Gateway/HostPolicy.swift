@@ -45,9 +45,13 @@ struct HostPolicy: Sendable {
       let name = Self.normalizedName(name)
       guard Self.isHostName(name) else { continue }
       names.insert(name)
-      if !name.hasSuffix(".local") { names.insert(name + ".local") }
-      // `node-a.example.org`: its first label is the short name people type, too.
-      if let dot = name.firstIndex(of: "."), !name.hasSuffix(".local") { names.insert(String(name[..<dot])) }
+      guard !name.hasSuffix(".local") else { continue }
+      names.insert(name + ".local")
+      // `pi4.home.arpa`: its first label is the short name people type, and the one Avahi announces as `pi4.local`.
+      if let dot = name.firstIndex(of: ".") {
+        names.insert(String(name[..<dot]))
+        names.insert(name[..<dot] + ".local")
+      }
     }
     for entry in configuration.allowedHosts {
       let entry = Self.normalizedName(entry)
