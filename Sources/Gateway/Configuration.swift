@@ -270,9 +270,11 @@ public struct NodeConfiguration: Sendable, Equatable {
       for part in value.split(separator: ",") {
         let entry = part.trimmingCharacters(in: .whitespaces)
         guard !entry.isEmpty else { continue }
-        let name = entry.hasPrefix("*.") ? String(entry.dropFirst(2)) : entry.hasPrefix(".") ? String(entry.dropFirst()) : entry
-        guard entry == "*" || HostPolicy.isHostName(HostPolicy.normalizedName(name))
-          || HostPolicy.normalizedAddress(entry.trimmingCharacters(in: ["[", "]"])) != nil
+        let name =
+          entry.hasPrefix("*.") ? String(entry.dropFirst(2)) : entry.hasPrefix(".") ? String(entry.dropFirst()) : entry
+        guard
+          entry == "*" || HostPolicy.isHostName(HostPolicy.normalizedName(name))
+            || HostPolicy.normalizedAddress(entry.trimmingCharacters(in: ["[", "]"])) != nil
         else {
           throw ConfigurationError(
             "\(source) takes host names or IP addresses without ports, comma-separated (e.g. node-a,meshgate.lan,"

@@ -62,7 +62,7 @@ struct HostPolicy: Sendable {
       } else if entry.hasPrefix(".") {
         suffixes.append(entry)
         names.insert(String(entry.dropFirst()))
-      } else if let address = Self.normalizedAddress(entry) {
+      } else if let address = Self.normalizedAddress(entry.trimmingCharacters(in: ["[", "]"])) {
         names.insert(address)
       } else {
         names.insert(entry)

@@ -49,6 +49,8 @@ struct HostPolicyTests {
       #expect(!policy.allowsOrigin(origin, requestHost: "127.0.0.1:8080"), "\(origin)")
     }
     #expect(Self.policy(allowed: ["*"]).allowsOrigin("http://evil.example", requestHost: "x"))
+    #expect(Self.policy(allowed: ["[fe80::2]", "10.1.1.1"]).allowsOrigin("http://[fe80::2]:80", requestHost: "x"))
+    #expect(Self.policy(allowed: ["[fe80::2]", "10.1.1.1"]).allowsOrigin("http://10.1.1.1", requestHost: "x"))
   }
 
   @Test func flagsParseAndRejectBadValues() throws {
@@ -63,12 +65,17 @@ struct HostPolicyTests {
     #expect(configuration.allowedHosts == ["env-name", "node-a", "*.lan", "192.168.1.9", "[::1]"])
     #expect(configuration.limits.maxPeers == 20)
     #expect(configuration.limits.peerCreationsPerSecond == 0)
-    for bad in [["--allowed-hosts", "node-a:8080"], ["--allowed-hosts", "http://x"], ["--max-peers", "0"],
-      ["--max-peers", "50001"], ["--peer-create-rate", "-1"]] {
-      #expect(throws: ConfigurationError.self, "\(bad)") { try NodeConfiguration.parse(arguments: bad, environment: [:]) }
+    for bad in [
+      ["--allowed-hosts", "node-a:8080"], ["--allowed-hosts", "http://x"], ["--max-peers", "0"],
+      ["--max-peers", "50001"], ["--peer-create-rate", "-1"],
+    ] {
+      #expect(throws: ConfigurationError.self, "\(bad)") {
+        try NodeConfiguration.parse(arguments: bad, environment: [:])
+      }
     }
     let defaults = Limits()
     #expect(defaults.peerCreationsPerSecond == 10 && defaults.maxPeers == 10_000)
-    #expect(NodeConfiguration.helpText.contains("--allowed-hosts") && NodeConfiguration.helpText.contains("--max-peers"))
+    #expect(
+      NodeConfiguration.helpText.contains("--allowed-hosts") && NodeConfiguration.helpText.contains("--max-peers"))
   }
 }

@@ -159,7 +159,8 @@ struct SurfaceGuardTests {
       let crossSite = try HTTPClient.post(
         port: node.port, path: "/api/v1/peers", json: body, headers: [("Origin", "http://evil.example")])
       #expect(crossSite.status == 403 && errorCode(crossSite) == "origin_not_allowed", "\(crossSite)")
-      let sameSite = try HTTPClient.post(port: node.port, path: "/api/v1/peers", json: body, headers: [("Origin", here)])
+      let sameSite = try HTTPClient.post(
+        port: node.port, path: "/api/v1/peers", json: body, headers: [("Origin", here)])
       #expect(sameSite.status == 201, "\(sameSite)")
       // Reads carry no risk of their own (the browser keeps the answer from the page): not checked.
       let read = try HTTPClient.get(port: node.port, path: "/api/v1/node", headers: [("Origin", "http://evil.example")])
@@ -171,7 +172,8 @@ struct SurfaceGuardTests {
   @Test func jsonBodiesNeedTheirContentType() async throws {
     try await withNode { node in
       // A fetch with a Blob body needs no preflight and sends no Content-Type.
-      let untyped = try HTTPClient.post(port: node.port, path: "/api/v1/peers", body: Array(#"{"displayName":"x"}"#.utf8))
+      let untyped = try HTTPClient.post(
+        port: node.port, path: "/api/v1/peers", body: Array(#"{"displayName":"x"}"#.utf8))
       #expect(untyped.status == 415 && errorCode(untyped) == "unsupported_media_type", "\(untyped)")
       #expect(errorMessage(untyped)?.contains("application/json") == true)
       let form = try HTTPClient.post(
