@@ -26,9 +26,24 @@ struct SurfaceGuardTests {
 
   // MARK: - Item 3: JSON cost
 
+  /// The CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
+  static func cpuTime(of pid: Int32) throws -> Duration {
+    let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+    // Fields after the command name (which is in parentheses and may hold spaces): state is field 3, utime 14.
+    let fields = stat[stat.index(after: try #require(stat.lastIndex(of: ")")))...].split(separator: " ")
+    let ticks = try #require(Int(fields[11])) + (try #require(Int(fields[12])))
+    return .milliseconds(ticks * 1000 / sysconf(Int32(_SC_CLK_TCK)))
+  }
+
   /// Four ~1 MB many-key bodies in parallel (the issue's freeze: 19.6 s) while `/healthz` keeps answering. Two are
   /// one object of 75 000 keys (over the per-object limit: 400 at once), two spread 75 000 keys over 8 objects (all
   /// parsed, then refused for their unknown fields).
+  ///
+  /// What the node spends is measured as its CPU time, which the load of a shared machine does not stretch: a
+  /// debug build needs well under a second for all four (a release build a tenth of that); the quadratic parser
+  /// needed over 10 s in a release build for one such body. `/healthz` must answer every probe within the client's
+  /// 10 s (before the fix the node answered nothing for minutes); its slowest answer is printed, not bounded,
+  /// because wall-clock time on a loaded 2-core machine says more about the machine than about the node.
   @Test func manyKeyBodiesInParallelDoNotStallTheNode() async throws {
     try await withNode { node in
       let oneObject = Array(Self.manyKeys(75_000).utf8)
@@ -37,6 +52,8 @@ struct SurfaceGuardTests {
       let spread = Array(("{" + parts.joined(separator: ",") + "}").utf8)
       #expect(oneObject.count > 800_000 && spread.count > 800_000 && spread.count < 1 << 20)
       let port = node.port
+      let pid = try #require(node.pid)
+      let cpuBefore = try Self.cpuTime(of: pid)
       let finished = DoneFlag()
       let probe = Task.detached {
         var answered = 0
@@ -68,8 +85,11 @@ struct SurfaceGuardTests {
       #expect(statuses.count == 4)
       #expect(statuses.allSatisfy { $0.0 == 400 }, "\(statuses)")
       #expect(statuses.filter { $0.1 == "json_limit_exceeded" }.count == 2, "\(statuses)")
-      // Before the fix one such body held the event loop for seconds (4.7 s each in a release build).
-      #expect(worst < .seconds(2), "the slowest /healthz took \(worst) (\(probes) probes)")
+      let spent = try Self.cpuTime(of: pid) - cpuBefore
+      print(
+        "SurfaceGuardTests: 4 parallel ~1 MB bodies cost the node \(spent) of CPU; slowest of \(probes) /healthz took \(worst)"
+      )
+      #expect(spent < .seconds(5), "the node spent \(spent) of CPU on four bodies")
       let limited = try HTTPClient.post(port: node.port, path: "/api/v1/peers", json: Self.manyKeys(10_001))
       #expect(limited.status == 400 && errorMessage(limited)?.contains("10000 members") == true, "\(limited)")
     }
@@ -202,16 +222,25 @@ struct SurfaceGuardTests {
       func create(_ name: String) throws -> HTTPResponse {
         try HTTPClient.post(port: node.port, path: "/api/v1/peers", json: #"{"displayName":"\#(name)"}"#)
       }
-      // A bucket of 2 refilled at 1 a second: a quick third request is refused.
-      var statuses: [Int] = []
-      var limited: HTTPResponse?
-      for index in 0..<4 where limited == nil {
-        let response = try create("p\(index)")
-        statuses.append(response.status)
-        if response.status == 429 { limited = response }
+      // A bucket of 2 refilled at 1 a second: of 8 requests sent at once, the node checks most before a token
+      // comes back, however loaded the machine (the checks run back to back on the node's loop).
+      let port = node.port
+      let burst = try await withThrowingTaskGroup(of: HTTPResponse.self) { group in
+        for index in 0..<8 {
+          group.addTask {
+            try await HTTPClient.requestAsync(
+              port: port, method: "POST", path: "/api/v1/peers", headers: [("Content-Type", "application/json")],
+              body: Array(#"{"displayName":"p\#(index)"}"#.utf8))
+          }
+        }
+        var responses: [HTTPResponse] = []
+        for try await response in group { responses.append(response) }
+        return responses
       }
-      let refusal = try #require(limited, "no 429 among \(statuses)")
-      #expect(statuses.prefix(2) == [201, 201], "\(statuses)")
+      let statuses = burst.map(\.status)
+      #expect(statuses.allSatisfy { [201, 429, 409].contains($0) }, "\(statuses)")
+      #expect((1...3).contains(statuses.filter { $0 == 201 }.count), "\(statuses)")
+      let refusal = try #require(burst.first { $0.status == 429 }, "no 429 among \(statuses)")
       #expect(errorCode(refusal) == "rate_limited", "\(refusal)")
       let retryAfter = try #require(refusal.header("retry-after").flatMap { Int($0) }, "\(refusal.headers)")
       #expect((1...2).contains(retryAfter))
