@@ -1,3 +1,4 @@
+import MeshCore
 import Testing
 
 @testable import Gateway
@@ -77,5 +78,24 @@ struct HostPolicyTests {
     #expect(defaults.peerCreationsPerSecond == 10 && defaults.maxPeers == 10_000)
     #expect(
       NodeConfiguration.helpText.contains("--allowed-hosts") && NodeConfiguration.helpText.contains("--max-peers"))
+  }
+
+  @Test func openAPIDocumentsTheNewRefusals() throws {
+    let document = Router.standard.openAPIDocument(version: "test")
+    func responses(_ path: String, _ method: String) -> [String] {
+      document.objectValue?["paths"]?.objectValue?[path]?.objectValue?[method]?.objectValue?["responses"]?.objectValue?
+        .keys ?? []
+    }
+    let createPeer = responses("/api/v1/peers", "post")
+    for status in ["201", "400", "403", "409", "415", "421", "429"] {
+      #expect(createPeer.contains(status), "POST /api/v1/peers lacks \(status): \(createPeer)")
+    }
+    #expect(responses("/api/v1/ws", "get").contains("403"))
+    #expect(responses("/api/v1/node", "get").contains("421"))
+    #expect(!responses("/api/v1/node", "get").contains("403"))
+    let settings =
+      document.objectValue?["paths"]?.objectValue?["/api/v1/node/settings"]?.objectValue?["patch"]?
+      .serializedString() ?? ""
+    #expect(settings.contains("peerCreationsPerSecond") && settings.contains("maxPeers"))
   }
 }
