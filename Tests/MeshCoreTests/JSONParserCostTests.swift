@@ -155,4 +155,14 @@ struct JSONParserCostTests {
     #expect(throws: JSONParseError.self) { try JSONValue.parse([0x22, 0x5C, 0x6E, 0xC3, 0x22]) }
     #expect(throws: JSONParseError.self) { try JSONValue.parse([0x22, 0xED, 0xA0, 0x80, 0x22]) }
   }
+
+  /// Mesh chat frames (up to 4 MiB from another node) go through the same bounded parser.
+  @Test func chatFramesAreBoundedToo() {
+    do {
+      _ = try ChatWire.decode(Self.manyKeys(10_001))
+      Issue.record("a chat frame of 10 001 members was decoded")
+    } catch {
+      #expect(error.description.contains("more than 10000 members"), "\(error)")
+    }
+  }
 }
