@@ -26,7 +26,8 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var eventRetention = 10_000
   /// Largest resource transfer accepted (sent or received), in bytes.
   public var maxTransferBytes = 8 << 30
-  /// Free disk space a receiving node keeps: an incoming file that would leave less is refused with 507.
+  /// Free disk space a node keeps when it stores files: an incoming file, or an upload it spools, that would leave
+  /// less (counting the bytes still to come of transfers it already accepted) is refused with 507.
   public var minFreeBytes = 64 << 20
   /// Bytes per second each outgoing transfer may send (0 = unlimited).
   public var transferRate = 0
@@ -49,6 +50,9 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var limits = Limits()
   /// Extra names the node answers to in `Host` and accepts in `Origin` (`--allowed-hosts`, HostPolicy.swift).
   public var allowedHosts: [String] = []
+  /// Seconds a WebSocket may go without answering a PING before the node sends one; a client that has not answered
+  /// 10 s later is disconnected. 0: never (libwebsockets' validity policy on the vhost).
+  public var webSocketPingSeconds = 300
 
   /// Discovery modes.
   public enum Discovery: String, Sendable, Equatable, CaseIterable {
@@ -87,7 +91,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       --max-body-bytes N    largest request body accepted (MESHGATE_MAX_BODY_BYTES, default 1048576)
       --event-retention N   events kept per peer (MESHGATE_EVENT_RETENTION, default 10000)
       --max-transfer-bytes N  largest file sent or received (MESHGATE_MAX_TRANSFER_BYTES, default 8589934592)
-      --min-free-bytes N    free disk space kept when receiving files; more is refused with 507
+      --min-free-bytes N    free disk space kept when storing files, counting accepted transfers; 507 beyond
                             (MESHGATE_MIN_FREE_BYTES, default 67108864)
       --transfer-rate N     bytes per second per outgoing transfer, 0 for unlimited (MESHGATE_TRANSFER_RATE, default 0)
       --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)
@@ -112,11 +116,14 @@ public struct NodeConfiguration: Sendable, Equatable {
                             (MESHGATE_WS_MAX_MESSAGE_BYTES, default 2097152)
       --peer-create-rate N  peers one client address may create per second, bursts of 2N; 0 = off
                             (MESHGATE_PEER_CREATE_RATE, default 10)
-      --max-peers N         most peers this node hosts, 1–50000 (MESHGATE_MAX_PEERS, default 10000)
+      --max-peers N         most peers this node hosts, 1–50000; linked nodes accept at most 4096
+                            from one node (MESHGATE_MAX_PEERS, default 4096)
       --allowed-hosts LIST  more names the node answers to in Host and Origin, comma-separated;
                             *.example.com allows subdomains, * turns the check off
                             (MESHGATE_ALLOWED_HOSTS; IP addresses, localhost and this host's
                             name are always allowed)
+      --ws-ping-interval S  seconds before an idle WebSocket is sent a PING; one that has not answered
+                            10 s later is closed; 0 = never (MESHGATE_WS_PING_INTERVAL, default 300)
       -h, --help            show this help
       --version             print the version
 
@@ -150,6 +157,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
       ("--peer-create-rate", "MESHGATE_PEER_CREATE_RATE"), ("--max-peers", "MESHGATE_MAX_PEERS"),
       ("--allowed-hosts", "MESHGATE_ALLOWED_HOSTS"),
+      ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -282,6 +290,8 @@ public struct NodeConfiguration: Sendable, Equatable {
         }
         if !allowedHosts.contains(entry) { allowedHosts.append(entry) }
       }
+    case "--ws-ping-interval":
+      webSocketPingSeconds = try integer(0...65_525, "a number of seconds from 0 (never) to 65525")
     default: throw ConfigurationError("unknown option \(flag)")
     }
   }

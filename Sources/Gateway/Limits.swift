@@ -18,8 +18,9 @@ public struct Limits: Sendable, Equatable {
   public var webSocketMaxMessageBytes = 2 << 20
   /// Peers one client address may create per second (a burst of twice that); 0 turns the limit off.
   public var peerCreationsPerSecond = 10
-  /// The most peers this node hosts.
-  public var maxPeers = 10_000
+  /// The most peers this node hosts: by default as many as a linked node accepts from one node (a node with more
+  /// is refused whole by its neighbours, so more suits only a node that links with no other).
+  public var maxPeers = MeshLimits.peersPerNode
 
   public init() {}
 
@@ -113,4 +114,6 @@ struct SecurityState: Sendable {
   var oversizedSocketMessages = 0
   var adminDenied = 0
   var spoofedFrames = 0
+  /// Mesh frames refused by the node runtime's own checks (``Node/refuseFrame(_:from:_:)``), by reason.
+  var refusedFrames: [String: Int] = [:]
 }

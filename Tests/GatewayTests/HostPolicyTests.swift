@@ -75,7 +75,7 @@ struct HostPolicyTests {
       }
     }
     let defaults = Limits()
-    #expect(defaults.peerCreationsPerSecond == 10 && defaults.maxPeers == 10_000)
+    #expect(defaults.peerCreationsPerSecond == 10 && defaults.maxPeers == 4096)
     #expect(
       NodeConfiguration.helpText.contains("--allowed-hosts") && NodeConfiguration.helpText.contains("--max-peers"))
   }
