@@ -86,6 +86,8 @@ public actor Node {
   let security: NodeSecurity
   var transfers = TransferRuntime()
   var streams = StreamRuntime()
+  /// The names and addresses the node answers to (HostPolicy.swift).
+  let hostPolicy: HostPolicy
   /// The data directory and database file the node opened, and why they are lost once they are (DataDirectoryHealth).
   let dataWatch: DataDirectoryWatch
   var dataDirectoryLost: String?
@@ -101,6 +103,7 @@ public actor Node {
     security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
     self.guards = SecurityState(adminTokenHash: adminTokenHash, limits: limits)
+    self.hostPolicy = HostPolicy.current(configuration)
     self.server = server
     self.security = security
     self.store = store
@@ -167,6 +170,10 @@ public actor Node {
   // MARK: - Requests
 
   func handle(_ request: HTTPRequest) {
+    if let refusal = hostRefusal(request.head) ?? originRefusal(request.head, upgrade: false) {
+      respond(request, refusal.response)
+      return
+    }
     if security.servesHTTPS && !request.head.isTLS && request.head.path != "/healthz" {
       refusePlaintext(request)
       return
@@ -290,6 +297,13 @@ public actor Node {
   // MARK: - WebSockets
 
   func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    // Nodes dial by any seed name, so a mesh link's Host is not checked; but a node sends no Origin, and a browser
+    // page always does: a page from another site must not link in as a node.
+    let hostRefused = head.path == "/mesh" ? nil : hostRefusal(head)
+    if let refusal = hostRefused ?? originRefusal(head, upgrade: true) {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(refusal.response)
+    }
     if head.path == "/mesh" {
       guard head.headers["sec-websocket-protocol"]?.contains(meshSubprotocol) == true else {
         metrics.webSocketUpgradesRejected += 1
@@ -365,7 +379,16 @@ public actor Node {
     case .binary:
       reply = Self.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
     case .text(let bytes):
-      guard case .object(let object)? = try? JSONValue.parse(bytes), let op = object["op"]?.stringValue else {
+      let parsed: JSONValue
+      do {
+        parsed = try JSONValue.parse(bytes)
+      } catch {
+        reply = Self.socketError(
+          error.isLimit ? "json_limit_exceeded" : "malformed_message",
+          "\(error); send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
+        break
+      }
+      guard case .object(let object) = parsed, let op = object["op"]?.stringValue else {
         reply = Self.socketError(
           "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
         break

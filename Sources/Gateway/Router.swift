@@ -132,11 +132,10 @@ struct Router: Sendable {
       responses: [
         (201, "The peer and its token.", Schemas.createdPeer),
         (400, "Invalid display name or discovery info.", Schemas.error),
-        (413, "Body too large.", Schemas.error), (415, "Not JSON.", Schemas.error),
-        (
-          503, "This node already hosts \(Node.maxPeersPerNode) peers, or its data directory is lost or failing.",
-          Schemas.error
-        ),
+        (409, "The node already hosts --max-peers peers (peer_limit_reached).", Schemas.error),
+        (413, "Body too large.", Schemas.error), (415, "Not JSON, or no Content-Type.", Schemas.error),
+        (429, "Over the client address's peer creation rate (--peer-create-rate); see Retry-After.", Schemas.error),
+        (503, "The node's data directory is lost or failing.", Schemas.error),
       ], queryParameters: []),
     Route(
       method: .get, pattern: "/api/v1/peers/me", operation: .getMe, operationID: "getMe",
@@ -637,11 +636,16 @@ enum Schemas {
   ]
   static let settings: JSONValue = [
     "type": "object",
-    "required": ["requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention"],
+    "required": [
+      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
+      "maxPeers", "eventRetention",
+    ],
     "properties": [
       "requestsPerSecond": ["type": "integer", "minimum": 0],
       "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0],
       "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64],
+      "peerCreationsPerSecond": ["type": "integer", "minimum": 0],
+      "maxPeers": ["type": "integer", "minimum": 1],
       "eventRetention": ["type": "integer", "minimum": 10],
     ],
   ]
@@ -654,6 +658,8 @@ enum Schemas {
       "requestsPerSecond": ["type": "integer", "minimum": 0, "maximum": 10_000_000],
       "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0, "maximum": 10_000_000],
       "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64, "maximum": 16_777_216],
+      "peerCreationsPerSecond": ["type": "integer", "minimum": 0, "maximum": 1_000_000],
+      "maxPeers": ["type": "integer", "minimum": 1, "maximum": 50_000],
       "eventRetention": ["type": "integer", "minimum": 10, "maximum": 10_000_000],
     ],
   ]
@@ -926,6 +932,13 @@ extension Router {
         : route.admin ? [(401, "Missing or unknown admin token."), (403, "A peer token, not the admin token.")] : []
       // Any route may answer 400 (a malformed query or body), and one with a path parameter 404 (unknown id).
       common.append((400, "Invalid request: the message names the field and the rule."))
+      // Every route answers only for the node's own names (DNS rebinding protection); a browser page from another
+      // site may not change state or open a WebSocket; a JSON body must be sent as application/json.
+      common.append((421, "The Host header names no name or address of this node (host_not_allowed)."))
+      if route.method != .get || route.operation == .webSocket || route.operation == .streamSocket {
+        common.append((403, "The Origin header names another site (origin_not_allowed)."))
+      }
+      if route.requestSchema != nil { common.append((415, "The body is not sent as application/json.")) }
       if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
       // Any write may find the data directory full, failing or gone (StorageErrors.swift, DataDirectoryHealth.swift).
       if route.method != .get {
