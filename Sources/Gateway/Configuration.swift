@@ -47,6 +47,11 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var tlsKeyPath: String?
   /// Request and WebSocket limits (Limits.swift).
   public var limits = Limits()
+  /// Connections served at once (`--max-connections`); nil derives it from the open-file limit
+  /// (``NodeRuntime/connectionLimit(requested:fileLimit:)``).
+  public var maxConnections: Int?
+  /// Seconds a request body may go without a byte before the connection is closed (`--body-timeout`).
+  public var bodyTimeoutSeconds = 10
 
   /// Discovery modes.
   public enum Discovery: String, Sendable, Equatable, CaseIterable {
@@ -108,6 +113,11 @@ public struct NodeConfiguration: Sendable, Equatable {
                             (MESHGATE_WS_RATE_LIMIT, default 5000)
       --ws-max-message-bytes N  largest message a browser WebSocket may send
                             (MESHGATE_WS_MAX_MESSAGE_BYTES, default 2097152)
+      --max-connections N   connections served at once; more are answered 503 or closed
+                            (MESHGATE_MAX_CONNECTIONS, default the open-file limit less a reserve
+                            of a quarter, at most 512, for the store, files and mesh links)
+      --body-timeout SECONDS  close a connection whose request body sends nothing for this long
+                            (MESHGATE_BODY_TIMEOUT, default 10)
       -h, --help            show this help
       --version             print the version
 
@@ -138,7 +148,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--max-transfer-bytes", "MESHGATE_MAX_TRANSFER_BYTES"),
       ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
       ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
-      ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
+      ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"), ("--max-connections", "MESHGATE_MAX_CONNECTIONS"),
+      ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -252,6 +263,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       limits.webSocketMessagesPerSecond = try integer(0...10_000_000, "a rate from 0 (off) to 10000000")
     case "--ws-max-message-bytes":
       limits.webSocketMaxMessageBytes = try integer(64...Limits.webSocketHardLimit, "a byte count from 64 to 16777216")
+    case "--max-connections": maxConnections = try integer(16...1_000_000, "a count from 16 to 1000000")
+    case "--body-timeout": bodyTimeoutSeconds = try integer(1...3600, "seconds from 1 to 3600")
     default: throw ConfigurationError("unknown option \(flag)")
     }
   }

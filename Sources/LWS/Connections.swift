@@ -102,6 +102,8 @@ final class HTTPExchange {
   var pendingBody: [[UInt8]] = []
   var bodyEndPending = false
   var bodyEnded = false
+  /// When a body byte last arrived (or a paused streamed body was resumed), monotonic milliseconds.
+  var lastBodyActivity: UInt64 = 0
   /// The open file of a file response, and the bytes of it sent so far.
   var fileDescriptor: Int32 = -1
   var fileSent = 0
