@@ -93,6 +93,8 @@ final class HTTPExchange {
   var closeAfter = false
   /// BODY_COMPLETION callbacks after the request was dispatched (`httpBodyCompleted`).
   var repeatedCompletions = 0
+  /// When a pipelined request was first seen behind this one's body (monotonic milliseconds; 0: not yet).
+  var pipelinedSince: UInt64 = 0
   var streamQueue: [UInt8] = []
   var streamEnded = false
   /// Streamed request body: delivered piece by piece while `bodyFlowing`; pieces that lws hands over while paused wait

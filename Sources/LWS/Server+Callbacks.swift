@@ -337,12 +337,18 @@ extension Server {
     }
     guard let exchange = exchanges[wsi] else { return 0 }
     guard !exchange.dispatched else {
-      // One completion after an early dispatch is normal (a body on a method that takes none). Many in a row mean a
-      // request is pipelined behind this body: lws 4.1.6 then re-runs BODY_COMPLETION on every service pass until
-      // this transaction completes, which it never can while the loop spins (found by schemathesis). Close the
-      // connection instead; the client sees it closed without an answer and every other client is served.
+      // One completion after an early dispatch is normal (a body on a method that takes none). More mean a request
+      // is pipelined behind this body: lws 4.1.6 then re-runs BODY_COMPLETION on every service pass, and delivers no
+      // HTTP_WRITEABLE, until this transaction completes (found by schemathesis). So the answer is written from here,
+      // as soon as the handler gives it, and the connection closes after it; the client retries the rest on a new
+      // connection. A handler that has not answered within 5 s of this busy wait loses the connection.
       exchange.repeatedCompletions += 1
-      if exchange.repeatedCompletions > 16 {
+      guard exchange.repeatedCompletions > 1 else { return 0 }
+      exchange.closeAfter = true
+      let now = Self.monotonicMilliseconds()
+      if exchange.pipelinedSince == 0 { exchange.pipelinedSince = now }
+      if exchange.response != nil { return httpWritable(wsi) }
+      if now > exchange.pipelinedSince + 5000 {
         forget(exchange)
         return -1
       }

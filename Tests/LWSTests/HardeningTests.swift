@@ -141,11 +141,15 @@ struct HardeningTests {
       defer { connection.close() }
       try connection.sendRaw(
         Array(
-          ("GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+          ("GET /later HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
             + "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n").utf8))
+      // /later answers from another thread 30 ms on, while the pipelined request waits in lws's buffer.
       let first = try connection.readResponse()
-      #expect(first.status == 200)
-      #expect(first.text == "hi")
+      #expect(first.status == 202)
+      #expect(first.text == "later")
+      if let second = try? connection.readResponse(timeout: .seconds(5)) {
+        #expect(second.text == "hi")
+      }
     }
   }
 
