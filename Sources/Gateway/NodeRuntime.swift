@@ -276,7 +276,8 @@ enum PortProbe {
     let text = String(cString: strerror(code))
     switch code {
     case EADDRINUSE:
-      return "cannot listen on \(endpoint): the port is in use (\(text)); choose another --port or stop the process using it"
+      return
+        "cannot listen on \(endpoint): the port is in use (\(text)); choose another --port or stop the process using it"
     case EACCES:
       return "cannot listen on \(endpoint): \(text); ports below 1024 need privileges, choose another --port"
     case EADDRNOTAVAIL:

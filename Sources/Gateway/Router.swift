@@ -882,6 +882,9 @@ extension Router {
       // Any route may answer 400 (a malformed query or body), and one with a path parameter 404 (unknown id).
       common.append((400, "Invalid request: the message names the field and the rule."))
       if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
+      // Any request: a head over 16 KiB, or a connection over --max-connections (with Retry-After).
+      common.append((431, "The request head (headers, cookies included) is over 16 KiB."))
+      common.append((503, "Too many connections (--max-connections); retry after Retry-After seconds."))
       for (status, description) in common where responses[String(status)] == nil {
         responses[String(status)] = [
           "description": .string(description), "content": ["application/json": ["schema": Schemas.error]],

@@ -224,8 +224,9 @@ extension Server {
   /// Why a request (or WebSocket upgrade) on `wsi` is refused before it reaches the delegate: its head is over
   /// ``ServerConfiguration/maxRequestHeadBytes`` (431), or its connection was accepted over
   /// ``ServerConfiguration/maxConnections`` (503 with `Retry-After`). Nil when it may proceed.
-  func admissionRefusal(_ wsi: OpaquePointer, path: String) -> (status: Int, message: String, headers: [(String, String)])?
-  {
+  func admissionRefusal(_ wsi: OpaquePointer, path: String) -> (
+    status: Int, message: String, headers: [(String, String)]
+  )? {
     let limit = min(configuration.maxRequestHeadBytes, Self.headerBufferBytes - 1)
     var total = 0
     var cut = false

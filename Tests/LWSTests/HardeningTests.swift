@@ -16,7 +16,9 @@ struct HardeningTests {
 
   @Test func refusedUpgradesAnswerWithAnHTTP11StatusLineAndTheBody() async throws {
     try await withServer { _, port in
-      let answer = String(decoding: try HTTPClient.raw(port: port, bytes: Self.upgradeRequest(path: "/elsewhere", port: port)), as: UTF8.self)
+      let answer = String(
+        decoding: try HTTPClient.raw(port: port, bytes: Self.upgradeRequest(path: "/elsewhere", port: port)),
+        as: UTF8.self)
       #expect(answer.hasPrefix("HTTP/1.1 403 Forbidden\r\n"), "got: \(answer.prefix(200))")
       #expect(answer.lowercased().contains("content-length: 2\r\n"))
       #expect(answer.hasSuffix("\r\n\r\nno"))

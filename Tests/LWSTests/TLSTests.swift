@@ -69,7 +69,11 @@ private final class RunningServer {
   }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+/// Serialized: lws 4.1.6 keeps the OpenSSL ex-data indexes it finds its connections by in process-wide variables
+/// and takes new ones whenever a TLS context is created, so a TLS server created while another one is mid-handshake
+/// makes the first one's verify callback read an empty slot and crash (seen as SIGSEGV under X509_verify_cert). A node
+/// process has one context; tests that run several in one process must not create them concurrently.
+@Suite(.serialized, .timeLimit(.minutes(1)))
 struct TLSTests {
   let directory = NSTemporaryDirectory() + "meshgate-lws-tls-\(UUID().uuidString)"
 
@@ -208,12 +212,16 @@ struct TLSTests {
       try? input.fileHandleForWriting.close()
     }
     try eventually(timeout: .seconds(20), message: "s_server listens") {
-      (try? HTTPConnection(port: port, timeout: .milliseconds(200))).map { _ = $0; return true } ?? false
+      (try? HTTPConnection(port: port, timeout: .milliseconds(200))).map {
+        _ = $0; return true
+      } ?? false
     }
     let dialler = try RunningServer(tls: tls)
     defer { dialler.stop() }
     let server = dialler.server
-    server.execute { _ = server.connect(host: "127.0.0.1", port: port, path: "/x", subprotocol: "tls-test.v1", tls: true) }
+    server.execute {
+      _ = server.connect(host: "127.0.0.1", port: port, path: "/x", subprotocol: "tls-test.v1", tls: true)
+    }
     try await eventuallyAsync(timeout: .seconds(30), message: "the dial failed") {
       dialler.delegate.failures.withLock { !$0.isEmpty } || dialler.delegate.seen.withLock { $0["dialled"] } != nil
     }
