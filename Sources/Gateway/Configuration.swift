@@ -26,7 +26,8 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var eventRetention = 10_000
   /// Largest resource transfer accepted (sent or received), in bytes.
   public var maxTransferBytes = 8 << 30
-  /// Free disk space a receiving node keeps: an incoming file that would leave less is refused with 507.
+  /// Free disk space a node keeps when it stores files: an incoming file, or an upload it spools, that would leave
+  /// less (counting the bytes still to come of transfers it already accepted) is refused with 507.
   public var minFreeBytes = 64 << 20
   /// Bytes per second each outgoing transfer may send (0 = unlimited).
   public var transferRate = 0
@@ -52,6 +53,9 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var maxConnections: Int?
   /// Seconds a request body may go without a byte before the connection is closed (`--body-timeout`).
   public var bodyTimeoutSeconds = 10
+  /// Seconds a WebSocket may go without answering a PING before the node sends one; a client that has not answered
+  /// 10 s later is disconnected. 0: never (libwebsockets' validity policy on the vhost).
+  public var webSocketPingSeconds = 300
 
   /// Discovery modes.
   public enum Discovery: String, Sendable, Equatable, CaseIterable {
@@ -90,7 +94,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       --max-body-bytes N    largest request body accepted (MESHGATE_MAX_BODY_BYTES, default 1048576)
       --event-retention N   events kept per peer (MESHGATE_EVENT_RETENTION, default 10000)
       --max-transfer-bytes N  largest file sent or received (MESHGATE_MAX_TRANSFER_BYTES, default 8589934592)
-      --min-free-bytes N    free disk space kept when receiving files; more is refused with 507
+      --min-free-bytes N    free disk space kept when storing files, counting accepted transfers; 507 beyond
                             (MESHGATE_MIN_FREE_BYTES, default 67108864)
       --transfer-rate N     bytes per second per outgoing transfer, 0 for unlimited (MESHGATE_TRANSFER_RATE, default 0)
       --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)
@@ -118,6 +122,8 @@ public struct NodeConfiguration: Sendable, Equatable {
                             of a quarter, at most 512, for the store, files and mesh links)
       --body-timeout SECONDS  close a connection whose request body sends nothing for this long
                             (MESHGATE_BODY_TIMEOUT, default 10)
+      --ws-ping-interval S  seconds before an idle WebSocket is sent a PING; one that has not answered
+                            10 s later is closed; 0 = never (MESHGATE_WS_PING_INTERVAL, default 300)
       -h, --help            show this help
       --version             print the version
 
@@ -149,7 +155,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
       ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
       ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"), ("--max-connections", "MESHGATE_MAX_CONNECTIONS"),
-      ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
+      ("--body-timeout", "MESHGATE_BODY_TIMEOUT"), ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -265,6 +271,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       limits.webSocketMaxMessageBytes = try integer(64...Limits.webSocketHardLimit, "a byte count from 64 to 16777216")
     case "--max-connections": maxConnections = try integer(16...1_000_000, "a count from 16 to 1000000")
     case "--body-timeout": bodyTimeoutSeconds = try integer(1...3600, "seconds from 1 to 3600")
+    case "--ws-ping-interval":
+      webSocketPingSeconds = try integer(0...65_525, "a number of seconds from 0 (never) to 65525")
     default: throw ConfigurationError("unknown option \(flag)")
     }
   }

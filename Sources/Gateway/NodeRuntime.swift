@@ -126,7 +126,8 @@ final class NodeRuntime {
           bindAddress: configuration.bindAddress, port: configuration.port,
           maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol],
           tls: tls, maxConnections: connections.served, overflowConnections: connections.overflow,
-          alwaysServedPaths: ["/healthz"], bodyIdleTimeoutSeconds: configuration.bodyTimeoutSeconds))
+          alwaysServedPaths: ["/healthz"], bodyIdleTimeoutSeconds: configuration.bodyTimeoutSeconds,
+          webSocketPingSeconds: configuration.webSocketPingSeconds))
     } catch {
       throw StartupError(message: error.description)
     }
