@@ -50,6 +50,11 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var limits = Limits()
   /// Extra names the node answers to in `Host` and accepts in `Origin` (`--allowed-hosts`, HostPolicy.swift).
   public var allowedHosts: [String] = []
+  /// Connections served at once (`--max-connections`); nil derives it from the open-file limit
+  /// (``NodeRuntime/connectionLimit(requested:fileLimit:)``).
+  public var maxConnections: Int?
+  /// Seconds a request body may go without a byte before the connection is closed (`--body-timeout`).
+  public var bodyTimeoutSeconds = 10
   /// Seconds a WebSocket may go without answering a PING before the node sends one; a client that has not answered
   /// 10 s later is disconnected. 0: never (libwebsockets' validity policy on the vhost).
   public var webSocketPingSeconds = 300
@@ -122,6 +127,11 @@ public struct NodeConfiguration: Sendable, Equatable {
                             *.example.com allows subdomains, * turns the check off
                             (MESHGATE_ALLOWED_HOSTS; IP addresses, localhost and this host's
                             name are always allowed)
+      --max-connections N   connections served at once; more are answered 503 or closed
+                            (MESHGATE_MAX_CONNECTIONS, default the open-file limit less a reserve
+                            of a quarter, at most 512, for the store, files and mesh links)
+      --body-timeout SECONDS  close a connection whose request body sends nothing for this long
+                            (MESHGATE_BODY_TIMEOUT, default 10)
       --ws-ping-interval S  seconds before an idle WebSocket is sent a PING; one that has not answered
                             10 s later is closed; 0 = never (MESHGATE_WS_PING_INTERVAL, default 300)
       -h, --help            show this help
@@ -157,6 +167,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
       ("--peer-create-rate", "MESHGATE_PEER_CREATE_RATE"), ("--max-peers", "MESHGATE_MAX_PEERS"),
       ("--allowed-hosts", "MESHGATE_ALLOWED_HOSTS"),
+      ("--max-connections", "MESHGATE_MAX_CONNECTIONS"), ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
       ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
     ]
     for setting in settings {
@@ -290,6 +301,8 @@ public struct NodeConfiguration: Sendable, Equatable {
         }
         if !allowedHosts.contains(entry) { allowedHosts.append(entry) }
       }
+    case "--max-connections": maxConnections = try integer(16...1_000_000, "a count from 16 to 1000000")
+    case "--body-timeout": bodyTimeoutSeconds = try integer(1...3600, "seconds from 1 to 3600")
     case "--ws-ping-interval":
       webSocketPingSeconds = try integer(0...65_525, "a number of seconds from 0 (never) to 65525")
     default: throw ConfigurationError("unknown option \(flag)")

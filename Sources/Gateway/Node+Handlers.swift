@@ -234,6 +234,32 @@ extension Node {
     let samples: [(String, String, String, any CustomStringConvertible)] = [
       ("meshgate_websocket_connections", "gauge", "Open WebSocket connections.", statistics.openWebSockets),
       ("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.", streams),
+      (
+        "meshgate_connections", "gauge", "Accepted connections open (HTTP, WebSocket, inbound mesh links).",
+        statistics.openConnections
+      ),
+      (
+        "meshgate_connections_max", "gauge", "Connections served at once (--max-connections).",
+        server.configuration.maxConnections
+      ),
+      (
+        "meshgate_connections_refused_total", "counter",
+        "Connections over --max-connections: answered 503 or closed at once.", statistics.refusedConnections
+      ),
+      (
+        "meshgate_accept_failures_total", "counter",
+        "Connections that could not be accepted for want of file descriptors (they were closed).",
+        statistics.acceptFailures
+      ),
+      (
+        "meshgate_oversized_request_heads_total", "counter", "Requests answered 431: request head over 16 KiB.",
+        statistics.oversizedHeads
+      ),
+      (
+        "meshgate_body_timeouts_total", "counter",
+        "Connections closed because a request body stopped (--body-timeout).",
+        statistics.bodyTimeouts
+      ),
       ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
       ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
       (

@@ -741,6 +741,8 @@ final class ServerBridge: ServerDelegate {
       switch status {
       case 411: "length_required"
       case 413: "payload_too_large"
+      case 431: "request_header_fields_too_large"
+      case 503: "too_many_connections"
       case 501: "not_implemented"
       default: "bad_request"
       }

@@ -940,15 +940,21 @@ extension Router {
       }
       if route.requestSchema != nil { common.append((415, "The body is not sent as application/json.")) }
       if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
+      // Any request: a head over 16 KiB (431), or a connection over --max-connections (503 too_many_connections
+      // with Retry-After).
+      common.append((431, "request_header_fields_too_large: the request head (cookies included) is over 16 KiB."))
       // Any write may find the data directory full, failing or gone (StorageErrors.swift, DataDirectoryHealth.swift).
       if route.method != .get {
         common.append(
           (
             503,
             "storage_unavailable (an I/O error; Retry-After) or data_directory_lost (the data directory was deleted "
-              + "or replaced while the node ran; /healthz says so too): nothing was stored."
+              + "or replaced while the node ran; /healthz says so too): nothing was stored. Also "
+              + "too_many_connections (Retry-After) when the node is at --max-connections."
           ))
         common.append((507, "storage_full: the data directory's disk is full; nothing was stored."))
+      } else {
+        common.append((503, "too_many_connections: the node is at --max-connections; retry after Retry-After."))
       }
       for (status, description) in common where responses[String(status)] == nil {
         responses[String(status)] = [

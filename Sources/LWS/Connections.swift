@@ -93,6 +93,8 @@ final class HTTPExchange {
   var closeAfter = false
   /// BODY_COMPLETION callbacks after the request was dispatched (`httpBodyCompleted`).
   var repeatedCompletions = 0
+  /// When a pipelined request was first seen behind this one's body (monotonic milliseconds; 0: not yet).
+  var pipelinedSince: UInt64 = 0
   var streamQueue: [UInt8] = []
   var streamEnded = false
   /// Streamed request body: delivered piece by piece while `bodyFlowing`; pieces that lws hands over while paused wait
@@ -102,6 +104,8 @@ final class HTTPExchange {
   var pendingBody: [[UInt8]] = []
   var bodyEndPending = false
   var bodyEnded = false
+  /// When a body byte last arrived (or a paused streamed body was resumed), monotonic milliseconds.
+  var lastBodyActivity: UInt64 = 0
   /// The open file of a file response, and the bytes of it sent so far.
   var fileDescriptor: Int32 = -1
   var fileSent = 0

@@ -51,6 +51,12 @@ func serverCallback(
   case LWS_CALLBACK_WSI_DESTROY:
     server.connectionDestroyed(wsi)
     return 0
+  case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+    // `wsi` is the listening socket; non-zero makes lws close the new connection at once.
+    return server.connectionAccepted()
+  case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+    server.connectionAdopted(wsi)
+    return lws_callback_http_dummy(wsi, reason, user, input, length)
   case LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION:
     // Any client certificate is accepted here (self-signed node certificates); the node pins it by fingerprint.
     return 0
@@ -163,6 +169,10 @@ extension Server {
       reject(exchange, status: 501, message: "this HTTP method is not supported; use GET, POST, PUT, PATCH or DELETE")
       return 0
     }
+    if let refusal = admissionRefusal(wsi, path: path) {
+      reject(exchange, status: refusal.status, message: refusal.message, headers: refusal.headers)
+      return 0
+    }
     guard method.hasRequestBody else {
       dispatch(exchange)
       return 0
@@ -191,6 +201,7 @@ extension Server {
       exchange.bodyEndPending = contentLength == 0
       lws_rx_flow_control(wsi, 0)
       dispatch(exchange)
+      if !exchange.bodyFlowing { holdBodyTimeout(exchange.id) }
       return 0
     }
     if contentLength == 0 {
@@ -205,11 +216,92 @@ extension Server {
     }
     exchange.bodyLimit = limit
     exchange.awaitingBody = true
+    exchange.lastBodyActivity = Self.monotonicMilliseconds()
     exchange.body.reserveCapacity(min(contentLength, 1 << 20))
     return 0
   }
 
+  /// Why a request (or WebSocket upgrade) on `wsi` is refused before it reaches the delegate: its head is over
+  /// ``ServerConfiguration/maxRequestHeadBytes`` (431), or its connection was accepted over
+  /// ``ServerConfiguration/maxConnections`` (503 with `Retry-After`). Nil when it may proceed.
+  func admissionRefusal(_ wsi: OpaquePointer, path: String) -> (
+    status: Int, message: String, headers: [(String, String)]
+  )? {
+    let limit = min(configuration.maxRequestHeadBytes, Self.headerBufferBytes - 1)
+    var total = 0
+    var cut = false
+    for index in 0..<WSI_TOKEN_COUNT.rawValue {
+      let length = Int(lws_hdr_total_length(wsi, lws_token_indexes(rawValue: index)))
+      total += length
+      // lws stops storing a header at the limit (token_limits), so one that reached it was longer.
+      if length >= limit { cut = true }
+    }
+    if cut || total > limit {
+      oversizedHeads += 1
+      return (
+        431,
+        "the request head is larger than \(configuration.maxRequestHeadBytes) bytes; send fewer or shorter headers "
+          + "(cookies for this host count too)", []
+      )
+    }
+    if overCapacity.contains(wsi) && !configuration.alwaysServedPaths.contains(path) {
+      refusedConnections += 1
+      return (
+        503,
+        "this node serves \(configuration.maxConnections) connections at once and all are in use; retry in a moment",
+        [("Retry-After", "1")]
+      )
+    }
+    return nil
+  }
+
+  /// A new connection was accepted on the listening socket. Returns non-zero (lws closes it) when even the overflow
+  /// slots are taken; otherwise notes whether it is over the cap for the adoption that follows.
+  func connectionAccepted() -> Int32 {
+    let open = acceptedConnections.count
+    if open >= configuration.maxConnections + configuration.overflowConnections {
+      refusedConnections += 1
+      logger.warning(
+        "Connection closed at once: the connection limit is reached.",
+        ["connections.open": open, "connections.max": configuration.maxConnections])
+      return 1
+    }
+    nextAcceptIsOverCapacity = open >= configuration.maxConnections
+    return 0
+  }
+
+  func connectionAdopted(_ wsi: OpaquePointer) {
+    acceptedConnections.insert(wsi)
+    if nextAcceptIsOverCapacity { overCapacity.insert(wsi) }
+    nextAcceptIsOverCapacity = false
+  }
+
+  /// Milliseconds on the monotonic clock.
+  static func monotonicMilliseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec) / 1_000_000
+  }
+
+  /// Closes connections whose request body has not moved for ``ServerConfiguration/bodyIdleTimeoutSeconds`` (while
+  /// a streamed body is paused by its handler, the client is not waiting to send, so that time does not count).
+  func closeIdleBodies() {
+    let now = Self.monotonicMilliseconds()
+    let timeout = UInt64(configuration.bodyIdleTimeoutSeconds) * 1000
+    for exchange in exchanges.values where exchange.awaitingBody {
+      let reading = exchange.streamsBody ? exchange.bodyFlowing && !exchange.bodyEnded : !exchange.dispatched
+      guard reading, now >= exchange.lastBodyActivity + timeout else { continue }
+      bodyTimeouts += 1
+      logger.info(
+        "Request body stalled; closing the connection.",
+        ["http.request.id": exchange.id, "http.body.timeout.seconds": configuration.bodyIdleTimeoutSeconds])
+      exchange.awaitingBody = false
+      lws_set_timeout(exchange.wsi, PENDING_TIMEOUT_HTTP_CONTENT, LWS_TO_KILL_ASYNC)
+    }
+  }
+
   func httpBodyReceived(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    exchanges[wsi]?.lastBodyActivity = Self.monotonicMilliseconds()
     if let exchange = exchanges[wsi], exchange.streamsBody {
       guard exchange.awaitingBody, !exchange.bodyEnded, let input, length > 0 else { return 0 }
       let bytes = [UInt8](UnsafeRawBufferPointer(start: input, count: length))
@@ -246,12 +338,18 @@ extension Server {
     }
     guard let exchange = exchanges[wsi] else { return 0 }
     guard !exchange.dispatched else {
-      // One completion after an early dispatch is normal (a body on a method that takes none). Many in a row mean a
-      // request is pipelined behind this body: lws 4.1.6 then re-runs BODY_COMPLETION on every service pass until
-      // this transaction completes, which it never can while the loop spins (found by schemathesis). Close the
-      // connection instead; the client sees it closed without an answer and every other client is served.
+      // One completion after an early dispatch is normal (a body on a method that takes none). More mean a request
+      // is pipelined behind this body: lws 4.1.6 then re-runs BODY_COMPLETION on every service pass, and delivers no
+      // HTTP_WRITEABLE, until this transaction completes (found by schemathesis). So the answer is written from here,
+      // as soon as the handler gives it, and the connection closes after it; the client retries the rest on a new
+      // connection. A handler that has not answered within 5 s of this busy wait loses the connection.
       exchange.repeatedCompletions += 1
-      if exchange.repeatedCompletions > 16 {
+      guard exchange.repeatedCompletions > 1 else { return 0 }
+      exchange.closeAfter = true
+      let now = Self.monotonicMilliseconds()
+      if exchange.pipelinedSince == 0 { exchange.pipelinedSince = now }
+      if exchange.response != nil { return httpWritable(wsi) }
+      if now > exchange.pipelinedSince + 5000 {
         forget(exchange)
         return -1
       }
@@ -270,12 +368,13 @@ extension Server {
   }
 
   /// Answers a protocol-level failure before the body was read; the connection closes afterwards.
-  private func reject(_ exchange: HTTPExchange, status: Int, message: String) {
+  private func reject(_ exchange: HTTPExchange, status: Int, message: String, headers: [(String, String)] = []) {
     exchange.dispatched = true
     exchange.closeAfter = true
-    let response =
+    var response =
       delegate?.errorResponse(status: status, message: message, head: exchange.head)
       ?? HTTPResponse(status: status, contentType: "text/plain", body: Array(message.utf8))
+    response.headers += headers
     _ = respond(to: exchange.id, with: response)
   }
 
@@ -289,12 +388,27 @@ extension Server {
     exchange.bodyFlowing = enabled
     if !enabled {
       lws_rx_flow_control(exchange.wsi, 0)
+      holdBodyTimeout(id)
       return
     }
     lws_rx_flow_control(exchange.wsi, 1)
+    // The idle clock restarts: the client could not send while the handler held the body back.
+    exchange.lastBodyActivity = Self.monotonicMilliseconds()
+    lws_set_timeout(exchange.wsi, PENDING_TIMEOUT_HTTP_CONTENT, Int32(30))
     if !exchange.pendingBody.isEmpty || exchange.bodyEndPending {
       // Delivered from the inbox, not from inside the caller.
       execute { [self] in deliverPendingBody(id) }
+    }
+  }
+
+  /// While the handler holds a streamed body back, lws's own content timeout (re-armed after every body callback) must
+  /// not cut the connection: clear it once the current callback has returned.
+  private func holdBodyTimeout(_ id: RequestID) {
+    execute { [self] in
+      guard let exchange = exchangesByID[id], exchange.streamsBody, !exchange.bodyFlowing, !exchange.bodyEnded else {
+        return
+      }
+      lws_set_timeout(exchange.wsi, NO_PENDING_TIMEOUT, 0)
     }
   }
 
@@ -525,28 +639,37 @@ extension Server {
     let path = header(wsi, WSI_TOKEN_GET_URI) ?? "/"
     let head = makeHead(wsi, method: .get, path: path)
     guard let delegate else { return 1 }
+    if let refusal = admissionRefusal(wsi, path: path) {
+      var response = delegate.errorResponse(status: refusal.status, message: refusal.message, head: head)
+      response.headers += refusal.headers
+      writeUpgradeRefusal(wsi, response)
+      return 1
+    }
     switch delegate.shouldAccept(webSocket: head) {
     case .accept:
       pendingUpgrades[wsi] = head
       return 0
     case .reject(let response):
-      // Answer the upgrade request as plain HTTP, then let lws close the connection.
-      let start = (scratch + Int(CLWS_PRE)).assumingMemoryBound(to: UInt8.self)
-      let end = start + scratchSize - 1
-      var cursor: UnsafeMutablePointer<UInt8>? = start
-      let body = response.body.prefix(scratchSize / 2)
-      if lws_add_http_common_headers(
-        wsi, UInt32(response.status), response.contentType, lws_filepos_t(body.count), &cursor, end) == 0,
-        lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, "close", 5, &cursor, end) == 0,
-        lws_finalize_http_header(wsi, &cursor, end) == 0
-      {
-        body.withUnsafeBytes {
-          UnsafeMutableRawPointer(cursor!).copyMemory(from: $0.baseAddress!, byteCount: body.count)
-        }
-        _ = lws_write(wsi, start, cursor! - start + body.count, LWS_WRITE_HTTP_FINAL)
-      }
+      writeUpgradeRefusal(wsi, response)
       return 1
     }
+  }
+
+  /// Answers a refused upgrade request as plain HTTP/1.1 (lws's header helpers would say HTTP/1.0 here: it learns
+  /// the request's version only for requests it serves as HTTP), then lws closes the connection.
+  private func writeUpgradeRefusal(_ wsi: OpaquePointer, _ response: HTTPResponse) {
+    var head = "HTTP/1.1 \(response.status) \(HTTPResponse.reasonPhrase(response.status))\r\n"
+    head += "server: \(configuration.serverName)\r\n"
+    if let type = response.contentType { head += "content-type: \(type)\r\n" }
+    for (name, value) in response.headers where !name.contains("\r") && !value.contains("\r") {
+      head += "\(name.lowercased()): \(value)\r\n"
+    }
+    let body = response.body.prefix(scratchSize / 2)
+    head += "content-length: \(body.count)\r\nconnection: close\r\n\r\n"
+    let bytes = Array(head.utf8.prefix(scratchSize / 2)) + body
+    let start = (scratch + Int(CLWS_PRE)).assumingMemoryBound(to: UInt8.self)
+    start.update(from: bytes, count: bytes.count)
+    _ = lws_write(wsi, start, bytes.count, LWS_WRITE_HTTP_FINAL)
   }
 
   func webSocketEstablished(_ wsi: OpaquePointer) -> Int32 {
@@ -791,6 +914,8 @@ extension Server {
 
   func connectionDestroyed(_ wsi: OpaquePointer) {
     pendingUpgrades[wsi] = nil
+    acceptedConnections.remove(wsi)
+    overCapacity.remove(wsi)
     if let exchange = exchanges.removeValue(forKey: wsi) {
       if exchange.fileDescriptor >= 0 {
         Glibc.close(exchange.fileDescriptor)
