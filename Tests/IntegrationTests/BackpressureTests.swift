@@ -139,3 +139,140 @@ struct BackpressureTests {
     }
   }
 }
+
+// MARK: - Slow event readers and paced replay
+
+extension BackpressureTests {
+  /// One node with alice and bob in one session: alice's 1 MiB messages become ~1.4 MB `session.data` events in
+  /// bob's log (the payload is not UTF-8, so the event carries only `dataBase64`).
+  static func withPair(
+    arguments: [String] = [], isolation: isolated (any Actor)? = #isolation,
+    _ body: (NodeProcess, MeshPeer, MeshPeer, String) async throws -> Void
+  ) async throws {
+    try await withNode(arguments: arguments) { node in
+      let alice = try node.meshPeer("alice")
+      let bob = try node.meshPeer("bob")
+      let sessionID = try #require(try alice.createSession()["id"] as? String)
+      try await inviteAndAccept(alice, bob, sessionID: sessionID)
+      try await body(node, alice, bob, sessionID)
+    }
+  }
+
+  /// alice sends `count` 1 MiB messages to bob, tagged with their index in the first two bytes.
+  static func flood(_ alice: MeshPeer, _ bob: MeshPeer, _ sessionID: String, count: Int, from first: Int = 0) throws {
+    for index in first..<(first + count) {
+      var body = [UInt8](repeating: 0xFF, count: 1 << 20)
+      body[0] = UInt8(index >> 8)
+      body[1] = UInt8(index & 0xFF)
+      let response = try sendReliable(alice, sessionID, to: bob.id, body)
+      guard response.status == 202 else {
+        throw TestSupportError.unexpectedMessage("message \(index) answered \(response)")
+      }
+    }
+  }
+
+  /// The index alice put into a `session.data` event's payload.
+  static func floodIndex(_ event: [String: Any]) -> Int? {
+    guard let encoded = (event["data"] as? [String: Any])?["dataBase64"] as? String,
+      let bytes = Data(base64Encoded: String(encoded.prefix(8)))
+    else { return nil }
+    return Int(bytes[0]) << 8 | Int(bytes[1])
+  }
+
+  @Test(arguments: 1...2)
+  func aWebSocketClientThatStopsReadingGetsARealCloseFrame4008(round: Int) async throws {
+    try await Self.withPair { node, alice, bob, sessionID in
+      let (socket, _) = try node.openEvents(bob.peer)
+      defer { socket.abort() }
+      let before = try node.metric("meshgate_slow_consumer_disconnects_total") ?? 0
+      // bob reads nothing while ~34 MB of events are pushed at him: more than the socket buffers and the 8 MiB bound.
+      try Self.flood(alice, bob, sessionID, count: 24)
+      try await eventuallyAsync(timeout: .seconds(30), message: "the node cuts off the slow reader") {
+        try node.metric("meshgate_slow_consumer_disconnects_total") ?? 0 > before
+      }
+      // Reading on, bob gets the events his socket already held, in order, then a close frame 4008 (not 1006).
+      var indices: [Int] = []
+      var close: (UInt16?, String)?
+      while close == nil {
+        switch try socket.receive(timeout: .seconds(30)) {
+        case .text(let text):
+          let event = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+          if let index = Self.floodIndex(event) { indices.append(index) }
+        case .close(let code, let reason): close = (code, reason)
+        case .binary, .pong: continue
+        case nil: Issue.record("no close frame within 30 s after \(indices.count) events")
+          return
+        }
+      }
+      #expect(close?.0 == 4008, "closed with \(String(describing: close))")
+      #expect(close?.1.contains("since") == true)
+      #expect(indices == Array(0..<indices.count), "events before the close: \(indices)")
+      #expect(indices.count < 24)
+      // What it missed is in the log: a reconnect with since= the last event it got gets the rest.
+      let last = try bob.allEvents(pageSize: 4).filter { $0.type == "session.data" }[indices.count - 1].id
+      let (again, _) = try node.openEvents(bob.peer, since: String(last))
+      defer { again.close() }
+      for expected in indices.count..<24 {
+        let event = try again.receiveJSONObject(timeout: .seconds(30)) { $0["type"] as? String == "session.data" }
+        #expect(Self.floodIndex(event) == expected)
+      }
+    }
+  }
+
+  @Test func anSSEClientThatStopsReadingGetsAFinalEventSayingWhy() async throws {
+    try await Self.withPair { node, alice, bob, sessionID in
+      let stream = try HTTPStreamReader(port: node.port, path: "/api/v1/events/stream", token: bob.token)
+      defer { stream.close() }
+      let before = try node.metric("meshgate_slow_consumer_disconnects_total") ?? 0
+      try Self.flood(alice, bob, sessionID, count: 24)
+      try await eventuallyAsync(timeout: .seconds(30), message: "the node cuts off the slow reader") {
+        try node.metric("meshgate_slow_consumer_disconnects_total") ?? 0 > before
+      }
+      var events: [SSEEvent] = []
+      do {
+        while let event = try stream.nextEvent(timeout: .seconds(30)) { events.append(event) }
+        Issue.record("the stream did not end within 30 s after \(events.count) events")
+      } catch TestSupportError.connectionClosed {
+        // The stream ended.
+      }
+      let final = try #require(events.last)
+      #expect(final.event == "error", "last event: \(final)")
+      let data = try final.jsonObject()["data"] as? [String: Any]
+      #expect(data?["code"] as? String == "slow_consumer")
+      #expect((data?["message"] as? String)?.contains("Last-Event-ID") == true)
+      let indices = try events.filter { $0.event == "session.data" }.compactMap { Self.floodIndex(try $0.jsonObject()) }
+      #expect(indices == Array(0..<indices.count))
+    }
+  }
+
+  @Test func aFullSpeedReaderCatchesUpA64MiBBacklogInOneConnection() async throws {
+    try await Self.withPair { node, alice, bob, sessionID in
+      let start = try bob.lastEventID()
+      try Self.flood(alice, bob, sessionID, count: 64)
+      for transport in ["ws", "sse"] {
+        var indices: [Int] = []
+        if transport == "ws" {
+          let (socket, _) = try node.openEvents(bob.peer, since: String(start))
+          defer { socket.close() }
+          while indices.count < 64 {
+            let event = try socket.receiveJSONObject(timeout: .seconds(30)) { $0["type"] as? String == "session.data" }
+            indices.append(Self.floodIndex(event) ?? -1)
+          }
+          // Still open and live afterwards.
+          try socket.send(text: #"{"op":"ping"}"#)
+          #expect(try socket.receiveJSONObject(timeout: .seconds(10))["type"] as? String == "pong")
+        } else {
+          let stream = try HTTPStreamReader(
+            port: node.port, path: "/api/v1/events/stream?since=\(start)", token: bob.token)
+          defer { stream.close() }
+          while indices.count < 64 {
+            let event = try stream.nextEvent(timeout: .seconds(30)) { $0.event == "session.data" }
+            indices.append(Self.floodIndex(try event.jsonObject()) ?? -1)
+          }
+        }
+        #expect(indices == Array(0..<64), "\(transport): \(indices)")
+      }
+      #expect(try node.metric("meshgate_slow_consumer_disconnects_total") == 0)
+    }
+  }
+}
