@@ -264,6 +264,11 @@ extension Node {
         sendMessage(message, on: connection)
       case .close(let connection, let reason):
         if let socket = mesh.socketByConnection[connection] {
+          // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link
+          // closes (their producers are told when the socket is gone).
+          for item in mesh.schedulers[socket]?.removeControl() ?? [] {
+            if case .frame(let frame) = item { _ = server.send(frame, to: socket) }
+          }
           server.close(socket, code: 1000, reason: reason)
         }
       case .pin(let nodeID, let fingerprint):

@@ -162,6 +162,15 @@ public struct LinkScheduler<Item> {
     return nil
   }
 
+  /// Removes and returns the queued control frames, in order (a link about to close sends them and nothing else).
+  public mutating func removeControl() -> [Item] {
+    let items = control[controlHead...].map(\.item)
+    control.removeAll()
+    controlHead = 0
+    controlBytes = 0
+    return items
+  }
+
   /// Empties the scheduler (the link closed) and returns what was queued, control first, then each bulk lane in
   /// round-robin order with its frames in order.
   public mutating func removeAll() -> [(item: Item, lane: Lane)] {

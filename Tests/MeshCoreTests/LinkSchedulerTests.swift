@@ -103,3 +103,14 @@ private func drain(_ scheduler: inout Scheduler) -> [String] {
     #expect(scheduler.isEmpty && scheduler.count == 0 && scheduler.bulkBytes == 0)
   }
 }
+
+extension LinkSchedulerTests {
+  @Test func removeControlLeavesBulkQueued() {
+    var scheduler = Scheduler()
+    scheduler.enqueue("a0", bytes: 10, lane: .bulk("a"))
+    scheduler.enqueue("goodbye", bytes: 10, lane: .control)
+    #expect(scheduler.removeControl() == ["goodbye"])
+    #expect(scheduler.controlBytes == 0)
+    #expect(drain(&scheduler) == ["a0"])
+  }
+}
