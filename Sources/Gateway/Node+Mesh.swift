@@ -197,7 +197,9 @@ extension Node {
 
   /// Encodes `message` and queues it on `connection` in its lane.
   func sendMessage(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
-    sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection, lane: Self.lane(of: message))
+    sendFrame(
+      OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection, lane: Self.lane(of: message)
+    )
   }
 
   func enqueue(_ item: MeshOutbound, bytes: Int, lane: LinkScheduler<MeshOutbound>.Lane, on socket: WebSocketID) {

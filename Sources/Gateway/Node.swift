@@ -434,7 +434,7 @@ public actor Node {
   /// Bytes a replay keeps queued on a socket (it queues more only as the socket drains), and the target size of one
   /// read from the event log.
   static let replayHighWater = 1 << 20
-  static let replayPageBytes = 4 << 20
+  static let replayPageBytes = 8 << 20
 
   /// Sends `hello`, replays the log after `since` (if given), then switches the subscriber to live delivery.
   ///
