@@ -38,10 +38,12 @@ BROWSER_VENV := .build/browser-venv
 BROWSER_REQUIREMENTS := Tests/Browser/requirements.txt
 BROWSER_ARTIFACTS ?= .build/test-artifacts/browser
 BROWSER_ARGS ?=
+# Network fault suite (Tests/Netns, Python stdlib): five nodes in network namespaces; needs root.
+NETNS_ARGS ?=
 
 step = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: help deps swift-check build build-debug run test test-browser browser-tests lint format bench clean fuzz schemathesis
+.PHONY: help deps swift-check build build-debug run test test-browser browser-tests test-netns netns-tests lint format bench clean fuzz schemathesis
 
 help: ## Show this help
 	@echo "meshgate make targets:"
@@ -50,7 +52,8 @@ help: ## Show this help
 	@echo
 	@echo "Variables: SWIFT=$(SWIFT)"
 	@echo "           RUN_ARGS, TEST_ARGS, BUILD_ARGS, BROWSER_ARGS (e.g. \"-k chat\"), MESHGATE_SKIP_DEPS=1,"
-	@echo "           MESHGATE_SKIP_BROWSER_TESTS=1, MESHGATE_* (see README)"
+	@echo "           NETNS_ARGS (e.g. \"--only partition\"), MESHGATE_SKIP_BROWSER_TESTS=1, MESHGATE_SKIP_NETNS_TESTS=1,"
+	@echo "           MESHGATE_* (see README)"
 
 deps: ## Install missing Debian build packages (Docker/packages-build.txt)
 	@bash scripts/install-deps.sh
@@ -73,7 +76,7 @@ build-debug: deps swift-check ## Build the debug binary (.build/debug/meshgate)
 run: build ## Build, start a node, create a first peer and print how to use it
 	@bash scripts/run.sh
 
-test: deps swift-check ## Build the debug binary and run all tests (Swift, then the browser tests)
+test: deps swift-check ## Build the debug binary and run all tests (Swift, browser, network faults, fuzz, schemathesis)
 	$(call step,swift build (debug; integration tests launch .build/debug/meshgate))
 	@$(SWIFT) build $(BUILD_ARGS)
 	$(call step,$(strip swift test $(TEST_ARGS)))
@@ -82,6 +85,11 @@ test: deps swift-check ## Build the debug binary and run all tests (Swift, then 
 	  echo "MESHGATE_SKIP_BROWSER_TESTS=1: not running the browser tests"; \
 	else \
 	  $(MAKE) browser-tests; \
+	fi
+	@if [[ "$${MESHGATE_SKIP_NETNS_TESTS:-0}" == 1 ]]; then \
+	  echo "MESHGATE_SKIP_NETNS_TESTS=1: not running the network fault suite"; \
+	else \
+	  $(MAKE) netns-tests; \
 	fi
 	$(call step,fuzz: $(FUZZ_TEST_SECONDS)s per decoder (make fuzz runs longer))
 	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_TEST_SECONDS)
@@ -92,6 +100,19 @@ test-browser: deps swift-check ## Build the debug binary and run the browser tes
 	$(call step,swift build (debug; the browser tests launch it))
 	@$(SWIFT) build $(BUILD_ARGS)
 	@$(MAKE) browser-tests
+
+test-netns: deps swift-check ## Build the debug binary and run only the network fault suite (root; NETNS_ARGS="--only loss")
+	$(call step,swift build (debug; the fault suite launches it))
+	@$(SWIFT) build $(BUILD_ARGS)
+	@$(MAKE) netns-tests
+
+# Runs the fault suite against the already built debug binary (used by test and test-netns). Without root or
+# `ip netns` it prints why and is skipped (under CI=true that is a failure: MESHGATE_REQUIRE_NETNS=0 allows it).
+netns-tests:
+	$(call step,network fault suite (Tests/Netns: 5 nodes in network namespaces, ~4 min; figures in .build/test-artifacts/netns))
+	@MESHGATE_BINARY="$$($(SWIFT) build $(BUILD_ARGS) --show-bin-path)/meshgate" \
+	  MESHGATE_PUBLIC_DIR="$(CURDIR)/Public" \
+	  $(PYTHON) Tests/Netns/run.py $(NETNS_ARGS)
 
 # The virtual environment is rebuilt whenever the pinned requirements change.
 $(BROWSER_VENV)/.installed: $(BROWSER_REQUIREMENTS)

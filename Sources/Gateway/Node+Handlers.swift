@@ -9,8 +9,36 @@ import Logging
 import MeshCore
 
 extension Node {
-  /// The most peers one node hosts (its peer snapshot frame holds at most 65 536).
-  static let maxPeersPerNode = 50_000
+  /// Applies `--peer-create-rate` to the client's address (`429` with `Retry-After`) and `--max-peers` (`409`).
+  func checkPeerCreation(_ head: HTTPRequestHead) throws(APIError) {
+    let limits = guards.limits
+    let now = Self.monotonicMillis()
+    guards.peerCreationLimiter.prune(keep: 4_096, now: now)
+    if let wait = guards.peerCreationLimiter.check(
+      head.remoteAddress, perSecond: limits.peerCreationsPerSecond, now: now)
+    {
+      guards.rateLimitedPeerCreations += 1
+      throw APIError(
+        status: 429, code: "rate_limited",
+        message:
+          "more than \(limits.peerCreationsPerSecond) new peers per second from \(head.remoteAddress); wait \(wait) s "
+          + "(Retry-After) and reuse peers you created (their tokens stay valid)",
+        headers: [("retry-after", String(wait))])
+    }
+    try checkPeerCapacity()
+  }
+
+  /// `409 peer_limit_reached` when the node hosts `--max-peers` peers.
+  func checkPeerCapacity() throws(APIError) {
+    let maximum = guards.limits.maxPeers
+    guard peers.count + guards.peersBeingCreated >= maximum else { return }
+    guards.peerLimitRefusals += 1
+    throw APIError(
+      status: 409, code: "peer_limit_reached",
+      message:
+        "this node already hosts its maximum of \(maximum) peers (--max-peers): delete unused peers "
+        + "(DELETE /api/v1/peers/me with their token), raise the limit, or use another node")
+  }
 
   func run(_ operation: Operation, _ context: RequestContext) async throws -> HTTPResponse {
     switch operation {
@@ -35,7 +63,7 @@ extension Node {
     case .startBrowsing: return try await startBrowsing(context)
     case .stopBrowsing: return try await stopBrowsing(context)
     case .servicePeers: return try servicePeers(context)
-    case .listMeshNodes: return .json(meshNodesJSON())
+    case .listMeshNodes: return .json(meshNodesJSON(admin: carriesAdminToken(context.request.head)))
     case .addMeshNode: return try addMeshNode(context)
     case .getSettings: return .json(settingsJSON())
     case .updateSettings: return try updateSettings(context)
@@ -89,6 +117,7 @@ extension Node {
   }
 
   func healthz() async throws -> HTTPResponse {
+    if let lost = dataDirectoryLost { throw dataDirectoryLostError(lost) }
     do {
       _ = try await store.latestSequence(peerID: "")
     } catch {
@@ -98,6 +127,7 @@ extension Node {
   }
 
   func createPeer(_ context: RequestContext) async throws -> HTTPResponse {
+    try checkPeerCreation(context.request.head)
     let body = try RequestBody(context.request)
     try body.allowOnly(["displayName", "discoveryInfo"])
     let displayName: String
@@ -108,15 +138,13 @@ extension Node {
     } catch let error as ValidationError {
       throw error.apiError
     }
-    // A node's peers travel in one snapshot frame; keep well inside its limit.
-    guard peers.count < Self.maxPeersPerNode else {
-      throw APIError.unavailable(
-        "this node already hosts its maximum of \(Self.maxPeersPerNode) peers; delete unused peers or use another node")
-    }
     let token = "mgt_" + Crypto.base64URL(try Crypto.randomBytes(32))
     let peer = StoredPeer(
       id: UUID().uuidString.lowercased(), displayName: displayName, discoveryInfo: discoveryInfo,
       tokenHash: Crypto.sha256Hex(token), createdAt: Timestamp.now())
+    // Peers being stored count against --max-peers too, so parallel requests cannot overshoot it.
+    guards.peersBeingCreated += 1
+    defer { guards.peersBeingCreated -= 1 }
     try await store.insertPeer(peer)
     peers[peer.id] = peer
     peerIDsByTokenHash[peer.tokenHash] = peer.id
@@ -251,10 +279,33 @@ extension Node {
       ),
       ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", guards.adminDenied),
       (
+        "meshgate_peer_creations_rate_limited_total", "counter",
+        "POST /api/v1/peers refused with 429: over the client address's peer creation rate.",
+        guards.rateLimitedPeerCreations
+      ),
+      (
+        "meshgate_peer_limit_refusals_total", "counter", "POST /api/v1/peers refused with 409: the node is full.",
+        guards.peerLimitRefusals
+      ),
+      (
+        "meshgate_host_refusals_total", "counter",
+        "Requests refused with 421: their Host names no name or address of this node.", guards.hostRefusals
+      ),
+      (
+        "meshgate_origin_refusals_total", "counter",
+        "Requests and WebSocket upgrades refused with 403: their Origin is another site.", guards.originRefusals
+      ),
+      (
+        "meshgate_events_off_schema_total", "counter",
+        "Events whose data did not match docs/events.md (checked by debug builds only; 0 in release builds).",
+        metrics.eventsOffSchema
+      ),
+      (
         "meshgate_mesh_spoofed_frames_total", "counter",
         "Session frames dropped because their sender is not a peer of the node that sent them.", guards.spoofedFrames
       ),
       ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", mesh.links.linkedNodeIDs.count),
+      ("meshgate_mesh_dials_total", "counter", "Mesh links this node started dialling.", mesh.links.dials),
       (
         "meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).",
         mesh.directory.knownPeerCount
@@ -290,6 +341,14 @@ extension Node {
       ),
     ]
     for (name, type, help, value) in samples { sample(name, type, help, value) }
+    family(
+      "meshgate_mesh_frames_refused_total", "counter",
+      "Mesh frames (or the parts naming this node's peers) refused from linked nodes, by reason; see docs/security.md.")
+    var refusals = frameRefusals
+    for reason in Self.frameRefusalReasons where refusals[reason] == nil { refusals[reason] = 0 }
+    for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
+      lines.append("meshgate_mesh_frames_refused_total{reason=\"\(Self.escapeLabel(reason))\"} \(count)")
+    }
     family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
     lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
     return HTTPResponse(

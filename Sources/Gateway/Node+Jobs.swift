@@ -166,18 +166,25 @@ extension Node {
     guard let pending = pendingJobSends.removeValue(forKey: invitation.id) else { return }
     guard invitation.state == .accepted else {
       apply((try? mesh.sessions.leave(pending.sessionID, peerID: pending.senderPeerID)) ?? [])
-      publishInBackground([
-        (
-          pending.senderPeerID, "job.send.failed",
-          [
-            "jobId": .string(pending.jobID), "to": pending.receiver.json,
-            "reason": .string(invitation.state.rawValue),
-          ]
-        )
-      ])
+      Task { await self.publishJobSendFailed(pending, reason: invitation.state.rawValue) }
       return
     }
     Task { await self.deliverJob(pending) }
+  }
+
+  /// `job.send.failed` data: the job as it is now, like `job.received` and `job.delivered` (null only if it was
+  /// deleted meanwhile), with `jobId`, `to` and `reason`.
+  static func jobSendFailed(_ job: Job?, _ pending: PendingJobSend, reason: String) -> JSONValue {
+    [
+      "job": job?.json ?? .null, "jobId": .string(pending.jobID), "to": pending.receiver.json,
+      "reason": .string(reason),
+    ]
+  }
+
+  /// Tells the sender an offer ended without delivery (declined, expired, canceled), with the job as stored.
+  func publishJobSendFailed(_ pending: PendingJobSend, reason: String) async {
+    let job = try? await store.job(id: pending.jobID, owner: pending.senderPeerID)
+    publishInBackground([(pending.senderPeerID, "job.send.failed", Self.jobSendFailed(job, pending, reason: reason))])
   }
 
   func deliverJob(_ pending: PendingJobSend) async {
@@ -197,7 +204,7 @@ extension Node {
         try await publish([
           (
             pending.senderPeerID, "job.send.failed",
-            ["jobId": .string(job.id), "to": pending.receiver.json, "reason": "receiver's node not linked"]
+            Self.jobSendFailed(job, pending, reason: "receiver's node not linked")
           )
         ])
         return
@@ -223,22 +230,24 @@ extension Node {
       job.assignedTo = nil
       job.updatedAt = Timestamp.now()
       try await store.saveJob(job)
-      try await publish([
-        (
-          delivery.senderPeerID, "job.send.failed",
-          ["jobId": .string(job.id), "to": delivery.receiver.json, "reason": .string(reason)]
-        )
-      ])
+      try await publish([(delivery.senderPeerID, "job.send.failed", Self.jobSendFailed(job, delivery, reason: reason))])
     } catch {
       logger.error("Undoing a job assignment failed.", ["job.id": delivery.jobID, "error": String(describing: error)])
     }
   }
 
-  /// The receiver's side: a job arrived as a named session event; store it in the receiver's list.
-  func jobArrived(for peerID: String, object: [UInt8]) async {
+  /// The receiver's side: a job arrived as a named session event from `fromPeerID` (the session book checked that it
+  /// is a member on the sending node); store it in the receiver's list. The sender shown is that peer as the
+  /// directory knows it, never what the envelope claims.
+  func jobArrived(for peerID: String, from fromPeerID: String, object: [UInt8]) async {
     guard case .object(let envelope)? = try? JSONValue.parse(object),
-      case .object(let incoming)? = envelope["job"], case .object(let from)? = envelope["from"]
+      case .object(let incoming)? = envelope["job"], case .object(var from)? = envelope["from"]
     else { return }
+    if from["id"]?.stringValue != fromPeerID, let sender = mesh.directory.peer(fromPeerID) {
+      from = [
+        "id": .string(sender.peerID), "displayName": .string(sender.displayName), "nodeId": .string(sender.nodeID),
+      ]
+    }
     let now = Timestamp.now()
     let job = Job(
       id: UUID().uuidString.lowercased(), ownerPeerID: peerID, name: incoming["name"]?.stringValue ?? "",

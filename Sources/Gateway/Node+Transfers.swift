@@ -91,12 +91,23 @@ extension Node {
 
   // MARK: - Paths
 
+  // Paths are built from parts that cannot leave their directory: an id that is not a plain token (ids from other
+  // nodes are checked as UUIDs before they get here) becomes a digest of itself, and a name is a sanitized file
+  // name. TransferFile.move resolves the result and refuses anything outside the data directory.
+
+  /// A path component for `id`: the id itself when it is a token (`A-Z a-z 0-9 - _`), else `id-` + a digest.
+  static func pathComponent(_ id: String) -> String {
+    WireIDs.isToken(id) ? id : "id-" + String(Crypto.sha256Hex(id).prefix(32))
+  }
+
   func partialPath(_ id: String, _ direction: TransferDirection) -> String {
-    "\(dataDirectoryPath)/transfers/\(id).\(direction == .outgoing ? "out" : "in")"
+    "\(dataDirectoryPath)/transfers/\(Self.pathComponent(id)).\(direction == .outgoing ? "out" : "in")"
   }
 
   func finalPath(_ id: String, _ direction: TransferDirection, name: String) -> String {
-    "\(dataDirectoryPath)/files/\(direction == .outgoing ? "sent" : "received")/\(id)/\(name)"
+    let file = Self.sanitizedFileName(name) ?? "file"
+    return
+      "\(dataDirectoryPath)/files/\(direction == .outgoing ? "sent" : "received")/\(Self.pathComponent(id))/\(file)"
   }
 
   // MARK: - Upload (sender's node)
@@ -131,7 +142,8 @@ extension Node {
     }
     let target = try connectedRecipient(toID, in: session)
     let local = target.nodeID == nodeID
-    if local { try checkReceivable(size: UInt64(size)) }
+    // Refused early when the disk cannot take it now; checked again, and reserved, once the spool is open.
+    try checkReceivable(size: UInt64(size), spooling: !local)
 
     let id = UUID().uuidString.lowercased()
     let now = Timestamp.now()
@@ -155,6 +167,13 @@ extension Node {
     }
     if case .failure(let error) = opened {
       throw APIError(status: 500, code: "storage_error", message: "the node cannot spool the upload: \(error)")
+    }
+    // Check and reserve in one step (no await between): concurrent uploads cannot all count the same free space.
+    do {
+      try checkReceivable(size: UInt64(size), spooling: !local)
+    } catch {
+      file.close(remove: true)
+      throw error
     }
     transfers.outgoing[id] = transfer
     try await store.saveTransfer(record)
@@ -215,24 +234,45 @@ extension Node {
   }
 
   /// Refuses a file this node could not take: over the size limit, or leaving less than the free-space reserve.
-  func checkReceivable(size: UInt64) throws(APIError) {
-    if let rejection = receivability(size: size) {
+  /// `spooling`: the file is an upload this node spools before sending it to another node (the message says so).
+  func checkReceivable(size: UInt64, spooling: Bool = false) throws(APIError) {
+    if let rejection = receivability(size: size, spooling: spooling) {
       throw rejectionError(rejection.code, rejection.message)
     }
   }
 
-  func receivability(size: UInt64) -> (code: TransferRejection, message: String)? {
-    if size > UInt64(configuration.maxTransferBytes) {
+  /// Bytes this node has promised to store but not written yet: the rest of every incoming transfer it accepted and
+  /// of every upload it is spooling. Free space minus this is what a new file may use, so concurrent offers cannot
+  /// all be accepted against the same free space (and then all fail when the disk fills).
+  func promisedBytes() -> UInt64 {
+    var total: UInt64 = 0
+    for transfer in transfers.incoming.values where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID
+    {
+      total += transfer.record.size - min(transfer.record.bytes, transfer.record.size)
+    }
+    for transfer in transfers.outgoing.values where !transfer.record.isTerminal && transfer.record.sha256 == nil {
+      total += transfer.record.size - min(transfer.uploadSpooled, transfer.record.size)
+    }
+    return total
+  }
+
+  func receivability(size: UInt64, spooling: Bool = false) -> (code: TransferRejection, message: String)? {
+    if size > UInt64(configuration.maxTransferBytes) && !spooling {
       return (
         .tooLarge, "the file is \(size) bytes; the receiving node accepts at most \(configuration.maxTransferBytes)"
       )
     }
     let free = TransferFile.freeBytes(in: dataDirectoryPath) ?? .max
+    let promised = promisedBytes()
+    let available = free > promised ? free - promised : 0
     let reserve = UInt64(configuration.minFreeBytes)
-    if free < reserve || free - reserve < size {
+    if available < reserve || available - reserve < size {
+      let node = spooling ? "this node (which stores the upload before sending it on)" : "the receiving node"
       return (
         .insufficientStorage,
-        "the receiving node has \(free) bytes free and keeps \(reserve) in reserve; the file needs \(size)"
+        "\(node) has \(free) bytes free, \(promised) of them promised to transfers in progress, and keeps "
+          + "\(reserve) in reserve (--min-free-bytes); the file needs \(size). Retry when a transfer has finished "
+          + "or space is freed"
       )
     }
     return nil
@@ -340,7 +380,7 @@ extension Node {
     let id = outgoing.record.id
     let sent = finalPath(id, .outgoing, name: outgoing.record.name)
     let received = incoming.record.path
-    file.move(to: sent, alsoAt: received) { [weak self] error in
+    file.move(to: sent, alsoAt: received, within: dataDirectoryPath) { [weak self] error in
       self?.onLoop { node in
         guard let outgoing = node.transfers.outgoing[id], let incoming = node.transfers.incoming[id] else { return }
         if let error {
@@ -514,7 +554,7 @@ extension Node {
       }
       transfer.record.bytes = transfer.record.size
       let final = finalPath(id, .outgoing, name: transfer.record.name)
-      transfer.file?.move(to: final) { [weak self] error in
+      transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
         self?.onLoop { node in
           guard let transfer = node.transfers.outgoing[id], !transfer.record.isTerminal else { return }
           if error == nil { transfer.record.path = final }
@@ -563,8 +603,20 @@ extension Node {
         to: nodeID)
       return
     }
+    guard nodeID == self.nodeID || transfers.outgoing[id] == nil else {
+      // The id of a transfer this node sends: one id, one record.
+      refuseFrame("invalid_id", from: nodeID, "a transfer offer reuses the id of an outgoing transfer")
+      sendTransferFrame(
+        .transferReject(transferID: id, code: .refused, message: "transfer id \(id) is in use here"), to: nodeID)
+      return
+    }
+    // The receiver must be a local member that agreed to be in the session (not one a linked node listed).
+    if peers[offer.toPeerID] != nil && !mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID) {
+      refuseFrame("not_agreed", from: nodeID, "a transfer offer to \(offer.toPeerID), not a member by its own act")
+    }
     guard let peer = peers[offer.toPeerID], let session = mesh.sessions.sessions[offer.sessionID],
-      session.members.contains(where: { $0.peerID == offer.toPeerID }),
+      session.members.contains(where: { $0.peerID == offer.toPeerID && $0.nodeID == self.nodeID }),
+      mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID),
       session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
     else {
       sendTransferFrame(
@@ -601,7 +653,7 @@ extension Node {
         failTransfer(transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true)
         return
       }
-      file.open(rehash: false) { [weak self] result in
+      file.open(rehash: false, exclusive: true) { [weak self] result in
         self?.onLoop { node in
           guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
           if case .failure(let error) = result {
@@ -661,7 +713,7 @@ extension Node {
       return
     }
     let final = finalPath(id, .incoming, name: transfer.record.name)
-    transfer.file?.move(to: final) { [weak self] error in
+    transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
       self?.onLoop { node in
         guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
         if let error {

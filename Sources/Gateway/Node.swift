@@ -58,6 +58,8 @@ struct NodeMetrics {
   var slowConsumerDisconnects = 0
   var webSocketUpgradesRejected = 0
   var storageFailures = 0
+  /// Events whose data broke their documented schema (checked in debug builds only).
+  var eventsOffSchema = 0
 }
 
 /// The node actor.
@@ -81,13 +83,12 @@ public actor Node {
   var keepAliveTask: Task<Void, Never>?
   var meshTask: Task<Void, Never>?
   var mesh: MeshRuntime
-  var transceivers: Set<Transceiver> = []
+  var transceive = TransceiveBook(maxPeers: Node.largestMaxPeers)
   var pendingJobSends: [String: PendingJobSend] = [:]
   /// Jobs sent as a named event and not yet known to have failed, by session id.
   var deliveringJobs: [String: PendingJobSend] = [:]
   var publishQueue: [PendingPublish] = []
   var publishing = false
-  var transceiveSessions: [Transceiver: String] = [:]
   var chat: ChatRuntime
   var ticks: UInt64 = 0
   /// Admin token hash, limits and their counters (Admin.swift, Limits.swift).
@@ -98,6 +99,12 @@ public actor Node {
   let security: NodeSecurity
   var transfers = TransferRuntime()
   var streams = StreamRuntime()
+  /// The names and addresses the node answers to (HostPolicy.swift).
+  let hostPolicy: HostPolicy
+  /// The data directory and database file the node opened, and why they are lost once they are (DataDirectoryHealth).
+  let dataWatch: DataDirectoryWatch
+  var dataDirectoryLost: String?
+  var dataWatchTask: Task<Void, Never>?
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -109,12 +116,15 @@ public actor Node {
     security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
     self.guards = SecurityState(adminTokenHash: adminTokenHash, limits: limits)
+    self.hostPolicy = HostPolicy.current(configuration)
     self.server = server
     self.security = security
     self.store = store
     self.configuration = configuration
     self.nodeID = nodeID
     self.staticFiles = staticFiles
+    let dataPath = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
+    self.dataWatch = DataDirectoryWatch(directory: dataPath, database: dataPath + "/meshgate.sqlite")
     let hello = NodeHello(
       nodeID: nodeID, name: configuration.name, softwareVersion: NodeConfiguration.version, port: UInt16(server.port))
     var directory = Directory(nodeID: nodeID)
@@ -132,6 +142,8 @@ public actor Node {
         _ = directory.startBrowsing(service.peerID, serviceType: service.serviceType)
       }
     }
+    // Peers that transceived before the restart transceive again (their advertisement carries `transceive=1`).
+    self.transceive = TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)
     var chatBook = ChatBook(nodeID: nodeID)
     if let chatState {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
@@ -155,18 +167,29 @@ public actor Node {
         await self?.sendKeepAlives()
       }
     }
+    dataWatchTask = Task { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .seconds(1))
+        await self?.checkDataDirectory()
+      }
+    }
     startMesh()
     Task { await self.restoreTransfers() }
   }
 
   func stop() {
     keepAliveTask?.cancel()
+    dataWatchTask?.cancel()
     meshTask?.cancel()
   }
 
   // MARK: - Requests
 
   func handle(_ request: HTTPRequest) {
+    if let refusal = hostRefusal(request.head) ?? originRefusal(request.head, upgrade: false) {
+      respond(request, refusal.response)
+      return
+    }
     if security.servesHTTPS && !request.head.isTLS && request.head.path != "/healthz" {
       refusePlaintext(request)
       return
@@ -201,6 +224,9 @@ public actor Node {
   func perform(_ route: Route, parameters: [String: String], request: HTTPRequest) async {
     do {
       var peer: StoredPeer?
+      if let lost = dataDirectoryLost, ![.get, .head].contains(request.head.method) {
+        throw dataDirectoryLostError(lost)
+      }
       if route.admin { try authenticateAdmin(request.head) }
       if route.authenticated {
         let allowQueryToken = [.eventStream, .webSocket, .streamSocket].contains(route.operation)
@@ -223,7 +249,9 @@ public actor Node {
         "Request failed: storage.",
         ["http.request.id": request.id, "http.route": route.pattern, "error": String(describing: error)])
       metrics.storageFailures += 1
-      respond(request, APIError.storage(error)!.response)
+      // A write that failed may mean the directory is gone: look now rather than at the next periodic check.
+      await checkDataDirectory()
+      respond(request, (dataDirectoryLost.map(dataDirectoryLostError) ?? APIError.storage(error)!).response)
     } catch {
       logger.error(
         "Request failed.",
@@ -285,6 +313,13 @@ public actor Node {
   // MARK: - WebSockets
 
   func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    // Nodes dial by any seed name, so a mesh link's Host is not checked; but a node sends no Origin, and a browser
+    // page always does: a page from another site must not link in as a node.
+    let hostRefused = head.path == "/mesh" ? nil : hostRefusal(head)
+    if let refusal = hostRefused ?? originRefusal(head, upgrade: true) {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(refusal.response)
+    }
     if head.path == "/mesh" {
       guard head.headers["sec-websocket-protocol"]?.contains(meshSubprotocol) == true else {
         metrics.webSocketUpgradesRejected += 1
@@ -364,7 +399,16 @@ public actor Node {
     case .binary:
       reply = Self.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
     case .text(let bytes):
-      guard case .object(let object)? = try? JSONValue.parse(bytes), let op = object["op"]?.stringValue else {
+      let parsed: JSONValue
+      do {
+        parsed = try JSONValue.parse(bytes)
+      } catch {
+        reply = Self.socketError(
+          error.isLimit ? "json_limit_exceeded" : "malformed_message",
+          "\(error); send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
+        break
+      }
+      guard case .object(let object) = parsed, let op = object["op"]?.stringValue else {
         reply = Self.socketError(
           "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
         break
@@ -449,6 +493,9 @@ public actor Node {
         "type": "hello",
         "data": ["peer": peerJSON(peer), "node": nodeJSON(), "cursor": .string(String(latest))],
       ]
+      #if DEBUG
+        checkDocumented("hello", hello.objectValue?["data"] ?? .null)
+      #endif
       sendFrame(hello, to: subscriber, eventName: "hello")
       subscriber.lastSent = since ?? latest
       pumpReplay(subscriber)
@@ -533,6 +580,13 @@ public actor Node {
   }
 
   func enqueuePublish(_ pending: PendingPublish) {
+    // Every type a peer can see is documented (EventCatalog, docs/events.md, OpenAPI); debug builds check it.
+    assert(
+      pending.entries.allSatisfy { EventCatalog.loggedTypes.contains($0.type) },
+      "an event type missing from EventCatalog: \(pending.entries.map(\.type))")
+    #if DEBUG
+      for entry in pending.entries { checkDocumented(entry.type, entry.data) }
+    #endif
     publishQueue.append(pending)
     guard !publishing else { return }
     publishing = true

@@ -100,9 +100,17 @@ struct Router: Sendable {
   static let coreRoutes: [Route] = [
     Route(
       method: .get, pattern: "/healthz", operation: .healthz, operationID: "getHealth",
-      summary: "Liveness: 200 while the node serves requests and its store answers.", authenticated: false,
-      requestSchema: nil,
-      responses: [(200, "The node is healthy.", Schemas.health), (503, "The store does not answer.", Schemas.error)],
+      summary:
+        "Liveness: 200 while the node serves requests, its store answers and its data directory is the one it opened.",
+      authenticated: false, requestSchema: nil,
+      responses: [
+        (200, "The node is healthy.", Schemas.health),
+        (
+          503,
+          "The store does not answer (unavailable), or the data directory or its database file was deleted, "
+            + "moved or replaced while the node ran (data_directory_lost; writes answer the same).", Schemas.error
+        ),
+      ],
       queryParameters: []),
     Route(
       method: .get, pattern: "/metrics", operation: .metrics, operationID: "getMetrics",
@@ -124,7 +132,10 @@ struct Router: Sendable {
       responses: [
         (201, "The peer and its token.", Schemas.createdPeer),
         (400, "Invalid display name or discovery info.", Schemas.error),
-        (413, "Body too large.", Schemas.error), (415, "Not JSON.", Schemas.error),
+        (409, "The node already hosts --max-peers peers (peer_limit_reached).", Schemas.error),
+        (413, "Body too large.", Schemas.error), (415, "Not JSON, or no Content-Type.", Schemas.error),
+        (429, "Over the client address's peer creation rate (--peer-create-rate); see Retry-After.", Schemas.error),
+        (503, "The node's data directory is lost or failing.", Schemas.error),
       ], queryParameters: []),
     Route(
       method: .get, pattern: "/api/v1/peers/me", operation: .getMe, operationID: "getMe",
@@ -241,7 +252,9 @@ struct Router: Sendable {
       ]),
     Route(
       method: .get, pattern: "/api/v1/mesh/nodes", operation: .listMeshNodes, operationID: "listMeshNodes",
-      summary: "This node and every node it knows: link state, direction, RTT, how it was found.",
+      summary:
+        "This node and the nodes linked to it: direction, RTT, how each was found, TLS. With the admin token "
+        + "(optional) also the addresses it is dialling, backing off from or waiting for.",
       authenticated: false, requestSchema: nil, responses: [(200, "Known nodes.", Schemas.meshNodes)],
       queryParameters: []),
     Route(
@@ -612,15 +625,37 @@ enum Schemas {
   ]
   static let meshNodes: JSONValue = [
     "type": "object", "required": ["self", "nodes"],
-    "properties": ["self": ["type": "object"], "nodes": ["type": "array", "items": meshNode]],
+    "properties": [
+      "self": ["type": "object"], "nodes": ["type": "array", "items": meshNode],
+      "forgotten": [
+        "type": "array",
+        "description": .string(
+          "Admin token only: the last 64 gossiped addresses this node stopped dialling (unreachable, or answered as "
+            + "another node)."),
+        "items": [
+          "type": "object", "required": ["address", "id", "gossipedBy", "reason", "attempts"],
+          "properties": [
+            "address": ["type": "string"], "id": ["type": ["string", "null"]],
+            "gossipedBy": ["type": ["string", "null"]],
+            "reason": ["type": "string", "enum": ["unreachable", "answered_as_another_node"]],
+            "attempts": ["type": "integer"],
+          ],
+        ],
+      ],
+    ],
   ]
   static let settings: JSONValue = [
     "type": "object",
-    "required": ["requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention"],
+    "required": [
+      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
+      "maxPeers", "eventRetention",
+    ],
     "properties": [
       "requestsPerSecond": ["type": "integer", "minimum": 0],
       "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0],
       "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64],
+      "peerCreationsPerSecond": ["type": "integer", "minimum": 0],
+      "maxPeers": ["type": "integer", "minimum": 1],
       "eventRetention": ["type": "integer", "minimum": 10],
     ],
   ]
@@ -633,6 +668,8 @@ enum Schemas {
       "requestsPerSecond": ["type": "integer", "minimum": 0, "maximum": 10_000_000],
       "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0, "maximum": 10_000_000],
       "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64, "maximum": 16_777_216],
+      "peerCreationsPerSecond": ["type": "integer", "minimum": 0, "maximum": 1_000_000],
+      "maxPeers": ["type": "integer", "minimum": 1, "maximum": 50_000],
       "eventRetention": ["type": "integer", "minimum": 10, "maximum": 10_000_000],
     ],
   ]
@@ -668,7 +705,10 @@ enum Schemas {
     "properties": [
       "encryption": ["type": ["string", "null"], "enum": ["none", "optional", "required", nil]],
       "strategy": ["type": ["string", "null"], "enum": ["cluster", "star", "pointToPoint", nil]],
-      "maxPeers": ["type": ["integer", "null"], "minimum": 2, "maximum": 1024],
+      "maxPeers": [
+        "type": ["integer", "null"], "minimum": 2, "maximum": 1024, "default": 64,
+        "description": "Members plus pending invitations; pointToPoint sessions are always 2.",
+      ],
     ],
   ]
   static let sendResult: JSONValue = [
@@ -709,7 +749,12 @@ enum Schemas {
     "properties": [
       "to": ["type": "string"], "session": ["type": "string"],
       "context": ["type": "string", "description": "At most 4 KiB of UTF-8."],
-      "timeoutSeconds": ["type": "integer", "minimum": 1, "maximum": 300, "default": 30],
+      "timeoutSeconds": [
+        "type": "integer", "minimum": 1, "maximum": 300, "default": 30,
+        "description": .string(
+          "Seconds the invitee has to answer. For an invitee on another node the inviter's node waits one grace "
+            + "second more for an answer in flight (its expiresAt includes it); a later answer is 409."),
+      ],
     ],
   ]
   static let transceive: JSONValue = [
@@ -719,8 +764,15 @@ enum Schemas {
   static let transceiveResult: JSONValue = [
     "type": "object", "required": ["serviceType", "transceiving", "leader"],
     "properties": [
-      "serviceType": serviceType, "transceiving": ["type": "boolean"], "leader": ["type": "string"],
-      "session": ["type": ["object", "null"]],
+      "serviceType": serviceType, "transceiving": ["type": "boolean"],
+      "leader": [
+        "type": "string",
+        "description":
+          "The smallest peer id among the transceivers this node sees now (the caller included); partial right after a node starts or re-links, settled within about a second of the links coming up.",
+      ],
+      "session": [
+        "type": ["object", "null"], "description": "The transceive session the caller is in; null until it joined one.",
+      ],
     ],
   ]
   static let job: JSONValue = [
@@ -760,7 +812,13 @@ enum Schemas {
   ]
   static let sendJob: JSONValue = [
     "type": "object", "required": ["to"], "additionalProperties": false,
-    "properties": ["to": ["type": "string"], "timeoutSeconds": ["type": "integer", "minimum": 1, "maximum": 300]],
+    "properties": [
+      "to": ["type": "string"],
+      "timeoutSeconds": [
+        "type": "integer", "minimum": 1, "maximum": 300, "default": 30,
+        "description": "As for invitations (one grace second more for a receiver on another node).",
+      ],
+    ],
   ]
   static let jobOffer: JSONValue = [
     "type": "object", "required": ["job", "invitation"], "properties": ["job": job, "invitation": invitation],
@@ -825,17 +883,10 @@ enum Schemas {
       "messages": ["type": "array", "items": chatMessage], "nextCursor": ["type": ["string", "null"]],
     ],
   ]
-  static let event: JSONValue = [
-    "type": "object", "required": ["id", "type", "at", "data"],
-    "properties": [
-      "id": cursor, "type": ["type": "string"], "at": ["type": "string", "format": "date-time"],
-      "data": ["type": "object"],
-    ],
-  ]
   static let eventPage: JSONValue = [
     "type": "object", "required": ["events", "nextCursor", "truncated"],
     "properties": [
-      "events": ["type": "array", "items": event], "nextCursor": cursor,
+      "events": ["type": "array", "items": ["$ref": "#/components/schemas/Event"]], "nextCursor": cursor,
       "truncated": [
         "type": "boolean", "description": "True when events after the cursor were already dropped by retention.",
       ],
@@ -891,7 +942,24 @@ extension Router {
         : route.admin ? [(401, "Missing or unknown admin token."), (403, "A peer token, not the admin token.")] : []
       // Any route may answer 400 (a malformed query or body), and one with a path parameter 404 (unknown id).
       common.append((400, "Invalid request: the message names the field and the rule."))
+      // Every route answers only for the node's own names (DNS rebinding protection); a browser page from another
+      // site may not change state or open a WebSocket; a JSON body must be sent as application/json.
+      common.append((421, "The Host header names no name or address of this node (host_not_allowed)."))
+      if route.method != .get || route.operation == .webSocket || route.operation == .streamSocket {
+        common.append((403, "The Origin header names another site (origin_not_allowed)."))
+      }
+      if route.requestSchema != nil { common.append((415, "The body is not sent as application/json.")) }
       if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
+      // Any write may find the data directory full, failing or gone (StorageErrors.swift, DataDirectoryHealth.swift).
+      if route.method != .get {
+        common.append(
+          (
+            503,
+            "storage_unavailable (an I/O error; Retry-After) or data_directory_lost (the data directory was deleted "
+              + "or replaced while the node ran; /healthz says so too): nothing was stored."
+          ))
+        common.append((507, "storage_full: the data directory's disk is full; nothing was stored."))
+      }
       for (status, description) in common where responses[String(status)] == nil {
         responses[String(status)] = [
           "description": .string(description), "content": ["application/json": ["schema": Schemas.error]],
@@ -904,6 +972,9 @@ extension Router {
       item[route.method.rawValue.lowercased()] = .object(operation)
       paths[route.pattern] = .object(item)
     }
+    // Named schemas: the shared shapes, and one per event type with `Event`, their envelope (EventCatalog).
+    var schemas: JSONObject = ["Error": Schemas.error, "Peer": Schemas.peer, "Node": Schemas.node]
+    for (name, schema) in EventCatalog.openAPISchemas() { schemas[name] = schema }
     return [
       "openapi": "3.1.0",
       "info": [
@@ -919,7 +990,7 @@ extension Router {
             "description": "The node's admin token, printed once on its first start (meshgate admin-token=…).",
           ],
         ],
-        "schemas": ["Error": Schemas.error, "Peer": Schemas.peer, "Event": Schemas.event, "Node": Schemas.node],
+        "schemas": .object(schemas),
       ],
     ]
   }

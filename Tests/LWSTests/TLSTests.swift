@@ -93,14 +93,10 @@ struct TLSTests {
     let plain = try HTTPClient.get(port: running.server.port, path: "/")
     #expect(plain.status == 200)
     #expect(plain.text == "plain")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["-sk", "--max-time", "10", "https://127.0.0.1:\(running.server.port)/"]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
+    let output = try runCommand(
+      "/usr/bin/curl", ["-sk", "--max-time", "10", "https://127.0.0.1:\(running.server.port)/"]
+    )
+    .stdout
     #expect(output == "tls", "HTTP/1.1 over TLS (no h2 through ALPN)")
   }
 
