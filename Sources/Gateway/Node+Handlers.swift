@@ -72,8 +72,8 @@ extension Node {
     case .listSessions: return try listSessions(context)
     case .getSession: return try getSession(context)
     case .leaveSession: return try leaveSession(context)
-    case .sendData: return try sendData(context)
-    case .sendEvent: return try sendNamedEvent(context)
+    case .sendData: return try await sendData(context)
+    case .sendEvent: return try await sendNamedEvent(context)
     case .createInvitation: return try createInvitation(context)
     case .listInvitations: return try listInvitations(context)
     case .getInvitation: return try getInvitation(context)
@@ -350,7 +350,16 @@ extension Node {
       ("meshgate_sessions", "gauge", "Sessions with a member on this node.", mesh.sessions.sessions.count),
       (
         "meshgate_unreliable_dropped_total", "counter",
-        "Unreliable session messages dropped because a mesh link's send queue was full.", mesh.unreliableDropped
+        "Unreliable session messages dropped because their sender's lane on a mesh link was full.",
+        mesh.unreliableDropped
+      ),
+      (
+        "meshgate_mesh_sends_refused_total", "counter",
+        "Reliable session sends answered 503 link_busy: no room on their mesh link within 10 s.", mesh.sendsRefused
+      ),
+      (
+        "meshgate_mesh_sends_waiting", "gauge", "Reliable session sends waiting for room on a mesh link.",
+        mesh.heldSends.count
       ),
       (
         "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",

@@ -321,12 +321,17 @@ struct Router: Sendable {
     Route(
       method: .post, pattern: "/api/v1/sessions/{sessionId}/data", operation: .sendData, operationID: "sendData",
       summary:
-        "Sends the raw body (≤ 1 MiB) to ?to=id,id (default: every connected member). reliable: once and in order per sender, or session.send.failed; unreliable: may drop.",
+        "Sends the raw body (≤ 1 MiB) to ?to=id,id (default: every connected member). reliable: once and in order per sender, or session.send.failed; the answer waits while the sender's lane on a mesh link is full (503 link_busy after 10 s); unreliable: never waits, may drop.",
       authenticated: true, requestSchema: nil,
       responses: [
         (202, "Accepted for delivery.", Schemas.sendResult), (404, "Not a member.", Schemas.error),
         (409, "A target is not connected, or the strategy forbids it.", Schemas.error),
         (413, "Body over 1 MiB.", Schemas.error),
+        (
+          503,
+          "link_busy (reliable only): the sender's lane on a mesh link had no room for 10 s (the answer is held "
+            + "meanwhile); nothing was sent; retry after Retry-After.", Schemas.error
+        ),
       ],
       queryParameters: [
         ("to", "Comma-separated peer ids; default every connected member.", ["type": "string"]),
@@ -339,6 +344,11 @@ struct Router: Sendable {
       responses: [
         (202, "Accepted for delivery.", Schemas.sendResult), (404, "Not a member.", Schemas.error),
         (409, "A target is not connected.", Schemas.error),
+        (
+          503,
+          "link_busy: the sender's lane on a mesh link had no room for 10 s (the answer is held meanwhile); nothing "
+            + "was sent; retry after Retry-After.", Schemas.error
+        ),
       ], queryParameters: []),
     Route(
       method: .post, pattern: "/api/v1/invitations", operation: .createInvitation, operationID: "createInvitation",

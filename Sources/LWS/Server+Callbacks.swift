@@ -459,8 +459,9 @@ extension Server {
   public func writeStream(_ id: RequestID, _ bytes: [UInt8]) -> Bool {
     assertInLoop()
     guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return false }
-    guard exchange.streamQueue.count + bytes.count <= configuration.maxQueuedBytesPerStream else { return false }
+    guard exchange.streamQueuedCount + bytes.count <= configuration.maxQueuedBytesPerStream else { return false }
     exchange.streamQueue.append(contentsOf: bytes)
+    exchange.streamPieceEnds.append(exchange.streamWritten + exchange.streamQueuedCount)
     if exchange.headersSent { lws_callback_on_writable(exchange.wsi) }
     return true
   }
@@ -469,16 +470,41 @@ extension Server {
   public func streamQueuedBytes(_ id: RequestID) -> Int? {
     assertInLoop()
     guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return nil }
-    return exchange.streamQueue.count
+    return exchange.streamQueuedCount
   }
 
   /// Ends a streaming response after what is queued; the connection then closes.
-  public func endStream(_ id: RequestID) {
+  ///
+  /// With `discardingQueued`, queued pieces the client has not started to receive are dropped first (the piece being
+  /// written is finished, so the client never sees half of one), then `final` is written: a slow reader is told why
+  /// it is cut off without waiting for everything it did not read. Such a client then has
+  /// ``abandonAfterSeconds`` to read what is left before the connection is dropped.
+  public func endStream(_ id: RequestID, discardingQueued: Bool = false, final: [UInt8] = []) {
     assertInLoop()
-    guard let exchange = exchangesByID[id], exchange.isStreaming else { return }
+    guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return }
+    if discardingQueued {
+      while let end = exchange.streamPieceEnds.first, end <= exchange.streamWritten {
+        exchange.streamPieceEnds.removeFirst()
+      }
+      // Keep the rest of the piece in progress (if any), drop whole pieces after it.
+      let keep = exchange.streamPieceEnds.first.map { $0 - exchange.streamWritten } ?? 0
+      let start = exchange.streamQueueHead
+      exchange.streamQueue.removeSubrange((start + keep)...)
+      exchange.streamPieceEnds = FIFO()
+      if keep > 0 { exchange.streamPieceEnds.append(exchange.streamWritten + keep) }
+      lws_set_timeout(exchange.wsi, PENDING_TIMEOUT_USER_OK, Int32(Self.abandonAfterSeconds))
+    }
+    if !final.isEmpty {
+      exchange.streamQueue.append(contentsOf: final)
+      exchange.streamPieceEnds.append(exchange.streamWritten + exchange.streamQueuedCount)
+    }
     exchange.streamEnded = true
     lws_callback_on_writable(exchange.wsi)
   }
+
+  /// Seconds a connection cut off for reading too slowly (``close(_:code:reason:discardingQueued:)``,
+  /// ``endStream(_:discardingQueued:final:)``) gets to read its last bytes and the close frame before it is dropped.
+  public static let abandonAfterSeconds = 30
 
   func httpWritable(_ wsi: OpaquePointer) -> Int32 {
     guard let exchange = exchanges[wsi], let response = exchange.response else { return 0 }
@@ -509,7 +535,7 @@ extension Server {
         if lws_write(wsi, start, headerBytes, LWS_WRITE_HTTP_HEADERS) < 0 { return -1 }
         // A stream stays open indefinitely: no lws pending timeout applies to it.
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0)
-        if !exchange.streamQueue.isEmpty || exchange.streamEnded { lws_callback_on_writable(wsi) }
+        if exchange.streamQueuedCount > 0 || exchange.streamEnded { lws_callback_on_writable(wsi) }
         return 0
       }
       let bodyBytes = response.omitBody ? 0 : response.body.count
@@ -594,19 +620,36 @@ extension Server {
   }
 
   private func writeStreamChunk(_ exchange: HTTPExchange, start: UnsafeMutablePointer<UInt8>) -> Int32 {
-    let chunk = min(exchange.streamQueue.count, scratchSize)
+    let chunk = min(exchange.streamQueuedCount, scratchSize)
     if chunk > 0 {
       exchange.streamQueue.withUnsafeBytes {
-        UnsafeMutableRawPointer(start).copyMemory(from: $0.baseAddress!, byteCount: chunk)
+        UnsafeMutableRawPointer(start).copyMemory(from: $0.baseAddress! + exchange.streamQueueHead, byteCount: chunk)
       }
-      exchange.streamQueue.removeFirst(chunk)
+      exchange.streamQueueHead += chunk
+      exchange.streamWritten += chunk
+      while let end = exchange.streamPieceEnds.first, end <= exchange.streamWritten {
+        exchange.streamPieceEnds.removeFirst()
+      }
+      if exchange.streamQueueHead == exchange.streamQueue.count {
+        exchange.streamQueue.removeAll(keepingCapacity: true)
+        exchange.streamQueueHead = 0
+      } else if exchange.streamQueueHead >= 1 << 20 && exchange.streamQueueHead * 2 >= exchange.streamQueue.count {
+        exchange.streamQueue.removeFirst(exchange.streamQueueHead)
+        exchange.streamQueueHead = 0
+      }
       if lws_write(exchange.wsi, start, chunk, LWS_WRITE_HTTP) < 0 { return -1 }
     }
-    if !exchange.streamQueue.isEmpty {
+    if exchange.streamQueuedCount > 0 {
       lws_callback_on_writable(exchange.wsi)
       return 0
     }
     if exchange.streamEnded {
+      // Returning -1 with bytes still buffered inside lws would give them only lws's 5 s flush before the socket is
+      // killed; wait until they are on the socket.
+      if lws_partial_buffered(exchange.wsi) != 0 {
+        lws_callback_on_writable(exchange.wsi)
+        return 0
+      }
       forget(exchange)
       return -1
     }
@@ -736,15 +779,41 @@ extension Server {
   }
 
   /// Closes connection `id` with a close frame after what is already queued. Returns false if it is gone.
+  ///
+  /// With `discardingQueued`, queued messages not yet handed to the socket are dropped and the close frame follows
+  /// what the socket already took: a client that stopped reading gets a real close frame once it reads on, instead
+  /// of waiting behind everything it did not read. It has ``abandonAfterSeconds`` to do so before the connection is
+  /// dropped.
   @discardableResult
-  public func close(_ id: WebSocketID, code: UInt16, reason: String) -> Bool {
+  public func close(_ id: WebSocketID, code: UInt16, reason: String, discardingQueued: Bool = false) -> Bool {
     assertInLoop()
     guard let connection = socketsByID[id] else { return false }
     if connection.closeRequest == nil {
       connection.closeRequest = (code, String(reason.utf8.prefix(120)) ?? "")
     }
+    if discardingQueued {
+      connection.queue = FIFO()
+      connection.queuedBytes = 0
+      lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, Int32(Self.abandonAfterSeconds))
+    }
     lws_callback_on_writable(connection.wsi)
     return true
+  }
+
+  /// Puts connection `id` in pull mode: whenever its queue is empty and the socket can take more, the server asks
+  /// ``ServerDelegate/webSocketNextMessage(_:)`` for the next message. Call ``wantsToWrite(_:)`` when the owner has
+  /// something new for an idle connection. Service thread only.
+  public func setPulling(_ id: WebSocketID) {
+    assertInLoop()
+    guard let connection = socketsByID[id] else { return }
+    connection.pulls = true
+  }
+
+  /// Asks for a writable callback on connection `id` (pull mode: the owner has a message for it). Service thread only.
+  public func wantsToWrite(_ id: WebSocketID) {
+    assertInLoop()
+    guard let connection = socketsByID[id], connection.established else { return }
+    lws_callback_on_writable(connection.wsi)
   }
 
   func webSocketWritable(_ wsi: OpaquePointer) -> Int32 {
@@ -757,7 +826,17 @@ extension Server {
       if written < 0 { return -1 }
       budget = lws_send_pipe_choked(wsi) != 0 ? 0 : budget - written
     }
-    while budget > 0, let message = connection.queue.first {
+    var pulledDry = false
+    while budget > 0 {
+      if connection.pulls && connection.queue.isEmpty && connection.closeRequest == nil {
+        guard let next = delegate?.webSocketNextMessage(connection.id) else {
+          pulledDry = true
+          break
+        }
+        connection.queue.append(next)
+        connection.queuedBytes += next.count
+      }
+      guard let message = connection.queue.first else { break }
       let kind = message.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
       if connection.isClient {
         // Client frames are masked in place (LWS-NOTES pitfall 9): write a private copy, never the shared buffer.
@@ -771,12 +850,18 @@ extension Server {
       budget -= 1
       if lws_send_pipe_choked(wsi) != 0 { break }
     }
-    if !connection.queue.isEmpty {
+    if !connection.queue.isEmpty || (connection.pulls && !pulledDry && connection.closeRequest == nil) {
       lws_callback_on_writable(wsi)
       return 0
     }
     if budget < 32 && connection.closeRequest == nil { delegate?.webSocketDrained(connection.id) }
     if let request = connection.closeRequest {
+      // The close frame must follow the last message onto the socket: returning -1 while lws still holds part of a
+      // message would make lws flush it and then drop the connection without any close frame (the client sees 1006).
+      if lws_partial_buffered(wsi) != 0 {
+        lws_callback_on_writable(wsi)
+        return 0
+      }
       var reason = Array(request.reason.utf8)
       lws_close_reason(wsi, lws_close_status(rawValue: UInt32(request.code)), &reason, reason.count)
       return -1
@@ -903,7 +988,7 @@ extension Server {
     guard let connection = sockets[wsi] else { return }
     connection.established = true
     delegate?.webSocketConnected(connection.id)
-    if !connection.queue.isEmpty { lws_callback_on_writable(wsi) }
+    if !connection.queue.isEmpty || connection.pulls { lws_callback_on_writable(wsi) }
   }
 
   func clientFailed(_ wsi: OpaquePointer, reason: String) {

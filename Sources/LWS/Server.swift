@@ -55,6 +55,9 @@ public protocol ServerDelegate: AnyObject {
   func streamDrained(_ id: RequestID)
   /// Everything queued on WebSocket `id` was written to the socket.
   func webSocketDrained(_ id: WebSocketID)
+  /// Pull mode (``Server/setPulling(_:)``): the next message for WebSocket `id`, now that its socket can take it; nil
+  /// when there is nothing to send.
+  func webSocketNextMessage(_ id: WebSocketID) -> OutboundMessage?
 }
 
 extension ServerDelegate {
@@ -63,6 +66,7 @@ extension ServerDelegate {
   public func requestBodyEnded(_ id: RequestID) {}
   public func streamDrained(_ id: RequestID) {}
   public func webSocketDrained(_ id: WebSocketID) {}
+  public func webSocketNextMessage(_ id: WebSocketID) -> OutboundMessage? { nil }
 }
 
 /// Limits and addresses for a ``Server``.
