@@ -271,6 +271,7 @@ extension Node {
         sendMessage(message, on: connection)
       case .close(let connection, let reason):
         if let socket = mesh.socketByConnection[connection] {
+          meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
           // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link
           // closes (their producers are told when the socket is gone).
           for item in mesh.schedulers[socket]?.removeControl() ?? [] {

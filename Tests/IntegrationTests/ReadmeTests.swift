@@ -60,7 +60,7 @@ struct ReadmeTests {
         .replacingOccurrences(of: "/tmp/node-b", with: dataB)
         .replacingOccurrences(of: "8081", with: String(portB))
         .replacingOccurrences(of: "8080", with: String(node.port))
-      let result = try Self.run(script)
+      let result = try await onDedicatedThread { try Self.run(script) }
       #expect(result.status == 0, "README mesh examples failed:\n\(result.output)")
       for expected in [
         "\"state\":\"linked\"", "\"skills\":\"plumbing\"", "\"verificationCode\"", "\"state\":\"accepted\"",
@@ -80,7 +80,7 @@ struct ReadmeTests {
     try await withNode { node in
       let script =
         "set -eu\n" + examples.replacingOccurrences(of: "localhost:8080", with: "127.0.0.1:\(node.port)")
-      let (status, text) = try Self.run(script)
+      let (status, text) = try await onDedicatedThread { try Self.run(script) }
       #expect(status == 0, "README examples failed:\n\(text)")
       #expect(text.contains("\"status\":\"ok\""))
       #expect(text.contains("meshgate_http_requests_total"))
