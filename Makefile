@@ -31,6 +31,14 @@ export RUN_ARGS
 
 LINT_PATHS := Sources Tests Package.swift Fuzz
 
+# Suites that move tens of MiB, open hundreds of sockets or time CPU work. `make test` runs each on its own after
+# the others (which run in parallel): on a 2-core machine, running them beside 600 other tests starves the test
+# process itself (its polling and kill -9 steps come many seconds late), which is noise, not a finding.
+BULK_SUITES := IntegrationTests.TransferTests IntegrationTests.StreamTests IntegrationTests.BackpressureTests \
+  IntegrationTests.ConnectionLimitTests IntegrationTests.HostileNodeTests IntegrationTests.SurfaceGuardTests \
+  IntegrationTests.NodeProcessTests MeshCoreTests.JSONParserCostTests
+BULK_SUITES_REGEX := $(subst $(eval) ,|,$(foreach suite,$(BULK_SUITES),$(suite)/))
+
 # Browser tests (Tests/Browser): Python + selenium in a virtual environment (Debian's python3 is
 # "externally managed", PEP 668), driving Debian's chromium through chromium-driver.
 PYTHON ?= python3
@@ -79,8 +87,17 @@ run: build ## Build, start a node, create a first peer and print how to use it
 test: deps swift-check ## Build the debug binary and run all tests (Swift, browser, network faults, fuzz, schemathesis)
 	$(call step,swift build (debug; integration tests launch .build/debug/meshgate))
 	@$(SWIFT) build $(BUILD_ARGS)
-	$(call step,$(strip swift test $(TEST_ARGS)))
-	@$(SWIFT) test $(BUILD_ARGS) $(TEST_ARGS)
+	@if [[ -n "$(strip $(TEST_ARGS))" ]]; then \
+	  printf '\n==> %s\n' "swift test $(TEST_ARGS)"; \
+	  $(SWIFT) test $(BUILD_ARGS) $(TEST_ARGS); \
+	else \
+	  printf '\n==> %s\n' "swift test (all but the bulk suites, in parallel)"; \
+	  $(SWIFT) test $(BUILD_ARGS) --skip '$(BULK_SUITES_REGEX)'; \
+	  for suite in $(BULK_SUITES); do \
+	    printf '\n==> %s\n' "swift test --filter $$suite (a bulk suite, on its own)"; \
+	    $(SWIFT) test $(BUILD_ARGS) --skip-build --filter "$$suite/"; \
+	  done; \
+	fi
 	@if [[ "$${MESHGATE_SKIP_BROWSER_TESTS:-0}" == 1 ]]; then \
 	  echo "MESHGATE_SKIP_BROWSER_TESTS=1: not running the browser tests"; \
 	else \
