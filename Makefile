@@ -56,7 +56,8 @@ help: ## Show this help
 	@echo
 	@echo "Variables: SWIFT=$(SWIFT)"
 	@echo "           RUN_ARGS, TEST_ARGS, BUILD_ARGS, BROWSER_ARGS (e.g. \"-k chat\"), MESHGATE_SKIP_DEPS=1,"
-	@echo "           MESHGATE_SKIP_BROWSER_TESTS=1, MESHGATE_* (see README)"
+	@echo "           MESHGATE_SKIP_BROWSER_TESTS=1, MESHGATE_DOCKER_ENGINE=docker|podman, MESHGATE_DOCKER_PULL=0,"
+	@echo "           MESHGATE_* (see README)"
 
 deps: ## Install the missing Debian packages for building (Docker/packages-build.txt)
 	@bash scripts/install-deps.sh $(DEPS_BUILD)

@@ -34,8 +34,15 @@ mkdir -p "$logs"
 rm -f "$logs"/*.log "$logs"/state.json
 
 say() { printf '==> %s: %s\n' "$me" "$*"; }
+# Each check that passed says so with pass; the run ends with "docker-test: N passed, N failed".
+passed=0
+pass() {
+  passed=$((passed + 1))
+  say "ok: $*"
+}
 fail() {
   printf '%s: FAILED: %s\n' "$me" "$*" >&2
+  printf '%s: %d passed, 1 failed\n' "$me" "$passed" >&2
   exit 1
 }
 elapsed() { echo "$((SECONDS - $1))s"; }
@@ -111,17 +118,17 @@ say "$engine ${build[*]} . (log: $logs/build.log)"
 run build "$build_timeout" "$engine" "${build[@]}" . || fail "the image did not build"
 say "image built ($(elapsed "$t"))"
 
-libs=$(timeout 60 "$engine" run --rm --network none --entrypoint ldd "$image" /usr/local/bin/meshgate) ||
+libs=$(timeout 60 "$engine" run --rm --network none --entrypoint ldd "$image" /usr/local/bin/meshgate 2>>"$logs/run.log") ||
   fail "ldd did not run in the image"
 if grep -q 'not found' <<<"$libs"; then
   fail "the runtime image lacks libraries the binary loads (Docker/packages-runtime.txt):
 $(grep 'not found' <<<"$libs")"
 fi
-version=$(timeout 60 "$engine" run --rm --network none "$image" --version) || fail "meshgate --version failed in the image"
+version=$(timeout 60 "$engine" run --rm --network none "$image" --version 2>>"$logs/run.log") || fail "meshgate --version failed in the image"
 size=$("$engine" image inspect --format '{{.Size}}' "$image")
 base_size=$("$engine" image inspect --format '{{.Size}}' docker.io/library/debian:bookworm-slim)
 mb() { echo "$(($1 / 1000000)) MB"; }
-say "image $image: $version, $(mb "$size") ($(mb "$base_size") of it debian:bookworm-slim), every library found"
+pass "image $image: $version, $(mb "$size") ($(mb "$base_size") of it debian:bookworm-slim), ldd finds every library"
 
 # ---- 4. compose up and the checks -------------------------------------------------------------------------------
 free_ports() {
@@ -183,11 +190,27 @@ t=$SECONDS
 say "compose up (project $project, nodes on 127.0.0.1:$port_a, :$port_b, :$port_c)"
 run up 300 "${project_compose[@]}" up -d || fail "compose up failed"
 for service in node-a node-b node-c; do
-  [[ -n $(container_of "$service") ]] || fail "compose started no container for $service"
+  c=$(container_of "$service")
+  [[ -n $c ]] || fail "compose started no container for $service"
+  # Published on the loopback address only.
+  published=$("$engine" port "$c" 8080/tcp 2>>"$logs/run.log") || fail "$engine port $c: no port published"
+  while read -r address; do
+    [[ $address == 127.0.0.1:* ]] || fail "$c publishes 8080/tcp on $address, not on 127.0.0.1"
+  done <<<"$published"
 done
-run checks "$(remaining 600)" python3 scripts/docker-checks.py first "$logs/state.json" "${urls[@]}" ||
-  fail "the checks on the running nodes failed"
-cat "$logs/checks.log"
+pass "compose started node-a, node-b and node-c, published on 127.0.0.1 only"
+check_phase() { # check_phase first|again: scripts/docker-checks.py, each line it passed counted
+  local before
+  before=$(wc -l <"$logs/checks.log" 2>/dev/null || echo 0)
+  if ! run checks "$(remaining 600)" python3 scripts/docker-checks.py "$1" "$logs/state.json" "${urls[@]}"; then
+    fail "the checks ($1) on the running nodes failed"
+  fi
+  while read -r line; do
+    pass "${line#docker-checks: }"
+  done < <(tail -n +"$((before + 1))" "$logs/checks.log")
+}
+touch "$logs/checks.log"
+check_phase first
 
 # The image's HEALTHCHECK. Podman without systemd runs health checks only when asked.
 for service in node-a node-b node-c; do
@@ -202,19 +225,19 @@ for service in node-a node-b node-c; do
     done
   fi
 done
-say "the image's HEALTHCHECK reports each container healthy"
-say "compose up and checks passed ($(elapsed "$t"))"
+pass "the image's HEALTHCHECK reports each container healthy"
+say "compose up and checks: $(elapsed "$t")"
 
 # ---- 5. graceful stop -------------------------------------------------------------------------------------------
 for service in node-a node-b node-c; do
   c=$(container_of "$service")
   t0=$(date +%s%N)
-  timeout 60 "$engine" stop -t 10 "$c" >/dev/null || fail "$engine stop $c failed"
+  timeout 60 "$engine" stop -t 10 "$c" >/dev/null 2>>"$logs/run.log" || fail "$engine stop $c failed"
   ms=$((($(date +%s%N) - t0) / 1000000))
   code=$("$engine" inspect --format '{{.State.ExitCode}}' "$c")
   [[ $code == 0 ]] || fail "$c exited with $code on SIGTERM (137: killed after 10 s); want 0"
   ((ms < 10000)) || fail "$c took ${ms} ms to stop; want less than 10 s"
-  say "$service stopped gracefully: exit code 0 after $ms ms"
+  pass "$service stopped gracefully: exit code 0, $ms ms after SIGTERM"
 done
 
 # ---- 6. down + up: the volumes keep the data --------------------------------------------------------------------
@@ -223,10 +246,8 @@ run down 120 "${project_compose[@]}" down -t 10 || fail "compose down failed"
 [[ -z $(containers) ]] || fail "compose down left containers: $(containers | tr '\n' ' ')"
 [[ $(volumes | wc -l) == 3 ]] || fail "compose down did not keep the three volumes: $(volumes | tr '\n' ' ')"
 run up 300 "${project_compose[@]}" up -d || fail "compose up (again) failed"
-run checks "$(remaining 600)" python3 scripts/docker-checks.py again "$logs/state.json" "${urls[@]}" ||
-  fail "the checks after down + up failed"
-sed -n '/each node kept/,$p' "$logs/checks.log"
-say "down + up kept every node's data ($(elapsed "$t"))"
+check_phase again
+say "down + up: $(elapsed "$t")"
 
 # ---- 7. tear down -----------------------------------------------------------------------------------------------
 run down 120 "${project_compose[@]}" down -v -t 10 || fail "compose down -v failed"
@@ -234,5 +255,6 @@ cleanup
 trap - EXIT
 leftover="$(containers) $(volumes) $(networks)"
 [[ -z ${leftover//[[:space:]]/} ]] || fail "left behind after down -v: $leftover"
-say "torn down: no container, volume or network of $project is left"
+pass "torn down: no container, volume or network of $project is left"
 say "passed in $(elapsed "$started") (image $image and the base images kept as build cache; make docker-clean)"
+printf '%s: %d passed, 0 failed\n' "$me" "$passed"
