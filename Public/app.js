@@ -96,6 +96,7 @@
 //                row event-row [data-type, data-id]: event-type
 
 import { createDashboard } from './dashboard.js';
+import { setBase as setTitleBase } from './arrivals.js';
 
 // ---------------------------------------------------------------------------
 // 1. Constants and helpers
@@ -450,7 +451,7 @@ const nodePanel = {
         ? ''
         : `Started ${dateTimeFormat.format(started)}`;
     }
-    document.title = node.name ? `${node.name} · meshgate` : 'meshgate';
+    setTitleBase(node.name ? `${node.name} · meshgate` : 'meshgate');
     this.tick();
   },
 

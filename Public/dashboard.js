@@ -10,6 +10,7 @@
 
 import { CHAT_SERVICE, createChat } from './chat.js';
 import { createFiles } from './files.js';
+import { announce, count as countArrivals } from './arrivals.js';
 
 const JOBS_SERVICE = 'jobmanager-jobs';
 const MESH_REFRESH_MS = 5_000;
@@ -21,6 +22,19 @@ const KEY_VIEW = 'meshgate.view';
 const DRAFT_PREFIX = 'meshgate.draft.';
 const VIEWS = ['nearby', 'jobs', 'chat', 'files', 'invitations', 'sessions', 'events'];
 const JOB_FIELDS = { name: 'job-name', dueDate: 'job-due', payment: 'job-payment', notes: 'job-notes' };
+/** Session member states as people say them (the API's `notConnected` is "offline"). */
+const MEMBER_STATE_LABELS = { connected: 'connected', connecting: 'connecting…', notConnected: 'offline' };
+/** The server's limit on a job name, in characters (Swift `Character`s: extended grapheme clusters). */
+const MAX_JOB_NAME_CHARACTERS = 200;
+const graphemes = typeof Intl !== 'undefined' && Intl.Segmenter ? new Intl.Segmenter(undefined, { granularity: 'grapheme' }) : null;
+
+/** Characters as the server counts them (grapheme clusters; code points where Intl.Segmenter is missing). */
+function characterCount(text) {
+  if (!graphemes) return [...text].length;
+  let count = 0;
+  for (const _ of graphemes.segment(text)) count += 1;
+  return count;
+}
 
 /**
  * @param {object} deps helpers from app.js: h, api, ApiError, setText, byTestId, storage
@@ -40,6 +54,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     services: new Map(),
     meshSelf: null,
     meshNodes: [],
+    // Nodes seen linked since the page opened, by id: {node, lostAt}. A node that leaves the node's list (or
+    // stops being linked) stays shown as "unreachable since HH:MM" instead of vanishing.
+    meshSeen: new Map(),
     meshAt: 0,
     jobs: new Map(), // jobId → job
     /** jobId → {invitationId, code, to} while an offer is pending; or {failure}. */
@@ -353,6 +370,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     state.view = view;
     storage.set(KEY_VIEW, view);
     if (view === 'chat') chat.shown();
+    files.shown(view === 'files');
   }
 
   function initTabs() {
@@ -602,6 +620,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.meshSelf = result.self || null;
       state.meshNodes = Array.isArray(result.nodes) ? result.nodes : [];
       state.meshAt = Date.now();
+      noteMeshLosses();
       renderMesh();
       // Peer rows name their node: keep those names in step with the mesh.
       renderNearby();
@@ -611,17 +630,38 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     }
   }
 
+  /** Keeps `meshSeen` in step with the latest list: linked nodes are (again) reachable, the others lost. */
+  function noteMeshLosses() {
+    const listed = new Map(state.meshNodes.filter((n) => n.id).map((n) => [n.id, n]));
+    for (const [id, node] of listed) {
+      if (node.state === 'linked') state.meshSeen.set(id, { node, lostAt: null });
+      else if (state.meshSeen.has(id) && !state.meshSeen.get(id).lostAt) state.meshSeen.get(id).lostAt = state.meshAt;
+    }
+    for (const [id, seen] of state.meshSeen) {
+      if (!listed.has(id) && !seen.lostAt) seen.lostAt = state.meshAt;
+    }
+  }
+
+  /** The listed nodes plus those seen linked before that the node no longer lists. */
+  function meshRows() {
+    const rows = state.meshNodes.map((n) => {
+      const seen = n.id && state.meshSeen.get(n.id);
+      // A node that is not linked may be listed without its name: keep the one it had when linked.
+      return seen && seen.lostAt ? { ...n, name: n.name || seen.node.name, lostAt: seen.lostAt } : n;
+    });
+    const listed = new Set(state.meshNodes.map((n) => n.id).filter(Boolean));
+    for (const [id, seen] of state.meshSeen) {
+      if (!listed.has(id) && seen.lostAt) rows.push({ ...seen.node, state: 'unreachable', rttMillis: null, lostAt: seen.lostAt });
+    }
+    return rows;
+  }
+
   function renderMesh() {
     const self = state.meshSelf;
-    setText(
-      el.meshSelf,
-      self
-        ? [`This node: ${self.name || shortId(self.id)} · port ${self.port ?? '—'}`, self.fingerprint ? `certificate ${shortFingerprint(self.fingerprint)}` : '']
-            .filter(Boolean)
-            .join(' · ')
-        : '…',
-    );
-    const nodes = [...state.meshNodes].sort((a, b) => String(a.name || a.address).localeCompare(String(b.name || b.address)));
+    setText(el.meshSelf, self ? `This node: ${self.name || shortId(self.id)} · port ${self.port ?? '—'}` : '…');
+    // The certificate fingerprint is for people comparing it by hand: on hover, not in the line.
+    el.meshSelf.title = self && self.fingerprint ? `Certificate fingerprint ${self.fingerprint}` : '';
+    const nodes = meshRows().sort((a, b) => String(a.name || a.address).localeCompare(String(b.name || b.address)));
     syncList(
       el.meshList,
       nodes,
@@ -641,20 +681,31 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             'dl',
             { className: 'mini-facts' },
             h('div', {}, h('dt', {}, 'State'), h('dd', { dataset: { testid: 'mesh-node-state' } })),
-            h('div', {}, h('dt', {}, 'Direction'), h('dd', { dataset: { testid: 'mesh-node-direction' } })),
-            h('div', {}, h('dt', {}, 'RTT'), h('dd', { dataset: { testid: 'mesh-node-rtt' } })),
-            h('div', {}, h('dt', {}, 'Link'), h('dd', { dataset: { testid: 'mesh-node-link' } })),
+          ),
+          // Link internals, folded (task-first layout).
+          h(
+            'details',
+            { className: 'details mesh-details', dataset: { testid: 'mesh-node-details' } },
+            h('summary', {}, 'Details'),
+            h(
+              'dl',
+              { className: 'mini-facts' },
+              h('div', {}, h('dt', {}, 'Direction'), h('dd', { dataset: { testid: 'mesh-node-direction' } })),
+              h('div', {}, h('dt', {}, 'RTT'), h('dd', { dataset: { testid: 'mesh-node-rtt' } })),
+              h('div', {}, h('dt', {}, 'Link'), h('dd', { dataset: { testid: 'mesh-node-link' } })),
+            ),
           ),
         ),
       (row, n) => {
         row.dataset.nodeId = n.id || '';
-        row.dataset.state = n.state || 'unknown';
+        row.dataset.state = n.lostAt ? 'unreachable' : n.state || 'unknown';
         setText(row.querySelector('[data-testid="mesh-node-name"]'), n.name || (n.id ? `node ${shortId(n.id)}` : n.address || 'unknown'));
         setText(
           row.querySelector('[data-testid="mesh-node-address"]'),
           [n.address, n.source ? `via ${n.source}` : ''].filter(Boolean).join(' · '),
         );
-        setText(row.querySelector('[data-testid="mesh-node-state"]'), n.state || '—');
+        const since = n.lostAt ? new Date(n.lostAt).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';
+        setText(row.querySelector('[data-testid="mesh-node-state"]'), n.lostAt ? `unreachable since ${since}` : n.state || '—');
         setText(row.querySelector('[data-testid="mesh-node-direction"]'), n.direction || '—');
         setText(row.querySelector('[data-testid="mesh-node-rtt"]'), Number.isFinite(n.rttMillis) ? `${n.rttMillis} ms` : '—');
         const link = n.encrypted === true ? 'TLS' : n.encrypted === false ? 'plaintext' : '—';
@@ -706,6 +757,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     setText(el.jobFormTitle, 'New job');
     setText(el.jobSubmit, 'Add job');
     el.jobCancelEdit.hidden = true;
+    updateJobNameCount();
   }
 
   function editJob(job) {
@@ -716,10 +768,27 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     jobFieldEl('payment').value = job.payment || '';
     jobFieldEl('notes').value = job.notes || '';
     saveJobDraft();
+    updateJobNameCount();
     setText(el.jobFormTitle, `Edit “${job.name}”`);
     setText(el.jobSubmit, 'Save changes');
     el.jobCancelEdit.hidden = false;
     jobFieldEl('name').focus();
+  }
+
+  /** The live "n / 200" under the job name; marked when over the limit. */
+  function updateJobNameCount() {
+    const count = characterCount(jobFieldEl('name').value);
+    const counter = byTestId('job-name-count');
+    setText(counter, `${count} / ${MAX_JOB_NAME_CHARACTERS}`);
+    counter.classList.toggle('is-over', count > MAX_JOB_NAME_CHARACTERS);
+  }
+
+  /** A problem with one job field, said for people, shown under that field. */
+  function showJobFieldError(field, message) {
+    showError(byTestId(`${JOB_FIELDS[field]}-error`), message);
+    const input = jobFieldEl(field);
+    input.setAttribute('aria-invalid', 'true');
+    input.focus();
   }
 
   function saveJobDraft() {
@@ -730,6 +799,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   /** Put back what was typed into the job form before a reload (or sign-in as the same peer). */
   function restoreJobDraft() {
     for (const field of Object.keys(JOB_FIELDS)) jobFieldEl(field).value = getDraft(`job.${field}`);
+    updateJobNameCount();
     const editing = getDraft('job.editing');
     if (editing) {
       state.editingJobId = editing;
@@ -746,7 +816,15 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     const values = {};
     for (const field of Object.keys(JOB_FIELDS)) values[field] = jobFieldEl(field).value;
     if (!values.name.trim()) {
-      showJobError('name is required: give the job a name.');
+      showJobFieldError('name', 'Give the job a name.');
+      return;
+    }
+    const nameLength = characterCount(values.name);
+    if (nameLength > MAX_JOB_NAME_CHARACTERS) {
+      showJobFieldError(
+        'name',
+        `Shorten the name to ${MAX_JOB_NAME_CHARACTERS} characters or fewer (it has ${nameLength}).`,
+      );
       return;
     }
     const body = { name: values.name };
@@ -902,17 +980,18 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         setText(statusEl, status.text);
         statusEl.dataset.kind = status.kind;
         const assigned = row.querySelector('[data-testid="job-assigned-to"]');
-        setText(assigned, job.assignedTo ? `assignedTo: ${peerName(job.assignedTo)} (${nodeName(job.assignedTo.nodeId)})` : '');
+        setText(assigned, job.assignedTo ? `Delivered to ${peerName(job.assignedTo)} on ${nodeName(job.assignedTo.nodeId)}` : '');
         assigned.hidden = !job.assignedTo;
         const received = row.querySelector('[data-testid="job-received-from"]');
-        setText(received, job.receivedFrom ? `receivedFrom: ${peerName(job.receivedFrom)} (${nodeName(job.receivedFrom.nodeId)})` : '');
+        setText(received, job.receivedFrom ? `From ${peerName(job.receivedFrom)} on ${nodeName(job.receivedFrom.nodeId)}` : '');
         received.hidden = !job.receivedFrom;
         row.dataset.assigned = job.assignedTo ? 'true' : 'false';
         const select = row.querySelector('[data-testid="job-send-to"]');
         const count = fillPeerSelect(select);
         const pending = status.kind === 'pending';
         const sendGroup = row.querySelector('.send-group');
-        sendGroup.hidden = Boolean(job.assignedTo);
+        // A job that was assigned, or that came from someone else, is not offered on again from here.
+        sendGroup.hidden = Boolean(job.assignedTo || job.receivedFrom);
         row.querySelector('[data-testid="job-send"]').disabled = count === 0 || pending;
       },
     );
@@ -1055,6 +1134,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     el.invitationsBadge.hidden = pending === 0;
     setText(el.invitationsBadge, String(pending));
     el.invitationsBadge.setAttribute('aria-label', `${pending} waiting`);
+    countArrivals('offers', pending);
   }
 
   function invitationRow(inv, incoming) {
@@ -1328,7 +1408,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             const you = state.me && m.id === state.me.id ? ' (you)' : '';
             setText(li.querySelector('[data-testid="session-member-name"]'), `${peerName(m)}${you}`);
             const pill = li.querySelector('[data-testid="session-member-state"]');
-            setText(pill, m.state);
+            setText(pill, MEMBER_STATE_LABELS[m.state] || m.state);
             pill.dataset.state = m.state;
           },
         );
@@ -1466,6 +1546,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       case 'invitation.expired':
       case 'invitation.canceled':
         upsertInvitation(data.invitation);
+        if (event.type === 'invitation.received' && data.invitation && isIncoming(data.invitation)) {
+          announce(`${peerName(data.invitation.from)} offers you ${offerText(data.invitation)}.`);
+        }
         if (event.type === 'invitation.accepted') refreshSessionsSoon();
         break;
       case 'session.peer.state':
@@ -1524,6 +1607,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     el.jobForm.addEventListener('submit', onJobSubmit);
     el.jobCancelEdit.addEventListener('click', () => resetJobForm());
     el.jobForm.addEventListener('input', saveJobDraft);
+    el.jobForm.addEventListener('input', updateJobNameCount);
     el.sessionCreate.addEventListener('click', createSession);
     renderAll();
     refreshMesh();

@@ -11,6 +11,8 @@
 // The upload to our own node is an XMLHttpRequest (fetch has no upload
 // progress); from then on the node reports the delivery to the receiver's node.
 
+import { announce, count as countArrivals } from './arrivals.js';
+
 const HISTORY_PAGE = 200;
 const HISTORY_MAX_PAGES = 5;
 const ACTIVE = new Set(['pending', 'inProgress', 'interrupted']);
@@ -18,6 +20,7 @@ const STATE_TEXT = {
   uploading: 'uploading to your node',
   pending: 'waiting for the receiver',
   inProgress: 'sending',
+  receiving: 'receiving',
   interrupted: 'interrupted: resumes when the link is back',
   finished: 'finished',
   failed: 'failed',
@@ -46,6 +49,8 @@ export function createFiles(deps) {
   const { h, call, setText, byTestId, syncList, animateIn, peerName, showError } = deps;
 
   const state = {
+    visible: false, // whether the Files view is the one shown
+    unseen: new Set(), // ids of incoming transfers that started while the Files view was not shown
     transfers: new Map(), // transfer id → transfer
     uploads: new Map(), // local key → {key, name, size, loaded, xhr, error, to, transferId}
     uploadSeq: 0,
@@ -59,6 +64,7 @@ export function createFiles(deps) {
     error: byTestId('file-error'),
     list: byTestId('transfers-list'),
     empty: byTestId('transfers-empty'),
+    badge: byTestId('files-badge'),
   };
 
   const mine = (ref) => Boolean(ref && deps.me() && ref.id === deps.me().id);
@@ -326,7 +332,8 @@ export function createFiles(deps) {
     const size = Math.max(1, t.size || 0);
     bar.max = size;
     bar.value = t.state === 'finished' ? size : Math.min(size, t.bytes || 0);
-    const parts = [STATE_TEXT[t.state] || t.state];
+    const stateKey = t.state === 'inProgress' && t.direction !== 'outgoing' ? 'receiving' : t.state;
+    const parts = [STATE_TEXT[stateKey] || t.state];
     if (ACTIVE.has(t.state)) parts.push(`${formatBytes(t.bytes || 0)} of ${formatBytes(t.size)}`);
     if (t.state === 'finished' && t.sha256) parts.push(`SHA-256 ${String(t.sha256).slice(0, 12)}…`);
     if ((t.state === 'failed' || t.state === 'canceled') && t.reason) parts.push(t.reason);
@@ -353,8 +360,24 @@ export function createFiles(deps) {
     if (!data.transfer) return;
     const transfer = { ...data.transfer };
     if (event.type === 'transfer.progress' && Number.isFinite(data.bytes)) transfer.bytes = data.bytes;
+    if (event.type === 'transfer.started' && transfer.direction === 'incoming' && !state.transfers.has(transfer.id)) {
+      announce(`${peerName(transfer.from)} is sending you ${transfer.name} (${formatBytes(transfer.size)}).`);
+      if (!state.visible) {
+        state.unseen.add(transfer.id);
+        renderBadge();
+      }
+    }
     upsert(transfer);
     render();
+  }
+
+  /** The Files tab's badge and the title's count: incoming files not seen yet. */
+  function renderBadge() {
+    const n = state.unseen.size;
+    el.badge.hidden = n === 0;
+    setText(el.badge, String(n));
+    el.badge.setAttribute('aria-label', n === 1 ? '1 new file' : `${n} new files`);
+    countArrivals('files', n);
   }
 
   // ------------------------------------------------------ public surface
@@ -393,7 +416,17 @@ export function createFiles(deps) {
       for (const upload of state.uploads.values()) if (upload.xhr) upload.xhr.abort();
       state.transfers.clear();
       state.uploads.clear();
+      state.unseen.clear();
+      renderBadge();
       render();
+    },
+    /** The Files view was shown (`true`) or left: shown, its new files count as seen. */
+    shown(visible) {
+      state.visible = visible;
+      if (visible && state.unseen.size > 0) {
+        state.unseen.clear();
+        renderBadge();
+      }
     },
     signOut() {
       this.signIn();

@@ -36,7 +36,7 @@ public final class NodeProcess: Sendable {
   private let state: Mutex<State>
 
   private struct State {
-    var process: Process?
+    var process: ChildProcess?
     var requestedPort: Int
     var port: Int
     var nodeID = ""
@@ -88,8 +88,8 @@ public final class NodeProcess: Sendable {
     // Never leave an orphan server behind, even if the test forgot to stop it.
     let process = state.withLock { $0.process }
     if let process, process.isRunning {
-      kill(process.processIdentifier, SIGKILL)
-      _ = Self.waitForExit(process, deadline: Deadline(.seconds(5)))
+      kill(process.pid, SIGKILL)
+      _ = process.waitForExit(timeout: .seconds(5))
     }
   }
 
@@ -104,7 +104,7 @@ public final class NodeProcess: Sendable {
   /// Every `key=value` pair of the latest ready line.
   public var readyFields: [String: String] { state.withLock { $0.readyFields } }
   /// The process id while running (or of the last run), nil if never launched.
-  public var pid: Int32? { state.withLock { $0.process?.processIdentifier } }
+  public var pid: Int32? { state.withLock { $0.process?.pid } }
   /// The complete command line of the latest launch.
   public var commandLine: [String] { state.withLock { $0.lastCommandLine } }
   /// Whether the process is currently running.
@@ -112,8 +112,7 @@ public final class NodeProcess: Sendable {
   /// Exit status of the last run once it ended (`128 + n` if killed by signal `n`), nil while running or never run.
   public var exitStatus: Int32? {
     state.withLock { state in
-      guard let process = state.process, !process.isRunning else { return nil }
-      return Self.status(of: process)
+      state.process?.status
     }
   }
 
@@ -150,31 +149,30 @@ public final class NodeProcess: Sendable {
       throw TestSupportError.process("stop() called on a node that was never started (\(binaryPath))")
     }
     if process.isRunning {
-      kill(process.processIdentifier, signal)
-      if Self.waitForExit(process, deadline: Deadline(timeout)) == nil {
-        kill(process.processIdentifier, SIGKILL)
-        _ = Self.waitForExit(process, deadline: Deadline(.seconds(5)))
+      kill(process.pid, signal)
+      guard let status = process.waitForExit(timeout: timeout) else {
+        let kernelState = process.kernelState
+        kill(process.pid, SIGKILL)
+        _ = process.waitForExit(timeout: .seconds(5))
         throw TestSupportError.timeout(
-          "node \(describe()) did not exit within \(timeout.shortDescription) of signal \(signal); sent SIGKILL. "
-            + "Last lines of stderr:\n\(logTail(lines: 40))")
+          "node \(describe()) did not exit within \(timeout.shortDescription) of signal \(signal) (kernel state "
+            + "\(kernelState)); sent SIGKILL. Last lines of stderr:\n\(logTail(lines: 40))")
       }
-    } else {
-      _ = Self.waitForExit(process, deadline: Deadline(.seconds(5)))
+      return status
     }
-    return Self.status(of: process)
+    return process.status ?? -1
   }
 
   /// Kills the process with SIGKILL (if running) and waits up to 5 s for it to be reaped. Never throws.
   public func kill9() {
     guard let process = state.withLock({ $0.process }), process.isRunning else { return }
-    kill(process.processIdentifier, SIGKILL)
-    _ = Self.waitForExit(process, deadline: Deadline(.seconds(5)))
+    kill(process.pid, SIGKILL)
+    _ = process.waitForExit(timeout: .seconds(5))
   }
 
   /// Sends an arbitrary signal without waiting (e.g. SIGSTOP/SIGCONT to simulate a hung node).
   public func send(signal: Int32) {
-    guard let process = state.withLock({ $0.process }), process.isRunning else { return }
-    kill(process.processIdentifier, signal)
+    state.withLock { $0.process }?.send(signal)
   }
 
   /// Kills the process if it is still running, then removes the data directory (only if this object created it)
@@ -207,7 +205,7 @@ public final class NodeProcess: Sendable {
 
   /// `name`, node id, port and pid in one short string, for messages.
   public func describe() -> String {
-    let (port, nodeID, pid) = state.withLock { ($0.port, $0.nodeID, $0.process?.processIdentifier) }
+    let (port, nodeID, pid) = state.withLock { ($0.port, $0.nodeID, $0.process?.pid) }
     return
       "\(name ?? "meshgate")(port \(port), id \(nodeID.isEmpty ? "?" : nodeID), pid \(pid.map(String.init) ?? "-"))"
   }
@@ -230,9 +228,9 @@ public final class NodeProcess: Sendable {
     }
     let process = try spawn(
       binary: binary, arguments: arguments, environment: environment, stdoutPath: outPath, stderrPath: errPath)
-    guard let status = waitForExit(process, deadline: Deadline(timeout)) else {
-      kill(process.processIdentifier, SIGKILL)
-      _ = waitForExit(process, deadline: Deadline(.seconds(5)))
+    guard let status = process.waitForExit(timeout: timeout) else {
+      kill(process.pid, SIGKILL)
+      _ = process.waitForExit(timeout: .seconds(5))
       throw TestSupportError.timeout(
         "`\(([binary] + arguments).joined(separator: " "))` still running after \(timeout.shortDescription); killed. "
           + "stdout:\n\(tail(readText(outPath), lines: 20))\nstderr:\n\(tail(readText(errPath), lines: 20))")
@@ -271,15 +269,15 @@ public final class NodeProcess: Sendable {
         return
       }
       if !process.isRunning {
-        let status = Self.waitForExit(process, deadline: Deadline(.seconds(5))) ?? -1
+        let status = process.waitForExit(timeout: .seconds(5)) ?? -1
         var tail = logTail(lines: 40)
         let out = Self.tail(output, lines: 20)
         if !out.isEmpty { tail += "\n--- stdout (last lines) ---\n" + out }
         throw TestSupportError.processExited(status: status, stderrTail: tail)
       }
       if deadline.hasPassed {
-        kill(process.processIdentifier, SIGKILL)
-        _ = Self.waitForExit(process, deadline: Deadline(.seconds(5)))
+        kill(process.pid, SIGKILL)
+        _ = process.waitForExit(timeout: .seconds(5))
         throw TestSupportError.timeout(
           "node \(describe()) printed no `meshgate ready` line within \(timeout.shortDescription); killed it. "
             + "Command: \(([binaryPath] + args).joined(separator: " "))\nLast lines of stderr:\n\(logTail(lines: 40))"
@@ -311,56 +309,24 @@ public final class NodeProcess: Sendable {
     }
   }
 
-  /// Launches `binary` with stdin from /dev/null and stdout/stderr appended to files.
+  /// Launches `binary` with stdin from /dev/null and stdout/stderr appended to files (see ``ChildProcess``).
   private static func spawn(
     binary: String, arguments: [String], environment: [String: String], stdoutPath: String, stderrPath: String
-  ) throws -> Process {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: binary)
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+  ) throws -> ChildProcess {
     let out = try openForAppend(stdoutPath)
     let err = try openForAppend(stderrPath)
     defer {
       try? out.close()
       try? err.close()
     }
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = out
-    process.standardError = err
-    // posix_spawn passes the calling thread's signal mask on to the child. Threads of the Swift concurrency pool (and
-    // threads they create) block most signals, which would make the server deaf to SIGTERM/SIGINT; so spawn with an
-    // empty mask and restore the caller's mask right after.
-    var empty = sigset_t()
-    var saved = sigset_t()
-    sigemptyset(&empty)
-    pthread_sigmask(SIG_SETMASK, &empty, &saved)
-    defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
-    do {
-      try process.run()
-    } catch {
-      throw TestSupportError.process("cannot launch \(binary) \(arguments.joined(separator: " ")): \(error)")
-    }
-    return process
+    return try ChildProcess(
+      binary, arguments, environment: environment, stdout: out.fileDescriptor, stderr: err.fileDescriptor)
   }
 
   private static func openForAppend(_ path: String) throws -> FileHandle {
     let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
     guard fd >= 0 else { throw TestSupportError.io(errnoMessage("open(\(path))")) }
     return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-  }
-
-  /// Waits until `process` has exited and returns its status, or nil if `deadline` passes first.
-  static func waitForExit(_ process: Process, deadline: Deadline) -> Int32? {
-    while process.isRunning {
-      if deadline.hasPassed { return nil }
-      sleep(for: .milliseconds(10))
-    }
-    return status(of: process)
-  }
-
-  private static func status(of process: Process) -> Int32 {
-    process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
   }
 
   private static func readText(_ path: String, from offset: Int = 0) -> String {

@@ -168,7 +168,11 @@ class DashboardScenario(unittest.TestCase):
         for browser, other in ((self.ann, "beta"), (self.bob, "alpha")):
             browser.wait(f"{other} linked in Mesh", lambda: browser.text("mesh-node-state") == "linked")
             self.assertEqual(browser.text("mesh-node-name"), other)
-            self.assertRegex(browser.text("mesh-node-rtt"), r"^\d+ ms$")
+            # Link internals are folded away until asked for.
+            self.assertFalse(browser.q("mesh-node-rtt").is_displayed(), "RTT folded under Details")
+            browser.css('[data-testid="mesh-node-details"] > summary')[0].click()
+            browser.wait("the RTT shown", lambda: re.match(r"^\d+ ms$", browser.text("mesh-node-rtt")))
+            self.assertFalse(browser.q("node-id").is_displayed(), "the node id is folded under Details")
         self.ann.screenshot("ann-nearby-desktop")
 
     def service_peers(self, browser: Browser, service_type: str) -> list[str] | None:
@@ -179,6 +183,8 @@ class DashboardScenario(unittest.TestCase):
     def test_02b_peers_by_service_type(self) -> None:
         ann, bob = self.ann, self.bob
         bob.tab("nearby")
+        self.assertFalse(bob.q("browse-type").is_displayed(), "the service-type panel is folded")
+        bob.css('[data-testid="services-panel"] > summary')[0].click()
         bob.type_into("browse-type", "Bad--Type\n")
         bob.wait("the service type rule", lambda: "serviceType" in bob.text("browse-error"))
         bob.type_into("browse-type", "printer\n")
@@ -196,7 +202,20 @@ class DashboardScenario(unittest.TestCase):
     def test_03_send_and_accept_a_job(self) -> None:
         ann, bob = self.ann, self.bob
         ann.tab("jobs")
+        # Limits are shown, never silent: a live character count, and a name over 200 characters is refused
+        # with a field error (not cut and saved).
+        self.assertEqual(ann.text("job-name-count"), "0 / 200")
+        ann.q("job-name").send_keys(Keys.ENTER)
+        ann.wait("the empty-name error", lambda: ann.text("job-name-error") == "Give the job a name.")
+        ann.type_into("job-name", "é" * 300)
+        ann.wait("the count past the limit", lambda: ann.text("job-name-count") == "300 / 200")
+        self.assertIn("is-over", ann.q("job-name-count").get_attribute("class"))
+        ann.click("job-submit")
+        ann.wait("the too-long error", lambda: "200 characters or fewer (it has 300)" in ann.text("job-name-error"))
+        self.assertEqual(len(ann.q("job-name").get_attribute("value")), 300, "the name is not cut")
+        self.assertFalse([r for r in ann.qa("job-row") if ann.text("job-name", r).startswith("éé")], "not saved")
         ann.type_into("job-name", JOB_NAME)
+        self.assertEqual(ann.text("job-name-count"), f"{len(JOB_NAME)} / 200")
         ann.type_into("job-payment", "120.00")
         ann.type_into("job-notes", "Bring a ladder")
         ann.q("job-name").send_keys(Keys.ENTER)  # Enter submits the form
@@ -222,6 +241,11 @@ class DashboardScenario(unittest.TestCase):
         ann.screenshot("ann-jobs-offered")
 
         prompt = bob.wait("the job offer prompt", lambda: (p := bob.qa("invitation-prompt")) and p[0])
+        # Arrivals you notice: a count in the title and the offer said in the live region.
+        bob.wait("the offer counted in the title", lambda: bob.driver.title == "(1) beta · meshgate")
+        self.assertIn(f"Ann offers you", bob.q("arrivals-live").get_attribute("textContent"))
+        self.assertIn(JOB_NAME, bob.q("arrivals-live").get_attribute("textContent"))
+        self.assertEqual(bob.q("arrivals-live").get_attribute("aria-live"), "polite")
         self.assertEqual(bob.text("prompt-from", prompt), "Ann")
         self.assertIn(JOB_NAME, bob.text("prompt-context", prompt))
         self.assertEqual(bob.text("prompt-code", prompt), code, "both sides show the same verification code")
@@ -232,12 +256,20 @@ class DashboardScenario(unittest.TestCase):
         received = bob.wait("the received job in Bob's list", lambda: self.job_row(bob, JOB_NAME))
         bob.wait("received-from Ann", lambda: "Ann" in bob.text("job-received-from", self.job_row(bob, JOB_NAME)))
         self.assertIsNotNone(received)
+        self.assertEqual(bob.text("job-received-from", received), "From Ann on alpha")
+        self.assertFalse(bob.q("job-send", received).is_displayed(), "a received job is not offered on")
         ann.wait(
             "Ann's job assigned to Bob",
             lambda: self.job_row(ann, JOB_NAME).get_attribute("data-assigned") == "true"
             and "Bob" in ann.text("job-assigned-to", self.job_row(ann, JOB_NAME)),
         )
+        self.assertEqual(ann.text("job-assigned-to", self.job_row(ann, JOB_NAME)), "Delivered to Bob on beta")
+        for browser in (ann, bob):
+            page = browser.driver.find_element("tag name", "body").text
+            for internal in ("assignedTo", "receivedFrom", "notConnected"):
+                self.assertNotIn(internal, page, f"{browser.name} sees the internal word {internal}")
         bob.wait("the prompt to go away", lambda: not bob.qa("invitation-prompt"))
+        bob.wait("the title without a count", lambda: bob.driver.title == "beta · meshgate")
 
         # A declined offer: Ann is told, and the job stays hers to send again.
         ann.type_into("job-name", "Paint the fence\n")
@@ -293,6 +325,7 @@ class DashboardScenario(unittest.TestCase):
         source.write_bytes(payload)
         digest = hashlib.sha256(payload).hexdigest()
 
+        bob.tab("jobs")  # looking elsewhere when the file arrives
         ann.tab("files")
         Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(
             type(self).session_id)
@@ -308,7 +341,13 @@ class DashboardScenario(unittest.TestCase):
                     return row
             return None
 
+        # Bob is elsewhere: the Files tab gets a badge and the title a count, cleared when he looks.
+        bob.wait("the new-file badge", lambda: bob.q("files-badge").is_displayed() and bob.text("files-badge") == "1")
+        self.assertEqual(bob.driver.title, "(1) beta · meshgate")
+        self.assertIn(f"Ann is sending you {source.name}", bob.q("arrivals-live").get_attribute("textContent"))
         bob.tab("files")
+        bob.wait("the badge cleared", lambda: not bob.q("files-badge").is_displayed())
+        self.assertEqual(bob.driver.title, "beta · meshgate")
         for browser, direction in ((ann, "outgoing"), (bob, "incoming")):
             browser.wait(f"the {direction} transfer finished", lambda: (r := transfer_row(browser, direction))
                          and r.get_attribute("data-state") == "finished")
@@ -485,6 +524,11 @@ class DashboardScenario(unittest.TestCase):
         bob.tab("nearby")
         bob.wait("Ann lost in Bob's Nearby", lambda: "Ann" not in self.nearby_names(bob), 30)
         self.assertTrue(self.saw_row_class(bob, "is-leaving"), "the lost row animates out")
+        # Losses you see: the lost node stays in Bob's Mesh panel as unreachable, with the time.
+        lost = bob.wait("alpha unreachable in Bob's Mesh", lambda: row_by_key(bob, "mesh-node", "data-state", "unreachable"), 30)
+        self.assertRegex(bob.text("mesh-node-state", lost), r"^unreachable since \d{1,2}:\d{2}")
+        self.assertEqual(bob.text("mesh-node-name", lost), "alpha")
+        self.assertFalse(bob.q("mesh-empty").is_displayed(), "not 'No other nodes known yet'")
         # Typing while offline: the text must still be there after the reconnect. (Sessions end with
         # their node, so the job form is the place to type into.)
         ann.tab("jobs")
@@ -496,6 +540,7 @@ class DashboardScenario(unittest.TestCase):
         ann.tab("nearby")
         ann.wait("Bob found again", lambda: self.nearby_names(ann) == ["Bob"], 30)
         bob.wait("Ann found again", lambda: self.nearby_names(bob) == ["Ann"], 30)
+        bob.wait("alpha linked again in Bob's Mesh", lambda: bob.text("mesh-node-state") == "linked", 30)
         ann.tab("events")
         ids = ann.event_ids()
         self.assertEqual(len(ids), len(set(ids)), "no event is shown twice after the reconnect")
@@ -505,6 +550,9 @@ class DashboardScenario(unittest.TestCase):
 
     def test_10_views_on_phone_and_desktop(self) -> None:
         for browser in (self.ann, self.bob):
+            headings = browser.css("h1")
+            self.assertEqual(len(headings), 1, "one top-level heading")
+            self.assertIn("meshgate", headings[0].text)
             for label, size in (("phone", PHONE), ("desktop", DESKTOP)):
                 browser.viewport(size)
                 for view in self.views(browser):
