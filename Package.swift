@@ -24,6 +24,8 @@ let package = Package(
     .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
     .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
     .systemLibrary(name: "CDNSSD", providers: [.apt(["libavahi-compat-libdnssd-dev"])]),
+    // Test support only: a TLS client (libssl) for the hostile mesh node.
+    .systemLibrary(name: "CTestTLS", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
     // Cross-cutting: structured key=value logging.
     .target(name: "Logging", swiftSettings: swiftSettings),
     // Layer 2: thin safe wrappers.
@@ -46,7 +48,9 @@ let package = Package(
     .executableTarget(
       name: "mesh-scale", dependencies: ["MeshSimulator"], path: "bench/mesh-scale", swiftSettings: swiftSettings),
     // Test support: raw HTTP/WebSocket clients and a process harness for real nodes.
-    .target(name: "MeshgateTestSupport", swiftSettings: swiftSettings),
+    // The hostile mesh node (HostileNode) builds frames with MeshCore and links over TLS with CTestTLS.
+    .target(
+      name: "MeshgateTestSupport", dependencies: ["MeshCore", "Crypto", "CTestTLS"], swiftSettings: swiftSettings),
 
     .testTarget(
       name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport", "Crypto"], swiftSettings: swiftSettings),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make docker-clean`: removes what `make docker-test` keeps as its build cache: its image
-# (MESHGATE_DOCKER_IMAGE, default meshgate:docker-test), the dangling images its builds leave, and the base
-# images scripts/docker-prepare.sh made locally (label org.meshgate.local-base=1). Pulled base images and
+# (MESHGATE_DOCKER_IMAGE, default meshgate:docker-test) and build stage (…-build), the dangling images of
+# meshgate builds, and the base images scripts/docker-prepare.sh made locally (label org.meshgate.local-base=1). Pulled base images and
 # /etc/containers/containers.conf stay. Containers, volumes and networks are removed by docker-test itself.
 set -euo pipefail
 
@@ -19,12 +19,15 @@ if [[ -z $engine ]]; then
   fi
 fi
 
-if "$engine" image inspect "$image" >/dev/null 2>&1; then
-  "$engine" rmi "$image" >/dev/null
-  echo "$me: removed $image"
-fi
-"$engine" image prune -f >/dev/null
-echo "$me: removed dangling images"
+for tag in "$image" "$image-build"; do
+  if "$engine" image inspect "$tag" >/dev/null 2>&1; then
+    "$engine" rmi "$tag" >/dev/null
+    echo "$me: removed $tag"
+  fi
+done
+# What is left of the Dockerfile's builds (every layer carries the label org.meshgate.image).
+"$engine" image prune -f --filter label=org.meshgate.image >/dev/null
+echo "$me: removed the dangling images of meshgate builds"
 mapfile -t bases < <("$engine" images --filter label=org.meshgate.local-base=1 --format '{{.Repository}}:{{.Tag}}')
 # The swift image is built on the debian one: remove it first.
 for base in $(printf '%s\n' "${bases[@]}" | sort -r); do

@@ -14,8 +14,8 @@
 # 5. The containers stop gracefully: exit code 0 within 10 s of SIGTERM.
 # 6. compose down (volumes kept) + up: same node identities, peers, job and file (scripts/docker-checks.py).
 # 7. compose down -v; nothing of the project is left (containers, network, volumes). The image
-#    (MESHGATE_DOCKER_IMAGE, default meshgate:docker-test) and the base images stay as the build cache:
-#    `make docker-clean` removes them.
+#    (MESHGATE_DOCKER_IMAGE, default meshgate:docker-test), its build stage (…-build) and the base images stay
+#    as the build cache; dangling images of earlier builds are pruned. `make docker-clean` removes the rest.
 #
 # Bounded: each step has its own timeout, the whole run MESHGATE_DOCKER_TEST_TIMEOUT seconds (default 2400).
 # Logs of every step are in .build/docker-test/ (and the nodes' logs are printed when a check fails).
@@ -111,12 +111,17 @@ timeout -k 10 "$(remaining 1800)" bash scripts/docker-prepare.sh "$engine" || fa
 say "base images ready ($(elapsed "$t"))"
 
 # ---- 3. image -----------------------------------------------------------------------------------------------------
-build=(build -f Docker/Dockerfile -t "$image")
+# The build stage is tagged too ($image-build): it holds the Swift build, the slow part, and a tag keeps it
+# from being pruned below. Then dangling images of earlier builds (label org.meshgate.image) are pruned.
+build=(build -f Docker/Dockerfile)
 [[ $engine == podman ]] && build+=(--format docker --network host)
 t=$SECONDS
-say "$engine ${build[*]} . (log: $logs/build.log)"
-run build "$build_timeout" "$engine" "${build[@]}" . || fail "the image did not build"
+say "$engine ${build[*]} --target build -t $image-build . (log: $logs/build.log)"
+run build "$build_timeout" "$engine" "${build[@]}" --target build -t "$image-build" . || fail "the build stage failed"
+say "$engine ${build[*]} -t $image ."
+run build "$build_timeout" "$engine" "${build[@]}" -t "$image" . || fail "the image did not build"
 say "image built ($(elapsed "$t"))"
+"$engine" image prune -f --filter label=org.meshgate.image >>"$logs/build.log" 2>&1 || true
 
 libs=$(timeout 60 "$engine" run --rm --network none --entrypoint ldd "$image" /usr/local/bin/meshgate 2>>"$logs/run.log") ||
   fail "ldd did not run in the image"

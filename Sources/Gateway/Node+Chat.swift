@@ -363,11 +363,33 @@ extension Node {
     do {
       let wire = try ChatWire.decode(payload)
       chat.messagesIn += 1
+      if let problem = WireIDs.check(wire) {
+        refuseFrame("invalid_id", from: nodeID, problem.description)
+        return
+      }
+      guard chatFrameSpeaksForItsOwnPeers(wire, from: nodeID) else { return }
       enqueueChat(chat.book.received(wire, from: nodeID))
     } catch {
       chat.badFrames += 1
       meshLogger.warning("Ignoring a malformed chat frame.", ["node.id": nodeID, "error": error.description])
     }
+  }
+
+  /// A member node speaks for its own peers only: the members of its `sync` and the sender of its `post` must be its
+  /// peers in this node's directory (never a peer of this node).
+  func chatFrameSpeaksForItsOwnPeers(_ wire: ChatWire, from nodeID: String) -> Bool {
+    let claimed: [Directory.PeerRef]
+    switch wire {
+    case .sync(_, let members, _): claimed = members.filter { $0.nodeID == nodeID }
+    case .post(_, let message): claimed = [message.from]
+    default: return true
+    }
+    for peer in claimed where mesh.directory.peer(peer.peerID)?.nodeID != nodeID {
+      refuseFrame(
+        "not_own_peer", from: nodeID, "a chat frame speaks for \(peer.peerID), not a peer of the sending node")
+      return false
+    }
+    return true
   }
 
   // MARK: - Carrying out directives, in order

@@ -110,6 +110,6 @@ extension Node {
       throw APIError.badRequest("\(address) is this node itself; give the address of another node")
     }
     addSeed(address)
-    return .json(meshNodesJSON(), status: 202)
+    return .json(meshNodesJSON(admin: true), status: 202)
   }
 }

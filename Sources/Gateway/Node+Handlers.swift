@@ -35,7 +35,7 @@ extension Node {
     case .startBrowsing: return try await startBrowsing(context)
     case .stopBrowsing: return try await stopBrowsing(context)
     case .servicePeers: return try servicePeers(context)
-    case .listMeshNodes: return .json(meshNodesJSON())
+    case .listMeshNodes: return .json(meshNodesJSON(admin: carriesAdminToken(context.request.head)))
     case .addMeshNode: return try addMeshNode(context)
     case .getSettings: return .json(settingsJSON())
     case .updateSettings: return try updateSettings(context)
@@ -255,6 +255,7 @@ extension Node {
         "Session frames dropped because their sender is not a peer of the node that sent them.", guards.spoofedFrames
       ),
       ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", mesh.links.linkedNodeIDs.count),
+      ("meshgate_mesh_dials_total", "counter", "Mesh links this node started dialling.", mesh.links.dials),
       (
         "meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).",
         mesh.directory.knownPeerCount
@@ -281,6 +282,14 @@ extension Node {
       ),
     ]
     for (name, type, help, value) in samples { sample(name, type, help, value) }
+    family(
+      "meshgate_mesh_frames_refused_total", "counter",
+      "Mesh frames (or the parts naming this node's peers) refused from linked nodes, by reason; see docs/security.md.")
+    var refusals = frameRefusals
+    for reason in Self.frameRefusalReasons where refusals[reason] == nil { refusals[reason] = 0 }
+    for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
+      lines.append("meshgate_mesh_frames_refused_total{reason=\"\(Self.escapeLabel(reason))\"} \(count)")
+    }
     family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
     lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
     return HTTPResponse(

@@ -234,11 +234,18 @@ extension Node {
     }
   }
 
-  /// The receiver's side: a job arrived as a named session event; store it in the receiver's list.
-  func jobArrived(for peerID: String, object: [UInt8]) async {
+  /// The receiver's side: a job arrived as a named session event from `fromPeerID` (the session book checked that it
+  /// is a member on the sending node); store it in the receiver's list. The sender shown is that peer as the
+  /// directory knows it, never what the envelope claims.
+  func jobArrived(for peerID: String, from fromPeerID: String, object: [UInt8]) async {
     guard case .object(let envelope)? = try? JSONValue.parse(object),
-      case .object(let incoming)? = envelope["job"], case .object(let from)? = envelope["from"]
+      case .object(let incoming)? = envelope["job"], case .object(var from)? = envelope["from"]
     else { return }
+    if from["id"]?.stringValue != fromPeerID, let sender = mesh.directory.peer(fromPeerID) {
+      from = [
+        "id": .string(sender.peerID), "displayName": .string(sender.displayName), "nodeId": .string(sender.nodeID),
+      ]
+    }
     let now = Timestamp.now()
     let job = Job(
       id: UUID().uuidString.lowercased(), ownerPeerID: peerID, name: incoming["name"]?.stringValue ?? "",

@@ -104,6 +104,11 @@ extension Node {
     do {
       let frame = try MeshFrameCodec.decode(bytes)
       mesh.framesIn += 1
+      guard frameIDsAreWellFormed(frame, on: connection) else {
+        // A node that cannot even name itself properly never links.
+        if case .hello = frame { server.close(id, code: 1002, reason: "malformed node id") }
+        return
+      }
       apply(mesh.links.received(frame, on: connection, now: Self.monotonicMillis()))
     } catch {
       mesh.badFrames += 1
@@ -183,6 +188,10 @@ extension Node {
         transfersLinkDown(nodeID)
         publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
       case .deliver(let message, let nodeID):
+        guard frameSpeaksForItsOwnPeers(message, from: nodeID), inviteIsForALocalPeer(message, from: nodeID) else {
+          answerRefusedFrame(message, to: nodeID, because: "the sending node does not host the sending peer")
+          continue
+        }
         switch message {
         case .peerSnapshot, .peerUpdated, .peerRemoved:
           apply(mesh.directory.received(message, from: nodeID))
@@ -194,7 +203,6 @@ extension Node {
         case .streamOpen, .streamData, .streamCredit, .streamClose:
           streamMessage(message, from: nodeID)
         default:
-          guard sessionFrameIsAuthentic(message, from: nodeID) else { break }
           apply(mesh.sessions.received(message, from: nodeID, now: Self.monotonicMillis()))
         }
       }
@@ -261,10 +269,13 @@ extension Node {
     .object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
   }
 
-  /// `GET /api/v1/mesh/nodes` body.
-  func meshNodesJSON() -> JSONValue {
+  /// `GET /api/v1/mesh/nodes` body. Addresses that are not linked (being dialled, backing off after failures, or
+  /// waiting) are shown only to the admin: they may come from another node's gossip, and listing whether they
+  /// answered would make this node a port scanner for anyone who can link to it.
+  func meshNodesJSON(admin: Bool = false) -> JSONValue {
     let now = Self.monotonicMillis()
-    let nodes: [JSONValue] = mesh.links.status(now: now).map { status in
+    let statuses = mesh.links.status(now: now).filter { admin || $0.state == .linked }
+    let nodes: [JSONValue] = statuses.map { status in
       var object = JSONObject()
       object["id"] = status.nodeID.map { .string($0) } ?? .null
       object["name"] = status.name.map { .string($0) } ?? .null
@@ -280,7 +291,7 @@ extension Node {
       object["pinned"] = .bool(status.nodeID.map { mesh.links.pins[$0] != nil } ?? false)
       return .object(object)
     }
-    return [
+    let result: JSONValue = [
       "self": [
         "id": .string(nodeID), "name": .string(configuration.name), "port": .int(Int64(server.port)),
         "fingerprint": .string(security.fingerprint), "meshTls": .bool(security.meshTLS),
@@ -288,5 +299,15 @@ extension Node {
       ],
       "nodes": .array(nodes),
     ]
+    guard admin, case .object(var object) = result else { return result }
+    object["forgotten"] = .array(
+      mesh.links.forgotten.map { entry in
+        [
+          "address": .string(entry.address), "id": entry.nodeID.map { .string($0) } ?? .null,
+          "gossipedBy": entry.gossipedBy.map { .string($0) } ?? .null, "reason": .string(entry.reason),
+          "attempts": .int(Int64(entry.attempts)),
+        ]
+      })
+    return .object(object)
   }
 }

@@ -50,8 +50,8 @@ extension Node {
           received.append(invitation)
         case .invitationEnded(let invitation) where invitation.offer.fromPeerID == peerID:
           ended.append(invitation)
-        case .namedEvent(_, _, JobRules.transferEvent, let object):
-          Task { await self.jobArrived(for: peerID, object: object) }
+        case .namedEvent(_, let from, JobRules.transferEvent, let object):
+          Task { await self.jobArrived(for: peerID, from: from, object: object) }
         case .sendFailed(let sessionID, _, let reason):
           if let delivery = deliveringJobs.removeValue(forKey: sessionID) {
             Task { await self.jobDeliveryFailed(delivery, reason: reason) }

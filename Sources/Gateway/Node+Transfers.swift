@@ -93,12 +93,23 @@ extension Node {
 
   // MARK: - Paths
 
+  // Paths are built from parts that cannot leave their directory: an id that is not a plain token (ids from other
+  // nodes are checked as UUIDs before they get here) becomes a digest of itself, and a name is a sanitized file
+  // name. TransferFile.move resolves the result and refuses anything outside the data directory.
+
+  /// A path component for `id`: the id itself when it is a token (`A-Z a-z 0-9 - _`), else `id-` + a digest.
+  static func pathComponent(_ id: String) -> String {
+    WireIDs.isToken(id) ? id : "id-" + String(Crypto.sha256Hex(id).prefix(32))
+  }
+
   func partialPath(_ id: String, _ direction: TransferDirection) -> String {
-    "\(dataDirectoryPath)/transfers/\(id).\(direction == .outgoing ? "out" : "in")"
+    "\(dataDirectoryPath)/transfers/\(Self.pathComponent(id)).\(direction == .outgoing ? "out" : "in")"
   }
 
   func finalPath(_ id: String, _ direction: TransferDirection, name: String) -> String {
-    "\(dataDirectoryPath)/files/\(direction == .outgoing ? "sent" : "received")/\(id)/\(name)"
+    let file = Self.sanitizedFileName(name) ?? "file"
+    return
+      "\(dataDirectoryPath)/files/\(direction == .outgoing ? "sent" : "received")/\(Self.pathComponent(id))/\(file)"
   }
 
   // MARK: - Upload (sender's node)
@@ -342,7 +353,7 @@ extension Node {
     let id = outgoing.record.id
     let sent = finalPath(id, .outgoing, name: outgoing.record.name)
     let received = incoming.record.path
-    file.move(to: sent, alsoAt: received) { [weak self] error in
+    file.move(to: sent, alsoAt: received, within: dataDirectoryPath) { [weak self] error in
       self?.onLoop { node in
         guard let outgoing = node.transfers.outgoing[id], let incoming = node.transfers.incoming[id] else { return }
         if let error {
@@ -523,7 +534,7 @@ extension Node {
       }
       transfer.record.bytes = transfer.record.size
       let final = finalPath(id, .outgoing, name: transfer.record.name)
-      transfer.file?.move(to: final) { [weak self] error in
+      transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
         self?.onLoop { node in
           guard let transfer = node.transfers.outgoing[id], !transfer.record.isTerminal else { return }
           if error == nil { transfer.record.path = final }
@@ -572,8 +583,20 @@ extension Node {
         to: nodeID)
       return
     }
+    guard nodeID == self.nodeID || transfers.outgoing[id] == nil else {
+      // The id of a transfer this node sends: one id, one record.
+      refuseFrame("invalid_id", from: nodeID, "a transfer offer reuses the id of an outgoing transfer")
+      sendTransferFrame(
+        .transferReject(transferID: id, code: .refused, message: "transfer id \(id) is in use here"), to: nodeID)
+      return
+    }
+    // The receiver must be a local member that agreed to be in the session (not one a linked node listed).
+    if peers[offer.toPeerID] != nil && !mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID) {
+      refuseFrame("not_agreed", from: nodeID, "a transfer offer to \(offer.toPeerID), not a member by its own act")
+    }
     guard let peer = peers[offer.toPeerID], let session = mesh.sessions.sessions[offer.sessionID],
-      session.members.contains(where: { $0.peerID == offer.toPeerID }),
+      session.members.contains(where: { $0.peerID == offer.toPeerID && $0.nodeID == self.nodeID }),
+      mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID),
       session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
     else {
       sendTransferFrame(
@@ -610,7 +633,7 @@ extension Node {
         failTransfer(transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true)
         return
       }
-      file.open(rehash: false) { [weak self] result in
+      file.open(rehash: false, exclusive: true) { [weak self] result in
         self?.onLoop { node in
           guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
           if case .failure(let error) = result {
@@ -670,7 +693,7 @@ extension Node {
       return
     }
     let final = finalPath(id, .incoming, name: transfer.record.name)
-    transfer.file?.move(to: final) { [weak self] error in
+    transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
       self?.onLoop { node in
         guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
         if let error {

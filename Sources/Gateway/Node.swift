@@ -68,13 +68,12 @@ public actor Node {
   var keepAliveTask: Task<Void, Never>?
   var meshTask: Task<Void, Never>?
   var mesh: MeshRuntime
-  var transceivers: Set<Transceiver> = []
+  var transceive = TransceiveBook(maxPeers: Node.largestMaxPeers)
   var pendingJobSends: [String: PendingJobSend] = [:]
   /// Jobs sent as a named event and not yet known to have failed, by session id.
   var deliveringJobs: [String: PendingJobSend] = [:]
   var publishQueue: [PendingPublish] = []
   var publishing = false
-  var transceiveSessions: [Transceiver: String] = [:]
   var chat: ChatRuntime
   var ticks: UInt64 = 0
   /// Admin token hash, limits and their counters (Admin.swift, Limits.swift).
@@ -119,6 +118,8 @@ public actor Node {
         _ = directory.startBrowsing(service.peerID, serviceType: service.serviceType)
       }
     }
+    // Peers that transceived before the restart transceive again (their advertisement carries `transceive=1`).
+    self.transceive = TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)
     var chatBook = ChatBook(nodeID: nodeID)
     if let chatState {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)

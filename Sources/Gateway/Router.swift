@@ -241,7 +241,9 @@ struct Router: Sendable {
       ]),
     Route(
       method: .get, pattern: "/api/v1/mesh/nodes", operation: .listMeshNodes, operationID: "listMeshNodes",
-      summary: "This node and every node it knows: link state, direction, RTT, how it was found.",
+      summary:
+        "This node and the nodes linked to it: direction, RTT, how each was found, TLS. With the admin token "
+        + "(optional) also the addresses it is dialling, backing off from or waiting for.",
       authenticated: false, requestSchema: nil, responses: [(200, "Known nodes.", Schemas.meshNodes)],
       queryParameters: []),
     Route(
@@ -602,7 +604,24 @@ enum Schemas {
   ]
   static let meshNodes: JSONValue = [
     "type": "object", "required": ["self", "nodes"],
-    "properties": ["self": ["type": "object"], "nodes": ["type": "array", "items": meshNode]],
+    "properties": [
+      "self": ["type": "object"], "nodes": ["type": "array", "items": meshNode],
+      "forgotten": [
+        "type": "array",
+        "description": .string(
+          "Admin token only: the last 64 gossiped addresses this node stopped dialling (unreachable, or answered as "
+            + "another node)."),
+        "items": [
+          "type": "object", "required": ["address", "id", "gossipedBy", "reason", "attempts"],
+          "properties": [
+            "address": ["type": "string"], "id": ["type": ["string", "null"]],
+            "gossipedBy": ["type": ["string", "null"]],
+            "reason": ["type": "string", "enum": ["unreachable", "answered_as_another_node"]],
+            "attempts": ["type": "integer"],
+          ],
+        ],
+      ],
+    ],
   ]
   static let settings: JSONValue = [
     "type": "object",
@@ -709,8 +728,15 @@ enum Schemas {
   static let transceiveResult: JSONValue = [
     "type": "object", "required": ["serviceType", "transceiving", "leader"],
     "properties": [
-      "serviceType": serviceType, "transceiving": ["type": "boolean"], "leader": ["type": "string"],
-      "session": ["type": ["object", "null"]],
+      "serviceType": serviceType, "transceiving": ["type": "boolean"],
+      "leader": [
+        "type": "string",
+        "description":
+          "The smallest peer id among the transceivers this node sees now (the caller included); partial right after a node starts or re-links, settled within about a second of the links coming up.",
+      ],
+      "session": [
+        "type": ["object", "null"], "description": "The transceive session the caller is in; null until it joined one.",
+      ],
     ],
   ]
   static let job: JSONValue = [

@@ -39,10 +39,14 @@ final class TransferFile: @unchecked Sendable {
   }
 
   /// Opens (creating it when missing) and returns its length. With `rehash`, the existing content is fed to the
-  /// digest first (a partial file kept across a restart).
-  func open(rehash: Bool, completion: @escaping @Sendable (Result<UInt64, TransferIOError>) -> Void) {
+  /// digest first (a partial file kept across a restart). With `exclusive`, the file must not exist yet (a new
+  /// transfer never writes into a file that is already there, nor through a symbolic link).
+  func open(
+    rehash: Bool, exclusive: Bool = false, completion: @escaping @Sendable (Result<UInt64, TransferIOError>) -> Void
+  ) {
     queue.async { [self] in
-      let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+      let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (exclusive ? O_EXCL : 0)
+      let fd = Glibc.open(path, flags, 0o600)
       guard fd >= 0 else { return completion(.failure(TransferIOError("cannot open \(path)"))) }
       descriptor = fd
       var info = stat()
@@ -108,14 +112,24 @@ final class TransferFile: @unchecked Sendable {
     }
   }
 
-  /// Moves the file to `destination` (creating its directory), and hard-links it to `alsoAt` when given.
-  func move(to destination: String, alsoAt: String? = nil, completion: @escaping @Sendable (TransferIOError?) -> Void) {
+  /// Moves the file to `destination` (creating its directory), and hard-links it to `alsoAt` when given. Both must
+  /// resolve inside `root` (the data directory), and neither may exist yet: nothing is ever moved over a file.
+  func move(
+    to destination: String, alsoAt: String? = nil, within root: String,
+    completion: @escaping @Sendable (TransferIOError?) -> Void
+  ) {
     queue.async { [self] in
       for target in [destination] + (alsoAt.map { [$0] } ?? []) {
         let directory = (target as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        guard Self.resolves(directory, inside: root) else {
+          return completion(
+            TransferIOError("refusing to write \(target): it is outside the data directory", errno: EPERM))
+        }
       }
-      guard rename(path, destination) == 0 else { return completion(TransferIOError("cannot move \(path)")) }
+      // link + unlink rather than rename: link fails (EEXIST) where rename would replace an existing file.
+      guard link(path, destination) == 0 else { return completion(TransferIOError("cannot move \(path)")) }
+      unlink(path)
       path = destination
       if let alsoAt, link(destination, alsoAt) != 0 {
         return completion(TransferIOError("cannot link \(alsoAt)"))
@@ -133,6 +147,17 @@ final class TransferFile: @unchecked Sendable {
       }
       if remove { unlink(path) }
     }
+  }
+
+  /// Whether `directory` (which exists) resolves, symbolic links followed, to `root` or a directory inside it.
+  static func resolves(_ directory: String, inside root: String) -> Bool {
+    guard let resolved = realpath(directory, nil) else { return false }
+    defer { free(resolved) }
+    guard let resolvedRoot = realpath(root, nil) else { return false }
+    defer { free(resolvedRoot) }
+    let path = String(cString: resolved)
+    let base = String(cString: resolvedRoot)
+    return path == base || path.hasPrefix(base.hasSuffix("/") ? base : base + "/")
   }
 
   /// Free bytes for unprivileged users on the file system holding `directory`, or nil when unknown.

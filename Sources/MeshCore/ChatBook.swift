@@ -86,6 +86,9 @@ public struct ChatBook: Sendable {
   var leavers: [String: Set<String>] = [:]
   /// Nodes linked over a link chat may use (the runtime decides which; rooms need encrypted links).
   public private(set) var linked: Set<String> = []
+  /// Chat frames, or parts of them, refused by reason: `not_agreed` (a roster naming a peer of this node that did not
+  /// join), `not_host` (a roster moving the room to another node).
+  public private(set) var refusals: [String: Int] = [:]
 
   public init(nodeID: String) {
     self.nodeID = nodeID
@@ -346,6 +349,17 @@ public struct ChatBook: Sendable {
     from node: String
   ) -> [Directive] {
     guard var room = rooms[roomID], room.host.nodeID == node, !isHost(room) else { return [] }
+    // The host's node may not hand the room to another node, nor list a peer of this node that did not join here.
+    guard host.nodeID == node else {
+      refusals["not_host", default: 0] += 1
+      return []
+    }
+    var members = members
+    let before = members.count
+    members.removeAll { member in
+      member.nodeID == nodeID && !room.localMembers.contains { $0.peerID == member.peerID }
+    }
+    if members.count != before { refusals["not_agreed", default: 0] += 1 }
     syncing.remove(roomID)
     let joined = members.filter { !room.members.contains($0) }
     let left = room.members.filter { !members.contains($0) }

@@ -57,6 +57,12 @@ public struct Directory: Sendable {
   var localPeers: [String: LocalPeer] = [:]
   /// Linked nodes and the peers they announced.
   var remoteNodes: [String: [String: PeerAnnouncement]] = [:]
+  /// Which linked node announced each remote peer (the first claim of a peer id wins).
+  var owners: [String: String] = [:]
+  /// Directory frames refused, by reason: `too_many_peers` (beyond ``MeshLimits/peersPerNode`` or
+  /// ``MeshLimits/advertisementsPerNode``), `invalid_peer` (a display name, service type or discovery info that breaks
+  /// the rules a local peer is held to), `not_own_peer` (a peer id another node already announced).
+  public private(set) var refusals: [String: Int] = [:]
 
   public init(nodeID: String) {
     self.nodeID = nodeID
@@ -102,10 +108,8 @@ public struct Directory: Sendable {
     if let local = localPeers[peerID] {
       return PeerRef(peerID: peerID, displayName: local.displayName, nodeID: nodeID)
     }
-    for (remoteNode, peers) in remoteNodes {
-      if let announcement = peers[peerID] {
-        return PeerRef(peerID: peerID, displayName: announcement.displayName, nodeID: remoteNode)
-      }
+    if let remoteNode = owners[peerID], let announcement = remoteNodes[remoteNode]?[peerID] {
+      return PeerRef(peerID: peerID, displayName: announcement.displayName, nodeID: remoteNode)
     }
     return nil
   }
@@ -135,6 +139,7 @@ public struct Directory: Sendable {
     // A remote claim on this id made before the peer existed here is dropped: the local peer wins.
     for remoteNode in remoteNodes.keys.sorted() {
       if let claim = remoteNodes[remoteNode]?.removeValue(forKey: peerID) {
+        owners[peerID] = nil
         let ref = PeerRef(peerID: peerID, displayName: claim.displayName, nodeID: remoteNode)
         appendChanges(for: ref, from: claim.advertising, to: [:], into: &directives)
       }
@@ -226,6 +231,7 @@ public struct Directory: Sendable {
   public mutating func nodeUnlinked(_ remoteNode: String) -> [Directive] {
     guard let peers = remoteNodes.removeValue(forKey: remoteNode) else { return [] }
     var directives: [Directive] = []
+    for peerID in peers.keys where owners[peerID] == remoteNode { owners[peerID] = nil }
     for peerID in peers.keys.sorted() where localPeers[peerID] == nil {
       let announcement = peers[peerID]!
       let ref = PeerRef(peerID: peerID, displayName: announcement.displayName, nodeID: remoteNode)
@@ -240,13 +246,46 @@ public struct Directory: Sendable {
     var directives: [Directive] = []
     switch message {
     case .peerSnapshot(let announcements):
+      // A snapshot replaces all the node announced, so it is checked whole: beyond the limits or with an invalid
+      // announcement it is refused and the node keeps what it had.
+      guard announcements.count <= MeshLimits.peersPerNode,
+        announcements.reduce(0, { $0 + $1.advertising.count }) <= MeshLimits.advertisementsPerNode
+      else {
+        refusals["too_many_peers", default: 0] += 1
+        return directives
+      }
+      guard announcements.allSatisfy(Self.isValid) else {
+        refusals["invalid_peer", default: 0] += 1
+        return directives
+      }
       var incoming: [String: PeerAnnouncement] = [:]
-      for announcement in announcements { incoming[announcement.peerID] = announcement }
+      for announcement in announcements where claimable(announcement.peerID, by: remoteNode) {
+        incoming[announcement.peerID] = announcement
+      }
+      if incoming.count != announcements.count { refusals["not_own_peer", default: 0] += 1 }
       let known = remoteNodes[remoteNode]!
       for peerID in Set(known.keys).union(incoming.keys).sorted() {
         applyRemote(peerID, old: known[peerID], new: incoming[peerID], node: remoteNode, into: &directives)
       }
     case .peerUpdated(let announcement):
+      guard Self.isValid(announcement) else {
+        refusals["invalid_peer", default: 0] += 1
+        return directives
+      }
+      guard claimable(announcement.peerID, by: remoteNode) else {
+        refusals["not_own_peer", default: 0] += 1
+        return directives
+      }
+      let known = remoteNodes[remoteNode]!
+      let advertisements =
+        known.values.reduce(0) { $0 + $1.advertising.count } - (known[announcement.peerID]?.advertising.count ?? 0)
+        + announcement.advertising.count
+      guard known[announcement.peerID] != nil || known.count < MeshLimits.peersPerNode,
+        advertisements <= MeshLimits.advertisementsPerNode
+      else {
+        refusals["too_many_peers", default: 0] += 1
+        return directives
+      }
       applyRemote(
         announcement.peerID, old: remoteNodes[remoteNode]![announcement.peerID], new: announcement, node: remoteNode,
         into: &directives)
@@ -262,12 +301,30 @@ public struct Directory: Sendable {
     _ peerID: String, old: PeerAnnouncement?, new: PeerAnnouncement?, node remoteNode: String,
     into directives: inout [Directive]
   ) {
-    // A peer id claimed by this node's own peer is never shadowed by a remote claim.
-    guard localPeers[peerID] == nil else { return }
+    // A peer id claimed by this node's own peer, or first by another node, is never shadowed by a remote claim.
+    guard localPeers[peerID] == nil, claimable(peerID, by: remoteNode) else { return }
     remoteNodes[remoteNode]![peerID] = new
+    owners[peerID] = new == nil ? nil : remoteNode
     let name = new?.displayName ?? old?.displayName ?? ""
     let ref = PeerRef(peerID: peerID, displayName: name, nodeID: remoteNode)
     appendChanges(for: ref, from: old?.advertising ?? [:], to: new?.advertising ?? [:], into: &directives)
+  }
+
+  /// Whether `remoteNode` may announce `peerID`: no local peer and no other linked node has it.
+  func claimable(_ peerID: String, by remoteNode: String) -> Bool {
+    localPeers[peerID] == nil && (owners[peerID] == nil || owners[peerID] == remoteNode)
+  }
+
+  /// Whether a remote announcement keeps the rules a local peer is held to (DESIGN.md, "Identity, names and
+  /// limits"): a valid display name, service types and discovery info.
+  static func isValid(_ announcement: PeerAnnouncement) -> Bool {
+    guard (try? Validate.displayName(announcement.displayName)) != nil else { return false }
+    for (serviceType, info) in announcement.advertising {
+      guard (try? Validate.serviceType(serviceType)) != nil, (try? Validate.discoveryInfo(info)) != nil else {
+        return false
+      }
+    }
+    return true
   }
 
   /// Emits `found` / `lost` to local browsers for the difference between two advertisement sets of one peer.

@@ -156,6 +156,10 @@ public struct LinkManager: Sendable {
     var retryAt: UInt64?
     var lastSeen: UInt64
     var isSelf = false
+    /// For `.gossip` addresses: the linked node whose `nodeDirectory` named it.
+    var gossipedBy: String?
+    /// The address answered as the node it was announced with (or was configured or found, not gossiped).
+    var confirmed = false
     var key: String { "\(host):\(port)" }
   }
 
@@ -195,6 +199,39 @@ public struct LinkManager: Sendable {
   let secret: [UInt8]?
   /// Pinned certificate fingerprints by node id.
   public private(set) var pins: [String: String]
+  /// Gossiped addresses taken from each linked node since it linked (``MeshLimits/gossipAddressesPerNode``).
+  var gossipTaken: [String: Int] = [:]
+  /// Frames or entries refused, by reason (`too_many_nodes`: gossip beyond the limit; `gossip_mismatch`: a gossiped
+  /// address answered as another node).
+  public private(set) var refusals: [String: Int] = [:]
+  /// Outbound connections started (dials), for `meshgate_mesh_dials_total`.
+  public private(set) var dials = 0
+  /// The last gossiped addresses given up on, newest last (at most ``forgottenLimit``), for the admin's view.
+  public private(set) var forgotten: [ForgottenAddress] = []
+  /// How many given-up addresses ``forgotten`` keeps.
+  public static let forgottenLimit = 64
+
+  /// A gossiped address this node stopped dialling, and why.
+  public struct ForgottenAddress: Sendable, Hashable {
+    /// `host:port`.
+    public var address: String
+    /// The node id it was announced with.
+    public var nodeID: String?
+    /// The linked node whose `nodeDirectory` named it.
+    public var gossipedBy: String?
+    /// `unreachable` (never answered in ``MeshLimits/gossipDialAttempts`` dials) or `answered_as_another_node`.
+    public var reason: String
+    public var attempts: Int
+  }
+
+  mutating func forget(_ key: String, reason: String) {
+    guard let address = addresses.removeValue(forKey: key) else { return }
+    forgotten.append(
+      ForgottenAddress(
+        address: key, nodeID: address.nodeID, gossipedBy: address.gossipedBy, reason: reason,
+        attempts: address.attempts + 1))
+    if forgotten.count > Self.forgottenLimit { forgotten.removeFirst(forgotten.count - Self.forgottenLimit) }
+  }
 
   public init(
     local: NodeHello, configuration: Configuration = Configuration(), seed: UInt64 = 0x5EED, secret: [UInt8]? = nil,
@@ -217,6 +254,9 @@ public struct LinkManager: Sendable {
 
   /// The connection carrying the link to `nodeID`, if linked.
   public func connection(of nodeID: String) -> ConnectionID? { links[nodeID] }
+
+  /// The node that said hello on connection `id`, if it did.
+  public func nodeID(on id: ConnectionID) -> String? { connections[id]?.hello?.nodeID }
 
   /// The hello of a linked node.
   public func hello(of nodeID: String) -> NodeHello? {
@@ -280,10 +320,46 @@ public struct LinkManager: Sendable {
     if !others.isEmpty { actions.append(.send(id, .nodeDirectory(others))) }
   }
 
+  /// Addresses a linked node passed along. Each is dialled only while it has not answered as another node, at most
+  /// ``MeshLimits/gossipDialAttempts`` times before it first answered as its node, and no node gets more than
+  /// ``MeshLimits/gossipAddressesPerNode`` such addresses taken per link: so invented ids cannot make this node dial
+  /// (or port-scan) on another node's behalf. The rest are refused and counted.
+  mutating func gossipReceived(_ nodes: [NodeAddress], from sender: String, now: UInt64, into actions: inout [Action]) {
+    for node in nodes where node.nodeID != local.nodeID && node.nodeID != sender && links[node.nodeID] == nil {
+      let key = "\(node.host):\(node.port)"
+      if addresses[key] == nil {
+        guard gossipTaken[sender, default: 0] < MeshLimits.gossipAddressesPerNode else {
+          refusals["too_many_nodes", default: 0] += 1
+          continue
+        }
+        gossipTaken[sender, default: 0] += 1
+        addresses[key] = Address(
+          host: node.host, port: node.port, source: .gossip, nodeID: node.nodeID, lastSeen: now, gossipedBy: sender)
+      } else if addresses[key]!.source == .gossip && addresses[key]!.nodeID != node.nodeID {
+        // Another id for an address already known: the first claim stands.
+        refusals["gossip_mismatch", default: 0] += 1
+        continue
+      }
+      actions.append(
+        contentsOf: discovered(nodeID: node.nodeID, host: node.host, port: node.port, source: .gossip, now: now))
+    }
+  }
+
+  /// Gossiped addresses being dialled now.
+  var gossipDialsInFlight: Int {
+    addresses.values.filter { $0.source == .gossip && !$0.confirmed && $0.connection != nil }.count
+  }
+
   mutating func dialIfDue(_ key: String, now: UInt64, into actions: inout [Action]) {
     guard let address = addresses[key], !address.isSelf, address.connection == nil else { return }
     if let nodeID = address.nodeID, links[nodeID] != nil { return }
     if let retryAt = address.retryAt, retryAt > now { return }
+    if address.source == .gossip && !address.confirmed && gossipDialsInFlight >= MeshLimits.gossipDialsInFlight {
+      // Wait for a slot; the tick tries again.
+      addresses[key]!.retryAt = now
+      return
+    }
+    dials += 1
     let id = nextConnectionID
     nextConnectionID += 1
     connections[id] = Connection(outbound: true, addressKey: key, openedAt: now, lastHeard: now)
@@ -349,10 +425,8 @@ public struct LinkManager: Sendable {
     case .heartbeatAck(_, let sentAt):
       if now >= sentAt { connections[id]!.rttMillis = now - sentAt }
     case .nodeDirectory(let nodes):
-      for node in nodes where node.nodeID != local.nodeID && links[node.nodeID] == nil {
-        actions.append(
-          contentsOf: discovered(nodeID: node.nodeID, host: node.host, port: node.port, source: .gossip, now: now))
-      }
+      guard let sender = connection.hello?.nodeID, links[sender] == id else { break }
+      gossipReceived(nodes, from: sender, now: now, into: &actions)
     case .goodbye(let reason):
       if Self.refusalCodes.contains(reason) {
         let who = connection.hello.map { "node \($0.name) (\($0.nodeID))" } ?? "the other node"
@@ -384,7 +458,17 @@ public struct LinkManager: Sendable {
       return
     }
     connections[id]!.hello = hello
-    if let key = connection.addressKey { addresses[key]?.nodeID = hello.nodeID }
+    if let key = connection.addressKey, let address = addresses[key] {
+      if address.source == .gossip, let announced = address.nodeID, announced != hello.nodeID {
+        // A gossiped address that answers as another node is not dialled again.
+        refusals["gossip_mismatch", default: 0] += 1
+        forget(key, reason: "answered_as_another_node")
+        closeConnection(id, reason: "node id mismatch", into: &actions)
+        return
+      }
+      addresses[key]!.nodeID = hello.nodeID
+      addresses[key]!.confirmed = true
+    }
     if let refusal = pinViolation(connection.transport, hello) {
       refuse(id, refusal, into: &actions)
       return
@@ -541,6 +625,7 @@ public struct LinkManager: Sendable {
     var actions: [Action] = []
     if let nodeID = connection.hello?.nodeID, links[nodeID] == id {
       links[nodeID] = nil
+      gossipTaken[nodeID] = nil
       actions.append(.linkDown(nodeID: nodeID))
     }
     if let key = connection.addressKey, addresses[key]?.connection == id {
@@ -550,6 +635,11 @@ public struct LinkManager: Sendable {
           // A link that was up just dropped: try again at the next tick; backoff starts if that fails.
           addresses[key]!.attempts = 0
           addresses[key]!.retryAt = now
+        } else if addresses[key]!.source == .gossip && !addresses[key]!.confirmed
+          && addresses[key]!.attempts + 1 >= MeshLimits.gossipDialAttempts
+        {
+          // A gossiped address that never answered as its node is forgotten after a few tries.
+          forget(key, reason: "unreachable")
         } else {
           let attempts = addresses[key]!.attempts
           addresses[key]!.attempts = attempts + 1

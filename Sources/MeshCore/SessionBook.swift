@@ -131,6 +131,18 @@ public struct SessionBook: Sendable {
   var confirmedAnswers: Set<String> = []
   /// Outcomes decided in this window before a re-link are repeated to the other side, in case the old link lost them.
   public static let repeatWindow: UInt64 = 30_000
+  /// The longest invitation timeout taken from another node (the REST API's own limit, 300 s).
+  public static let maxRemoteInvitationMillis: UInt32 = 300_000
+
+  /// Local peers that agreed to be members, by session id: the creator, an invitee that accepted (also a transceiver
+  /// accepting automatically), and whatever an app records with ``agree(_:to:)``. A local peer becomes a member only
+  /// if it is here; it leaves the set when it leaves the session or the host drops it. Nothing another node sends
+  /// adds to it (docs/security.md).
+  var agreed: [String: Set<String>] = [:]
+  /// Frames, or the parts of frames naming local peers, refused for breaking the trust rules, by reason
+  /// (`not_agreed`: a local peer that never agreed; `not_host`: a session state or join from a node that does not own
+  /// the session's membership; `not_member`: traffic from a peer that is not a member on the sending node).
+  public private(set) var refusals: [String: Int] = [:]
 
   /// How each linked node's link is carried.
   public private(set) var linkSecurity: [String: LinkSecurity] = [:]
@@ -179,7 +191,28 @@ public struct SessionBook: Sendable {
       sessionID: sessionID, hostNodeID: nodeID, creatorPeerID: creator.peerID, strategy: strategy,
       encryption: encryption, maxPeers: maxPeers, revision: 1, members: [member])
     sessions[sessionID] = session
+    agreed[sessionID, default: []].insert(member.peerID)
     return session
+  }
+
+  /// Records that `peerID` (local) agreed, by its own act, to be a member of `sessionID` (for apps that make members
+  /// outside invitations).
+  public mutating func agree(_ peerID: String, to sessionID: String) {
+    agreed[sessionID, default: []].insert(peerID)
+  }
+
+  /// Whether `peerID` (local) agreed to be a member of `sessionID`.
+  public func hasAgreed(_ peerID: String, to sessionID: String) -> Bool {
+    agreed[sessionID]?.contains(peerID) == true
+  }
+
+  mutating func refuse(_ reason: String) {
+    refusals[reason, default: 0] += 1
+  }
+
+  mutating func withdraw(_ peerID: String, from sessionID: String) {
+    agreed[sessionID]?.remove(peerID)
+    if agreed[sessionID]?.isEmpty == true { agreed[sessionID] = nil }
   }
 
   /// `peerID` (local) leaves `sessionID`.
@@ -188,6 +221,7 @@ public struct SessionBook: Sendable {
       throw Failure(404, "not_found", "no session \(sessionID) with this peer as a member")
     }
     var directives: [Directive] = []
+    withdraw(peerID, from: sessionID)
     if session.hostNodeID == nodeID {
       removeMember(peerID, from: sessionID, into: &directives)
     } else {
@@ -310,6 +344,7 @@ public struct SessionBook: Sendable {
     }
     invitation.state = accept ? .accepted : .declined
     invitations[invitationID] = invitation
+    if accept { agreed[invitation.offer.session.sessionID, default: []].insert(peerID) }
     lastNow = max(lastNow, now)
     closedAt[invitationID] = lastNow
     var directives: [Directive] = []
@@ -432,6 +467,8 @@ public struct SessionBook: Sendable {
       var gone = member
       gone.state = .notConnected
       changes.append(gone)
+      // The host dropped a local member: coming back takes a new invitation.
+      if member.nodeID == nodeID { withdraw(member.peerID, from: description.sessionID) }
     }
     let keep = description.members.contains { $0.nodeID == nodeID }
     sessions[description.sessionID] = keep ? description : nil
@@ -544,16 +581,47 @@ public struct SessionBook: Sendable {
 
   // MARK: - Frames and links
 
-  /// Whether a local peer may receive session traffic from another node: it is a local member of the session in
-  /// this replica, or it accepted an invitation into the session (the host's new description may still be on its way).
+  /// Whether a local peer may receive session traffic from another node: it agreed to be a member (it created the
+  /// session, accepted an invitation into it or joined by an app's act) and has not left. Its membership in this
+  /// replica is not enough on its own, and not needed while the host's new description is still on its way.
   func mayReceive(_ peerID: String, in sessionID: String) -> Bool {
-    if let session = sessions[sessionID], let member = member(peerID, of: session) {
-      return member.nodeID == nodeID
+    hasAgreed(peerID, to: sessionID)
+  }
+
+  /// Whether `fromPeerID` may send session traffic from `remoteNode`: a member hosted there, when this node knows the
+  /// session (before the host's description arrives, only the targets' agreement is checked).
+  func maySend(_ fromPeerID: String, from remoteNode: String, in sessionID: String) -> Bool {
+    guard let session = sessions[sessionID] else { return true }
+    return session.members.contains { $0.peerID == fromPeerID && $0.nodeID == remoteNode }
+  }
+
+  /// Delivers session data or a named event from `remoteNode` to the listed local peers that agreed to be members;
+  /// the other ids are refused (and counted).
+  mutating func deliver(
+    _ sessionID: String, from fromPeerID: String, to toPeerIDs: [String], remoteNode: String, event: Event,
+    into directives: inout [Directive]
+  ) {
+    guard maySend(fromPeerID, from: remoteNode, in: sessionID) else {
+      refuse("not_member")
+      return
     }
-    return invitations.values.contains {
-      $0.state == .accepted && $0.offer.toPeerID == peerID && $0.offer.session.sessionID == sessionID
-        && $0.toNodeID == nodeID
+    var refusedTargets = false
+    for peerID in toPeerIDs {
+      if mayReceive(peerID, in: sessionID) {
+        directives.append(.notify(peerID: peerID, event))
+      } else {
+        refusedTargets = true
+      }
     }
+    if refusedTargets { refuse("not_agreed") }
+  }
+
+  /// The host's description as this node keeps it: local members that never agreed are taken out (and counted).
+  mutating func withoutUnagreedLocalMembers(_ description: SessionDescription) -> SessionDescription {
+    var kept = description
+    kept.members.removeAll { $0.nodeID == nodeID && !hasAgreed($0.peerID, to: description.sessionID) }
+    if kept.members.count != description.members.count { refuse("not_agreed") }
+    return kept
   }
 
   /// A session or invitation frame from a linked node.
@@ -563,9 +631,16 @@ public struct SessionBook: Sendable {
     switch message {
     case .invite(var offer):
       guard invitations[offer.invitationID] == nil else { break }
+      let pendingFromNode = invitations.values.count(where: { $0.fromNodeID == remoteNode && $0.state == .pending })
+      guard pendingFromNode < MeshLimits.pendingInvitationsPerNode else {
+        refuse("too_many_invitations")
+        break
+      }
       // The code shown here is computed from this node's view of the link, never taken from the frame.
       offer.verificationCode = verificationCode(
         invitationID: offer.invitationID, fromNode: remoteNode, toNode: nodeID)
+      // A node may not make an invitation (and its memory) outlive the longest timeout a client can ask for.
+      offer.timeoutMillis = min(offer.timeoutMillis, Self.maxRemoteInvitationMillis)
       let invitation = Invitation(
         offer: offer, fromNodeID: remoteNode, toNodeID: nodeID, toDisplayName: "", state: .pending,
         expiresAt: now + UInt64(offer.timeoutMillis), createdAt: now)
@@ -606,13 +681,33 @@ public struct SessionBook: Sendable {
       closedAt[invitationID] = now
       directives.append(.notify(peerID: invitation.offer.toPeerID, .invitationEnded(invitation)))
     case .sessionJoin(let sessionID, let member):
+      // Only this node (the host) adds members, on behalf of the inviter's node: that node must host a connected
+      // member, and a local joiner must have accepted an invitation here.
+      guard let session = sessions[sessionID], session.hostNodeID == nodeID else {
+        refuse("not_host")
+        break
+      }
+      guard session.members.contains(where: { $0.nodeID == remoteNode && $0.state == .connected }) else {
+        refuse("not_member")
+        break
+      }
+      if member.nodeID == nodeID && !hasAgreed(member.peerID, to: sessionID) {
+        refuse("not_agreed")
+        break
+      }
       addMember(member, to: sessionID, into: &directives)
     case .sessionLeave(let sessionID, let peerID):
       guard let session = sessions[sessionID], member(peerID, of: session)?.nodeID == remoteNode else { break }
       removeMember(peerID, from: sessionID, into: &directives)
     case .sessionState(let description):
-      guard description.hostNodeID == remoteNode else { break }
-      replace(with: description, into: &directives)
+      // Only the node that owns the session's membership describes it, and it never changes its host.
+      guard description.hostNodeID == remoteNode,
+        sessions[description.sessionID].map({ $0.hostNodeID == remoteNode }) ?? true
+      else {
+        refuse("not_host")
+        break
+      }
+      replace(with: withoutUnagreedLocalMembers(description), into: &directives)
     case .sessionData(let sessionID, let fromPeerID, let toPeerIDs, let sequence, let payload):
       if sequence > 0 {
         guard sequence > incomingSequence[remoteNode] ?? 0 else { break }
@@ -620,23 +715,21 @@ public struct SessionBook: Sendable {
         directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
       }
       // The sender checked membership in its replica; this node may not have the host's newest description yet
-      // (a join racing the data), so a local peer whose invitation into the session was accepted also receives.
-      // Nobody else does: a frame naming peers outside the session reaches no one.
-      for peerID in toPeerIDs where mayReceive(peerID, in: sessionID) {
-        directives.append(
-          .notify(
-            peerID: peerID, .data(sessionID: sessionID, from: fromPeerID, payload: payload, reliable: sequence > 0)))
-      }
+      // (a join racing the data), so a local peer that accepted an invitation into the session also receives.
+      // Nobody else does: a frame naming peers that never agreed reaches no one, and is counted.
+      deliver(
+        sessionID, from: fromPeerID, to: toPeerIDs, remoteNode: remoteNode,
+        event: .data(sessionID: sessionID, from: fromPeerID, payload: payload, reliable: sequence > 0),
+        into: &directives)
     case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, let sequence, let name, let object):
       if sequence > 0 {
         guard sequence > incomingSequence[remoteNode] ?? 0 else { break }
         incomingSequence[remoteNode] = sequence
         directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
       }
-      for peerID in toPeerIDs where mayReceive(peerID, in: sessionID) {
-        directives.append(
-          .notify(peerID: peerID, .namedEvent(sessionID: sessionID, from: fromPeerID, name: name, object: object)))
-      }
+      deliver(
+        sessionID, from: fromPeerID, to: toPeerIDs, remoteNode: remoteNode,
+        event: .namedEvent(sessionID: sessionID, from: fromPeerID, name: name, object: object), into: &directives)
     case .dataAck(let sequence):
       unacknowledged[remoteNode]?.removeAll { $0.sequence <= sequence }
     default:
@@ -695,6 +788,20 @@ public struct SessionBook: Sendable {
             to: remoteNode))
       }
     }
+    // Invitations to that node still pending here are sent again: the `invite` frame may have gone out on a link that
+    // was then closed as a duplicate (or the invitee's node restarted and forgot it). The invitee's node ignores an
+    // invitation it already knows; without this, the inviter waits out the whole timeout for an answer that cannot
+    // come (issue 14: a transceiver kept out of its group for 30 s after a restart).
+    for id in invitations.keys.sorted() {
+      let invitation = invitations[id]!
+      guard invitation.state == .pending, invitation.fromNodeID == nodeID, invitation.toNodeID == remoteNode,
+        lastNow + answerGrace < invitation.expiresAt
+      else { continue }
+      // The invitee's node times it from arrival: offer only what is left of it here.
+      var offer = invitation.offer
+      offer.timeoutMillis = UInt32(min(UInt64(offer.timeoutMillis), invitation.expiresAt - answerGrace - lastNow))
+      directives.append(.send(.invite(offer), to: remoteNode))
+    }
     // Members we host that live on that node were marked notConnected when it went away; they stay out.
     for session in sessions.values.sorted(by: { $0.sessionID < $1.sessionID }) where session.hostNodeID == nodeID {
       if session.members.contains(where: { $0.nodeID == remoteNode }) {
@@ -737,6 +844,7 @@ public struct SessionBook: Sendable {
         // that everyone else is gone (the host dropped them too, so a re-link does not bring a zombie back).
         sessions[sessionID] = nil
         confirmed[sessionID] = nil
+        // Agreement stays: a host that kept the member (it did not see the link drop) re-sends its description.
         for local in session.members where local.nodeID == nodeID {
           for other in session.members where other.peerID != local.peerID {
             var gone = other

@@ -27,6 +27,8 @@ extension Simulation {
       guard nodes[node].alive, nodes[node].incarnation == incarnation else { return }
       perform(nodes[node].links.tick(now: now), on: node)
       apply(nodes[node].sessions.tick(now: now), on: node)
+      tickCount[node] += 1
+      if tickCount[node] % Self.transceiveEveryTicks == 0 { reconcileTransceivers(on: node) }
       queue.schedule(.tick(node: node, incarnation: incarnation), at: now + network.tickInterval)
     case .beacon(let node, let incarnation):
       guard nodes[node].alive, nodes[node].incarnation == incarnation else { return }
@@ -92,6 +94,8 @@ extension Simulation {
   }
 
   func apply(_ directives: [Directory.Directive], on node: Int) {
+    var told = false
+    defer { if told { reconcileTransceivers(on: node) } }
     for directive in directives {
       switch directive {
       case .broadcast(let message):
@@ -102,11 +106,14 @@ extension Simulation {
         if let id = nodes[node].links.connection(of: nodeID) { send(message, from: node, on: id) }
       case .notify(let peerID, let event):
         record(event, for: peerID)
+        told = true
       }
     }
   }
 
   func apply(_ directives: [SessionBook.Directive], on node: Int) {
+    var received: [SessionBook.Invitation] = []
+    defer { for invitation in received { transceiverReceived(invitation, on: node) } }
     for directive in directives {
       switch directive {
       case .send(let message, let nodeID):
@@ -119,6 +126,7 @@ extension Simulation {
         // The runtime tells only the peers it hosts (a data frame may name peers that live elsewhere).
         guard nodes[node].durable[peerID] != nil else { continue }
         stats.sessionNotifications += 1
+        if case .invitationReceived(let invitation) = event { received.append(invitation) }
         logs[peerID, default: []].append(PeerEvent(time: now, kind: .session(event)))
         changed()
       }

@@ -66,6 +66,13 @@ public final class Simulation {
   var nextInvitationNumber = 1
   /// Peers that left a session on their own, by session id.
   var departures: [String: Set<String>] = [:]
+  /// Each node's transceivers (`POST /transceive`), kept apart from ``nodes`` so that a reconciliation can change
+  /// a node's transceivers and its session book at once.
+  var transceiveBooks: [TransceiveBook] = []
+  /// Ticks per node in its current life; transceivers reconcile every ``transceiveEveryTicks``.
+  var tickCount: [Int] = []
+  /// Sessions created by transceive leaders, by id.
+  public internal(set) var transceiveSessions: Set<String> = []
 
   /// Creates `nodeCount` nodes, all up at time 0, and starts their discovery.
   public init(seed: UInt64, nodeCount: Int, network: NetworkModel = NetworkModel()) {
@@ -75,6 +82,8 @@ public final class Simulation {
     self.network = network
     self.random = SplitMix64(seed: seed)
     self.group = Array(repeating: 0, count: nodeCount)
+    self.transceiveBooks = Array(repeating: TransceiveBook(), count: nodeCount)
+    self.tickCount = Array(repeating: 0, count: nodeCount)
     var idGenerator = SplitMix64(seed: seed ^ 0x6E6F_6465_6964_7321)
     for index in 0..<nodeCount {
       let nodeID = Self.hex(idGenerator.next())
@@ -276,7 +285,8 @@ public final class Simulation {
   }
 
   /// Starts node `index` again with fresh state machines and the same node id; its peers are re-created from
-  /// the durable list (with their advertisements and browsing), as the real node reloads them from its store.
+  /// the durable list (with their advertisements and browsing), as the real node reloads them from its store, and
+  /// so are its transceivers (from those advertisements).
   public func restart(_ index: Int) {
     precondition(!nodes[index].alive, "node \(index) is running")
     nodes[index].alive = true
@@ -284,11 +294,14 @@ public final class Simulation {
     nodes[index].directory = Directory(nodeID: nodes[index].nodeID)
     nodes[index].sessions = SessionBook(nodeID: nodes[index].nodeID)
     nodes[index].nextInbound = 1
+    tickCount[index] = 0
     for peerID in nodes[index].durable.keys.sorted() {
       logs[peerID, default: []].append(PeerEvent(time: now, kind: .nodeRestarted))
     }
     changed()
     boot(index)
+    // Transceivers come back from the advertisements the node reloads (`transceive=1`), as in `Node.init`.
+    transceiveBooks[index] = TransceiveBook(restoringFrom: nodes[index].directory)
   }
 
   /// Adds the node's local peers and starts discovery and its timers.

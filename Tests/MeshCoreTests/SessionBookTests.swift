@@ -825,9 +825,10 @@ extension SessionBookTests {
       mesh.createSession(by: "a1", on: "A")
       expectFailure(404, "not_found") { try mesh.invite("b1", on: "B", to: "nope", by: "a1", on: "A") }
       expectFailure(404, "not_found") { try mesh.invite("b1", on: "B", by: "a2", on: "A") }
-      // A replica where the host says b1 is still connecting.
+      // A replica where the host says b1 (which accepted an invitation) is still connecting.
       mesh.perform("B") { book in
-        book.received(
+        book.agree("b1", to: "s")
+        return book.received(
           .sessionState(description(revision: 2, members: [member("a1", "A"), member("b1", "B", .connecting)])),
           from: "A", now: 0)
       }
@@ -1017,7 +1018,8 @@ extension SessionBookTests {
     @Test func aSenderThatIsNotConnectedIsRefused() {
       var mesh = Mesh(["A", "B"])
       mesh.perform("B") { book in
-        book.received(
+        book.agree("b1", to: "s")
+        return book.received(
           .sessionState(description(revision: 2, members: [member("a1", "A"), member("b1", "B", .connecting)])),
           from: "A", now: 0)
       }
@@ -1444,6 +1446,36 @@ extension Mesh.Frame {
 
 extension SessionBookTests {
   @Suite struct Links {
+    /// Issue 14 item 2: an `invite` frame sent on a link that is then replaced (a duplicate-link resolution after a
+    /// restart) is lost; the inviter sends it again on the new link, with what is left of its timeout, and the
+    /// invitee's node (which may already know it) accepts it once.
+    @Test func aPendingInvitationIsSentAgainWhenItsLinkIsReplaced() throws {
+      var mesh = Mesh()
+      mesh.createSession(by: "a1", on: "A")
+      mesh.now = 1000
+      let invitation = try mesh.invite("b1", on: "B", by: "a1", on: "A", timeout: 5000)
+      mesh.now = 3000
+      mesh.tick()
+      mesh.replaceLink("A", "B")
+      #expect(mesh.lost.map(\.message) == [.invite(invitation.offer)], "the first invite died with the old link")
+      mesh.deliverAll()
+      let received = try #require(mesh["B"].invitations[invitation.id])
+      #expect(received.state == .pending)
+      #expect(received.offer.timeoutMillis == 3000, "5 s from t=1 s, re-sent at t=3 s")
+      #expect(mesh.log("b1") == ["received \(invitation.id)"])
+      // A repeat (the node knew it already) is ignored.
+      mesh.replaceLink("A", "B")
+      mesh.deliverAll()
+      #expect(mesh.log("b1") == ["received \(invitation.id)"])
+      try mesh.answer(invitation.id, by: "b1", on: "B")
+      mesh.deliverAll()
+      #expect(mesh["A"].sessions["s"]?.members.map(\.peerID) == ["a1", "b1"])
+      // Settled invitations are not sent again.
+      let before = mesh.sent.count
+      mesh.replaceLink("A", "B")
+      #expect(!mesh.sent[before...].contains { if case .invite = $0.message { true } else { false } })
+    }
+
     @Test func theHostLosingANodeRemovesItsMembersAndRebroadcasts() throws {
       var mesh = try fiveMemberMesh()
       mesh.unlink("A", "C")

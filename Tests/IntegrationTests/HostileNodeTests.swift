@@ -1,0 +1,286 @@
+import Crypto
+import Foundation
+import MeshCore
+import MeshgateTestSupport
+import Testing
+
+// A hostile node (MeshgateTestSupport's HostileNode) links to a real node and sends well-formed but malicious frames:
+// ids that are paths, forged session states enrolling the victim's peers, huge directories. Each test shows what a
+// linked node may not do (docs/security.md, "What a linked node may do").
+
+/// A new UUID string, as meshgate makes them.
+private func uuid() -> String { UUID().uuidString.lowercased() }
+
+/// The value of a labelled counter such as `meshgate_mesh_frames_refused_total{reason="invalid_id"}`, 0 when absent.
+private func counter(_ node: NodeProcess, _ sample: String) throws -> Double {
+  try node.metric(sample) ?? 0
+}
+
+/// The resident set size of a node's process, in bytes.
+private func residentBytes(_ node: NodeProcess) throws -> Int {
+  let pid = try #require(node.pid)
+  let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+  let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") })
+  let kilobytes = try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
+  return kilobytes * 1024
+}
+
+/// A session hosted by the hostile node with `members`.
+private func hostileSession(
+  _ id: String, hostile: HostileNode, creator: String, members: [SessionMember], revision: UInt64
+) -> SessionDescription {
+  SessionDescription(
+    sessionID: id, hostNodeID: hostile.nodeID, creatorPeerID: creator, strategy: .cluster, encryption: .none,
+    maxPeers: 8, revision: revision, members: members)
+}
+
+/// Whether `message` answers transfer `id` (accept, reject, failed or finished).
+private func answers(_ id: String) -> (MeshMessage) -> Bool {
+  { message in
+    switch message {
+    case .transferAccept(id, _), .transferReject(id, _, _), .transferFailed(id, _), .transferFinished(id, _): true
+    default: false
+    }
+  }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(3))) struct HostileNodeTests {
+  /// Issue 13 item 1: a transfer id is a path on the receiving node. A linked node offering `../../../../tmp/x`, or
+  /// `../..` with the name `node-cert.pem`, must not write outside the data directory or over the node's certificate.
+  @Test func aTransferOfferWhoseIDIsAPathWritesNothingOutsideTheDataDirectory() async throws {
+    try await withNode { node in
+      let victim = try node.meshPeer("victim")
+      let hostile = try HostileNode(name: "mallory", tls: true)
+      defer { hostile.close() }
+      let hello = try hostile.link(port: node.port)
+      #expect(hello.nodeID == node.nodeID)
+      let mallory = PeerAnnouncement(peerID: uuid(), displayName: "Mallory")
+      hostile.send(.peerSnapshot([mallory]))
+
+      // A real invitation the victim accepts: the session is legitimate, only the transfer ids are hostile.
+      let sessionID = uuid()
+      let invitationID = uuid()
+      let first = hostileSession(
+        sessionID, hostile: hostile, creator: mallory.peerID,
+        members: [
+          SessionMember(peerID: mallory.peerID, displayName: "Mallory", nodeID: hostile.nodeID, state: .connected)
+        ],
+        revision: 1)
+      hostile.send(
+        .invite(
+          InvitationOffer(
+            invitationID: invitationID, session: first, fromPeerID: mallory.peerID, fromDisplayName: "Mallory",
+            toPeerID: victim.id, context: [], timeoutMillis: 30_000, verificationCode: "000000")))
+      try await victim.answerWhenReceived(invitationID, "accept")
+      try hostile.waitFor(timeout: .seconds(30), "the accepted answer") {
+        $0 == .inviteAnswer(invitationID: invitationID, outcome: .accepted)
+      }
+      var joined = first
+      joined.revision = 2
+      joined.members.append(
+        SessionMember(peerID: victim.id, displayName: "victim", nodeID: node.nodeID, state: .connected))
+      hostile.send(.sessionState(joined))
+      try await eventuallyAsync(timeout: .seconds(30), message: "the victim in the hostile session") {
+        try victim.memberStates(sessionID)[victim.id] == "connected"
+      }
+
+      let outside = FileManager.default.temporaryDirectory.path + "/meshgate-hostile-target-" + uuid()
+      try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(atPath: outside) }
+      let certificatePath = node.dataDirectory + "/node-cert.pem"
+      let certificate = try Data(contentsOf: URL(fileURLWithPath: certificatePath))
+      let content = Array("owned".utf8)
+      let attacks: [(id: String, name: String)] = [
+        ("../../../../tmp/x", "x"),
+        (String(repeating: "../", count: 24) + String(outside.dropFirst()) + "/x", "y"),
+        ("../..", "node-cert.pem"),
+        ("../../..", "node-cert.pem"),
+      ]
+      for attack in attacks {
+        hostile.send(
+          .transferOffer(
+            TransferOffer(
+              transferID: attack.id, sessionID: sessionID, fromPeerID: mallory.peerID, fromDisplayName: "Mallory",
+              toPeerID: victim.id, name: attack.name, contentType: "text/plain", size: UInt64(content.count),
+              resume: false)))
+        let answer = try hostile.waitFor(
+          timeout: .seconds(30), "an answer to the offer of \(attack.id)", answers(attack.id))
+        guard case .transferAccept = answer else { continue }
+        // Accepted (the hole): finish the transfer, as the attack would.
+        hostile.send(.transferChunk(transferID: attack.id, offset: 0, bytes: content))
+        hostile.send(.transferEnd(transferID: attack.id, size: UInt64(content.count), sha256: Crypto.sha256(content)))
+        try hostile.waitFor(timeout: .seconds(30), "the end of transfer \(attack.id)") {
+          switch $0 {
+          case .transferFinished(attack.id, _), .transferFailed(attack.id, _): true
+          default: false
+          }
+        }
+      }
+      for attack in attacks {
+        #expect(
+          hostile.received.contains { if case .transferReject(attack.id, _, _) = $0 { true } else { false } },
+          "the offer of \(attack.id) was not refused")
+      }
+      #expect(!FileManager.default.fileExists(atPath: "/tmp/x.in"))
+      #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty, "a file was written outside")
+      #expect(try Data(contentsOf: URL(fileURLWithPath: certificatePath)) == certificate, "node-cert.pem changed")
+      #expect(try counter(node, #"meshgate_mesh_frames_refused_total{reason="invalid_id"}"#) >= Double(attacks.count))
+      // The victim's node still works and still presents the same certificate.
+      #expect(try HTTPClient.get(port: node.port, path: "/healthz").status == 200)
+      #expect(hostile.closeReason == nil)
+    }
+  }
+
+  /// Issue 13 item 2: a forged `sessionState` naming the victim's peer as a connected member must not enrol it, and
+  /// nothing addressed to it through that session (data, events, files, streams) may reach it.
+  @Test func aForgedSessionStateDoesNotEnrolALocalPeer() async throws {
+    try await withNode(arguments: ["--mesh-tls", "off"]) { node in
+      let victim = try node.meshPeer("victim")
+      _ = try victim.browse("hostile-mark")
+      let hostile = try HostileNode(name: "mallory", tls: false)
+      defer { hostile.close() }
+      try hostile.link(port: node.port)
+      // The victim's peer ids come from the victim node's own snapshot.
+      let snapshot = try hostile.waitFor(timeout: .seconds(30), "the victim's peer snapshot") {
+        if case .peerSnapshot = $0 { true } else { false }
+      }
+      guard case .peerSnapshot(let announced) = snapshot else { return }
+      #expect(announced.contains { $0.peerID == victim.id })
+      let mallory = PeerAnnouncement(peerID: uuid(), displayName: "Mallory")
+      hostile.send(.peerSnapshot([mallory]))
+
+      let sessionID = uuid()
+      let forged = hostileSession(
+        sessionID, hostile: hostile, creator: mallory.peerID,
+        members: [
+          SessionMember(peerID: mallory.peerID, displayName: "Mallory", nodeID: hostile.nodeID, state: .connected),
+          SessionMember(peerID: victim.id, displayName: "victim", nodeID: node.nodeID, state: .connected),
+        ], revision: 1)
+      hostile.send(.sessionState(forged))
+      hostile.send(
+        .sessionData(
+          sessionID: sessionID, fromPeerID: mallory.peerID, toPeerIDs: [victim.id], sequence: 1,
+          payload: Array("forged".utf8)))
+      hostile.send(
+        .sessionEvent(
+          sessionID: sessionID, fromPeerID: mallory.peerID, toPeerIDs: [victim.id], sequence: 2, name: "forged",
+          object: Array("{}".utf8)))
+      let transferID = uuid()
+      hostile.send(
+        .transferOffer(
+          TransferOffer(
+            transferID: transferID, sessionID: sessionID, fromPeerID: mallory.peerID, fromDisplayName: "Mallory",
+            toPeerID: victim.id, name: "forged.txt", contentType: "text/plain", size: 3, resume: false)))
+      let streamID = uuid()
+      hostile.send(
+        .streamOpen(
+          StreamOffer(
+            streamID: streamID, sessionID: sessionID, fromPeerID: mallory.peerID, fromDisplayName: "Mallory",
+            toPeerID: victim.id, name: "forged")))
+      // A marker: once the victim was told about it, every frame before it was handled and its events are logged.
+      hostile.send(
+        .peerUpdated(
+          PeerAnnouncement(peerID: mallory.peerID, displayName: "Mallory", advertising: ["hostile-mark": [:]])))
+      try await victim.awaitEvent("peer.found") { $0.peerID == mallory.peerID }
+      let transferAnswer = try hostile.waitFor(
+        timeout: .seconds(30), "an answer to the forged offer", answers(transferID))
+      try hostile.waitFor(timeout: .seconds(30), "the forged stream's close") {
+        if case .streamClose(streamID, _) = $0 { true } else { false }
+      }
+
+      let sessions = try victim.get("/api/v1/sessions").jsonObject()["sessions"] as? [[String: Any]] ?? []
+      #expect(!sessions.contains { $0["id"] as? String == sessionID }, "the forged session lists the victim")
+      #expect(try victim.session(sessionID) == nil)
+      let events = try victim.allEvents()
+      #expect(
+        !events.contains { $0.sessionID == sessionID },
+        "the victim got events of the forged session: \(events.filter { $0.sessionID == sessionID })")
+      #expect(
+        { if case .transferReject(transferID, .notMember, _) = transferAnswer { true } else { false } }(),
+        "the forged offer was answered \(transferAnswer)")
+      #expect(try counter(node, #"meshgate_mesh_frames_refused_total{reason="not_agreed"}"#) >= 1)
+      #expect(hostile.closeReason == nil)
+    }
+  }
+
+  /// Issue 13 item 5: a `nodeDirectory` of 2,000 invented node ids must not make the node dial 2,000 addresses, and
+  /// the addresses it refused or failed to reach are shown to admins only.
+  @Test func inventedNodeIDsInADirectoryCauseNoDiallingStorm() async throws {
+    try await withNode(arguments: ["--mesh-tls", "off"]) { node in
+      let hostile = try HostileNode(name: "mallory", tls: false)
+      defer { hostile.close() }
+      try hostile.link(port: node.port)
+      let dialsBefore = try counter(node, "meshgate_mesh_dials_total")
+      // Closed ports on other loopback addresses: each dial fails at once, as a scan of closed ports would.
+      let invented = (0..<2000).map { index in
+        NodeAddress(nodeID: uuid(), host: "127.0.\(1 + index / 250).\(1 + index % 250)", port: 9)
+      }
+      hostile.send(.nodeDirectory(invented))
+      try hostile.roundTrip()
+      // Watch the node's reconnect ticks for a while: the bound must hold after retries too.
+      let until = ContinuousClock.now + .seconds(3)
+      let bound = Double(MeshLimits.gossipAddressesPerNode * MeshLimits.gossipDialAttempts)
+      var dials = 0.0
+      while ContinuousClock.now < until {
+        dials = try counter(node, "meshgate_mesh_dials_total") - dialsBefore
+        #expect(dials <= bound, "the node dialled \(dials) invented addresses")
+        if dials > bound { break }
+        try await Task.sleep(for: .milliseconds(200))
+      }
+      print("hostile node: 2000 invented node ids made the node dial \(Int(dials)) times in 3 s")
+      #expect(
+        try counter(node, #"meshgate_mesh_frames_refused_total{reason="too_many_nodes"}"#)
+          >= Double(2000 - MeshLimits.gossipAddressesPerNode))
+      // Without the admin token only linked nodes are listed; with it, the addresses that failed too.
+      let open = try node.meshNodes().nodes
+      #expect(
+        open.allSatisfy { $0.state == "linked" },
+        "unauthenticated mesh/nodes lists \(open.filter { $0.state != "linked" })")
+      let admin = try node.adminToken()
+      let full = try HTTPClient.get(port: node.port, path: "/api/v1/mesh/nodes", token: admin).jsonObject()
+      let entries = full["nodes"] as? [[String: Any]] ?? []
+      let forgotten = full["forgotten"] as? [[String: Any]] ?? []
+      #expect(forgotten.contains { ($0["address"] as? String)?.hasPrefix("127.0.1.") == true }, "\(full)")
+      #expect(forgotten.allSatisfy { $0["gossipedBy"] as? String == hostile.nodeID })
+      #expect(try HTTPClient.get(port: node.port, path: "/api/v1/mesh/nodes").jsonObject()["forgotten"] == nil)
+      let kept = entries.filter { $0["state"] as? String != "linked" }.count
+      #expect(kept <= MeshLimits.gossipAddressesPerNode, "the node keeps \(kept) invented addresses")
+      #expect(hostile.closeReason == nil)
+    }
+  }
+
+  /// Issue 13 item 5: a `peerSnapshot` of 65,536 peers must be refused, not fill the directory, memory and the event
+  /// log of every browsing peer.
+  @Test func aHugePeerSnapshotIsRefusedAndMemoryAndEventLogsStayBounded() async throws {
+    try await withNode(arguments: ["--mesh-tls", "off"]) { node in
+      let browser = try node.meshPeer("browser")
+      _ = try browser.browse("flood")
+      let hostile = try HostileNode(name: "mallory", tls: false)
+      defer { hostile.close() }
+      try hostile.link(port: node.port)
+      try hostile.roundTrip()
+      let before = try residentBytes(node)
+      let eventsBefore = try browser.lastEventID()
+      let flood = (0..<65_536).map { index in
+        PeerAnnouncement(peerID: uuid(), displayName: "p\(index)", advertising: ["flood": [:]])
+      }
+      hostile.send(.peerSnapshot(flood))
+      try hostile.roundTrip(timeout: .seconds(60))
+      // A small snapshot afterwards is accepted: its one peer.found tells that the flood's events (if any) are logged.
+      let marker = PeerAnnouncement(peerID: uuid(), displayName: "marker", advertising: ["flood": [:]])
+      hostile.send(.peerSnapshot([marker]))
+      try await browser.awaitEvent("peer.found", since: eventsBefore, timeout: .seconds(60)) {
+        $0.peerID == marker.peerID
+      }
+      let found = try browser.events("peer.found", since: eventsBefore)
+      #expect(found.count <= MeshLimits.peersPerNode, "\(found.count) peer.found events")
+      #expect(try node.metric("meshgate_mesh_known_peers") ?? 0 <= Double(MeshLimits.peersPerNode + 1))
+      #expect(try counter(node, #"meshgate_mesh_frames_refused_total{reason="too_many_peers"}"#) >= 1)
+      let grown = try residentBytes(node) - before
+      print(
+        "hostile node: a 65,536-peer snapshot grew the node by \(grown >> 10) KiB, \(found.count) peer.found events")
+      #expect(grown < 48 << 20, "the node grew by \(grown >> 20) MiB")
+      #expect(hostile.closeReason == nil)
+    }
+  }
+}
