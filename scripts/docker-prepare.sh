@@ -144,6 +144,10 @@ make_swift() {
   local name=meshgate-prepare-swift-$$
   say "$swift_image: $debian_image + the toolchain's runtime packages + $toolchain"
   "$engine" rm -f "$name" >/dev/null 2>&1 || true
+  # The container goes whatever happens, a timeout's TERM included.
+  # shellcheck disable=SC2064 # expand now: name and engine are fixed
+  trap "$engine rm -f $name >/dev/null 2>&1 || true" EXIT
+  trap 'exit 1' TERM INT
   # --network host: apt inside reaches the package mirror the host uses.
   # shellcheck disable=SC2016 # expanded by the container's bash
   if ! "$engine" run --name "$name" --network host -v "$toolchain:/toolchain:ro" "$debian_image" bash -euc '
