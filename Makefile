@@ -39,6 +39,8 @@ BROWSER_VENV := .build/browser-venv
 BROWSER_REQUIREMENTS := Tests/Browser/requirements.txt
 BROWSER_ARTIFACTS ?= .build/test-artifacts/browser
 BROWSER_ARGS ?=
+# Network fault suite (Tests/Netns, Python stdlib): five nodes in network namespaces; needs root.
+NETNS_ARGS ?=
 
 step = @printf '\n==> %s\n' "$(1)"
 
@@ -46,8 +48,8 @@ DEPS_BUILD := Docker/packages-build.txt
 DEPS_RUN := $(DEPS_BUILD) Docker/packages-run.txt
 DEPS_TEST := $(DEPS_BUILD) Docker/packages-test.txt
 
-.PHONY: help deps deps-run deps-test swift-check build build-debug run test test-browser browser-tests lint format \
-  bench clean fuzz schemathesis docker-test docker-clean
+.PHONY: help deps deps-run deps-test swift-check build build-debug run test test-browser browser-tests test-netns \
+  netns-tests lint format bench clean fuzz schemathesis docker-test docker-clean
 
 help: ## Show this help
 	@echo "meshgate make targets:"
@@ -56,7 +58,8 @@ help: ## Show this help
 	@echo
 	@echo "Variables: SWIFT=$(SWIFT)"
 	@echo "           RUN_ARGS, TEST_ARGS, BUILD_ARGS, BROWSER_ARGS (e.g. \"-k chat\"), MESHGATE_SKIP_DEPS=1,"
-	@echo "           MESHGATE_SKIP_BROWSER_TESTS=1, MESHGATE_DOCKER_ENGINE=docker|podman, MESHGATE_DOCKER_PULL=0,"
+	@echo "           NETNS_ARGS (e.g. \"--only partition\"), MESHGATE_SKIP_BROWSER_TESTS=1, MESHGATE_SKIP_NETNS_TESTS=1,"
+	@echo "           MESHGATE_DOCKER_ENGINE=docker|podman, MESHGATE_DOCKER_PULL=0,"
 	@echo "           MESHGATE_* (see README)"
 
 deps: ## Install the missing Debian packages for building (Docker/packages-build.txt)
@@ -88,7 +91,7 @@ run: deps-run swift-check ## Build, start a node, create a first peer and print 
 	@$(SWIFT) build -c release $(BUILD_ARGS)
 	@bash scripts/run.sh
 
-test: deps-test swift-check ## Build the debug binary and run all tests (Swift, then the browser tests)
+test: deps-test swift-check ## Build the debug binary and run all tests (Swift, browser, network faults, fuzz, schemathesis)
 	$(call step,swift build (debug; integration tests launch .build/debug/meshgate))
 	@$(SWIFT) build $(BUILD_ARGS)
 	$(call step,$(strip swift test $(TEST_ARGS)))
@@ -97,6 +100,11 @@ test: deps-test swift-check ## Build the debug binary and run all tests (Swift, 
 	  echo "MESHGATE_SKIP_BROWSER_TESTS=1: not running the browser tests"; \
 	else \
 	  $(MAKE) browser-tests; \
+	fi
+	@if [[ "$${MESHGATE_SKIP_NETNS_TESTS:-0}" == 1 ]]; then \
+	  echo "MESHGATE_SKIP_NETNS_TESTS=1: not running the network fault suite"; \
+	else \
+	  $(MAKE) netns-tests; \
 	fi
 	$(call step,fuzz: $(FUZZ_TEST_SECONDS)s per decoder (make fuzz runs longer))
 	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_TEST_SECONDS)
@@ -107,6 +115,19 @@ test-browser: deps-test swift-check ## Build the debug binary and run the browse
 	$(call step,swift build (debug; the browser tests launch it))
 	@$(SWIFT) build $(BUILD_ARGS)
 	@$(MAKE) browser-tests
+
+test-netns: deps-test swift-check ## Build the debug binary and run only the network fault suite (root; NETNS_ARGS="--only loss")
+	$(call step,swift build (debug; the fault suite launches it))
+	@$(SWIFT) build $(BUILD_ARGS)
+	@$(MAKE) netns-tests
+
+# Runs the fault suite against the already built debug binary (used by test and test-netns). Without root or
+# `ip netns` it prints why and is skipped (under CI=true that is a failure: MESHGATE_REQUIRE_NETNS=0 allows it).
+netns-tests:
+	$(call step,network fault suite (Tests/Netns: 5 nodes in network namespaces, ~4 min; figures in .build/test-artifacts/netns))
+	@MESHGATE_BINARY="$$($(SWIFT) build $(BUILD_ARGS) --show-bin-path)/meshgate" \
+	  MESHGATE_PUBLIC_DIR="$(CURDIR)/Public" \
+	  $(PYTHON) Tests/Netns/run.py $(NETNS_ARGS)
 
 # The virtual environment is rebuilt whenever the pinned requirements change.
 $(BROWSER_VENV)/.installed: $(BROWSER_REQUIREMENTS)

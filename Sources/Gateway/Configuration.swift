@@ -26,7 +26,8 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var eventRetention = 10_000
   /// Largest resource transfer accepted (sent or received), in bytes.
   public var maxTransferBytes = 8 << 30
-  /// Free disk space a receiving node keeps: an incoming file that would leave less is refused with 507.
+  /// Free disk space a node keeps when it stores files: an incoming file, or an upload it spools, that would leave
+  /// less (counting the bytes still to come of transfers it already accepted) is refused with 507.
   public var minFreeBytes = 64 << 20
   /// Bytes per second each outgoing transfer may send (0 = unlimited).
   public var transferRate = 0
@@ -47,6 +48,9 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var tlsKeyPath: String?
   /// Request and WebSocket limits (Limits.swift).
   public var limits = Limits()
+  /// Seconds a WebSocket may go without answering a PING before the node sends one; a client that has not answered
+  /// 10 s later is disconnected. 0: never (libwebsockets' validity policy on the vhost).
+  public var webSocketPingSeconds = 300
 
   /// Discovery modes.
   public enum Discovery: String, Sendable, Equatable, CaseIterable {
@@ -85,7 +89,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       --max-body-bytes N    largest request body accepted (MESHGATE_MAX_BODY_BYTES, default 1048576)
       --event-retention N   events kept per peer (MESHGATE_EVENT_RETENTION, default 10000)
       --max-transfer-bytes N  largest file sent or received (MESHGATE_MAX_TRANSFER_BYTES, default 8589934592)
-      --min-free-bytes N    free disk space kept when receiving files; more is refused with 507
+      --min-free-bytes N    free disk space kept when storing files, counting accepted transfers; 507 beyond
                             (MESHGATE_MIN_FREE_BYTES, default 67108864)
       --transfer-rate N     bytes per second per outgoing transfer, 0 for unlimited (MESHGATE_TRANSFER_RATE, default 0)
       --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)
@@ -108,6 +112,8 @@ public struct NodeConfiguration: Sendable, Equatable {
                             (MESHGATE_WS_RATE_LIMIT, default 5000)
       --ws-max-message-bytes N  largest message a browser WebSocket may send
                             (MESHGATE_WS_MAX_MESSAGE_BYTES, default 2097152)
+      --ws-ping-interval S  seconds before an idle WebSocket is sent a PING; one that has not answered
+                            10 s later is closed; 0 = never (MESHGATE_WS_PING_INTERVAL, default 300)
       -h, --help            show this help
       --version             print the version
 
@@ -139,6 +145,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
       ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
       ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
+      ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
     ]
     for setting in settings {
       if let value = environment[setting.env] {
@@ -252,6 +259,8 @@ public struct NodeConfiguration: Sendable, Equatable {
       limits.webSocketMessagesPerSecond = try integer(0...10_000_000, "a rate from 0 (off) to 10000000")
     case "--ws-max-message-bytes":
       limits.webSocketMaxMessageBytes = try integer(64...Limits.webSocketHardLimit, "a byte count from 64 to 16777216")
+    case "--ws-ping-interval":
+      webSocketPingSeconds = try integer(0...65_525, "a number of seconds from 0 (never) to 65525")
     default: throw ConfigurationError("unknown option \(flag)")
     }
   }

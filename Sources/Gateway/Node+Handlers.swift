@@ -89,6 +89,7 @@ extension Node {
   }
 
   func healthz() async throws -> HTTPResponse {
+    if let lost = dataDirectoryLost { throw dataDirectoryLostError(lost) }
     do {
       _ = try await store.latestSequence(peerID: "")
     } catch {
@@ -250,6 +251,11 @@ extension Node {
         "Requests refused because the data directory was full or failing (507/503).", metrics.storageFailures
       ),
       ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", guards.adminDenied),
+      (
+        "meshgate_events_off_schema_total", "counter",
+        "Events whose data did not match docs/events.md (checked by debug builds only; 0 in release builds).",
+        metrics.eventsOffSchema
+      ),
       (
         "meshgate_mesh_spoofed_frames_total", "counter",
         "Session frames dropped because their sender is not a peer of the node that sent them.", guards.spoofedFrames

@@ -166,18 +166,25 @@ extension Node {
     guard let pending = pendingJobSends.removeValue(forKey: invitation.id) else { return }
     guard invitation.state == .accepted else {
       apply((try? mesh.sessions.leave(pending.sessionID, peerID: pending.senderPeerID)) ?? [])
-      publishInBackground([
-        (
-          pending.senderPeerID, "job.send.failed",
-          [
-            "jobId": .string(pending.jobID), "to": pending.receiver.json,
-            "reason": .string(invitation.state.rawValue),
-          ]
-        )
-      ])
+      Task { await self.publishJobSendFailed(pending, reason: invitation.state.rawValue) }
       return
     }
     Task { await self.deliverJob(pending) }
+  }
+
+  /// `job.send.failed` data: the job as it is now, like `job.received` and `job.delivered` (null only if it was
+  /// deleted meanwhile), with `jobId`, `to` and `reason`.
+  static func jobSendFailed(_ job: Job?, _ pending: PendingJobSend, reason: String) -> JSONValue {
+    [
+      "job": job?.json ?? .null, "jobId": .string(pending.jobID), "to": pending.receiver.json,
+      "reason": .string(reason),
+    ]
+  }
+
+  /// Tells the sender an offer ended without delivery (declined, expired, canceled), with the job as stored.
+  func publishJobSendFailed(_ pending: PendingJobSend, reason: String) async {
+    let job = try? await store.job(id: pending.jobID, owner: pending.senderPeerID)
+    publishInBackground([(pending.senderPeerID, "job.send.failed", Self.jobSendFailed(job, pending, reason: reason))])
   }
 
   func deliverJob(_ pending: PendingJobSend) async {
@@ -197,7 +204,7 @@ extension Node {
         try await publish([
           (
             pending.senderPeerID, "job.send.failed",
-            ["jobId": .string(job.id), "to": pending.receiver.json, "reason": "receiver's node not linked"]
+            Self.jobSendFailed(job, pending, reason: "receiver's node not linked")
           )
         ])
         return
@@ -223,12 +230,7 @@ extension Node {
       job.assignedTo = nil
       job.updatedAt = Timestamp.now()
       try await store.saveJob(job)
-      try await publish([
-        (
-          delivery.senderPeerID, "job.send.failed",
-          ["jobId": .string(job.id), "to": delivery.receiver.json, "reason": .string(reason)]
-        )
-      ])
+      try await publish([(delivery.senderPeerID, "job.send.failed", Self.jobSendFailed(job, delivery, reason: reason))])
     } catch {
       logger.error("Undoing a job assignment failed.", ["job.id": delivery.jobID, "error": String(describing: error)])
     }

@@ -144,7 +144,8 @@ extension Node {
     }
     let target = try connectedRecipient(toID, in: session)
     let local = target.nodeID == nodeID
-    if local { try checkReceivable(size: UInt64(size)) }
+    // Refused early when the disk cannot take it now; checked again, and reserved, once the spool is open.
+    try checkReceivable(size: UInt64(size), spooling: !local)
 
     let id = UUID().uuidString.lowercased()
     let now = Timestamp.now()
@@ -168,6 +169,13 @@ extension Node {
     }
     if case .failure(let error) = opened {
       throw APIError(status: 500, code: "storage_error", message: "the node cannot spool the upload: \(error)")
+    }
+    // Check and reserve in one step (no await between): concurrent uploads cannot all count the same free space.
+    do {
+      try checkReceivable(size: UInt64(size), spooling: !local)
+    } catch {
+      file.close(remove: true)
+      throw error
     }
     transfers.outgoing[id] = transfer
     try await store.saveTransfer(record)
@@ -228,24 +236,45 @@ extension Node {
   }
 
   /// Refuses a file this node could not take: over the size limit, or leaving less than the free-space reserve.
-  func checkReceivable(size: UInt64) throws(APIError) {
-    if let rejection = receivability(size: size) {
+  /// `spooling`: the file is an upload this node spools before sending it to another node (the message says so).
+  func checkReceivable(size: UInt64, spooling: Bool = false) throws(APIError) {
+    if let rejection = receivability(size: size, spooling: spooling) {
       throw rejectionError(rejection.code, rejection.message)
     }
   }
 
-  func receivability(size: UInt64) -> (code: TransferRejection, message: String)? {
-    if size > UInt64(configuration.maxTransferBytes) {
+  /// Bytes this node has promised to store but not written yet: the rest of every incoming transfer it accepted and
+  /// of every upload it is spooling. Free space minus this is what a new file may use, so concurrent offers cannot
+  /// all be accepted against the same free space (and then all fail when the disk fills).
+  func promisedBytes() -> UInt64 {
+    var total: UInt64 = 0
+    for transfer in transfers.incoming.values where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID
+    {
+      total += transfer.record.size - min(transfer.record.bytes, transfer.record.size)
+    }
+    for transfer in transfers.outgoing.values where !transfer.record.isTerminal && transfer.record.sha256 == nil {
+      total += transfer.record.size - min(transfer.uploadSpooled, transfer.record.size)
+    }
+    return total
+  }
+
+  func receivability(size: UInt64, spooling: Bool = false) -> (code: TransferRejection, message: String)? {
+    if size > UInt64(configuration.maxTransferBytes) && !spooling {
       return (
         .tooLarge, "the file is \(size) bytes; the receiving node accepts at most \(configuration.maxTransferBytes)"
       )
     }
     let free = TransferFile.freeBytes(in: dataDirectoryPath) ?? .max
+    let promised = promisedBytes()
+    let available = free > promised ? free - promised : 0
     let reserve = UInt64(configuration.minFreeBytes)
-    if free < reserve || free - reserve < size {
+    if available < reserve || available - reserve < size {
+      let node = spooling ? "this node (which stores the upload before sending it on)" : "the receiving node"
       return (
         .insufficientStorage,
-        "the receiving node has \(free) bytes free and keeps \(reserve) in reserve; the file needs \(size)"
+        "\(node) has \(free) bytes free, \(promised) of them promised to transfers in progress, and keeps "
+          + "\(reserve) in reserve (--min-free-bytes); the file needs \(size). Retry when a transfer has finished "
+          + "or space is freed"
       )
     }
     return nil

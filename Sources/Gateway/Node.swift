@@ -45,6 +45,8 @@ struct NodeMetrics {
   var slowConsumerDisconnects = 0
   var webSocketUpgradesRejected = 0
   var storageFailures = 0
+  /// Events whose data broke their documented schema (checked in debug builds only).
+  var eventsOffSchema = 0
 }
 
 /// The node actor.
@@ -84,6 +86,10 @@ public actor Node {
   let security: NodeSecurity
   var transfers = TransferRuntime()
   var streams = StreamRuntime()
+  /// The data directory and database file the node opened, and why they are lost once they are (DataDirectoryHealth).
+  let dataWatch: DataDirectoryWatch
+  var dataDirectoryLost: String?
+  var dataWatchTask: Task<Void, Never>?
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -101,6 +107,8 @@ public actor Node {
     self.configuration = configuration
     self.nodeID = nodeID
     self.staticFiles = staticFiles
+    let dataPath = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
+    self.dataWatch = DataDirectoryWatch(directory: dataPath, database: dataPath + "/meshgate.sqlite")
     let hello = NodeHello(
       nodeID: nodeID, name: configuration.name, softwareVersion: NodeConfiguration.version, port: UInt16(server.port))
     var directory = Directory(nodeID: nodeID)
@@ -140,12 +148,19 @@ public actor Node {
         await self?.sendKeepAlives()
       }
     }
+    dataWatchTask = Task { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .seconds(1))
+        await self?.checkDataDirectory()
+      }
+    }
     startMesh()
     Task { await self.restoreTransfers() }
   }
 
   func stop() {
     keepAliveTask?.cancel()
+    dataWatchTask?.cancel()
     meshTask?.cancel()
   }
 
@@ -186,6 +201,9 @@ public actor Node {
   func perform(_ route: Route, parameters: [String: String], request: HTTPRequest) async {
     do {
       var peer: StoredPeer?
+      if let lost = dataDirectoryLost, ![.get, .head].contains(request.head.method) {
+        throw dataDirectoryLostError(lost)
+      }
       if route.admin { try authenticateAdmin(request.head) }
       if route.authenticated {
         let allowQueryToken = [.eventStream, .webSocket, .streamSocket].contains(route.operation)
@@ -208,7 +226,9 @@ public actor Node {
         "Request failed: storage.",
         ["http.request.id": request.id, "http.route": route.pattern, "error": String(describing: error)])
       metrics.storageFailures += 1
-      respond(request, APIError.storage(error)!.response)
+      // A write that failed may mean the directory is gone: look now rather than at the next periodic check.
+      await checkDataDirectory()
+      respond(request, (dataDirectoryLost.map(dataDirectoryLostError) ?? APIError.storage(error)!).response)
     } catch {
       logger.error(
         "Request failed.",
@@ -408,6 +428,9 @@ public actor Node {
         "type": "hello",
         "data": ["peer": peerJSON(peer), "node": nodeJSON(), "cursor": .string(String(latest))],
       ]
+      #if DEBUG
+        checkDocumented("hello", hello.objectValue?["data"] ?? .null)
+      #endif
       sendFrame(hello, to: subscriber, eventName: "hello")
       if var cursor = since {
         subscriber.lastSent = cursor
@@ -448,6 +471,13 @@ public actor Node {
   }
 
   func enqueuePublish(_ pending: PendingPublish) {
+    // Every type a peer can see is documented (EventCatalog, docs/events.md, OpenAPI); debug builds check it.
+    assert(
+      pending.entries.allSatisfy { EventCatalog.loggedTypes.contains($0.type) },
+      "an event type missing from EventCatalog: \(pending.entries.map(\.type))")
+    #if DEBUG
+      for entry in pending.entries { checkDocumented(entry.type, entry.data) }
+    #endif
     publishQueue.append(pending)
     guard !publishing else { return }
     publishing = true

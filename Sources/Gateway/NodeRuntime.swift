@@ -119,7 +119,7 @@ final class NodeRuntime {
         configuration: ServerConfiguration(
           bindAddress: configuration.bindAddress, port: configuration.port,
           maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol],
-          tls: tls))
+          tls: tls, webSocketPingSeconds: configuration.webSocketPingSeconds))
     } catch {
       throw StartupError(message: error.description)
     }

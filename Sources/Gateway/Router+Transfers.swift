@@ -19,7 +19,11 @@ extension Router {
         (413, "Over the sender's or the receiver's size limit.", Schemas.error),
         (502, "The transfer failed during the upload.", Schemas.error),
         (503, "The receiver's node is not linked or did not answer.", Schemas.error),
-        (507, "The receiver's disk would drop below its free-space reserve.", Schemas.error),
+        (
+          507,
+          "The receiving node's disk (or this node's, for the upload's spool) would drop below its free-space reserve, "
+            + "counting the transfers it has already accepted; nothing was read.", Schemas.error
+        ),
       ],
       queryParameters: [
         ("to", "The receiving peer's id (a connected member of the session).", ["type": "string"]),

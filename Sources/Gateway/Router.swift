@@ -100,9 +100,17 @@ struct Router: Sendable {
   static let coreRoutes: [Route] = [
     Route(
       method: .get, pattern: "/healthz", operation: .healthz, operationID: "getHealth",
-      summary: "Liveness: 200 while the node serves requests and its store answers.", authenticated: false,
-      requestSchema: nil,
-      responses: [(200, "The node is healthy.", Schemas.health), (503, "The store does not answer.", Schemas.error)],
+      summary:
+        "Liveness: 200 while the node serves requests, its store answers and its data directory is the one it opened.",
+      authenticated: false, requestSchema: nil,
+      responses: [
+        (200, "The node is healthy.", Schemas.health),
+        (
+          503,
+          "The store does not answer (unavailable), or the data directory or its database file was deleted, "
+            + "moved or replaced while the node ran (data_directory_lost; writes answer the same).", Schemas.error
+        ),
+      ],
       queryParameters: []),
     Route(
       method: .get, pattern: "/metrics", operation: .metrics, operationID: "getMetrics",
@@ -125,6 +133,10 @@ struct Router: Sendable {
         (201, "The peer and its token.", Schemas.createdPeer),
         (400, "Invalid display name or discovery info.", Schemas.error),
         (413, "Body too large.", Schemas.error), (415, "Not JSON.", Schemas.error),
+        (
+          503, "This node already hosts \(Node.maxPeersPerNode) peers, or its data directory is lost or failing.",
+          Schemas.error
+        ),
       ], queryParameters: []),
     Route(
       method: .get, pattern: "/api/v1/peers/me", operation: .getMe, operationID: "getMe",
@@ -677,7 +689,10 @@ enum Schemas {
     "properties": [
       "encryption": ["type": ["string", "null"], "enum": ["none", "optional", "required", nil]],
       "strategy": ["type": ["string", "null"], "enum": ["cluster", "star", "pointToPoint", nil]],
-      "maxPeers": ["type": ["integer", "null"], "minimum": 2, "maximum": 1024],
+      "maxPeers": [
+        "type": ["integer", "null"], "minimum": 2, "maximum": 1024, "default": 64,
+        "description": "Members plus pending invitations; pointToPoint sessions are always 2.",
+      ],
     ],
   ]
   static let sendResult: JSONValue = [
@@ -718,7 +733,12 @@ enum Schemas {
     "properties": [
       "to": ["type": "string"], "session": ["type": "string"],
       "context": ["type": "string", "description": "At most 4 KiB of UTF-8."],
-      "timeoutSeconds": ["type": "integer", "minimum": 1, "maximum": 300, "default": 30],
+      "timeoutSeconds": [
+        "type": "integer", "minimum": 1, "maximum": 300, "default": 30,
+        "description": .string(
+          "Seconds the invitee has to answer. For an invitee on another node the inviter's node waits one grace "
+            + "second more for an answer in flight (its expiresAt includes it); a later answer is 409."),
+      ],
     ],
   ]
   static let transceive: JSONValue = [
@@ -776,7 +796,13 @@ enum Schemas {
   ]
   static let sendJob: JSONValue = [
     "type": "object", "required": ["to"], "additionalProperties": false,
-    "properties": ["to": ["type": "string"], "timeoutSeconds": ["type": "integer", "minimum": 1, "maximum": 300]],
+    "properties": [
+      "to": ["type": "string"],
+      "timeoutSeconds": [
+        "type": "integer", "minimum": 1, "maximum": 300, "default": 30,
+        "description": "As for invitations (one grace second more for a receiver on another node).",
+      ],
+    ],
   ]
   static let jobOffer: JSONValue = [
     "type": "object", "required": ["job", "invitation"], "properties": ["job": job, "invitation": invitation],
@@ -841,17 +867,10 @@ enum Schemas {
       "messages": ["type": "array", "items": chatMessage], "nextCursor": ["type": ["string", "null"]],
     ],
   ]
-  static let event: JSONValue = [
-    "type": "object", "required": ["id", "type", "at", "data"],
-    "properties": [
-      "id": cursor, "type": ["type": "string"], "at": ["type": "string", "format": "date-time"],
-      "data": ["type": "object"],
-    ],
-  ]
   static let eventPage: JSONValue = [
     "type": "object", "required": ["events", "nextCursor", "truncated"],
     "properties": [
-      "events": ["type": "array", "items": event], "nextCursor": cursor,
+      "events": ["type": "array", "items": ["$ref": "#/components/schemas/Event"]], "nextCursor": cursor,
       "truncated": [
         "type": "boolean", "description": "True when events after the cursor were already dropped by retention.",
       ],
@@ -908,6 +927,16 @@ extension Router {
       // Any route may answer 400 (a malformed query or body), and one with a path parameter 404 (unknown id).
       common.append((400, "Invalid request: the message names the field and the rule."))
       if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
+      // Any write may find the data directory full, failing or gone (StorageErrors.swift, DataDirectoryHealth.swift).
+      if route.method != .get {
+        common.append(
+          (
+            503,
+            "storage_unavailable (an I/O error; Retry-After) or data_directory_lost (the data directory was deleted "
+              + "or replaced while the node ran; /healthz says so too): nothing was stored."
+          ))
+        common.append((507, "storage_full: the data directory's disk is full; nothing was stored."))
+      }
       for (status, description) in common where responses[String(status)] == nil {
         responses[String(status)] = [
           "description": .string(description), "content": ["application/json": ["schema": Schemas.error]],
@@ -920,6 +949,9 @@ extension Router {
       item[route.method.rawValue.lowercased()] = .object(operation)
       paths[route.pattern] = .object(item)
     }
+    // Named schemas: the shared shapes, and one per event type with `Event`, their envelope (EventCatalog).
+    var schemas: JSONObject = ["Error": Schemas.error, "Peer": Schemas.peer, "Node": Schemas.node]
+    for (name, schema) in EventCatalog.openAPISchemas() { schemas[name] = schema }
     return [
       "openapi": "3.1.0",
       "info": [
@@ -935,7 +967,7 @@ extension Router {
             "description": "The node's admin token, printed once on its first start (meshgate admin-token=…).",
           ],
         ],
-        "schemas": ["Error": Schemas.error, "Peer": Schemas.peer, "Event": Schemas.event, "Node": Schemas.node],
+        "schemas": .object(schemas),
       ],
     ]
   }

@@ -83,12 +83,18 @@ public struct ServerConfiguration: Sendable {
   public var subprotocols: [String]
   /// TLS for the port and for outbound connections; nil serves and dials plaintext only.
   public var tls: TLSConfiguration?
+  /// Seconds an accepted WebSocket may go without proving it is alive (a PONG) before lws sends it a PING; it is
+  /// closed ``webSocketPongGraceSeconds`` later if no PONG came. 0 turns the check off. lws's own default is 300.
+  public var webSocketPingSeconds: Int
+  /// Seconds after that PING before the connection is closed.
+  public static let webSocketPongGraceSeconds = 10
 
   public init(
     bindAddress: String = "0.0.0.0", port: Int = 8080, maxWebSocketMessageBytes: Int = 1 << 20,
     maxQueuedBytesPerWebSocket: Int = 8 << 20, maxQueuedBytesPerStream: Int = 8 << 20, serverName: String = "meshgate",
-    subprotocols: [String] = [], tls: TLSConfiguration? = nil
+    subprotocols: [String] = [], tls: TLSConfiguration? = nil, webSocketPingSeconds: Int = 300
   ) {
+    self.webSocketPingSeconds = webSocketPingSeconds
     self.subprotocols = subprotocols
     self.tls = tls
     self.bindAddress = bindAddress
@@ -200,6 +206,8 @@ public final class Server: @unchecked Sendable {
   var messagesIn = 0
   let scratch: UnsafeMutableRawPointer
   let scratchSize = 64 * 1024
+  /// The vhost's `retry_and_idle_policy`; lws keeps a pointer to it, so it lives as long as the server.
+  let idlePolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
   var draining = false
 
   /// Creates the lws context and binds the port. Throws when the address or port cannot be bound.
@@ -268,6 +276,14 @@ public final class Server: @unchecked Sendable {
       info.iface = arena.make(configuration.bindAddress)
     }
     info.vhost_name = arena.make("default")
+    // The vhost's idle policy (lws keeps the pointer: it lives until deinit). Only its validity part is used: PING a
+    // connection silent for `webSocketPingSeconds`, close it if no PONG came `webSocketPongGraceSeconds` later.
+    let ping = UInt16(clamping: max(0, configuration.webSocketPingSeconds))
+    idlePolicy.initialize(to: lws_retry_bo_t())
+    idlePolicy.pointee.secs_since_valid_ping = ping
+    idlePolicy.pointee.secs_since_valid_hangup =
+      ping == 0 ? 0 : UInt16(clamping: Int(ping) + ServerConfiguration.webSocketPongGraceSeconds)
+    info.retry_and_idle_policy = UnsafePointer(idlePolicy)
 
     // The context's user pointer is this server, unretained: the server outlives the context,
     // which ``run()`` destroys before returning.
@@ -297,6 +313,7 @@ public final class Server: @unchecked Sendable {
 
   deinit {
     scratch.deallocate()
+    idlePolicy.deallocate()
     protocols.deinitialize(count: protocolCount)
     protocols.deallocate()
   }

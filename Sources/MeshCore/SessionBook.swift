@@ -75,7 +75,7 @@ public struct SessionBook: Sendable {
   }
 
   /// An invitation's lifecycle.
-  public enum InvitationState: String, Sendable, Hashable {
+  public enum InvitationState: String, Sendable, Hashable, CaseIterable {
     case pending, accepted, declined, expired, canceled
   }
 

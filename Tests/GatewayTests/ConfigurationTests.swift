@@ -34,6 +34,15 @@ struct ConfigurationTests {
     #expect(NodeConfiguration.helpText.contains("default auto"))
   }
 
+  @Test func webSocketPingIntervalHasAFlagAVariableAndBounds() throws {
+    #expect(try configuration([]).webSocketPingSeconds == 300)
+    #expect(try configuration(["--ws-ping-interval", "20"]).webSocketPingSeconds == 20)
+    #expect(try configuration([], ["MESHGATE_WS_PING_INTERVAL": "0"]).webSocketPingSeconds == 0)
+    let error = #expect(throws: ConfigurationError.self) { try configuration(["--ws-ping-interval", "70000"]) }
+    #expect(error?.message.contains("from 0 (never) to 65525") == true)
+    #expect(NodeConfiguration.helpText.contains("MESHGATE_WS_PING_INTERVAL, default 300"))
+  }
+
   @Test func flagsOverrideEnvironment() throws {
     let configuration = try configuration(
       ["--port", "9000", "--name=alpha"],

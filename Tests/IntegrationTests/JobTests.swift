@@ -355,6 +355,8 @@ struct JobTests {
       }
       #expect(declineFailure.data["reason"] as? String == "declined", "\(declineFailure)")
       #expect(partyID(declineFailure.data["to"]) == bob.id, "\(declineFailure)")
+      // Like job.received and job.delivered, job.send.failed carries the job itself (docs/events.md).
+      #expect(try canonical(declineFailure.data["job"]) == original, "job.send.failed's job: \(declineFailure)")
       #expect(try canonical(alice.jobIfPresent(jobID)) == original, "alice's job after a decline")
       #expect(try alice.allJobs().count == 1)
       #expect(try bob.allJobs().isEmpty, "bob's list after declining")
@@ -371,6 +373,7 @@ struct JobTests {
         $0.data["jobId"] as? String == jobID
       }
       #expect(expiryFailure.data["reason"] as? String == "expired", "\(expiryFailure)")
+      #expect(try canonical(expiryFailure.data["job"]) == original, "job.send.failed's job: \(expiryFailure)")
       #expect(partyID(expiryFailure.data["to"]) == bob.id, "\(expiryFailure)")
       // A late accept is refused and delivers nothing.
       let late = try bob.answer(secondID, "accept")
@@ -395,6 +398,7 @@ struct JobTests {
         $0.data["jobId"] as? String == jobID
       }
       #expect(cancelFailure.data["reason"] as? String == "canceled", "\(cancelFailure)")
+      #expect(try canonical(cancelFailure.data["job"]) == original, "job.send.failed's job: \(cancelFailure)")
       #expect(try canonical(alice.jobIfPresent(jobID)) == original, "alice's job after withdrawing the offer")
       #expect(try bob.allJobs().isEmpty, "bob's list after a withdrawn offer")
 
