@@ -119,7 +119,10 @@ extension Node {
   /// `PATCH /api/v1/node/settings`: changes limits at run time (until the node restarts).
   func updateSettings(_ context: RequestContext) throws -> HTTPResponse {
     let body = try RequestBody(context.request)
-    let names = ["requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention"]
+    let names = [
+      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
+      "maxPeers", "eventRetention",
+    ]
     try body.allowOnly(Set(names))
     guard !body.object.keys.isEmpty else {
       throw APIError.badRequest("send at least one of \(names.joined(separator: ", "))")
@@ -137,6 +140,9 @@ extension Node {
       try integer("webSocketMessagesPerSecond", 0...10_000_000) ?? limits.webSocketMessagesPerSecond
     limits.webSocketMaxMessageBytes =
       try integer("webSocketMaxMessageBytes", 64...Limits.webSocketHardLimit) ?? limits.webSocketMaxMessageBytes
+    limits.peerCreationsPerSecond =
+      try integer("peerCreationsPerSecond", 0...1_000_000) ?? limits.peerCreationsPerSecond
+    limits.maxPeers = try integer("maxPeers", 1...Limits.maxPeersHardLimit) ?? limits.maxPeers
     let retention = try integer("eventRetention", 10...10_000_000)
     guards.limits = limits
     if let retention { store.retention = retention }

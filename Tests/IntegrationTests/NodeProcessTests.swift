@@ -21,7 +21,7 @@ struct NodeProcessTests {
     defer { node.cleanup() }
     try await onDedicatedThread { try node.start() }
     let started = ContinuousClock.now
-    node.kill9()
+    try await onDedicatedThread { node.kill9() }
     #expect(!node.isRunning)
     #expect(node.exitStatus == 128 + SIGKILL)
     #expect(ContinuousClock.now - started < .seconds(4), "SIGKILL took \(ContinuousClock.now - started) to be seen")
