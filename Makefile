@@ -1,8 +1,9 @@
 # meshgate: build, run, test and lint. GNU make. `make help` lists the targets.
 #
 # Swift is taken from PATH, else from /opt/swift; override with `make SWIFT=/path/to/swift`.
-# The Debian build packages are listed in Docker/packages-build.txt (shared with the Dockerfile)
-# and installed by scripts/install-deps.sh when missing; set MESHGATE_SKIP_DEPS=1 to skip that.
+# The Debian packages are listed in Docker/packages-*.txt and installed by scripts/install-deps.sh when
+# missing (set MESHGATE_SKIP_DEPS=1 to skip that): packages-build.txt for building (shared with the
+# Dockerfile), plus packages-run.txt for `make run`, plus packages-test.txt for the tests.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -51,7 +52,12 @@ NETNS_ARGS ?=
 
 step = @printf '\n==> %s\n' "$(1)"
 
-.PHONY: help deps swift-check build build-debug run test test-browser browser-tests test-netns netns-tests lint format bench clean fuzz schemathesis
+DEPS_BUILD := Docker/packages-build.txt
+DEPS_RUN := $(DEPS_BUILD) Docker/packages-run.txt
+DEPS_TEST := $(DEPS_BUILD) Docker/packages-test.txt
+
+.PHONY: help deps deps-run deps-test swift-check build build-debug run test test-browser browser-tests test-netns \
+  netns-tests lint format bench clean fuzz schemathesis docker-test docker-clean
 
 help: ## Show this help
 	@echo "meshgate make targets:"
@@ -61,10 +67,17 @@ help: ## Show this help
 	@echo "Variables: SWIFT=$(SWIFT)"
 	@echo "           RUN_ARGS, TEST_ARGS, BUILD_ARGS, BROWSER_ARGS (e.g. \"-k chat\"), MESHGATE_SKIP_DEPS=1,"
 	@echo "           NETNS_ARGS (e.g. \"--only partition\"), MESHGATE_SKIP_BROWSER_TESTS=1, MESHGATE_SKIP_NETNS_TESTS=1,"
+	@echo "           MESHGATE_DOCKER_ENGINE=docker|podman, MESHGATE_DOCKER_PULL=0,"
 	@echo "           MESHGATE_* (see README)"
 
-deps: ## Install missing Debian build packages (Docker/packages-build.txt)
-	@bash scripts/install-deps.sh
+deps: ## Install the missing Debian packages for building (Docker/packages-build.txt)
+	@bash scripts/install-deps.sh $(DEPS_BUILD)
+
+deps-run:
+	@bash scripts/install-deps.sh $(DEPS_RUN)
+
+deps-test: ## Install the missing Debian packages for building and testing (+ Docker/packages-test.txt)
+	@bash scripts/install-deps.sh $(DEPS_TEST)
 
 swift-check:
 	@if ! command -v "$(firstword $(SWIFT))" >/dev/null 2>&1; then \
@@ -81,10 +94,12 @@ build-debug: deps swift-check ## Build the debug binary (.build/debug/meshgate)
 	$(call step,swift build)
 	@$(SWIFT) build $(BUILD_ARGS)
 
-run: build ## Build, start a node, create a first peer and print how to use it
+run: deps-run swift-check ## Build, start a node, create a first peer and print how to use it
+	$(call step,swift build -c release)
+	@$(SWIFT) build -c release $(BUILD_ARGS)
 	@bash scripts/run.sh
 
-test: deps swift-check ## Build the debug binary and run all tests (Swift, browser, network faults, fuzz, schemathesis)
+test: deps-test swift-check ## Build the debug binary and run all tests (Swift, browser, network faults, fuzz, schemathesis)
 	$(call step,swift build (debug; integration tests launch .build/debug/meshgate))
 	@$(SWIFT) build $(BUILD_ARGS)
 	@if [[ -n "$(strip $(TEST_ARGS))" ]]; then \
@@ -113,12 +128,12 @@ test: deps swift-check ## Build the debug binary and run all tests (Swift, brows
 	$(call step,schemathesis: $(SCHEMATHESIS_TEST_EXAMPLES) examples per operation)
 	@bash scripts/schemathesis.sh $(SCHEMATHESIS_TEST_EXAMPLES)
 
-test-browser: deps swift-check ## Build the debug binary and run the browser tests (headless Chromium)
+test-browser: deps-test swift-check ## Build the debug binary and run the browser tests (headless Chromium)
 	$(call step,swift build (debug; the browser tests launch it))
 	@$(SWIFT) build $(BUILD_ARGS)
 	@$(MAKE) browser-tests
 
-test-netns: deps swift-check ## Build the debug binary and run only the network fault suite (root; NETNS_ARGS="--only loss")
+test-netns: deps-test swift-check ## Build the debug binary and run only the network fault suite (root; NETNS_ARGS="--only loss")
 	$(call step,swift build (debug; the fault suite launches it))
 	@$(SWIFT) build $(BUILD_ARGS)
 	@$(MAKE) netns-tests
@@ -135,7 +150,7 @@ netns-tests:
 $(BROWSER_VENV)/.installed: $(BROWSER_REQUIREMENTS)
 	$(call step,python venv $(BROWSER_VENV) with $(BROWSER_REQUIREMENTS))
 	@$(PYTHON) -m venv --clear $(BROWSER_VENV) || { \
-	  echo "error: '$(PYTHON) -m venv' failed; on Debian install python3-venv (make deps does)." >&2; exit 1; }
+	  echo "error: '$(PYTHON) -m venv' failed; on Debian install python3-venv (make deps-test does)." >&2; exit 1; }
 	@$(BROWSER_VENV)/bin/pip install --disable-pip-version-check -q -r $(BROWSER_REQUIREMENTS)
 	@touch $@
 
@@ -147,10 +162,10 @@ browser-tests: $(BROWSER_VENV)/.installed
 	  MESHGATE_BROWSER_ARTIFACTS="$(BROWSER_ARTIFACTS)" \
 	  $(BROWSER_VENV)/bin/python Tests/Browser/run.py $(BROWSER_ARGS)
 
-fuzz: deps swift-check ## Fuzz the mesh frame, chat frame and JSON request decoders (FUZZ_SECONDS per decoder, default 300)
+fuzz: deps-test swift-check ## Fuzz the mesh frame, chat frame and JSON request decoders (FUZZ_SECONDS per decoder, default 300)
 	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
-schemathesis: deps swift-check ## Run schemathesis against a fresh node's OpenAPI document (100 examples per operation)
+schemathesis: deps-test swift-check ## Run schemathesis against a fresh node's OpenAPI document (100 examples per operation)
 	@$(SWIFT) build $(BUILD_ARGS)
 	@bash scripts/schemathesis.sh 100
 
@@ -174,6 +189,12 @@ bench: ## Run the benchmarks (bench/run.sh)
 	  echo "error: bench/run.sh does not exist yet: benchmarks are not available." >&2; \
 	  exit 1; \
 	fi
+
+docker-test: ## Build the image and prove Docker/compose.yml: TLS mesh, job, file, health, stop, volumes (docker or podman)
+	@bash scripts/docker-test.sh
+
+docker-clean: ## Remove the docker-test image, its build cache and the locally prepared base images
+	@bash scripts/docker-clean.sh
 
 clean: ## Remove build outputs and test artifacts (keeps .meshgate data)
 	rm -rf .build test-artifacts

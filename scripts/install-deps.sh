@@ -1,30 +1,33 @@
 #!/usr/bin/env bash
-# Installs the Debian packages meshgate needs to build, as listed in
-# Docker/packages-build.txt (the single source of truth, also read by
-# Docker/Dockerfile). Only missing packages are installed; `apt-get update`
-# runs only when something is missing.
+# Installs the Debian packages listed in the given files (default: Docker/packages-build.txt, what
+# building needs; the Dockerfile reads the same lists). Only missing packages are installed;
+# `apt-get update` runs only when something is missing.
 #
-#   scripts/install-deps.sh                 # build packages
-#   scripts/install-deps.sh FILE            # another list, e.g. Docker/packages-runtime.txt
-#   MESHGATE_SKIP_DEPS=1 make build         # skip the check entirely (non-Debian hosts)
+#   scripts/install-deps.sh                                  # build packages (make build)
+#   scripts/install-deps.sh Docker/packages-build.txt Docker/packages-run.txt    # make run
+#   scripts/install-deps.sh Docker/packages-build.txt Docker/packages-test.txt   # make test
+#   MESHGATE_SKIP_DEPS=1 make build                          # skip the check entirely (non-Debian hosts)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-list=${1:-$root/Docker/packages-build.txt}
+lists=("$@")
+((${#lists[@]})) || lists=("$root/Docker/packages-build.txt")
 me=install-deps
 
 if [[ ${MESHGATE_SKIP_DEPS:-0} == 1 ]]; then
-  echo "$me: MESHGATE_SKIP_DEPS=1, not checking build packages"
+  echo "$me: MESHGATE_SKIP_DEPS=1, not checking packages (${lists[*]##*/})"
   exit 0
 fi
 
-if [[ ! -r $list ]]; then
-  echo "$me: cannot read package list $list" >&2
-  exit 1
-fi
-
-# One package per line; blank lines and '#' comments are tolerated.
-mapfile -t packages < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$list")
+packages=()
+for list in "${lists[@]}"; do
+  if [[ ! -r $list ]]; then
+    echo "$me: cannot read package list $list" >&2
+    exit 1
+  fi
+  # One package per line; blank lines and '#' comments are tolerated.
+  mapfile -t -O "${#packages[@]}" packages < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$list")
+done
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "$me: dpkg-query not found: this script supports Debian/Ubuntu only." >&2
@@ -40,7 +43,7 @@ for pkg in "${packages[@]}"; do
 done
 
 if ((${#missing[@]} == 0)); then
-  echo "all build packages present"
+  echo "all packages present (${lists[*]##*/})"
   exit 0
 fi
 
