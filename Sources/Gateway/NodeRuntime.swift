@@ -56,6 +56,16 @@ struct StartupError: Error {
 }
 
 /// A started node.
+/// Write end of the pipe the SIGINT/SIGTERM handler writes to. Set once by `runUntilStopped` before the handler is
+/// installed and only read afterwards (by the handler), so no two threads ever race on it.
+nonisolated(unsafe) private var shutdownSignalPipe: Int32 = -1
+
+/// The SIGINT/SIGTERM handler: only `write(2)`, which is async-signal-safe.
+private func onShutdownSignal(_ number: Int32) {
+  var byte = UInt8(truncatingIfNeeded: number)
+  _ = write(shutdownSignalPipe, &byte, 1)
+}
+
 final class NodeRuntime {
   let server: Server
   let node: Node
@@ -63,6 +73,8 @@ final class NodeRuntime {
   let configuration: NodeConfiguration
   let logger = Logger(component: "node")
   let discovery: RuntimeDiscovery
+  /// The `meshgate ready …` line, written when the node handles signals (set by `start`).
+  var readyLine = ""
 
   init(server: Server, node: Node, bridge: ServerBridge, configuration: NodeConfiguration) {
     self.server = server
@@ -159,30 +171,43 @@ final class NodeRuntime {
       FileHandle.standardOutput.write(Data(line.utf8))
       logger.notice("Admin token created; it was printed once on standard output.")
     }
-    // Written straight to fd 1 (not through stdio's buffer): scripts and tests wait for this line on a pipe.
-    let ready =
+    // Printed by `runUntilStopped` once SIGINT and SIGTERM are handled: a script that signals the node as soon as
+    // it reads this line must get a graceful stop, not a lost or fatal signal.
+    runtime.readyLine =
       "meshgate ready url=\(security.servesHTTPS ? "https" : "http")://\(host):\(server.port)/ port=\(server.port) node.id=\(nodeID) data.dir=\(dataURL.path)\n"
-    FileHandle.standardOutput.write(Data(ready.utf8))
     return runtime
   }
 
   /// Runs the service loop on its own thread until a signal stops it; returns the exit status.
   func runUntilStopped() async -> Int32 {
-    signal(SIGINT, SIG_IGN)
-    signal(SIGTERM, SIG_IGN)
     signal(SIGPIPE, SIG_IGN)
     let server = self.server
     let logger = self.logger
-    let sources = [SIGINT, SIGTERM].map { number in
-      let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-      // `@Sendable` keeps the closure from inheriting main-actor isolation (it runs on a global queue).
-      source.setEventHandler { @Sendable in
-        logger.notice("Shutting down.", ["signal": number == SIGINT ? "SIGINT" : "SIGTERM"])
-        server.shutdown(grace: .seconds(2))
-      }
-      source.resume()
-      return source
+    // SIGINT/SIGTERM: a handler writes the signal number into a pipe; a read source on the pipe starts the shutdown.
+    // Installing the handler is synchronous and a byte waits in the pipe until the source reads it, so a signal sent
+    // the moment the ready line appears is never lost (an ignored signal, or a dispatch signal source that is not
+    // registered yet, would lose it).
+    var pipeEnds: [Int32] = [-1, -1]
+    guard pipe(&pipeEnds) == 0 else {
+      logger.error("Cannot create the signal pipe.", ["error": String(cString: strerror(errno))])
+      return 1
     }
+    for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+    shutdownSignalPipe = pipeEnds[1]
+    signal(SIGINT, onShutdownSignal)
+    signal(SIGTERM, onShutdownSignal)
+    let readEnd = pipeEnds[0]
+    let signals = DispatchSource.makeReadSource(fileDescriptor: readEnd, queue: .global())
+    // `@Sendable` keeps the closure from inheriting main-actor isolation (it runs on a global queue).
+    signals.setEventHandler { @Sendable in
+      var number: UInt8 = 0
+      guard read(readEnd, &number, 1) == 1 else { return }
+      logger.notice("Shutting down.", ["signal": Int32(number) == SIGINT ? "SIGINT" : "SIGTERM"])
+      server.shutdown(grace: .seconds(2))
+    }
+    signals.resume()
+    // Written straight to fd 1 (not through stdio's buffer): scripts and tests wait for this line on a pipe.
+    FileHandle.standardOutput.write(Data(readyLine.utf8))
     let node = self.node
     discovery.start()
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -194,7 +219,7 @@ final class NodeRuntime {
       thread.name = "lws-service"
       thread.start()
     }
-    sources.forEach { $0.cancel() }
+    signals.cancel()
     discovery.stop()
     logger.notice("Node stopped.")
     return 0

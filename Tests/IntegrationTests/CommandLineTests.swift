@@ -39,6 +39,20 @@ struct CommandLineTests {
     #expect(result.stderr.contains("MESHGATE_PORT must be a port number"))
   }
 
+  @Test func aSignalSentTheMomentTheReadyLineAppearsStopsTheNodeGracefully() async throws {
+    // The ready line used to come before SIGTERM was handled: a signal sent at once was ignored (the node ran on)
+    // or, a moment earlier, killed it. Each round signals as soon as the line is read.
+    let node = try NodeProcess()
+    defer { node.cleanup() }
+    try await onDedicatedThread {
+      for round in 0..<15 {
+        if round == 0 { try node.start() } else { try node.restart() }
+        let status = try node.stop(signal: SIGTERM, timeout: .seconds(10))
+        #expect(status == 0, "round \(round): exit status \(status)")
+      }
+    }
+  }
+
   @Test func portInUseExitsWithStatus2() async throws {
     try await withNode { node in
       let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mg-\(UUID().uuidString)").path
