@@ -113,13 +113,18 @@ extension Node {
   func settingsJSON() -> JSONValue {
     guard case .object(var object) = guards.limits.json else { return .null }
     object["eventRetention"] = .int(Int64(store.retention))
+    object["fileConsent"] = .string(fileConsent.rawValue)
+    object["fileConsentTimeout"] = .int(Int64(fileConsentTimeout))
     return ["settings": .object(object)]
   }
 
   /// `PATCH /api/v1/node/settings`: changes limits at run time (until the node restarts).
   func updateSettings(_ context: RequestContext) throws -> HTTPResponse {
     let body = try RequestBody(context.request)
-    let names = ["requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention"]
+    let names = [
+      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention", "fileConsent",
+      "fileConsentTimeout",
+    ]
     try body.allowOnly(Set(names))
     guard !body.object.keys.isEmpty else {
       throw APIError.badRequest("send at least one of \(names.joined(separator: ", "))")
@@ -138,8 +143,18 @@ extension Node {
     limits.webSocketMaxMessageBytes =
       try integer("webSocketMaxMessageBytes", 64...Limits.webSocketHardLimit) ?? limits.webSocketMaxMessageBytes
     let retention = try integer("eventRetention", 10...10_000_000)
+    var consent: FileConsent?
+    if let value = body.object["fileConsent"] {
+      guard case .string(let text) = value, let mode = FileConsent(rawValue: text) else {
+        throw APIError.badRequest("fileConsent must be \"auto\" or \"ask\"")
+      }
+      consent = mode
+    }
+    let consentTimeout = try integer("fileConsentTimeout", 1...86_400)
     guards.limits = limits
     if let retention { store.retention = retention }
+    if let consent { transfers.consentMode = consent }
+    if let consentTimeout { transfers.consentTimeout = consentTimeout }
     logger.notice("Node settings changed.", ["settings": settingsJSON().serializedString()])
     return .json(settingsJSON())
   }

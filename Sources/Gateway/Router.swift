@@ -21,6 +21,7 @@ enum Operation: Sendable {
   case createJob, listJobs, getJob, updateJob, deleteJob, sendJob
   case createChat, listChats, nearbyChats, getChat, joinChat, leaveChat, postChatMessage, listChatMessages
   case uploadResource, listTransfers, getTransfer, deleteTransfer, transferContent
+  case acceptTransfer, declineTransfer, getFileConsent, removeAlwaysAccept
   case openStream, writeStream, readStream, streamSocket
 }
 
@@ -637,12 +638,23 @@ enum Schemas {
   ]
   static let settings: JSONValue = [
     "type": "object",
-    "required": ["requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention"],
+    "required": [
+      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention", "fileConsent",
+      "fileConsentTimeout",
+    ],
     "properties": [
       "requestsPerSecond": ["type": "integer", "minimum": 0],
       "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0],
       "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64],
       "eventRetention": ["type": "integer", "minimum": 10],
+      "fileConsent": [
+        "type": "string", "enum": ["auto", "ask"],
+        "description": "auto: incoming files are accepted at once; ask: each waits for the recipient's Accept or Decline.",
+      ],
+      "fileConsentTimeout": [
+        "type": "integer", "minimum": 1, "maximum": 86_400,
+        "description": "Seconds an incoming file waits for the recipient's answer before it fails.",
+      ],
     ],
   ]
   static let settingsEnvelope: JSONValue = [
@@ -655,6 +667,8 @@ enum Schemas {
       "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0, "maximum": 10_000_000],
       "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64, "maximum": 16_777_216],
       "eventRetention": ["type": "integer", "minimum": 10, "maximum": 10_000_000],
+      "fileConsent": ["type": "string", "enum": ["auto", "ask"]],
+      "fileConsentTimeout": ["type": "integer", "minimum": 1, "maximum": 86_400],
     ],
   ]
   static let addMeshNode: JSONValue = [
