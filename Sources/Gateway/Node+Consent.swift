@@ -184,7 +184,8 @@ extension Node {
     guard !transfer.record.isTerminal else {
       throw APIError(
         status: 409, code: "transfer_\(transfer.record.state)",
-        message: "transfer \(id) was \(transfer.record.state) meanwhile: \(transfer.record.reason ?? "no reason given")")
+        message: "transfer \(id) was \(transfer.record.state) meanwhile: \(transfer.record.reason ?? "no reason given")"
+      )
     }
     persist(transfer)
     publishTransferEvent("transfer.started", transfer)
@@ -230,7 +231,10 @@ extension Node {
       ($0.createdAt, $0.senderPeerID) < ($1.createdAt, $1.senderPeerID)
     }
     let entries: [JSONValue] = list.map {
-      ["peerId": .string($0.senderPeerID), "displayName": .string($0.senderDisplayName), "since": .string($0.createdAt)]
+      [
+        "peerId": .string($0.senderPeerID), "displayName": .string($0.senderDisplayName),
+        "since": .string($0.createdAt),
+      ]
     }
     return .json([
       "fileConsent": [

@@ -649,7 +649,8 @@ enum Schemas {
       "eventRetention": ["type": "integer", "minimum": 10],
       "fileConsent": [
         "type": "string", "enum": ["auto", "ask"],
-        "description": "auto: incoming files are accepted at once; ask: each waits for the recipient's Accept or Decline.",
+        "description":
+          "auto: incoming files are accepted at once; ask: each waits for the recipient's Accept or Decline.",
       ],
       "fileConsentTimeout": [
         "type": "integer", "minimum": 1, "maximum": 86_400,

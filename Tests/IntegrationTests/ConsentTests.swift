@@ -40,7 +40,8 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
     $0 == .inviteAnswer(invitationID: invitationID, outcome: .accepted)
   }
   session.revision = 2
-  session.members.append(SessionMember(peerID: victim.id, displayName: "victim", nodeID: node.nodeID, state: .connected))
+  session.members.append(
+    SessionMember(peerID: victim.id, displayName: "victim", nodeID: node.nodeID, state: .connected))
   hostile.send(.sessionState(session))
   try await eventuallyAsync(timeout: .seconds(30), message: "the receiver in the sender's session") {
     try victim.memberStates(sessionID)[victim.id] == "connected"
@@ -71,7 +72,9 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
       #expect(answer == .transferAccept(transferID: id, offset: 0))
       hostile.send(.transferChunk(transferID: id, offset: 0, bytes: content))
       hostile.send(.transferEnd(transferID: id, size: UInt64(content.count), sha256: digest))
-      try hostile.waitFor(timeout: .seconds(30), "transferFinished") { $0 == .transferFinished(transferID: id, sha256: digest) }
+      try hostile.waitFor(timeout: .seconds(30), "transferFinished") {
+        $0 == .transferFinished(transferID: id, sha256: digest)
+      }
       _ = try await victim.awaitTransfer(id, state: "finished")
 
       // The sender lost the link before transferFinished reached it: after relinking it offers the transfer again.
@@ -83,7 +86,8 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
         hostile.received.dropFirst(before).contains(where: answersTransfer(id))
       }
       let replies = hostile.received.dropFirst(before).filter(answersTransfer(id))
-      #expect(replies.first == .transferFinished(transferID: id, sha256: digest), "the re-offer was answered \(replies)")
+      #expect(
+        replies.first == .transferFinished(transferID: id, sha256: digest), "the re-offer was answered \(replies)")
       let stored = "\(node.dataDirectory)/files/received/\(id)/done.txt"
       #expect(FileManager.default.contents(atPath: stored) == Data(content))
       #expect(try victim.transfer(id)?["state"] as? String == "finished")
@@ -145,7 +149,8 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
       #expect(try alice.events("transfer.accepted").contains { $0.transferID == asked })
       let again = try bob.post("/api/v1/transfers/\(asked)/accept", json: "{}")
       #expect(again.status == 409)
-      #expect((try again.jsonObject()["error"] as? [String: Any])?["code"] as? String == "transfer_not_awaiting_consent")
+      #expect(
+        (try again.jsonObject()["error"] as? [String: Any])?["code"] as? String == "transfer_not_awaiting_consent")
 
       // Always accepted: the next file from alice flows without asking.
       let list = try #require(try bob.get("/api/v1/file-consent").jsonObject()["fileConsent"] as? [String: Any])
