@@ -72,7 +72,9 @@ start_meshgate() {
   local dir=$WORK/$1
   shift
   mkdir -p "$dir"
-  "$MESHGATE" --port 0 --bind 127.0.0.1 --data-dir "$dir/data" --discovery static --log-level warning "$@" \
+  # The setups create up to IDLE_CLIENTS peers from one address as fast as they can: no creation rate, the largest cap.
+  "$MESHGATE" --port 0 --bind 127.0.0.1 --data-dir "$dir/data" --discovery static --log-level warning \
+    --peer-create-rate 0 --max-peers 50000 "$@" \
     >"$dir/out.log" 2>"$dir/err.log" &
   MG_PID=$!
   PIDS+=("$MG_PID")

@@ -62,6 +62,9 @@ static inline int clws_peer_certificate_der(struct lws *_Nonnull wsi, unsigned c
   return length;
 }
 
+/// TLS 1.0 and 1.1 off (SSL_OP_* are macro expressions built with SSL_OP_BIT); lws takes them as a `long`.
+static const long CLWS_SSL_OP_NO_OLD_PROTOCOLS = (long)(SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1);
+
 /// OPENSSL_free is a macro.
 static inline void clws_free(void *_Nullable pointer) { OPENSSL_free(pointer); }
 

@@ -91,7 +91,14 @@ struct RequestBody {
       self.object = JSONObject()
       return
     }
-    if let type = request.head.headers["content-type"], !type.lowercased().hasPrefix("application/json") {
+    // A JSON body must say so: a cross-site page can send a body without a preflight only as a "simple" request
+    // (no type, text/plain, a form), never as application/json.
+    guard let type = request.head.headers["content-type"] else {
+      throw APIError(
+        status: 415, code: "unsupported_media_type",
+        message: "send the JSON body with Content-Type: application/json (the request had no Content-Type)")
+    }
+    guard type.lowercased().hasPrefix("application/json") else {
       throw APIError(
         status: 415, code: "unsupported_media_type",
         message: "Content-Type must be application/json (got \(type.debugDescription))")
@@ -100,6 +107,11 @@ struct RequestBody {
     do {
       value = try JSONValue.parse(request.body)
     } catch {
+      if error.isLimit {
+        throw .badRequest(
+          "the request body is over a JSON limit: \(error) (at most \(JSONValue.defaultMaxMembers) members per "
+            + "object and \(JSONValue.defaultMaxDepth) levels of nesting)", code: "json_limit_exceeded")
+      }
       throw .badRequest("the request body is not valid JSON: \(error)", code: "malformed_json")
     }
     guard case .object(let object) = value else {

@@ -122,8 +122,8 @@ extension Node {
   func updateSettings(_ context: RequestContext) throws -> HTTPResponse {
     let body = try RequestBody(context.request)
     let names = [
-      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention", "fileConsent",
-      "fileConsentTimeout",
+      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
+      "maxPeers", "eventRetention", "fileConsent", "fileConsentTimeout",
     ]
     try body.allowOnly(Set(names))
     guard !body.object.keys.isEmpty else {
@@ -142,6 +142,9 @@ extension Node {
       try integer("webSocketMessagesPerSecond", 0...10_000_000) ?? limits.webSocketMessagesPerSecond
     limits.webSocketMaxMessageBytes =
       try integer("webSocketMaxMessageBytes", 64...Limits.webSocketHardLimit) ?? limits.webSocketMaxMessageBytes
+    limits.peerCreationsPerSecond =
+      try integer("peerCreationsPerSecond", 0...1_000_000) ?? limits.peerCreationsPerSecond
+    limits.maxPeers = try integer("maxPeers", 1...Limits.maxPeersHardLimit) ?? limits.maxPeers
     let retention = try integer("eventRetention", 10...10_000_000)
     var consent: FileConsent?
     if let value = body.object["fileConsent"] {

@@ -53,6 +53,13 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var tlsKeyPath: String?
   /// Request and WebSocket limits (Limits.swift).
   public var limits = Limits()
+  /// Extra names the node answers to in `Host` and accepts in `Origin` (`--allowed-hosts`, HostPolicy.swift).
+  public var allowedHosts: [String] = []
+  /// Connections served at once (`--max-connections`); nil derives it from the open-file limit
+  /// (``NodeRuntime/connectionLimit(requested:fileLimit:)``).
+  public var maxConnections: Int?
+  /// Seconds a request body may go without a byte before the connection is closed (`--body-timeout`).
+  public var bodyTimeoutSeconds = 10
   /// Seconds a WebSocket may go without answering a PING before the node sends one; a client that has not answered
   /// 10 s later is disconnected. 0: never (libwebsockets' validity policy on the vhost).
   public var webSocketPingSeconds = 300
@@ -121,6 +128,19 @@ public struct NodeConfiguration: Sendable, Equatable {
                             (MESHGATE_WS_RATE_LIMIT, default 5000)
       --ws-max-message-bytes N  largest message a browser WebSocket may send
                             (MESHGATE_WS_MAX_MESSAGE_BYTES, default 2097152)
+      --peer-create-rate N  peers one client address may create per second, bursts of 2N; 0 = off
+                            (MESHGATE_PEER_CREATE_RATE, default 10)
+      --max-peers N         most peers this node hosts, 1–50000; linked nodes accept at most 4096
+                            from one node (MESHGATE_MAX_PEERS, default 4096)
+      --allowed-hosts LIST  more names the node answers to in Host and Origin, comma-separated;
+                            *.example.com allows subdomains, * turns the check off
+                            (MESHGATE_ALLOWED_HOSTS; IP addresses, localhost and this host's
+                            name are always allowed)
+      --max-connections N   connections served at once; more are answered 503 or closed
+                            (MESHGATE_MAX_CONNECTIONS, default the open-file limit less a reserve
+                            of a quarter, at most 512, for the store, files and mesh links)
+      --body-timeout SECONDS  close a connection whose request body sends nothing for this long
+                            (MESHGATE_BODY_TIMEOUT, default 10)
       --ws-ping-interval S  seconds before an idle WebSocket is sent a PING; one that has not answered
                             10 s later is closed; 0 = never (MESHGATE_WS_PING_INTERVAL, default 300)
       -h, --help            show this help
@@ -155,6 +175,9 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--file-consent", "MESHGATE_FILE_CONSENT"), ("--file-consent-timeout", "MESHGATE_FILE_CONSENT_TIMEOUT"),
       ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
       ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
+      ("--peer-create-rate", "MESHGATE_PEER_CREATE_RATE"), ("--max-peers", "MESHGATE_MAX_PEERS"),
+      ("--allowed-hosts", "MESHGATE_ALLOWED_HOSTS"),
+      ("--max-connections", "MESHGATE_MAX_CONNECTIONS"), ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
       ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
     ]
     for setting in settings {
@@ -275,6 +298,27 @@ public struct NodeConfiguration: Sendable, Equatable {
       limits.webSocketMessagesPerSecond = try integer(0...10_000_000, "a rate from 0 (off) to 10000000")
     case "--ws-max-message-bytes":
       limits.webSocketMaxMessageBytes = try integer(64...Limits.webSocketHardLimit, "a byte count from 64 to 16777216")
+    case "--peer-create-rate":
+      limits.peerCreationsPerSecond = try integer(0...1_000_000, "a rate from 0 (off) to 1000000")
+    case "--max-peers": limits.maxPeers = try integer(1...Limits.maxPeersHardLimit, "a count from 1 to 50000")
+    case "--allowed-hosts":
+      for part in value.split(separator: ",") {
+        let entry = part.trimmingCharacters(in: .whitespaces)
+        guard !entry.isEmpty else { continue }
+        let name =
+          entry.hasPrefix("*.") ? String(entry.dropFirst(2)) : entry.hasPrefix(".") ? String(entry.dropFirst()) : entry
+        guard
+          entry == "*" || HostPolicy.isHostName(HostPolicy.normalizedName(name))
+            || HostPolicy.normalizedAddress(entry.trimmingCharacters(in: ["[", "]"])) != nil
+        else {
+          throw ConfigurationError(
+            "\(source) takes host names or IP addresses without ports, comma-separated (e.g. node-a,meshgate.lan,"
+              + "*.example.com, or * for any), not \(entry.debugDescription)")
+        }
+        if !allowedHosts.contains(entry) { allowedHosts.append(entry) }
+      }
+    case "--max-connections": maxConnections = try integer(16...1_000_000, "a count from 16 to 1000000")
+    case "--body-timeout": bodyTimeoutSeconds = try integer(1...3600, "seconds from 1 to 3600")
     case "--ws-ping-interval":
       webSocketPingSeconds = try integer(0...65_525, "a number of seconds from 0 (never) to 65525")
     default: throw ConfigurationError("unknown option \(flag)")

@@ -16,18 +16,26 @@ public struct Limits: Sendable, Equatable {
   public var webSocketMessagesPerSecond = 5_000
   /// The largest message a browser socket may send, in bytes.
   public var webSocketMaxMessageBytes = 2 << 20
+  /// Peers one client address may create per second (a burst of twice that); 0 turns the limit off.
+  public var peerCreationsPerSecond = 10
+  /// The most peers this node hosts: by default as many as a linked node accepts from one node (a node with more
+  /// is refused whole by its neighbours, so more suits only a node that links with no other).
+  public var maxPeers = MeshLimits.peersPerNode
 
   public init() {}
 
   /// The most a WebSocket message may be anywhere (the server's reassembly buffer).
   static let webSocketHardLimit = 16 << 20
+  /// The most peers a node may be set to host: its peer snapshot frame holds at most 65 536.
+  static let maxPeersHardLimit = 50_000
 
-  /// `{requestsPerSecond, webSocketMessagesPerSecond, webSocketMaxMessageBytes}`.
+  /// `{requestsPerSecond, webSocketMessagesPerSecond, webSocketMaxMessageBytes, peerCreationsPerSecond, maxPeers}`.
   var json: JSONValue {
     [
       "requestsPerSecond": .int(Int64(requestsPerSecond)),
       "webSocketMessagesPerSecond": .int(Int64(webSocketMessagesPerSecond)),
       "webSocketMaxMessageBytes": .int(Int64(webSocketMaxMessageBytes)),
+      "peerCreationsPerSecond": .int(Int64(peerCreationsPerSecond)), "maxPeers": .int(Int64(maxPeers)),
     ]
   }
 }
@@ -76,6 +84,14 @@ struct RateLimiter: Sendable {
   mutating func forget(_ key: String) {
     buckets[key] = nil
   }
+
+  /// Drops buckets that have refilled completely (they are the same as no bucket) once there are more than
+  /// `keep`, so keys from many addresses cannot grow the table without bound.
+  /// (A bucket of capacity 2N refills at N per second, so one untouched for 2 s is full.)
+  mutating func prune(keep: Int, now: UInt64) {
+    guard buckets.count > keep else { return }
+    buckets = buckets.filter { now < $0.value.updatedAt + 2_000 }
+  }
 }
 
 /// Security state of a node: the admin token's hash, the limits in force, the buckets and the refusal counters.
@@ -84,6 +100,15 @@ struct SecurityState: Sendable {
   var limits: Limits
   var requestLimiter = RateLimiter()
   var socketLimiter = RateLimiter()
+  /// Peer creations by client address (`--peer-create-rate`).
+  var peerCreationLimiter = RateLimiter()
+  var rateLimitedPeerCreations = 0
+  /// `POST /api/v1/peers` requests between their capacity check and their peer's arrival in `peers`.
+  var peersBeingCreated = 0
+  var peerLimitRefusals = 0
+  /// Requests refused for their `Host` (421) or `Origin` (403), and WebSocket upgrades refused for `Origin`.
+  var hostRefusals = 0
+  var originRefusals = 0
   var rateLimitedRequests = 0
   var rateLimitedSocketMessages = 0
   var oversizedSocketMessages = 0

@@ -511,10 +511,8 @@ extension Node {
   /// Sends once the link's queue has room; false when the link is gone.
   func sendWhenRoom(_ wire: ChatWire, to node: String) async throws -> Bool {
     while true {
-      guard let connection = mesh.links.connection(of: node), let socket = mesh.socketByConnection[connection],
-        let queued = server.queuedBytes(socket)
-      else { return false }
-      if queued <= 2 << 20 { break }
+      guard let scheduler = scheduler(toNode: node) else { return false }
+      if scheduler.queuedBytes(of: "chat") <= 2 << 20 { break }
       try await Task.sleep(for: .milliseconds(2))
     }
     sendChat(wire, to: node)
@@ -523,7 +521,7 @@ extension Node {
 
   func sendChat(_ wire: ChatWire, to node: String) {
     guard chatLinkUsable(node), let connection = mesh.links.connection(of: node) else { return }
-    sendFrame(
-      OutboundMessage(bytes: MeshFrameCodec.encode(.chat(payload: wire.encoded())), binary: true), on: connection)
+    // Chat frames are never refused: they queue in the link's chat lane (history is paced by sendWhenRoom).
+    sendMessage(.chat(payload: wire.encoded()), on: connection)
   }
 }

@@ -9,8 +9,36 @@ import Logging
 import MeshCore
 
 extension Node {
-  /// The most peers one node hosts (its peer snapshot frame holds at most 65 536).
-  static let maxPeersPerNode = 50_000
+  /// Applies `--peer-create-rate` to the client's address (`429` with `Retry-After`) and `--max-peers` (`409`).
+  func checkPeerCreation(_ head: HTTPRequestHead) throws(APIError) {
+    let limits = guards.limits
+    let now = Self.monotonicMillis()
+    guards.peerCreationLimiter.prune(keep: 4_096, now: now)
+    if let wait = guards.peerCreationLimiter.check(
+      head.remoteAddress, perSecond: limits.peerCreationsPerSecond, now: now)
+    {
+      guards.rateLimitedPeerCreations += 1
+      throw APIError(
+        status: 429, code: "rate_limited",
+        message:
+          "more than \(limits.peerCreationsPerSecond) new peers per second from \(head.remoteAddress); wait \(wait) s "
+          + "(Retry-After) and reuse peers you created (their tokens stay valid)",
+        headers: [("retry-after", String(wait))])
+    }
+    try checkPeerCapacity()
+  }
+
+  /// `409 peer_limit_reached` when the node hosts `--max-peers` peers.
+  func checkPeerCapacity() throws(APIError) {
+    let maximum = guards.limits.maxPeers
+    guard peers.count + guards.peersBeingCreated >= maximum else { return }
+    guards.peerLimitRefusals += 1
+    throw APIError(
+      status: 409, code: "peer_limit_reached",
+      message:
+        "this node already hosts its maximum of \(maximum) peers (--max-peers): delete unused peers "
+        + "(DELETE /api/v1/peers/me with their token), raise the limit, or use another node")
+  }
 
   func run(_ operation: Operation, _ context: RequestContext) async throws -> HTTPResponse {
     switch operation {
@@ -44,8 +72,8 @@ extension Node {
     case .listSessions: return try listSessions(context)
     case .getSession: return try getSession(context)
     case .leaveSession: return try leaveSession(context)
-    case .sendData: return try sendData(context)
-    case .sendEvent: return try sendNamedEvent(context)
+    case .sendData: return try await sendData(context)
+    case .sendEvent: return try await sendNamedEvent(context)
     case .createInvitation: return try createInvitation(context)
     case .listInvitations: return try listInvitations(context)
     case .getInvitation: return try getInvitation(context)
@@ -103,6 +131,7 @@ extension Node {
   }
 
   func createPeer(_ context: RequestContext) async throws -> HTTPResponse {
+    try checkPeerCreation(context.request.head)
     let body = try RequestBody(context.request)
     try body.allowOnly(["displayName", "discoveryInfo"])
     let displayName: String
@@ -113,15 +142,13 @@ extension Node {
     } catch let error as ValidationError {
       throw error.apiError
     }
-    // A node's peers travel in one snapshot frame; keep well inside its limit.
-    guard peers.count < Self.maxPeersPerNode else {
-      throw APIError.unavailable(
-        "this node already hosts its maximum of \(Self.maxPeersPerNode) peers; delete unused peers or use another node")
-    }
     let token = "mgt_" + Crypto.base64URL(try Crypto.randomBytes(32))
     let peer = StoredPeer(
       id: UUID().uuidString.lowercased(), displayName: displayName, discoveryInfo: discoveryInfo,
       tokenHash: Crypto.sha256Hex(token), createdAt: Timestamp.now())
+    // Peers being stored count against --max-peers too, so parallel requests cannot overshoot it.
+    guards.peersBeingCreated += 1
+    defer { guards.peersBeingCreated -= 1 }
     try await store.insertPeer(peer)
     peers[peer.id] = peer
     peerIDsByTokenHash[peer.tokenHash] = peer.id
@@ -211,6 +238,32 @@ extension Node {
     let samples: [(String, String, String, any CustomStringConvertible)] = [
       ("meshgate_websocket_connections", "gauge", "Open WebSocket connections.", statistics.openWebSockets),
       ("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.", streams),
+      (
+        "meshgate_connections", "gauge", "Accepted connections open (HTTP, WebSocket, inbound mesh links).",
+        statistics.openConnections
+      ),
+      (
+        "meshgate_connections_max", "gauge", "Connections served at once (--max-connections).",
+        server.configuration.maxConnections
+      ),
+      (
+        "meshgate_connections_refused_total", "counter",
+        "Connections over --max-connections: answered 503 or closed at once.", statistics.refusedConnections
+      ),
+      (
+        "meshgate_accept_failures_total", "counter",
+        "Connections that could not be accepted for want of file descriptors (they were closed).",
+        statistics.acceptFailures
+      ),
+      (
+        "meshgate_oversized_request_heads_total", "counter", "Requests answered 431: request head over 16 KiB.",
+        statistics.oversizedHeads
+      ),
+      (
+        "meshgate_body_timeouts_total", "counter",
+        "Connections closed because a request body stopped (--body-timeout).",
+        statistics.bodyTimeouts
+      ),
       ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
       ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
       (
@@ -256,6 +309,23 @@ extension Node {
       ),
       ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", guards.adminDenied),
       (
+        "meshgate_peer_creations_rate_limited_total", "counter",
+        "POST /api/v1/peers refused with 429: over the client address's peer creation rate.",
+        guards.rateLimitedPeerCreations
+      ),
+      (
+        "meshgate_peer_limit_refusals_total", "counter", "POST /api/v1/peers refused with 409: the node is full.",
+        guards.peerLimitRefusals
+      ),
+      (
+        "meshgate_host_refusals_total", "counter",
+        "Requests refused with 421: their Host names no name or address of this node.", guards.hostRefusals
+      ),
+      (
+        "meshgate_origin_refusals_total", "counter",
+        "Requests and WebSocket upgrades refused with 403: their Origin is another site.", guards.originRefusals
+      ),
+      (
         "meshgate_events_off_schema_total", "counter",
         "Events whose data did not match docs/events.md (checked by debug builds only; 0 in release builds).",
         metrics.eventsOffSchema
@@ -284,7 +354,16 @@ extension Node {
       ("meshgate_sessions", "gauge", "Sessions with a member on this node.", mesh.sessions.sessions.count),
       (
         "meshgate_unreliable_dropped_total", "counter",
-        "Unreliable session messages dropped because a mesh link's send queue was full.", mesh.unreliableDropped
+        "Unreliable session messages dropped because their sender's lane on a mesh link was full.",
+        mesh.unreliableDropped
+      ),
+      (
+        "meshgate_mesh_sends_refused_total", "counter",
+        "Reliable session sends answered 503 link_busy: no room on their mesh link within 10 s.", mesh.sendsRefused
+      ),
+      (
+        "meshgate_mesh_sends_waiting", "gauge", "Reliable session sends waiting for room on a mesh link.",
+        mesh.heldSends.count
       ),
       (
         "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",

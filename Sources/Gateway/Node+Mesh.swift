@@ -26,6 +26,35 @@ struct MeshRuntime {
   var linksRefused = 0
   /// Refusals already reported as events, so a node retrying every few seconds does not flood event logs.
   var refusalsReported: Set<String> = []
+  /// Each mesh-link socket's outbound scheduler (control first, bulk producers round-robin); the socket pulls from it
+  /// whenever it can take the next frame.
+  var schedulers: [WebSocketID: LinkScheduler<MeshOutbound>] = [:]
+  /// Reliable sends waiting for room in their sender's lane, oldest first (``Node/deliverWhenRoom``).
+  var heldSends: [HeldSend] = []
+  var roomWakePending = false
+  /// Reliable sends answered 503 because their link had no room within ``Node/maxSendWaitMillis``.
+  var sendsRefused = 0
+}
+
+/// A frame waiting in a link's scheduler.
+enum MeshOutbound {
+  /// Encoded and ready to write.
+  case frame(OutboundMessage)
+  /// Reliable session data or a named event, numbered (``SessionBook/sequenceReliable(_:to:)``) and encoded when it
+  /// goes on the wire, so sequence numbers follow wire order whatever the round-robin did.
+  case reliable(MeshMessage, nodeID: String)
+}
+
+/// A reliable send held until its sender's lane has room on every link it crosses.
+struct HeldSend {
+  let producer: String
+  let sessionID: String
+  let peerID: String
+  let targets: [String]?
+  let payload: [UInt8]
+  let name: String?
+  let deadline: UInt64
+  let continuation: CheckedContinuation<HTTPResponse, any Error>
 }
 
 /// The WebSocket subprotocol of mesh links.
@@ -55,6 +84,7 @@ extension Node {
     let now = Self.monotonicMillis()
     apply(mesh.links.tick(now: now))
     apply(mesh.sessions.tick(now: now))
+    admitHeldSends()
     transferTick()
     ticks += 1
     if ticks % 10 == 0 && !transceivers.isEmpty { reconcileTransceivers() }
@@ -83,6 +113,7 @@ extension Node {
     mesh.nextInboundConnection += 1
     mesh.connectionBySocket[id] = connection
     mesh.socketByConnection[connection] = id
+    openScheduler(id)
     apply(
       mesh.links.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis())
     )
@@ -120,7 +151,104 @@ extension Node {
   func meshSocketClosed(_ id: WebSocketID) {
     guard let connection = mesh.connectionBySocket.removeValue(forKey: id) else { return }
     mesh.socketByConnection[connection] = nil
+    var scheduler = mesh.schedulers.removeValue(forKey: id)
+    let unsent = scheduler?.removeAll() ?? []
     apply(mesh.links.closed(connection, now: Self.monotonicMillis()))
+    // Reliable data accepted but never written: its senders are told, after what was written and not acknowledged.
+    var reliable: [MeshMessage] = []
+    for (item, _) in unsent {
+      if case .reliable(let message, _) = item { reliable.append(message) }
+    }
+    if !reliable.isEmpty { apply(mesh.sessions.unsent(reliable, reason: "link to node lost")) }
+    admitHeldSends()
+  }
+
+  // MARK: - Outbound scheduling
+
+  func openScheduler(_ socket: WebSocketID) {
+    mesh.schedulers[socket] = LinkScheduler()
+    server.setPulling(socket)
+  }
+
+  /// The scheduler lane of a frame: bulk frames of one producer share a lane (and keep their order within it), all
+  /// else is control. A transfer's end and a stream's close travel in their lane, behind their data.
+  static func lane(of message: MeshMessage) -> LinkScheduler<MeshOutbound>.Lane {
+    switch message {
+    case .sessionData(_, let fromPeerID, _, _, _), .sessionEvent(_, let fromPeerID, _, _, _, _):
+      .bulk("peer:" + fromPeerID)
+    case .transferChunk(let id, _, _), .transferEnd(let id, _, _):
+      .bulk("transfer:" + id)
+    case .streamData(let id, _, _), .streamClose(let id, _):
+      .bulk("stream:" + id)
+    case .chat:
+      .bulk("chat")
+    default:
+      .control
+    }
+  }
+
+  /// The scheduler of the link to `nodeID`, if linked.
+  func scheduler(toNode nodeID: String) -> LinkScheduler<MeshOutbound>? {
+    guard let connection = mesh.links.connection(of: nodeID), let socket = mesh.socketByConnection[connection] else {
+      return nil
+    }
+    return mesh.schedulers[socket]
+  }
+
+  /// Whether bulk lane `producer` may queue on the link to `nodeID` (false when not linked).
+  func linkHasRoom(_ nodeID: String, producer: String) -> Bool {
+    scheduler(toNode: nodeID)?.hasRoom(for: producer) ?? false
+  }
+
+  /// Encodes `message` and queues it on `connection` in its lane.
+  func sendMessage(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
+    sendFrame(
+      OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection, lane: Self.lane(of: message)
+    )
+  }
+
+  func enqueue(_ item: MeshOutbound, bytes: Int, lane: LinkScheduler<MeshOutbound>.Lane, on socket: WebSocketID) {
+    guard mesh.schedulers[socket] != nil else { return }
+    mesh.schedulers[socket]?.enqueue(item, bytes: bytes, lane: lane)
+    server.wantsToWrite(socket)
+  }
+
+  /// The next frame for mesh socket `socket`, now that it can take one (the server's pull).
+  func meshNextFrame(_ socket: WebSocketID) -> OutboundMessage? {
+    var failed: [MeshMessage] = []
+    var next: OutboundMessage?
+    var freedBulk = false
+    while next == nil, let (item, lane) = mesh.schedulers[socket]?.dequeue() {
+      if case .bulk = lane { freedBulk = true }
+      switch item {
+      case .frame(let frame):
+        next = frame
+      case .reliable(let message, let nodeID):
+        // Numbered only on the connection that is the node's link now; a replaced connection's leftovers fail.
+        guard let connection = mesh.connectionBySocket[socket], mesh.links.connection(of: nodeID) == connection else {
+          failed.append(message)
+          continue
+        }
+        let numbered = mesh.sessions.sequenceReliable(message, to: nodeID)
+        next = OutboundMessage(bytes: MeshFrameCodec.encode(numbered), binary: true)
+      }
+    }
+    if next != nil { mesh.framesOut += 1 }
+    if !failed.isEmpty { apply(mesh.sessions.unsent(failed, reason: "link to node replaced")) }
+    if freedBulk && !mesh.roomWakePending {
+      // Producers waiting for room go on once this callback is over.
+      mesh.roomWakePending = true
+      Task { self.linkRoomFreed() }
+    }
+    return next
+  }
+
+  /// Bulk room was freed on some link: held reliable sends, file transfers and stream writers try again.
+  func linkRoomFreed() {
+    mesh.roomWakePending = false
+    admitHeldSends()
+    for transfer in transfers.outgoing.values where transfer.sender?.state == .sending { pump(transfer) }
+    for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
   }
 
   // MARK: - Carrying out actions
@@ -138,10 +266,17 @@ extension Node {
         }
         mesh.connectionBySocket[socket] = connection
         mesh.socketByConnection[connection] = socket
+        openScheduler(socket)
       case .send(let connection, let message):
-        sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
+        sendMessage(message, on: connection)
       case .close(let connection, let reason):
         if let socket = mesh.socketByConnection[connection] {
+          meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
+          // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link
+          // closes (their producers are told when the socket is gone).
+          for item in mesh.schedulers[socket]?.removeControl() ?? [] {
+            if case .frame(let frame) = item { _ = server.send(frame, to: socket) }
+          }
           server.close(socket, code: 1000, reason: reason)
         }
       case .pin(let nodeID, let fingerprint):
@@ -245,18 +380,14 @@ extension Node {
     }
   }
 
-  func sendFrame(_ frame: OutboundMessage, on connection: LinkManager.ConnectionID) {
+  /// Queues an encoded frame on `connection` in `lane` (control unless said otherwise). Links are never closed for
+  /// being busy: bulk producers check ``linkHasRoom(_:producer:)`` before they queue.
+  func sendFrame(
+    _ frame: OutboundMessage, on connection: LinkManager.ConnectionID,
+    lane: LinkScheduler<MeshOutbound>.Lane = .control
+  ) {
     guard let socket = mesh.socketByConnection[connection] else { return }
-    switch server.send(frame, to: socket) {
-    case .queued:
-      mesh.framesOut += 1
-    case .closed:
-      break
-    case .queueFull:
-      // A peer node that cannot keep up is cut off; it re-links and resynchronises from a snapshot.
-      meshLogger.warning("Mesh link send queue full; closing the link.", ["ws.connection.id": socket])
-      server.close(socket, code: 1013, reason: "send queue full")
-    }
+    enqueue(.frame(frame), bytes: frame.count, lane: lane, on: socket)
   }
 
   func publishToAllPeers(type: String, data: JSONValue) {

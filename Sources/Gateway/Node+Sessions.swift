@@ -12,8 +12,10 @@ extension Node {
   static let defaultMaxPeers: UInt16 = 64
   static let largestMaxPeers: UInt16 = 1024
   static let maxDataBytes = 1 << 20
-  /// Bytes queued on a mesh link above which unreliable data is dropped.
+  /// Bytes of a sender's lane on a mesh link above which its unreliable data is dropped (and counted).
   static let unreliableQueueLimit = 1 << 20
+  /// How long a reliable send waits for room in its sender's lane before it is refused with 503.
+  static let maxSendWaitMillis: UInt64 = 10_000
 
   // MARK: - Carrying out directives
 
@@ -25,15 +27,27 @@ extension Node {
     for directive in directives {
       switch directive {
       case .send(let message, let nodeID):
-        guard let connection = mesh.links.connection(of: nodeID) else { continue }
-        if case .sessionData(_, _, _, 0, _) = message, let socket = mesh.socketByConnection[connection],
-          (server.queuedBytes(socket) ?? 0) > Self.unreliableQueueLimit
-        {
+        guard let connection = mesh.links.connection(of: nodeID), let socket = mesh.socketByConnection[connection]
+        else { continue }
+        let lane = Self.lane(of: message)
+        switch message {
+        case .sessionData(_, let from, _, 0, _):
           // Unreliable data never queues without bound: past the limit it is dropped (and counted).
-          mesh.unreliableDropped += 1
-          continue
+          let producer = "peer:" + from
+          if let scheduler = mesh.schedulers[socket],
+            scheduler.queuedBytes(of: producer) > Self.unreliableQueueLimit || !scheduler.hasRoom(for: producer)
+          {
+            mesh.unreliableDropped += 1
+            continue
+          }
+          sendMessage(message, on: connection)
+        case .sessionData(_, _, _, SessionBook.unsequenced, let payload),
+          .sessionEvent(_, _, _, SessionBook.unsequenced, _, let payload):
+          // Numbered when it goes on the wire (meshNextFrame). Room was checked before the send was accepted.
+          enqueue(.reliable(message, nodeID: nodeID), bytes: payload.count + 256, lane: lane, on: socket)
+        default:
+          sendMessage(message, on: connection)
         }
-        sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
       case .notify(let peerID, let event):
         guard peers[peerID] != nil else { continue }
         // A fan-out notifies many local peers of the same event in a row: serialize its data once for all of them.
@@ -218,7 +232,7 @@ extension Node {
     return .noContent
   }
 
-  func sendData(_ context: RequestContext) throws -> HTTPResponse {
+  func sendData(_ context: RequestContext) async throws -> HTTPResponse {
     let session = try ownSession(context)
     let query = context.request.head.query
     let mode = query["mode"] ?? "reliable"
@@ -226,9 +240,95 @@ extension Node {
       throw APIError.badRequest("mode must be reliable or unreliable, not \(mode.debugDescription)")
     }
     let targets = query["to"].map { $0.split(separator: ",").map(String.init).filter { !$0.isEmpty } }
-    return try deliver(
-      session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body,
-      reliable: mode == "reliable", name: nil)
+    guard mode == "reliable" else {
+      return try deliver(
+        session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body,
+        reliable: false, name: nil)
+    }
+    return try await deliverWhenRoom(
+      session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body, name: nil)
+  }
+
+  // MARK: - Backpressure on reliable sends
+
+  /// Delivers reliable data (or a named event) once its sender's lane has room on every link it crosses: at once when
+  /// it has, else after the frames ahead of it went out, in the order the sender's sends arrived. A send that finds
+  /// no room within ``maxSendWaitMillis`` is refused with `503 link_busy` and `Retry-After`, and nothing is sent.
+  func deliverWhenRoom(
+    _ sessionID: String, from peerID: String, to targets: [String]?, payload: [UInt8], name: String?
+  ) async throws -> HTTPResponse {
+    guard payload.count <= Self.maxDataBytes else {
+      throw APIError(status: 413, code: "payload_too_large", message: "session data is limited to 1 MiB per message")
+    }
+    if mustWait(sessionID, from: peerID, to: targets) == nil {
+      return try deliver(sessionID, from: peerID, to: targets, payload: payload, reliable: true, name: name)
+    }
+    return try await withCheckedThrowingContinuation { continuation in
+      mesh.heldSends.append(
+        HeldSend(
+          producer: "peer:" + peerID, sessionID: sessionID, peerID: peerID, targets: targets, payload: payload,
+          name: name, deadline: Self.monotonicMillis() + Self.maxSendWaitMillis, continuation: continuation))
+    }
+  }
+
+  /// The node whose link has no room for `peerID`'s lane (nil: the send may go now). A send waits as well while an
+  /// earlier send of the same peer waits, so a peer's sends keep their order.
+  func mustWait(_ sessionID: String, from peerID: String, to targets: [String]?, ignoringHeld: Bool = false)
+    -> String?
+  {
+    let producer = "peer:" + peerID
+    if !ignoringHeld, let held = mesh.heldSends.first(where: { $0.producer == producer }) {
+      return mustWait(held.sessionID, from: peerID, to: held.targets, ignoringHeld: true) ?? "(earlier send)"
+    }
+    guard let session = mesh.sessions.sessions[sessionID] else { return nil }
+    var checked: Set<String> = [nodeID]
+    for member in session.members where member.state == .connected && member.peerID != peerID {
+      guard targets?.contains(member.peerID) ?? true, checked.insert(member.nodeID).inserted else { continue }
+      if let scheduler = scheduler(toNode: member.nodeID), !scheduler.hasRoom(for: producer) { return member.nodeID }
+    }
+    return nil
+  }
+
+  /// Lets held sends go, oldest first, as far as their lanes have room; refuses those past their deadline.
+  func admitHeldSends() {
+    guard !mesh.heldSends.isEmpty else { return }
+    let now = Self.monotonicMillis()
+    var blocked: Set<String> = []
+    var index = 0
+    while index < mesh.heldSends.count {
+      let held = mesh.heldSends[index]
+      guard !blocked.contains(held.producer) else {
+        index += 1
+        continue
+      }
+      if let busy = mustWait(held.sessionID, from: held.peerID, to: held.targets, ignoringHeld: true) {
+        blocked.insert(held.producer)
+        guard now >= held.deadline else {
+          index += 1
+          continue
+        }
+        mesh.heldSends.remove(at: index)
+        mesh.sendsRefused += 1
+        held.continuation.resume(throwing: Self.linkBusy(busy))
+        continue
+      }
+      mesh.heldSends.remove(at: index)
+      held.continuation.resume(
+        with: Result {
+          try deliver(
+            held.sessionID, from: held.peerID, to: held.targets, payload: held.payload, reliable: true,
+            name: held.name)
+        })
+    }
+  }
+
+  static func linkBusy(_ node: String) -> APIError {
+    APIError(
+      status: 503, code: "link_busy",
+      message:
+        "the mesh link to node \(node) had no room for this peer's data for \(maxSendWaitMillis / 1000) s (the other "
+        + "node takes it in more slowly than this peer sends); nothing was sent, send it again after Retry-After",
+      headers: [("retry-after", "1")])
   }
 
   func deliver(
@@ -260,7 +360,7 @@ extension Node {
       ], status: 202)
   }
 
-  func sendNamedEvent(_ context: RequestContext) throws -> HTTPResponse {
+  func sendNamedEvent(_ context: RequestContext) async throws -> HTTPResponse {
     let session = try ownSession(context)
     let body = try RequestBody(context.request)
     try body.allowOnly(["event", "object", "to"])
@@ -270,47 +370,107 @@ extension Node {
     }
     let object = body.object["object"] ?? .null
     let targets = try body.optionalStringArray("to")
-    return try deliver(
-      session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: object.serialized(), reliable: true,
-      name: name)
+    return try await deliverWhenRoom(
+      session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: object.serialized(), name: name)
   }
 
   /// `{"op":"send","session":id,"to":[ids]?,"mode":"reliable|unreliable"?,"text":"…" | "dataBase64":"…"}` over the
-  /// browser WebSocket: the same as `POST /api/v1/sessions/{id}/data`. Returns the reply frame.
-  func socketSend(_ object: JSONObject, peerID: String) -> JSONValue {
+  /// browser WebSocket: the same as `POST /api/v1/sessions/{id}/data`, with the same backpressure. A reliable send
+  /// that must wait for room pauses reading the socket (later messages wait their turn) until it is sent, or refused
+  /// with a `link_busy` error after the same wait as the REST route; the socket stays open either way.
+  func socketSend(_ object: JSONObject, subscriber: Subscriber, socket: WebSocketID) -> JSONValue? {
+    let peerID = subscriber.peerID
+    let request: SocketSendRequest
     do {
-      let body = RequestBody(object: object)
-      try body.allowOnly(["op", "session", "to", "mode", "text", "dataBase64"])
-      let sessionID = try body.requiredString("session")
-      let mode = try body.optionalString("mode") ?? "reliable"
-      guard mode == "reliable" || mode == "unreliable" else {
-        throw APIError.badRequest("mode must be reliable or unreliable, not \(mode.debugDescription)")
-      }
-      let payload: [UInt8]
-      if let text = try body.optionalString("text") {
-        payload = Array(text.utf8)
-      } else if let encoded = try body.optionalString("dataBase64") {
-        guard let data = Data(base64Encoded: encoded) else {
-          throw APIError.badRequest("dataBase64 is not valid base64")
-        }
-        payload = [UInt8](data)
-      } else {
-        throw APIError.badRequest("send needs text or dataBase64")
-      }
-      guard let session = mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
-      else {
-        throw APIError.notFound("no session \(sessionID) with this peer as a member")
-      }
-      let response = try deliver(
-        sessionID, from: peerID, to: try body.optionalStringArray("to"), payload: payload, reliable: mode == "reliable",
-        name: nil)
-      let result = (try? JSONValue.parse(response.body)) ?? .null
-      return ["type": "sent", "data": result]
+      request = try parseSocketSend(object, peerID: peerID)
     } catch let error as APIError {
       return Self.socketError(error.code, error.message)
     } catch {
       return Self.socketError("internal_error", "the node could not send: \(error)")
     }
+    guard request.reliable, mustWait(request.sessionID, from: peerID, to: request.targets) != nil else {
+      return Self.sentReply {
+        try deliver(
+          request.sessionID, from: peerID, to: request.targets, payload: request.payload, reliable: request.reliable,
+          name: nil)
+      }
+    }
+    subscriber.holding = true
+    server.setReceiveFlow(socket, enabled: false)
+    Task {
+      var reply: JSONValue
+      do {
+        let response = try await deliverWhenRoom(
+          request.sessionID, from: peerID, to: request.targets, payload: request.payload, name: nil)
+        reply = Self.sentReply { response }
+      } catch {
+        reply = Self.sentReply { throw error }
+      }
+      guard subscribers[.webSocket(socket)] === subscriber else { return }
+      sendFrame(reply, to: subscriber)
+      subscriber.holding = false
+      server.setReceiveFlow(socket, enabled: true)
+      while !subscriber.holding, subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty {
+        webSocketReceived(socket, subscriber.backlog.removeFirst())
+      }
+    }
+    return nil
+  }
+
+  /// The WebSocket reply to a send: `{"type":"sent","data":{…}}` like the REST answer, or an error message.
+  static func sentReply(_ send: () throws -> HTTPResponse) -> JSONValue {
+    do {
+      let response = try send()
+      return ["type": "sent", "data": (try? JSONValue.parse(response.body)) ?? .null]
+    } catch let error as APIError {
+      var reply = socketError(error.code, error.message)
+      if error.status == 503, case .object(var object) = reply, case .object(var data)? = object["data"] {
+        data["retryAfterSeconds"] = 1
+        object["data"] = .object(data)
+        reply = .object(object)
+      }
+      return reply
+    } catch {
+      return socketError("internal_error", "the node could not send: \(error)")
+    }
+  }
+
+  struct SocketSendRequest {
+    let sessionID: String
+    let targets: [String]?
+    let payload: [UInt8]
+    let reliable: Bool
+  }
+
+  func parseSocketSend(_ object: JSONObject, peerID: String) throws -> SocketSendRequest {
+    let body = RequestBody(object: object)
+    try body.allowOnly(["op", "session", "to", "mode", "text", "dataBase64"])
+    let sessionID = try body.requiredString("session")
+    let mode = try body.optionalString("mode") ?? "reliable"
+    guard mode == "reliable" || mode == "unreliable" else {
+      throw APIError.badRequest("mode must be reliable or unreliable, not \(mode.debugDescription)")
+    }
+    let payload: [UInt8]
+    if let text = try body.optionalString("text") {
+      payload = Array(text.utf8)
+    } else if let encoded = try body.optionalString("dataBase64") {
+      guard let data = Data(base64Encoded: encoded) else {
+        throw APIError.badRequest("dataBase64 is not valid base64")
+      }
+      payload = [UInt8](data)
+    } else {
+      throw APIError.badRequest("send needs text or dataBase64")
+    }
+    guard let session = mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
+    else {
+      throw APIError.notFound("no session \(sessionID) with this peer as a member")
+    }
+    guard payload.count <= Self.maxDataBytes else {
+      throw APIError(status: 413, code: "payload_too_large", message: "session data is limited to 1 MiB per message")
+    }
+    return SocketSendRequest(
+      sessionID: sessionID, targets: try body.optionalStringArray("to"), payload: payload,
+      reliable: mode == "reliable")
   }
 
   // MARK: - Invitations

@@ -196,7 +196,8 @@ extension Node {
       return
     }
     let local = stream.record.toNodeID == nodeID
-    let blocked = flow.isBlocked || (!local && !linkHasRoom(stream.record.toNodeID))
+    let blocked =
+      flow.isBlocked || (!local && !linkHasRoom(stream.record.toNodeID, producer: "stream:" + stream.record.id))
     if blocked != stream.writerPaused {
       stream.writerPaused = blocked
       if let writer = stream.writer { server.setBodyFlow(writer, enabled: !blocked) }

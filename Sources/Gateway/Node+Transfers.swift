@@ -67,8 +67,6 @@ struct TransferRuntime {
 extension Node {
   static let transferWindow: UInt64 = 8 << 20
   static let transferChunk = 256 << 10
-  /// A mesh link with more than this queued gets no further chunks until it drains.
-  static let transferLinkQueueLimit = 4 << 20
   /// Upload bytes waiting to be written above which reading the request is paused.
   static let uploadHighWater: UInt64 = 1 << 20
   static let uploadLowWater: UInt64 = 256 << 10
@@ -423,16 +421,9 @@ extension Node {
 
   // MARK: - Sending chunks
 
-  func linkHasRoom(_ nodeID: String) -> Bool {
-    guard let connection = mesh.links.connection(of: nodeID), let socket = mesh.socketByConnection[connection],
-      let queued = server.queuedBytes(socket)
-    else { return false }
-    return queued < Self.transferLinkQueueLimit
-  }
-
   func pump(_ transfer: LiveTransfer) {
     guard var sender = transfer.sender, transfer.record.toNodeID != nodeID, let file = transfer.file else { return }
-    var canSend = linkHasRoom(transfer.record.toNodeID)
+    var canSend = linkHasRoom(transfer.record.toNodeID, producer: "transfer:" + transfer.record.id)
     if canSend && configuration.transferRate > 0 {
       let now = Self.monotonicMillis()
       let rate = Double(configuration.transferRate)
@@ -484,7 +475,7 @@ extension Node {
     guard let connection = mesh.links.connection(of: nodeID), mesh.socketByConnection[connection] != nil else {
       return false
     }
-    sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
+    sendMessage(message, on: connection)
     return true
   }
 

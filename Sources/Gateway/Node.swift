@@ -22,9 +22,22 @@ final class Subscriber {
   let peerID: String
   /// The newest event sequence delivered; events at or below it are never sent again.
   var lastSent: Int64 = 0
-  /// While replaying from the store, live events wait here.
+  /// While replaying from the store, live events are not queued: the replay reads on through the log until it has
+  /// caught up with the newest live event (`newestLive`), then the subscriber goes live.
   var replaying = true
-  var buffered: [StoredEvent] = []
+  var newestLive: Int64 = 0
+  /// Events read from the log and not yet queued on the socket (the replay queues them only as the socket drains).
+  var replayPage: [StoredEvent] = []
+  var replayIndex = 0
+  var fetching = false
+  /// The last page read was short: the log had nothing more at that moment.
+  var replayExhausted = false
+  /// Events per log read, adapted to their size so a page holds about ``Node/replayPageBytes``.
+  var pageLimit = 16
+  var pageBytes = 0
+  /// A reliable `{"op":"send"}` waits for room: reading is paused and messages that arrive meanwhile wait here.
+  var holding = false
+  var backlog: [WebSocketMessage] = []
 
   init(channel: Channel, peerID: String) {
     self.channel = channel
@@ -86,6 +99,8 @@ public actor Node {
   let security: NodeSecurity
   var transfers = TransferRuntime()
   var streams = StreamRuntime()
+  /// The names and addresses the node answers to (HostPolicy.swift).
+  let hostPolicy: HostPolicy
   /// The data directory and database file the node opened, and why they are lost once they are (DataDirectoryHealth).
   let dataWatch: DataDirectoryWatch
   var dataDirectoryLost: String?
@@ -101,6 +116,7 @@ public actor Node {
     security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
     self.guards = SecurityState(adminTokenHash: adminTokenHash, limits: limits)
+    self.hostPolicy = HostPolicy.current(configuration)
     self.server = server
     self.security = security
     self.store = store
@@ -133,10 +149,13 @@ public actor Node {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
     }
     self.chat = ChatRuntime(book: chatBook)
+    var sessions = SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint)
+    // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
+    sessions.deferredSequencing = true
     self.mesh = MeshRuntime(
       links: LinkManager(
         local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret, pins: security.pins),
-      directory: directory, sessions: SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint))
+      directory: directory, sessions: sessions)
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
@@ -167,6 +186,10 @@ public actor Node {
   // MARK: - Requests
 
   func handle(_ request: HTTPRequest) {
+    if let refusal = hostRefusal(request.head) ?? originRefusal(request.head, upgrade: false) {
+      respond(request, refusal.response)
+      return
+    }
     if security.servesHTTPS && !request.head.isTLS && request.head.path != "/healthz" {
       refusePlaintext(request)
       return
@@ -290,6 +313,13 @@ public actor Node {
   // MARK: - WebSockets
 
   func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    // Nodes dial by any seed name, so a mesh link's Host is not checked; but a node sends no Origin, and a browser
+    // page always does: a page from another site must not link in as a node.
+    let hostRefused = head.path == "/mesh" ? nil : hostRefusal(head)
+    if let refusal = hostRefused ?? originRefusal(head, upgrade: true) {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(refusal.response)
+    }
     if head.path == "/mesh" {
       guard head.headers["sec-websocket-protocol"]?.contains(meshSubprotocol) == true else {
         metrics.webSocketUpgradesRejected += 1
@@ -348,6 +378,10 @@ public actor Node {
     }
     if streamSocketReceived(id, message) { return }
     guard let subscriber = subscribers[.webSocket(id)] else { return }
+    if subscriber.holding {
+      subscriber.backlog.append(message)
+      return
+    }
     let size: Int
     switch message {
     case .binary(let bytes), .text(let bytes): size = bytes.count
@@ -365,7 +399,16 @@ public actor Node {
     case .binary:
       reply = Self.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
     case .text(let bytes):
-      guard case .object(let object)? = try? JSONValue.parse(bytes), let op = object["op"]?.stringValue else {
+      let parsed: JSONValue
+      do {
+        parsed = try JSONValue.parse(bytes)
+      } catch {
+        reply = Self.socketError(
+          error.isLimit ? "json_limit_exceeded" : "malformed_message",
+          "\(error); send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
+        break
+      }
+      guard case .object(let object) = parsed, let op = object["op"]?.stringValue else {
         reply = Self.socketError(
           "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
         break
@@ -374,7 +417,8 @@ public actor Node {
       case "ping":
         reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
       case "send":
-        reply = socketSend(object, peerID: subscriber.peerID)
+        guard let answer = socketSend(object, subscriber: subscriber, socket: id) else { return }
+        reply = answer
       default:
         reply = Self.socketError(
           "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
@@ -395,6 +439,18 @@ public actor Node {
     if streamSocketClosed(id) { return }
     guards.socketLimiter.forget("\(id)")
     removeSubscriber(.webSocket(id))
+  }
+
+  /// Everything queued on WebSocket `id` was written: stream readers and event replays go on.
+  func webSocketDrained(_ id: WebSocketID) {
+    streamSocketDrained(id)
+    if let subscriber = subscribers[.webSocket(id)] { pumpReplay(subscriber) }
+  }
+
+  /// Everything queued on streaming response `id` was written: stream readers and SSE replays go on.
+  func streamDrained(_ id: RequestID) {
+    streamResponseDrained(id)
+    if let subscriber = subscribers[.stream(id)] { pumpReplay(subscriber) }
   }
 
   func requestClosed(_ id: RequestID) {
@@ -419,7 +475,16 @@ public actor Node {
     if subscribersByPeer[subscriber.peerID]?.isEmpty == true { subscribersByPeer[subscriber.peerID] = nil }
   }
 
+  /// Bytes a replay keeps queued on a socket (it queues more only as the socket drains), and the target size of one
+  /// read from the event log.
+  static let replayHighWater = 1 << 20
+  static let replayPageBytes = 8 << 20
+
   /// Sends `hello`, replays the log after `since` (if given), then switches the subscriber to live delivery.
+  ///
+  /// The replay is paced by the socket: it reads the log a page at a time and queues events only while less than
+  /// ``replayHighWater`` waits on the socket, going on when the socket drains. So a client reading at full speed
+  /// catches up with any backlog the log holds in one connection, and a slow one is never cut off by its replay.
   func beginDelivery(_ subscriber: Subscriber, since: Int64?) async {
     do {
       let latest = try await store.latestSequence(peerID: subscriber.peerID)
@@ -432,25 +497,69 @@ public actor Node {
         checkDocumented("hello", hello.objectValue?["data"] ?? .null)
       #endif
       sendFrame(hello, to: subscriber, eventName: "hello")
-      if var cursor = since {
-        subscriber.lastSent = cursor
-        while true {
-          let page = try await store.events(peerID: subscriber.peerID, after: cursor, limit: 500)
-          guard subscribers[subscriber.channel] === subscriber else { return }
-          for event in page.events { deliver(event, to: subscriber) }
-          guard page.events.count == 500, let last = page.events.last else { break }
-          cursor = last.sequence
-        }
-      } else {
-        subscriber.lastSent = latest
-      }
-      subscriber.replaying = false
-      let buffered = subscriber.buffered
-      subscriber.buffered = []
-      for event in buffered { deliver(event, to: subscriber) }
+      subscriber.lastSent = since ?? latest
+      pumpReplay(subscriber)
     } catch {
-      logger.warning("Event replay failed.", ["peer.id": subscriber.peerID, "error": String(describing: error)])
-      disconnect(subscriber, code: 1011, reason: "event log unavailable; reconnect with since")
+      replayFailed(subscriber, error)
+    }
+  }
+
+  /// Queues replayed events while the socket has room; reads the next page when this one is queued; goes live once
+  /// the log has nothing newer than what was sent.
+  func pumpReplay(_ subscriber: Subscriber) {
+    guard subscriber.replaying, subscribers[subscriber.channel] === subscriber else { return }
+    while subscriber.replayIndex < subscriber.replayPage.count {
+      guard let queued = queuedBytes(subscriber) else { return }
+      guard queued < Self.replayHighWater else { return }
+      let event = subscriber.replayPage[subscriber.replayIndex]
+      subscriber.replayIndex += 1
+      deliver(event, to: subscriber)
+      subscriber.pageBytes += max(0, (queuedBytes(subscriber) ?? queued) - queued)
+      guard subscribers[subscriber.channel] === subscriber else { return }
+    }
+    if !subscriber.replayPage.isEmpty {
+      // Adapt the next read to the size of these events (large session.data events come a few at a time).
+      let average = max(1, subscriber.pageBytes / subscriber.replayPage.count)
+      subscriber.pageLimit = max(1, min(500, Self.replayPageBytes / average))
+      subscriber.replayPage = []
+      subscriber.replayIndex = 0
+      subscriber.pageBytes = 0
+    }
+    guard !subscriber.fetching else { return }
+    if subscriber.replayExhausted && subscriber.newestLive <= subscriber.lastSent {
+      subscriber.replaying = false
+      return
+    }
+    subscriber.fetching = true
+    Task { await self.readReplayPage(subscriber) }
+  }
+
+  func readReplayPage(_ subscriber: Subscriber) async {
+    let limit = subscriber.pageLimit
+    do {
+      let page = try await store.events(peerID: subscriber.peerID, after: subscriber.lastSent, limit: limit)
+      guard subscribers[subscriber.channel] === subscriber else { return }
+      subscriber.fetching = false
+      subscriber.replayExhausted = page.events.count < limit
+      subscriber.replayPage = page.events
+      subscriber.replayIndex = 0
+      pumpReplay(subscriber)
+    } catch {
+      replayFailed(subscriber, error)
+    }
+  }
+
+  func replayFailed(_ subscriber: Subscriber, _ error: any Error) {
+    guard subscribers[subscriber.channel] === subscriber else { return }
+    logger.warning("Event replay failed.", ["peer.id": subscriber.peerID, "error": String(describing: error)])
+    disconnect(subscriber, code: 1011, reason: "event log unavailable; reconnect with since")
+  }
+
+  /// Bytes waiting on the subscriber's socket or stream; nil when it is gone.
+  func queuedBytes(_ subscriber: Subscriber) -> Int? {
+    switch subscriber.channel {
+    case .webSocket(let id): server.queuedBytes(id)
+    case .stream(let id): server.streamQueuedBytes(id)
     }
   }
 
@@ -515,7 +624,7 @@ public actor Node {
       for channel in subscribersByPeer[event.peerID] ?? [] {
         guard let subscriber = subscribers[channel] else { continue }
         if subscriber.replaying {
-          subscriber.buffered.append(event)
+          subscriber.newestLive = max(subscriber.newestLive, event.sequence)
         } else if case .webSocket = channel {
           if shared?.sequence != event.sequence {
             shared = (event.sequence, OutboundMessage(bytes: event.envelope.serialized(), binary: false))
@@ -557,11 +666,28 @@ public actor Node {
     }
   }
 
+  /// The largest number of event bytes that may wait in the node for one WebSocket or SSE client (README).
+  static let slowConsumerBytes = 8 << 20
+
+  /// Cuts off a client that let more than ``slowConsumerBytes`` of events pile up: what it has not started to receive
+  /// is dropped (it is in the log), and it gets a close frame `4008` (WebSocket) or a final `error` event (SSE) right
+  /// after what its socket already holds, so it knows to reconnect with `since` / `Last-Event-ID`.
   func slowConsumer(_ subscriber: Subscriber) {
+    guard subscribers[subscriber.channel] === subscriber else { return }
     metrics.slowConsumerDisconnects += 1
     logger.notice(
       "Disconnecting a slow event consumer.", ["peer.id": subscriber.peerID, "cursor": subscriber.lastSent])
-    disconnect(subscriber, code: 4008, reason: "client too slow; reconnect with since=\(subscriber.lastSent)")
+    removeSubscriber(subscriber.channel)
+    let message =
+      "client too slow: over \(Self.slowConsumerBytes >> 20) MiB of events unread; reconnect with since=<last event id>"
+    switch subscriber.channel {
+    case .webSocket(let id):
+      server.close(id, code: 4008, reason: message, discardingQueued: true)
+    case .stream(let id):
+      let final: JSONValue = Self.socketError("slow_consumer", message + " (Last-Event-ID)")
+      server.endStream(
+        id, discardingQueued: true, final: Array("event: error\ndata: \(final.serializedString())\n\n".utf8))
+    }
   }
 
   func disconnect(_ subscriber: Subscriber, code: UInt16, reason: String) {
@@ -673,11 +799,15 @@ final class ServerBridge: ServerDelegate {
   }
 
   func streamDrained(_ id: RequestID) {
-    node.assumeIsolated { $0.streamResponseDrained(id) }
+    node.assumeIsolated { $0.streamDrained(id) }
   }
 
   func webSocketDrained(_ id: WebSocketID) {
-    node.assumeIsolated { $0.streamSocketDrained(id) }
+    node.assumeIsolated { $0.webSocketDrained(id) }
+  }
+
+  func webSocketNextMessage(_ id: WebSocketID) -> OutboundMessage? {
+    node.assumeIsolated { $0.meshNextFrame(id) }
   }
 
   func handle(_ request: HTTPRequest) {
@@ -718,6 +848,8 @@ final class ServerBridge: ServerDelegate {
       switch status {
       case 411: "length_required"
       case 413: "payload_too_large"
+      case 431: "request_header_fields_too_large"
+      case 503: "too_many_connections"
       case 501: "not_implemented"
       default: "bad_request"
       }

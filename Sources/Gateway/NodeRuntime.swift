@@ -73,16 +73,14 @@ final class NodeRuntime {
   }
 
   static func start(_ configuration: NodeConfiguration) async throws -> NodeRuntime {
+    // Nothing is created (data dir, store, certificate) before the port is known to be free.
+    if let problem = PortProbe.problem(address: configuration.bindAddress, port: configuration.port) {
+      throw StartupError(message: problem)
+    }
+    let fileLimit = FileLimit.raiseToHardLimit()
     let dataURL = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL
-    do {
-      try FileManager.default.createDirectory(at: dataURL, withIntermediateDirectories: true)
-      let probe = dataURL.appendingPathComponent(".write-test")
-      try Data("ok".utf8).write(to: probe)
-      try FileManager.default.removeItem(at: probe)
-    } catch {
-      throw StartupError(
-        message:
-          "cannot use data dir \(dataURL.path): \(Self.reason(error)); choose a writable directory with --data-dir")
+    if let problem = DataDirectory.prepare(dataURL.path) {
+      throw StartupError(message: problem)
     }
     let store: NodeStore
     do {
@@ -111,6 +109,14 @@ final class NodeRuntime {
       logger.warning("No dashboard found; serving the API only. Set --public-dir to the Public folder.")
     }
 
+    let connections = Self.connectionLimit(requested: configuration.maxConnections, fileLimit: fileLimit.soft)
+    if let requested = configuration.maxConnections, requested > connections.served {
+      logger.warning(
+        "--max-connections is more than the open-file limit allows; lowered.",
+        [
+          "connections.requested": requested, "connections.max": connections.served, "files.limit": fileLimit.soft,
+        ])
+    }
     let (tls, security) = try NodeIdentity.setUp(
       configuration, dataDirectory: dataURL, nodeID: nodeID, pins: pins, logger: logger)
     let server: Server
@@ -119,7 +125,9 @@ final class NodeRuntime {
         configuration: ServerConfiguration(
           bindAddress: configuration.bindAddress, port: configuration.port,
           maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol],
-          tls: tls, webSocketPingSeconds: configuration.webSocketPingSeconds))
+          tls: tls, maxConnections: connections.served, overflowConnections: connections.overflow,
+          alwaysServedPaths: ["/healthz"], bodyIdleTimeoutSeconds: configuration.bodyTimeoutSeconds,
+          webSocketPingSeconds: configuration.webSocketPingSeconds))
     } catch {
       throw StartupError(message: error.description)
     }
@@ -137,6 +145,7 @@ final class NodeRuntime {
         "http.port": server.port, "data.dir": dataURL.path, "peers": peers.count, "version": NodeConfiguration.version,
         "tls.fingerprint": security.fingerprint, "mesh.tls": configuration.meshTLS ? "on" : "off",
         "mesh.secret": security.secret == nil ? "none" : "set", "https": security.servesHTTPS,
+        "connections.max": connections.served, "files.limit": fileLimit.soft,
       ])
     let host =
       configuration.bindAddress == "0.0.0.0"
@@ -191,6 +200,16 @@ final class NodeRuntime {
     return 0
   }
 
+  /// Connections served at once and the overflow answered 503, within `fileLimit` open files: a reserve of a quarter
+  /// of the limit (at most 512, at least 16) stays free for the store, transfer files, mesh links and the runtime.
+  static func connectionLimit(requested: Int?, fileLimit: Int) -> (served: Int, overflow: Int) {
+    let reserve = min(512, max(16, fileLimit / 4))
+    let ceiling = max(16, fileLimit - reserve)
+    let overflow = min(64, max(4, ceiling / 16))
+    let served = max(8, min(requested ?? Int.max, ceiling - overflow))
+    return (served, overflow)
+  }
+
   static func reason(_ error: any Error) -> String {
     let nsError = error as NSError
     if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
@@ -198,5 +217,111 @@ final class NodeRuntime {
     }
     if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
     return nsError.localizedDescription
+  }
+}
+
+/// The process's open-file limit (`RLIMIT_NOFILE`).
+enum FileLimit {
+  /// Raises the soft limit to the hard limit (at most 1,048,576: lws sizes a table by it) and returns both.
+  /// Debian shells and systemd units start with a soft limit of 1,024, which a node with a thousand browsers exceeds.
+  static func raiseToHardLimit() -> (soft: Int, hard: Int) {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return (1024, 1024) }
+    let target = min(limit.rlim_max, 1 << 20)
+    if limit.rlim_cur < target {
+      var raised = limit
+      raised.rlim_cur = target
+      if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+    }
+    return (Int(clamping: limit.rlim_cur), Int(clamping: limit.rlim_max))
+  }
+}
+
+/// Whether the node's port can be bound, checked before anything is created.
+enum PortProbe {
+  /// Nil when `address:port` can be bound (port 0 always can); otherwise the one line to print.
+  static func problem(address: String, port: Int) -> String? {
+    guard port != 0 else { return nil }
+    let isV6 = address.contains(":")
+    let descriptor = socket(isV6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard descriptor >= 0 else { return nil }
+    defer { close(descriptor) }
+    // As lws does: SO_REUSEADDR, so a port held only by old connections in TIME_WAIT counts as free.
+    var one: Int32 = 1
+    _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    var result: Int32
+    if isV6 {
+      var socketAddress = sockaddr_in6()
+      socketAddress.sin6_family = sa_family_t(AF_INET6)
+      socketAddress.sin6_port = in_port_t(UInt16(port).bigEndian)
+      guard inet_pton(AF_INET6, address, &socketAddress.sin6_addr) == 1 else { return nil }
+      result = withUnsafePointer(to: &socketAddress) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+          bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+        }
+      }
+    } else {
+      var socketAddress = sockaddr_in()
+      socketAddress.sin_family = sa_family_t(AF_INET)
+      socketAddress.sin_port = in_port_t(UInt16(port).bigEndian)
+      guard inet_pton(AF_INET, address, &socketAddress.sin_addr) == 1 else { return nil }
+      result = withUnsafePointer(to: &socketAddress) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+          bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+      }
+    }
+    if result == 0 { return nil }
+    let code = errno
+    let endpoint = isV6 ? "[\(address)]:\(port)" : "\(address):\(port)"
+    let text = String(cString: strerror(code))
+    switch code {
+    case EADDRINUSE:
+      return
+        "cannot listen on \(endpoint): the port is in use (\(text)); choose another --port or stop the process using it"
+    case EACCES:
+      return "cannot listen on \(endpoint): \(text); ports below 1024 need privileges, choose another --port"
+    case EADDRNOTAVAIL:
+      return "cannot listen on \(endpoint): \(text); --bind must be an address of this machine"
+    default:
+      return "cannot listen on \(endpoint): \(text); choose another --port or --bind"
+    }
+  }
+}
+
+/// Creating and checking the data directory with plain system calls, so a failure names the path, the errno text
+/// and a fix.
+enum DataDirectory {
+  /// Creates `path` (and its parents) and proves it writable. Nil when it is usable; otherwise the one line to print.
+  static func prepare(_ path: String) -> String? {
+    var prefix = path.hasPrefix("/") ? "" : "."
+    for component in path.split(separator: "/") {
+      prefix += "/" + component
+      if mkdir(prefix, 0o700) == 0 { continue }
+      let code = errno
+      var status = stat()
+      if code == EEXIST, stat(prefix, &status) == 0, status.st_mode & S_IFMT == S_IFDIR { continue }
+      let text = code == EEXIST ? String(cString: strerror(ENOTDIR)) : String(cString: strerror(code))
+      return "cannot use data dir \(path): creating \(prefix) failed: \(text); \(fix(code, prefix))"
+    }
+    let probe = path + "/.write-test"
+    let descriptor = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard descriptor >= 0 else {
+      let code = errno
+      return "cannot use data dir \(path): creating a file in it failed: \(String(cString: strerror(code))); "
+        + fix(code, path)
+    }
+    close(descriptor)
+    unlink(probe)
+    return nil
+  }
+
+  private static func fix(_ code: Int32, _ path: String) -> String {
+    switch code {
+    case EACCES, EPERM: "give this user write access to \(path) (chown/chmod) or choose another --data-dir"
+    case EROFS: "the file system is read-only; choose a --data-dir on a writable one"
+    case ENOSPC, EDQUOT: "the disk is full; free space or choose another --data-dir"
+    default: "choose a writable directory with --data-dir"
+    }
   }
 }

@@ -133,11 +133,10 @@ struct Router: Sendable {
       responses: [
         (201, "The peer and its token.", Schemas.createdPeer),
         (400, "Invalid display name or discovery info.", Schemas.error),
-        (413, "Body too large.", Schemas.error), (415, "Not JSON.", Schemas.error),
-        (
-          503, "This node already hosts \(Node.maxPeersPerNode) peers, or its data directory is lost or failing.",
-          Schemas.error
-        ),
+        (409, "The node already hosts --max-peers peers (peer_limit_reached).", Schemas.error),
+        (413, "Body too large.", Schemas.error), (415, "Not JSON, or no Content-Type.", Schemas.error),
+        (429, "Over the client address's peer creation rate (--peer-create-rate); see Retry-After.", Schemas.error),
+        (503, "The node's data directory is lost or failing.", Schemas.error),
       ], queryParameters: []),
     Route(
       method: .get, pattern: "/api/v1/peers/me", operation: .getMe, operationID: "getMe",
@@ -323,12 +322,17 @@ struct Router: Sendable {
     Route(
       method: .post, pattern: "/api/v1/sessions/{sessionId}/data", operation: .sendData, operationID: "sendData",
       summary:
-        "Sends the raw body (≤ 1 MiB) to ?to=id,id (default: every connected member). reliable: once and in order per sender, or session.send.failed; unreliable: may drop.",
+        "Sends the raw body (≤ 1 MiB) to ?to=id,id (default: every connected member). reliable: once and in order per sender, or session.send.failed; the answer waits while the sender's lane on a mesh link is full (503 link_busy after 10 s); unreliable: never waits, may drop.",
       authenticated: true, requestSchema: nil,
       responses: [
         (202, "Accepted for delivery.", Schemas.sendResult), (404, "Not a member.", Schemas.error),
         (409, "A target is not connected, or the strategy forbids it.", Schemas.error),
         (413, "Body over 1 MiB.", Schemas.error),
+        (
+          503,
+          "link_busy (reliable only): the sender's lane on a mesh link had no room for 10 s (the answer is held "
+            + "meanwhile); nothing was sent; retry after Retry-After.", Schemas.error
+        ),
       ],
       queryParameters: [
         ("to", "Comma-separated peer ids; default every connected member.", ["type": "string"]),
@@ -341,6 +345,11 @@ struct Router: Sendable {
       responses: [
         (202, "Accepted for delivery.", Schemas.sendResult), (404, "Not a member.", Schemas.error),
         (409, "A target is not connected.", Schemas.error),
+        (
+          503,
+          "link_busy: the sender's lane on a mesh link had no room for 10 s (the answer is held meanwhile); nothing "
+            + "was sent; retry after Retry-After.", Schemas.error
+        ),
       ], queryParameters: []),
     Route(
       method: .post, pattern: "/api/v1/invitations", operation: .createInvitation, operationID: "createInvitation",
@@ -639,13 +648,15 @@ enum Schemas {
   static let settings: JSONValue = [
     "type": "object",
     "required": [
-      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "eventRetention", "fileConsent",
-      "fileConsentTimeout",
+      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
+      "maxPeers", "eventRetention", "fileConsent", "fileConsentTimeout",
     ],
     "properties": [
       "requestsPerSecond": ["type": "integer", "minimum": 0],
       "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0],
       "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64],
+      "peerCreationsPerSecond": ["type": "integer", "minimum": 0],
+      "maxPeers": ["type": "integer", "minimum": 1],
       "eventRetention": ["type": "integer", "minimum": 10],
       "fileConsent": [
         "type": "string", "enum": ["auto", "ask"],
@@ -667,6 +678,8 @@ enum Schemas {
       "requestsPerSecond": ["type": "integer", "minimum": 0, "maximum": 10_000_000],
       "webSocketMessagesPerSecond": ["type": "integer", "minimum": 0, "maximum": 10_000_000],
       "webSocketMaxMessageBytes": ["type": "integer", "minimum": 64, "maximum": 16_777_216],
+      "peerCreationsPerSecond": ["type": "integer", "minimum": 0, "maximum": 1_000_000],
+      "maxPeers": ["type": "integer", "minimum": 1, "maximum": 50_000],
       "eventRetention": ["type": "integer", "minimum": 10, "maximum": 10_000_000],
       "fileConsent": ["type": "string", "enum": ["auto", "ask"]],
       "fileConsentTimeout": ["type": "integer", "minimum": 1, "maximum": 86_400],
@@ -941,16 +954,29 @@ extension Router {
         : route.admin ? [(401, "Missing or unknown admin token."), (403, "A peer token, not the admin token.")] : []
       // Any route may answer 400 (a malformed query or body), and one with a path parameter 404 (unknown id).
       common.append((400, "Invalid request: the message names the field and the rule."))
+      // Every route answers only for the node's own names (DNS rebinding protection); a browser page from another
+      // site may not change state or open a WebSocket; a JSON body must be sent as application/json.
+      common.append((421, "The Host header names no name or address of this node (host_not_allowed)."))
+      if route.method != .get || route.operation == .webSocket || route.operation == .streamSocket {
+        common.append((403, "The Origin header names another site (origin_not_allowed)."))
+      }
+      if route.requestSchema != nil { common.append((415, "The body is not sent as application/json.")) }
       if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
+      // Any request: a head over 16 KiB (431), or a connection over --max-connections (503 too_many_connections
+      // with Retry-After).
+      common.append((431, "request_header_fields_too_large: the request head (cookies included) is over 16 KiB."))
       // Any write may find the data directory full, failing or gone (StorageErrors.swift, DataDirectoryHealth.swift).
       if route.method != .get {
         common.append(
           (
             503,
             "storage_unavailable (an I/O error; Retry-After) or data_directory_lost (the data directory was deleted "
-              + "or replaced while the node ran; /healthz says so too): nothing was stored."
+              + "or replaced while the node ran; /healthz says so too): nothing was stored. Also "
+              + "too_many_connections (Retry-After) when the node is at --max-connections."
           ))
         common.append((507, "storage_full: the data directory's disk is full; nothing was stored."))
+      } else {
+        common.append((503, "too_many_connections: the node is at --max-connections; retry after Retry-After."))
       }
       for (status, description) in common where responses[String(status)] == nil {
         responses[String(status)] = [

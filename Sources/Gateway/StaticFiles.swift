@@ -72,8 +72,11 @@ struct StaticFiles: Sendable {
       headers.append(
         (
           "content-security-policy",
-          "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self'; script-src 'self'"
+          "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+            + "frame-ancestors 'none'"
         ))
+      // No other site may frame the dashboard (clickjacking); X-Frame-Options for browsers without CSP level 2.
+      headers.append(("x-frame-options", "DENY"))
       headers.append(("referrer-policy", "no-referrer"))
     }
     if let match = head.headers["if-none-match"],

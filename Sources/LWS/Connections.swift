@@ -93,7 +93,16 @@ final class HTTPExchange {
   var closeAfter = false
   /// BODY_COMPLETION callbacks after the request was dispatched (`httpBodyCompleted`).
   var repeatedCompletions = 0
+  /// When a pipelined request was first seen behind this one's body (monotonic milliseconds; 0: not yet).
+  var pipelinedSince: UInt64 = 0
+  /// Streaming response bytes not yet written start at `streamQueueHead` (consumed bytes are dropped in bulk, not per
+  /// write, so a deep queue is not moved on every chunk).
   var streamQueue: [UInt8] = []
+  var streamQueueHead = 0
+  /// Bytes of the stream written so far, and where each queued piece (one ``Server/writeStream(_:_:)``) ends, on the
+  /// same scale: the queue can be cut back to whole pieces (``Server/endStream(_:discardingQueued:final:)``).
+  var streamWritten = 0
+  var streamPieceEnds = FIFO<Int>()
   var streamEnded = false
   /// Streamed request body: delivered piece by piece while `bodyFlowing`; pieces that lws hands over while paused wait
   /// in `pendingBody` (at most one rx buffer, since reading stops).
@@ -102,6 +111,8 @@ final class HTTPExchange {
   var pendingBody: [[UInt8]] = []
   var bodyEndPending = false
   var bodyEnded = false
+  /// When a body byte last arrived (or a paused streamed body was resumed), monotonic milliseconds.
+  var lastBodyActivity: UInt64 = 0
   /// The open file of a file response, and the bytes of it sent so far.
   var fileDescriptor: Int32 = -1
   var fileSent = 0
@@ -113,6 +124,9 @@ final class HTTPExchange {
   }
 
   var isStreaming: Bool { response?.isStream == true }
+
+  /// Queued streaming bytes not yet written.
+  var streamQueuedCount: Int { streamQueue.count - streamQueueHead }
 }
 
 /// One server-side WebSocket connection.
@@ -127,6 +141,9 @@ final class WebSocketConnection {
   var receiveBuffer: [UInt8] = []
   var receivingBinary = false
   var closeRequest: (code: UInt16, reason: String)?
+  /// Pull mode: when its queue is empty and the socket is writable, the connection asks the delegate for its next
+  /// message (``ServerDelegate/webSocketNextMessage(_:)``), so the owner decides what goes next at the last moment.
+  var pulls = false
 
   init(id: WebSocketID, wsi: OpaquePointer) {
     self.id = id

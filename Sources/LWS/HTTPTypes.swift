@@ -150,6 +150,29 @@ public struct HTTPResponse: Sendable {
   }
 }
 
+extension HTTPResponse {
+  /// The reason phrase for a status line (RFC 9110), "Unknown" for codes it does not name.
+  public static func reasonPhrase(_ status: Int) -> String {
+    switch status {
+    case 200: "OK"
+    case 400: "Bad Request"
+    case 401: "Unauthorized"
+    case 403: "Forbidden"
+    case 404: "Not Found"
+    case 405: "Method Not Allowed"
+    case 409: "Conflict"
+    case 413: "Content Too Large"
+    case 421: "Misdirected Request"
+    case 426: "Upgrade Required"
+    case 429: "Too Many Requests"
+    case 431: "Request Header Fields Too Large"
+    case 500: "Internal Server Error"
+    case 503: "Service Unavailable"
+    default: "Unknown"
+    }
+  }
+}
+
 /// A byte range of a file to send as a response body.
 public struct HTTPFileBody: Sendable {
   /// The file's path.

@@ -51,6 +51,12 @@ func serverCallback(
   case LWS_CALLBACK_WSI_DESTROY:
     server.connectionDestroyed(wsi)
     return 0
+  case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+    // `wsi` is the listening socket; non-zero makes lws close the new connection at once.
+    return server.connectionAccepted()
+  case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+    server.connectionAdopted(wsi)
+    return lws_callback_http_dummy(wsi, reason, user, input, length)
   case LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION:
     // Any client certificate is accepted here (self-signed node certificates); the node pins it by fingerprint.
     return 0
@@ -163,6 +169,10 @@ extension Server {
       reject(exchange, status: 501, message: "this HTTP method is not supported; use GET, POST, PUT, PATCH or DELETE")
       return 0
     }
+    if let refusal = admissionRefusal(wsi, path: path) {
+      reject(exchange, status: refusal.status, message: refusal.message, headers: refusal.headers)
+      return 0
+    }
     guard method.hasRequestBody else {
       dispatch(exchange)
       return 0
@@ -191,6 +201,7 @@ extension Server {
       exchange.bodyEndPending = contentLength == 0
       lws_rx_flow_control(wsi, 0)
       dispatch(exchange)
+      if !exchange.bodyFlowing { holdBodyTimeout(exchange.id) }
       return 0
     }
     if contentLength == 0 {
@@ -205,11 +216,92 @@ extension Server {
     }
     exchange.bodyLimit = limit
     exchange.awaitingBody = true
+    exchange.lastBodyActivity = Self.monotonicMilliseconds()
     exchange.body.reserveCapacity(min(contentLength, 1 << 20))
     return 0
   }
 
+  /// Why a request (or WebSocket upgrade) on `wsi` is refused before it reaches the delegate: its head is over
+  /// ``ServerConfiguration/maxRequestHeadBytes`` (431), or its connection was accepted over
+  /// ``ServerConfiguration/maxConnections`` (503 with `Retry-After`). Nil when it may proceed.
+  func admissionRefusal(_ wsi: OpaquePointer, path: String) -> (
+    status: Int, message: String, headers: [(String, String)]
+  )? {
+    let limit = min(configuration.maxRequestHeadBytes, Self.headerBufferBytes - 1)
+    var total = 0
+    var cut = false
+    for index in 0..<WSI_TOKEN_COUNT.rawValue {
+      let length = Int(lws_hdr_total_length(wsi, lws_token_indexes(rawValue: index)))
+      total += length
+      // lws stops storing a header at the limit (token_limits), so one that reached it was longer.
+      if length >= limit { cut = true }
+    }
+    if cut || total > limit {
+      oversizedHeads += 1
+      return (
+        431,
+        "the request head is larger than \(configuration.maxRequestHeadBytes) bytes; send fewer or shorter headers "
+          + "(cookies for this host count too)", []
+      )
+    }
+    if overCapacity.contains(wsi) && !configuration.alwaysServedPaths.contains(path) {
+      refusedConnections += 1
+      return (
+        503,
+        "this node serves \(configuration.maxConnections) connections at once and all are in use; retry in a moment",
+        [("Retry-After", "1")]
+      )
+    }
+    return nil
+  }
+
+  /// A new connection was accepted on the listening socket. Returns non-zero (lws closes it) when even the overflow
+  /// slots are taken; otherwise notes whether it is over the cap for the adoption that follows.
+  func connectionAccepted() -> Int32 {
+    let open = acceptedConnections.count
+    if open >= configuration.maxConnections + configuration.overflowConnections {
+      refusedConnections += 1
+      logger.warning(
+        "Connection closed at once: the connection limit is reached.",
+        ["connections.open": open, "connections.max": configuration.maxConnections])
+      return 1
+    }
+    nextAcceptIsOverCapacity = open >= configuration.maxConnections
+    return 0
+  }
+
+  func connectionAdopted(_ wsi: OpaquePointer) {
+    acceptedConnections.insert(wsi)
+    if nextAcceptIsOverCapacity { overCapacity.insert(wsi) }
+    nextAcceptIsOverCapacity = false
+  }
+
+  /// Milliseconds on the monotonic clock.
+  static func monotonicMilliseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec) / 1_000_000
+  }
+
+  /// Closes connections whose request body has not moved for ``ServerConfiguration/bodyIdleTimeoutSeconds`` (while
+  /// a streamed body is paused by its handler, the client is not waiting to send, so that time does not count).
+  func closeIdleBodies() {
+    let now = Self.monotonicMilliseconds()
+    let timeout = UInt64(configuration.bodyIdleTimeoutSeconds) * 1000
+    for exchange in exchanges.values where exchange.awaitingBody {
+      let reading = exchange.streamsBody ? exchange.bodyFlowing && !exchange.bodyEnded : !exchange.dispatched
+      guard reading, now >= exchange.lastBodyActivity + timeout else { continue }
+      bodyTimeouts += 1
+      logger.info(
+        "Request body stalled; closing the connection.",
+        ["http.request.id": exchange.id, "http.body.timeout.seconds": configuration.bodyIdleTimeoutSeconds])
+      exchange.awaitingBody = false
+      lws_set_timeout(exchange.wsi, PENDING_TIMEOUT_HTTP_CONTENT, LWS_TO_KILL_ASYNC)
+    }
+  }
+
   func httpBodyReceived(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    exchanges[wsi]?.lastBodyActivity = Self.monotonicMilliseconds()
     if let exchange = exchanges[wsi], exchange.streamsBody {
       guard exchange.awaitingBody, !exchange.bodyEnded, let input, length > 0 else { return 0 }
       let bytes = [UInt8](UnsafeRawBufferPointer(start: input, count: length))
@@ -246,12 +338,18 @@ extension Server {
     }
     guard let exchange = exchanges[wsi] else { return 0 }
     guard !exchange.dispatched else {
-      // One completion after an early dispatch is normal (a body on a method that takes none). Many in a row mean a
-      // request is pipelined behind this body: lws 4.1.6 then re-runs BODY_COMPLETION on every service pass until
-      // this transaction completes, which it never can while the loop spins (found by schemathesis). Close the
-      // connection instead; the client sees it closed without an answer and every other client is served.
+      // One completion after an early dispatch is normal (a body on a method that takes none). More mean a request
+      // is pipelined behind this body: lws 4.1.6 then re-runs BODY_COMPLETION on every service pass, and delivers no
+      // HTTP_WRITEABLE, until this transaction completes (found by schemathesis). So the answer is written from here,
+      // as soon as the handler gives it, and the connection closes after it; the client retries the rest on a new
+      // connection. A handler that has not answered within 5 s of this busy wait loses the connection.
       exchange.repeatedCompletions += 1
-      if exchange.repeatedCompletions > 16 {
+      guard exchange.repeatedCompletions > 1 else { return 0 }
+      exchange.closeAfter = true
+      let now = Self.monotonicMilliseconds()
+      if exchange.pipelinedSince == 0 { exchange.pipelinedSince = now }
+      if exchange.response != nil { return httpWritable(wsi) }
+      if now > exchange.pipelinedSince + 5000 {
         forget(exchange)
         return -1
       }
@@ -270,12 +368,13 @@ extension Server {
   }
 
   /// Answers a protocol-level failure before the body was read; the connection closes afterwards.
-  private func reject(_ exchange: HTTPExchange, status: Int, message: String) {
+  private func reject(_ exchange: HTTPExchange, status: Int, message: String, headers: [(String, String)] = []) {
     exchange.dispatched = true
     exchange.closeAfter = true
-    let response =
+    var response =
       delegate?.errorResponse(status: status, message: message, head: exchange.head)
       ?? HTTPResponse(status: status, contentType: "text/plain", body: Array(message.utf8))
+    response.headers += headers
     _ = respond(to: exchange.id, with: response)
   }
 
@@ -289,12 +388,27 @@ extension Server {
     exchange.bodyFlowing = enabled
     if !enabled {
       lws_rx_flow_control(exchange.wsi, 0)
+      holdBodyTimeout(id)
       return
     }
     lws_rx_flow_control(exchange.wsi, 1)
+    // The idle clock restarts: the client could not send while the handler held the body back.
+    exchange.lastBodyActivity = Self.monotonicMilliseconds()
+    lws_set_timeout(exchange.wsi, PENDING_TIMEOUT_HTTP_CONTENT, Int32(30))
     if !exchange.pendingBody.isEmpty || exchange.bodyEndPending {
       // Delivered from the inbox, not from inside the caller.
       execute { [self] in deliverPendingBody(id) }
+    }
+  }
+
+  /// While the handler holds a streamed body back, lws's own content timeout (re-armed after every body callback) must
+  /// not cut the connection: clear it once the current callback has returned.
+  private func holdBodyTimeout(_ id: RequestID) {
+    execute { [self] in
+      guard let exchange = exchangesByID[id], exchange.streamsBody, !exchange.bodyFlowing, !exchange.bodyEnded else {
+        return
+      }
+      lws_set_timeout(exchange.wsi, NO_PENDING_TIMEOUT, 0)
     }
   }
 
@@ -345,8 +459,9 @@ extension Server {
   public func writeStream(_ id: RequestID, _ bytes: [UInt8]) -> Bool {
     assertInLoop()
     guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return false }
-    guard exchange.streamQueue.count + bytes.count <= configuration.maxQueuedBytesPerStream else { return false }
+    guard exchange.streamQueuedCount + bytes.count <= configuration.maxQueuedBytesPerStream else { return false }
     exchange.streamQueue.append(contentsOf: bytes)
+    exchange.streamPieceEnds.append(exchange.streamWritten + exchange.streamQueuedCount)
     if exchange.headersSent { lws_callback_on_writable(exchange.wsi) }
     return true
   }
@@ -355,16 +470,41 @@ extension Server {
   public func streamQueuedBytes(_ id: RequestID) -> Int? {
     assertInLoop()
     guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return nil }
-    return exchange.streamQueue.count
+    return exchange.streamQueuedCount
   }
 
   /// Ends a streaming response after what is queued; the connection then closes.
-  public func endStream(_ id: RequestID) {
+  ///
+  /// With `discardingQueued`, queued pieces the client has not started to receive are dropped first (the piece being
+  /// written is finished, so the client never sees half of one), then `final` is written: a slow reader is told why
+  /// it is cut off without waiting for everything it did not read. Such a client then has
+  /// ``abandonAfterSeconds`` to read what is left before the connection is dropped.
+  public func endStream(_ id: RequestID, discardingQueued: Bool = false, final: [UInt8] = []) {
     assertInLoop()
-    guard let exchange = exchangesByID[id], exchange.isStreaming else { return }
+    guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return }
+    if discardingQueued {
+      while let end = exchange.streamPieceEnds.first, end <= exchange.streamWritten {
+        exchange.streamPieceEnds.removeFirst()
+      }
+      // Keep the rest of the piece in progress (if any), drop whole pieces after it.
+      let keep = exchange.streamPieceEnds.first.map { $0 - exchange.streamWritten } ?? 0
+      let start = exchange.streamQueueHead
+      exchange.streamQueue.removeSubrange((start + keep)...)
+      exchange.streamPieceEnds = FIFO()
+      if keep > 0 { exchange.streamPieceEnds.append(exchange.streamWritten + keep) }
+      lws_set_timeout(exchange.wsi, PENDING_TIMEOUT_USER_OK, Int32(Self.abandonAfterSeconds))
+    }
+    if !final.isEmpty {
+      exchange.streamQueue.append(contentsOf: final)
+      exchange.streamPieceEnds.append(exchange.streamWritten + exchange.streamQueuedCount)
+    }
     exchange.streamEnded = true
     lws_callback_on_writable(exchange.wsi)
   }
+
+  /// Seconds a connection cut off for reading too slowly (``close(_:code:reason:discardingQueued:)``,
+  /// ``endStream(_:discardingQueued:final:)``) gets to read its last bytes and the close frame before it is dropped.
+  public static let abandonAfterSeconds = 30
 
   func httpWritable(_ wsi: OpaquePointer) -> Int32 {
     guard let exchange = exchanges[wsi], let response = exchange.response else { return 0 }
@@ -395,7 +535,7 @@ extension Server {
         if lws_write(wsi, start, headerBytes, LWS_WRITE_HTTP_HEADERS) < 0 { return -1 }
         // A stream stays open indefinitely: no lws pending timeout applies to it.
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0)
-        if !exchange.streamQueue.isEmpty || exchange.streamEnded { lws_callback_on_writable(wsi) }
+        if exchange.streamQueuedCount > 0 || exchange.streamEnded { lws_callback_on_writable(wsi) }
         return 0
       }
       let bodyBytes = response.omitBody ? 0 : response.body.count
@@ -480,19 +620,36 @@ extension Server {
   }
 
   private func writeStreamChunk(_ exchange: HTTPExchange, start: UnsafeMutablePointer<UInt8>) -> Int32 {
-    let chunk = min(exchange.streamQueue.count, scratchSize)
+    let chunk = min(exchange.streamQueuedCount, scratchSize)
     if chunk > 0 {
       exchange.streamQueue.withUnsafeBytes {
-        UnsafeMutableRawPointer(start).copyMemory(from: $0.baseAddress!, byteCount: chunk)
+        UnsafeMutableRawPointer(start).copyMemory(from: $0.baseAddress! + exchange.streamQueueHead, byteCount: chunk)
       }
-      exchange.streamQueue.removeFirst(chunk)
+      exchange.streamQueueHead += chunk
+      exchange.streamWritten += chunk
+      while let end = exchange.streamPieceEnds.first, end <= exchange.streamWritten {
+        exchange.streamPieceEnds.removeFirst()
+      }
+      if exchange.streamQueueHead == exchange.streamQueue.count {
+        exchange.streamQueue.removeAll(keepingCapacity: true)
+        exchange.streamQueueHead = 0
+      } else if exchange.streamQueueHead >= 1 << 20 && exchange.streamQueueHead * 2 >= exchange.streamQueue.count {
+        exchange.streamQueue.removeFirst(exchange.streamQueueHead)
+        exchange.streamQueueHead = 0
+      }
       if lws_write(exchange.wsi, start, chunk, LWS_WRITE_HTTP) < 0 { return -1 }
     }
-    if !exchange.streamQueue.isEmpty {
+    if exchange.streamQueuedCount > 0 {
       lws_callback_on_writable(exchange.wsi)
       return 0
     }
     if exchange.streamEnded {
+      // Returning -1 with bytes still buffered inside lws would give them only lws's 5 s flush before the socket is
+      // killed; wait until they are on the socket.
+      if lws_partial_buffered(exchange.wsi) != 0 {
+        lws_callback_on_writable(exchange.wsi)
+        return 0
+      }
       forget(exchange)
       return -1
     }
@@ -525,28 +682,37 @@ extension Server {
     let path = header(wsi, WSI_TOKEN_GET_URI) ?? "/"
     let head = makeHead(wsi, method: .get, path: path)
     guard let delegate else { return 1 }
+    if let refusal = admissionRefusal(wsi, path: path) {
+      var response = delegate.errorResponse(status: refusal.status, message: refusal.message, head: head)
+      response.headers += refusal.headers
+      writeUpgradeRefusal(wsi, response)
+      return 1
+    }
     switch delegate.shouldAccept(webSocket: head) {
     case .accept:
       pendingUpgrades[wsi] = head
       return 0
     case .reject(let response):
-      // Answer the upgrade request as plain HTTP, then let lws close the connection.
-      let start = (scratch + Int(CLWS_PRE)).assumingMemoryBound(to: UInt8.self)
-      let end = start + scratchSize - 1
-      var cursor: UnsafeMutablePointer<UInt8>? = start
-      let body = response.body.prefix(scratchSize / 2)
-      if lws_add_http_common_headers(
-        wsi, UInt32(response.status), response.contentType, lws_filepos_t(body.count), &cursor, end) == 0,
-        lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, "close", 5, &cursor, end) == 0,
-        lws_finalize_http_header(wsi, &cursor, end) == 0
-      {
-        body.withUnsafeBytes {
-          UnsafeMutableRawPointer(cursor!).copyMemory(from: $0.baseAddress!, byteCount: body.count)
-        }
-        _ = lws_write(wsi, start, cursor! - start + body.count, LWS_WRITE_HTTP_FINAL)
-      }
+      writeUpgradeRefusal(wsi, response)
       return 1
     }
+  }
+
+  /// Answers a refused upgrade request as plain HTTP/1.1 (lws's header helpers would say HTTP/1.0 here: it learns
+  /// the request's version only for requests it serves as HTTP), then lws closes the connection.
+  private func writeUpgradeRefusal(_ wsi: OpaquePointer, _ response: HTTPResponse) {
+    var head = "HTTP/1.1 \(response.status) \(HTTPResponse.reasonPhrase(response.status))\r\n"
+    head += "server: \(configuration.serverName)\r\n"
+    if let type = response.contentType { head += "content-type: \(type)\r\n" }
+    for (name, value) in response.headers where !name.contains("\r") && !value.contains("\r") {
+      head += "\(name.lowercased()): \(value)\r\n"
+    }
+    let body = response.body.prefix(scratchSize / 2)
+    head += "content-length: \(body.count)\r\nconnection: close\r\n\r\n"
+    let bytes = Array(head.utf8.prefix(scratchSize / 2)) + body
+    let start = (scratch + Int(CLWS_PRE)).assumingMemoryBound(to: UInt8.self)
+    start.update(from: bytes, count: bytes.count)
+    _ = lws_write(wsi, start, bytes.count, LWS_WRITE_HTTP_FINAL)
   }
 
   func webSocketEstablished(_ wsi: OpaquePointer) -> Int32 {
@@ -613,15 +779,41 @@ extension Server {
   }
 
   /// Closes connection `id` with a close frame after what is already queued. Returns false if it is gone.
+  ///
+  /// With `discardingQueued`, queued messages not yet handed to the socket are dropped and the close frame follows
+  /// what the socket already took: a client that stopped reading gets a real close frame once it reads on, instead
+  /// of waiting behind everything it did not read. It has ``abandonAfterSeconds`` to do so before the connection is
+  /// dropped.
   @discardableResult
-  public func close(_ id: WebSocketID, code: UInt16, reason: String) -> Bool {
+  public func close(_ id: WebSocketID, code: UInt16, reason: String, discardingQueued: Bool = false) -> Bool {
     assertInLoop()
     guard let connection = socketsByID[id] else { return false }
     if connection.closeRequest == nil {
       connection.closeRequest = (code, String(reason.utf8.prefix(120)) ?? "")
     }
+    if discardingQueued {
+      connection.queue = FIFO()
+      connection.queuedBytes = 0
+      lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, Int32(Self.abandonAfterSeconds))
+    }
     lws_callback_on_writable(connection.wsi)
     return true
+  }
+
+  /// Puts connection `id` in pull mode: whenever its queue is empty and the socket can take more, the server asks
+  /// ``ServerDelegate/webSocketNextMessage(_:)`` for the next message. Call ``wantsToWrite(_:)`` when the owner has
+  /// something new for an idle connection. Service thread only.
+  public func setPulling(_ id: WebSocketID) {
+    assertInLoop()
+    guard let connection = socketsByID[id] else { return }
+    connection.pulls = true
+  }
+
+  /// Asks for a writable callback on connection `id` (pull mode: the owner has a message for it). Service thread only.
+  public func wantsToWrite(_ id: WebSocketID) {
+    assertInLoop()
+    guard let connection = socketsByID[id], connection.established else { return }
+    lws_callback_on_writable(connection.wsi)
   }
 
   func webSocketWritable(_ wsi: OpaquePointer) -> Int32 {
@@ -634,7 +826,17 @@ extension Server {
       if written < 0 { return -1 }
       budget = lws_send_pipe_choked(wsi) != 0 ? 0 : budget - written
     }
-    while budget > 0, let message = connection.queue.first {
+    var pulledDry = false
+    while budget > 0 {
+      if connection.pulls && connection.queue.isEmpty && connection.closeRequest == nil {
+        guard let next = delegate?.webSocketNextMessage(connection.id) else {
+          pulledDry = true
+          break
+        }
+        connection.queue.append(next)
+        connection.queuedBytes += next.count
+      }
+      guard let message = connection.queue.first else { break }
       let kind = message.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
       if connection.isClient {
         // Client frames are masked in place (LWS-NOTES pitfall 9): write a private copy, never the shared buffer.
@@ -648,12 +850,18 @@ extension Server {
       budget -= 1
       if lws_send_pipe_choked(wsi) != 0 { break }
     }
-    if !connection.queue.isEmpty {
+    if !connection.queue.isEmpty || (connection.pulls && !pulledDry && connection.closeRequest == nil) {
       lws_callback_on_writable(wsi)
       return 0
     }
     if budget < 32 && connection.closeRequest == nil { delegate?.webSocketDrained(connection.id) }
     if let request = connection.closeRequest {
+      // The close frame must follow the last message onto the socket: returning -1 while lws still holds part of a
+      // message would make lws flush it and then drop the connection without any close frame (the client sees 1006).
+      if lws_partial_buffered(wsi) != 0 {
+        lws_callback_on_writable(wsi)
+        return 0
+      }
       var reason = Array(request.reason.utf8)
       lws_close_reason(wsi, lws_close_status(rawValue: UInt32(request.code)), &reason, reason.count)
       return -1
@@ -780,7 +988,7 @@ extension Server {
     guard let connection = sockets[wsi] else { return }
     connection.established = true
     delegate?.webSocketConnected(connection.id)
-    if !connection.queue.isEmpty { lws_callback_on_writable(wsi) }
+    if !connection.queue.isEmpty || connection.pulls { lws_callback_on_writable(wsi) }
   }
 
   func clientFailed(_ wsi: OpaquePointer, reason: String) {
@@ -791,6 +999,8 @@ extension Server {
 
   func connectionDestroyed(_ wsi: OpaquePointer) {
     pendingUpgrades[wsi] = nil
+    acceptedConnections.remove(wsi)
+    overCapacity.remove(wsi)
     if let exchange = exchanges.removeValue(forKey: wsi) {
       if exchange.fileDescriptor >= 0 {
         Glibc.close(exchange.fileDescriptor)

@@ -55,6 +55,9 @@ public protocol ServerDelegate: AnyObject {
   func streamDrained(_ id: RequestID)
   /// Everything queued on WebSocket `id` was written to the socket.
   func webSocketDrained(_ id: WebSocketID)
+  /// Pull mode (``Server/setPulling(_:)``): the next message for WebSocket `id`, now that its socket can take it; nil
+  /// when there is nothing to send.
+  func webSocketNextMessage(_ id: WebSocketID) -> OutboundMessage?
 }
 
 extension ServerDelegate {
@@ -63,6 +66,7 @@ extension ServerDelegate {
   public func requestBodyEnded(_ id: RequestID) {}
   public func streamDrained(_ id: RequestID) {}
   public func webSocketDrained(_ id: WebSocketID) {}
+  public func webSocketNextMessage(_ id: WebSocketID) -> OutboundMessage? { nil }
 }
 
 /// Limits and addresses for a ``Server``.
@@ -83,6 +87,20 @@ public struct ServerConfiguration: Sendable {
   public var subprotocols: [String]
   /// TLS for the port and for outbound connections; nil serves and dials plaintext only.
   public var tls: TLSConfiguration?
+  /// Accepted connections (HTTP and WebSocket, including mesh links dialled by other nodes) served at once. Up to
+  /// ``overflowConnections`` more are accepted only to be answered `503` with `Retry-After` (except
+  /// ``alwaysServedPaths``); beyond that a new connection is closed as soon as it is accepted.
+  public var maxConnections: Int
+  /// Connections accepted over ``maxConnections`` to be answered `503` rather than closed unanswered.
+  public var overflowConnections: Int
+  /// Paths answered normally even on a connection over ``maxConnections`` (health checks).
+  public var alwaysServedPaths: Set<String>
+  /// The largest request head (request line and headers) served; a larger one is answered `431` (up to
+  /// ``Server/headerBufferBytes``; beyond that lws closes the connection unanswered).
+  public var maxRequestHeadBytes: Int
+  /// Seconds a request body may go without a byte arriving before the connection is closed (0 = never). Time while
+  /// the handler has paused a streamed body (``Server/setBodyFlow(_:enabled:)``) does not count.
+  public var bodyIdleTimeoutSeconds: Int
   /// Seconds an accepted WebSocket may go without proving it is alive (a PONG) before lws sends it a PING; it is
   /// closed ``webSocketPongGraceSeconds`` later if no PONG came. 0 turns the check off. lws's own default is 300.
   public var webSocketPingSeconds: Int
@@ -92,8 +110,15 @@ public struct ServerConfiguration: Sendable {
   public init(
     bindAddress: String = "0.0.0.0", port: Int = 8080, maxWebSocketMessageBytes: Int = 1 << 20,
     maxQueuedBytesPerWebSocket: Int = 8 << 20, maxQueuedBytesPerStream: Int = 8 << 20, serverName: String = "meshgate",
-    subprotocols: [String] = [], tls: TLSConfiguration? = nil, webSocketPingSeconds: Int = 300
+    subprotocols: [String] = [], tls: TLSConfiguration? = nil, maxConnections: Int = 10_000,
+    overflowConnections: Int = 64, alwaysServedPaths: Set<String> = [], maxRequestHeadBytes: Int = 16 << 10,
+    bodyIdleTimeoutSeconds: Int = 10, webSocketPingSeconds: Int = 300
   ) {
+    self.maxConnections = maxConnections
+    self.overflowConnections = overflowConnections
+    self.alwaysServedPaths = alwaysServedPaths
+    self.maxRequestHeadBytes = maxRequestHeadBytes
+    self.bodyIdleTimeoutSeconds = bodyIdleTimeoutSeconds
     self.webSocketPingSeconds = webSocketPingSeconds
     self.subprotocols = subprotocols
     self.tls = tls
@@ -161,6 +186,16 @@ public struct ServerStatistics: Sendable {
   public var webSocketMessagesIn: Int
   /// Socket writes that carried several queued WebSocket messages at once.
   public var coalescedWrites: Int = 0
+  /// Accepted connections open now (HTTP, WebSocket and inbound mesh links).
+  public var openConnections: Int = 0
+  /// Connections refused for being over ``ServerConfiguration/maxConnections`` (answered 503 or closed at once).
+  public var refusedConnections: Int = 0
+  /// Failed `accept` calls for want of file descriptors (process-wide); each pending connection was closed.
+  public var acceptFailures: Int = 0
+  /// Requests answered 431 for a request head over ``ServerConfiguration/maxRequestHeadBytes``.
+  public var oversizedHeads: Int = 0
+  /// Connections closed because a request body stopped arriving (``ServerConfiguration/bodyIdleTimeoutSeconds``).
+  public var bodyTimeouts: Int = 0
 }
 
 /// One lws context serving HTTP and WebSocket on one port.
@@ -204,6 +239,17 @@ public final class Server: @unchecked Sendable {
   /// Writes that carried several queued WebSocket frames at once.
   var coalescedWrites = 0
   var messagesIn = 0
+  /// Accepted connections (by wsi) and those of them accepted over the cap, to be answered 503.
+  var acceptedConnections: Set<OpaquePointer> = []
+  var overCapacity: Set<OpaquePointer> = []
+  /// Set by FILTER_NETWORK_CONNECTION for the adoption that immediately follows it.
+  var nextAcceptIsOverCapacity = false
+  var refusedConnections = 0
+  var oversizedHeads = 0
+  var bodyTimeouts = 0
+  /// The body idle timer, started by ``run()``.
+  private var bodyTimer: (any DispatchSourceTimer)?
+  private let tokenLimits: UnsafeMutablePointer<lws_token_limits>
   let scratch: UnsafeMutableRawPointer
   let scratchSize = 64 * 1024
   /// The vhost's `retry_and_idle_policy`; lws keeps a pointer to it, so it lives as long as the server.
@@ -242,13 +288,32 @@ public final class Server: @unchecked Sendable {
     info.server_string = arena.make(configuration.serverName)
     info.timeout_secs = 30
     info.ka_time = 0
-    var options: UInt64 = 0
+    // Request heads: lws keeps them in one buffer per connection, sized here (its default is 4 KiB, and a head that
+    // overflows it is dropped without an answer). Each known header is also capped at the served size, so an
+    // oversized Cookie is cut short instead of overflowing the buffer, and the request is answered 431.
+    info.max_http_header_data = UInt16(Self.headerBufferBytes)
+    let tokenLimits = UnsafeMutablePointer<lws_token_limits>.allocate(capacity: 1)
+    tokenLimits.initialize(to: lws_token_limits())
+    withUnsafeMutableBytes(of: &tokenLimits.pointee.token_limit) { raw in
+      let limit = UInt16(clamping: min(configuration.maxRequestHeadBytes, Self.headerBufferBytes - 1))
+      for index in 0..<raw.count / 2 { raw.storeBytes(of: limit, toByteOffset: index * 2, as: UInt16.self) }
+    }
+    self.tokenLimits = tokenLimits
+    info.token_limits = UnsafePointer(tokenLimits)
+    // RFC 6455: a text frame that is not valid UTF-8 closes the connection with 1007 (lws checks it).
+    var options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
     // An IP address with IPv6 enabled binds [::]; pin IPv4 addresses to IPv4 (LWS-NOTES pitfall 1).
     if !configuration.bindAddress.contains(":") {
       options |= UInt64(LWS_SERVER_OPTION_DISABLE_IPV6)
     }
     if let tls = configuration.tls {
       options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
+      // AEAD suites only for TLS 1.2, served and dialled (Mozilla's "intermediate" profile); TLS 1.3 suites are
+      // all AEAD already.
+      info.ssl_cipher_list = arena.make(Self.tls12Ciphers)
+      info.client_ssl_cipher_list = arena.make(Self.tls12Ciphers)
+      info.ssl_options_set = Int(CLWS_SSL_OP_NO_OLD_PROTOCOLS)
+      info.ssl_client_options_set = Int(CLWS_SSL_OP_NO_OLD_PROTOCOLS)
       if let certificate = tls.certificatePath, let key = tls.keyPath {
         info.ssl_cert_filepath = arena.make(certificate)
         info.ssl_private_key_filepath = arena.make(key)
@@ -292,6 +357,7 @@ public final class Server: @unchecked Sendable {
     guard let context = lws_create_context(&info) else {
       protocols.deinitialize(count: count)
       protocols.deallocate()
+      tokenLimits.deallocate()
       throw .cannotListen(address: configuration.bindAddress, port: configuration.port)
     }
     guard let vhost = lws_get_vhost_by_name(context, "default"),
@@ -300,18 +366,35 @@ public final class Server: @unchecked Sendable {
       lws_context_destroy(context)
       protocols.deinitialize(count: count)
       protocols.deallocate()
+      tokenLimits.deallocate()
       throw .cannotListen(address: configuration.bindAddress, port: configuration.port)
     }
     self.context = context
     self.port = Int(lws_get_vhost_listen_port(vhost))
     self.contextUser = box
     box.server = self
+    self.listenSocket = AcceptGuard.register(port: self.port)
   }
+
+  /// The size of lws's per-connection buffer for a request head; heads between
+  /// ``ServerConfiguration/maxRequestHeadBytes`` and this are answered 431, longer ones closed unanswered.
+  public static let headerBufferBytes = 65_535
+
+  /// TLS 1.2 cipher suites offered and accepted: ECDHE/DHE with AES-GCM or ChaCha20-Poly1305 (no CBC, no RSA key
+  /// exchange), Mozilla's "intermediate" list.
+  public static let tls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+    + "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+    + "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
+
+  /// The listening socket's descriptor (found after lws bound it), for the out-of-descriptors fallback.
+  private var listenSocket: Int32 = -1
 
   /// Keeps the context's user object alive; it points back weakly-by-convention (unowned) at the server.
   private var contextUser: ContextUser?
 
   deinit {
+    tokenLimits.deallocate()
     scratch.deallocate()
     idlePolicy.deallocate()
     protocols.deinitialize(count: protocolCount)
@@ -331,12 +414,16 @@ public final class Server: @unchecked Sendable {
   /// Services the context on the calling thread until ``shutdown(grace:)`` or ``stop()``; then destroys it.
   public func run() {
     loopThread.store(UInt(pthread_self()), ordering: .releasing)
+    startBodyTimer()
     while !stopRequested.load(ordering: .acquiring) {
       if lws_service(context, 0) < 0 { break }
     }
+    bodyTimer?.cancel()
+    bodyTimer = nil
     // Run what was queued while stopping, then close the inbox so nobody wakes a destroyed context.
     drainInbox()
     inbox.withLock { $0.open = false }
+    AcceptGuard.unregister(listenSocket)
     lws_context_destroy(context)
     exchanges.removeAll()
     exchangesByID.removeAll()
@@ -415,7 +502,23 @@ public final class Server: @unchecked Sendable {
     assertInLoop()
     return ServerStatistics(
       openWebSockets: sockets.count, openRequests: exchanges.count, webSocketMessagesOut: messagesOut,
-      webSocketMessagesIn: messagesIn, coalescedWrites: coalescedWrites)
+      webSocketMessagesIn: messagesIn, coalescedWrites: coalescedWrites, openConnections: acceptedConnections.count,
+      refusedConnections: refusedConnections, acceptFailures: AcceptGuard.failures, oversizedHeads: oversizedHeads,
+      bodyTimeouts: bodyTimeouts)
+  }
+
+  /// Once a second (on the service thread), closes connections whose request body has not moved for
+  /// ``ServerConfiguration/bodyIdleTimeoutSeconds``.
+  private func startBodyTimer() {
+    guard configuration.bodyIdleTimeoutSeconds > 0 else { return }
+    let timer = DispatchSource.makeTimerSource(queue: .global())
+    timer.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(200))
+    timer.setEventHandler { [weak self] in
+      guard let self else { return }
+      self.execute { [weak self] in self?.closeIdleBodies() }
+    }
+    timer.resume()
+    bodyTimer = timer
   }
 
   func allocateID() -> UInt64 {

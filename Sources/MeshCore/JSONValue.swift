@@ -2,7 +2,8 @@
 ///
 /// MeshCore's events, invitations and requests carry JSON payloads; keeping the representation here keeps
 /// the core free of Foundation and makes its outputs byte-for-byte reproducible (object keys are kept in
-/// insertion order, numbers print the same way every time). The parser is defensive: it bounds nesting
+/// insertion order, numbers print the same way every time). The parser is defensive: it runs in time linear in
+/// the input (objects index their keys once they grow), bounds the members of each object and the nesting
 /// depth, rejects trailing garbage, lone surrogates and control characters in strings, and reports the
 /// byte offset of the first problem, so REST errors can say exactly what is wrong.
 public enum JSONValue: Sendable, Hashable {
@@ -54,26 +55,73 @@ public enum JSONValue: Sendable, Hashable {
 }
 
 /// A JSON object that keeps key order.
+///
+/// Lookups are linear for small objects (the common case: a handful of members, where comparing a few strings beats
+/// hashing) and go through a key index beside the ordered members once an object has more than
+/// ``indexThreshold`` members, so building or reading an object of n members costs O(n), not O(n²).
 public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral {
   /// The members in order.
   public private(set) var members: [(key: String, value: JSONValue)]
+  /// The position of each key in `members` (its first occurrence); nil while the object is small.
+  private var positions: [String: Int]?
+
+  /// Objects with more members than this keep a key index.
+  static let indexThreshold = 16
 
   public init(_ members: [(String, JSONValue)] = []) {
     self.members = members.map { (key: $0.0, value: $0.1) }
+    reindex()
   }
 
   public init(dictionaryLiteral elements: (String, JSONValue)...) {
     self.init(elements)
   }
 
+  /// Members already known to have distinct keys, with their index when the parser built one.
+  init(distinctMembers members: [(key: String, value: JSONValue)], positions: [String: Int]?) {
+    self.members = members
+    self.positions = members.count > Self.indexThreshold ? positions : nil
+    if self.positions == nil { reindex() }
+  }
+
+  /// Rebuilds the key index (or drops it for a small object).
+  private mutating func reindex() {
+    guard members.count > Self.indexThreshold else {
+      positions = nil
+      return
+    }
+    var positions: [String: Int] = [:]
+    positions.reserveCapacity(members.count)
+    for (offset, member) in members.enumerated() where positions[member.key] == nil {
+      positions[member.key] = offset
+    }
+    self.positions = positions
+  }
+
+  /// The position of `key` in `members`.
+  private func position(of key: String) -> Int? {
+    if let positions { return positions[key] }
+    return members.firstIndex { $0.key == key }
+  }
+
   /// The value for `key`, or nil.
   public subscript(_ key: String) -> JSONValue? {
-    get { members.first { $0.key == key }?.value }
+    get { position(of: key).map { members[$0].value } }
     set {
-      if let index = members.firstIndex(where: { $0.key == key }) {
-        if let newValue { members[index].value = newValue } else { members.remove(at: index) }
+      if let index = position(of: key) {
+        if let newValue {
+          members[index].value = newValue
+        } else {
+          members.remove(at: index)
+          reindex()
+        }
       } else if let newValue {
         members.append((key: key, value: newValue))
+        if positions != nil {
+          positions?[key] = members.count - 1
+        } else if members.count > Self.indexThreshold {
+          reindex()
+        }
       }
     }
   }
@@ -206,32 +254,53 @@ public struct JSONParseError: Error, Equatable, Sendable, CustomStringConvertibl
   public let reason: String
   /// The byte offset where the parser stopped.
   public let offset: Int
+  /// The document is well-formed so far but over one of the parser's limits (nesting depth, members per object),
+  /// rather than malformed.
+  public let isLimit: Bool
+
+  init(reason: String, offset: Int, isLimit: Bool = false) {
+    self.reason = reason
+    self.offset = offset
+    self.isLimit = isLimit
+  }
 
   public var description: String { "\(reason) at byte \(offset)" }
 }
 
 extension JSONValue {
-  /// Parses a complete JSON document (RFC 8259), nesting at most `maxDepth` levels.
-  public static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
-    var parser = JSONParser(bytes: Array(bytes), maxDepth: maxDepth)
+  /// The deepest nesting of arrays and objects the parser accepts by default.
+  public static let defaultMaxDepth = 64
+  /// The most members one object may have by default (arrays are bounded only by the document's size).
+  public static let defaultMaxMembers = 10_000
+
+  /// Parses a complete JSON document (RFC 8259), nesting at most `maxDepth` levels, with at most `maxMembers`
+  /// members in any object. Costs time linear in the document's size.
+  public static func parse(
+    _ bytes: some Collection<UInt8>, maxDepth: Int = defaultMaxDepth, maxMembers: Int = defaultMaxMembers
+  ) throws(JSONParseError) -> JSONValue {
+    var parser = JSONParser(bytes: Array(bytes), maxDepth: maxDepth, maxMembers: maxMembers)
     return try parser.parseDocument()
   }
 
   /// Parses the UTF-8 of `text`.
-  public static func parse(_ text: String, maxDepth: Int = 64) throws(JSONParseError) -> JSONValue {
-    try parse(Array(text.utf8), maxDepth: maxDepth)
+  public static func parse(
+    _ text: String, maxDepth: Int = defaultMaxDepth, maxMembers: Int = defaultMaxMembers
+  ) throws(JSONParseError) -> JSONValue {
+    try parse(Array(text.utf8), maxDepth: maxDepth, maxMembers: maxMembers)
   }
 }
 
 struct JSONParser {
   let bytes: [UInt8]
   let maxDepth: Int
+  let maxMembers: Int
   var index = 0
   var depth = 0
 
-  init(bytes: [UInt8], maxDepth: Int) {
+  init(bytes: [UInt8], maxDepth: Int, maxMembers: Int) {
     self.bytes = bytes
     self.maxDepth = maxDepth
+    self.maxMembers = maxMembers
   }
 
   mutating func parseDocument() throws(JSONParseError) -> JSONValue {
@@ -243,12 +312,17 @@ struct JSONParser {
     return value
   }
 
-  func fail(_ reason: String) -> JSONParseError {
-    JSONParseError(reason: reason, offset: index)
+  func fail(_ reason: String, limit: Bool = false) -> JSONParseError {
+    JSONParseError(reason: reason, offset: index, isLimit: limit)
   }
 
   mutating func skipWhitespace() {
-    while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+    while index < bytes.count {
+      switch bytes[index] {
+      case 0x20, 0x09, 0x0A, 0x0D: index += 1
+      default: return
+      }
+    }
   }
 
   mutating func parseValue() throws(JSONParseError) -> JSONValue {
@@ -265,42 +339,67 @@ struct JSONParser {
     }
   }
 
-  mutating func parseLiteral(_ word: String, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
-    let utf8 = Array(word.utf8)
-    guard index + utf8.count <= bytes.count, Array(bytes[index..<index + utf8.count]) == utf8 else {
-      throw fail("invalid literal")
-    }
-    index += utf8.count
+  mutating func parseLiteral(_ word: StaticString, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
+    let count = word.utf8CodeUnitCount
+    guard index + count <= bytes.count else { throw fail("invalid literal") }
+    let start = word.utf8Start
+    for offset in 0..<count where bytes[index + offset] != start[offset] { throw fail("invalid literal") }
+    index += count
     return value
   }
 
   mutating func enter() throws(JSONParseError) {
     depth += 1
-    if depth > maxDepth { throw fail("nesting deeper than \(maxDepth) levels") }
+    if depth > maxDepth {
+      throw fail("nesting deeper than \(maxDepth) levels (the limit); flatten the document", limit: true)
+    }
   }
 
   mutating func parseObject() throws(JSONParseError) -> JSONValue {
     try enter()
     index += 1
-    var object = JSONObject()
-    var seen = Set<String>()
+    var members: [(key: String, value: JSONValue)] = []
+    // Duplicate keys are found by comparing with the few members of a small object, then through an index.
+    var positions: [String: Int]?
     skipWhitespace()
     if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
       index += 1
       depth -= 1
-      return .object(object)
+      return .object(JSONObject())
     }
     while true {
       skipWhitespace()
       guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
+      let keyOffset = index
       let key = try parseString()
-      guard seen.insert(key).inserted else { throw fail("duplicate member \"\(key)\"") }
+      let duplicate: Bool
+      if positions != nil {
+        duplicate = positions?.updateValue(members.count, forKey: key) != nil
+      } else {
+        duplicate = members.contains { $0.key == key }
+        if !duplicate, members.count >= JSONObject.indexThreshold {
+          var index: [String: Int] = [:]
+          index.reserveCapacity(members.count * 2)
+          for (offset, member) in members.enumerated() { index[member.key] = offset }
+          index[key] = members.count
+          positions = index
+        }
+      }
+      if duplicate {
+        index = keyOffset
+        throw fail("duplicate member \"\(key)\"")
+      }
+      guard members.count < maxMembers else {
+        index = keyOffset
+        throw fail(
+          "an object with more than \(maxMembers) members (the limit per object); send fewer keys", limit: true)
+      }
       skipWhitespace()
       guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
       index += 1
       skipWhitespace()
       let value = try parseValue()
-      object[key] = value
+      members.append((key: key, value: value))
       skipWhitespace()
       guard index < bytes.count else { throw fail("unterminated object") }
       if bytes[index] == UInt8(ascii: ",") {
@@ -310,7 +409,7 @@ struct JSONParser {
       guard bytes[index] == UInt8(ascii: "}") else { throw fail("expected ',' or '}'") }
       index += 1
       depth -= 1
-      return .object(object)
+      return .object(JSONObject(distinctMembers: members, positions: positions))
     }
   }
 
@@ -360,7 +459,30 @@ struct JSONParser {
 
   mutating func parseString() throws(JSONParseError) -> String {
     index += 1
-    var out: [UInt8] = []
+    // Fast path: a string without escapes (nearly all of them) is validated straight from the input.
+    // ASCII (nearly every key) needs no UTF-8 validation, whose generic code costs more than the scan.
+    let start = index
+    var ascii = true
+    while index < bytes.count {
+      let byte = bytes[index]
+      if byte == UInt8(ascii: "\"") {
+        let string: String
+        if ascii {
+          string = String(decoding: bytes[start..<index], as: UTF8.self)
+        } else {
+          guard let valid = String(validating: bytes[start..<index], as: UTF8.self) else {
+            throw fail("string is not valid UTF-8")
+          }
+          string = valid
+        }
+        index += 1
+        return string
+      }
+      if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+      if byte >= 0x80 { ascii = false }
+      index += 1
+    }
+    var out = Array(bytes[start..<index])
     while true {
       guard index < bytes.count else { throw fail("unterminated string") }
       let byte = bytes[index]
@@ -395,8 +517,7 @@ struct JSONParser {
           } else if (0xDC00...0xDFFF).contains(scalar) {
             throw fail("lone surrogate in \\u escape")
           }
-          guard let unicode = Unicode.Scalar(scalar) else { throw fail("invalid code point") }
-          out.append(contentsOf: Array(String(Character(unicode)).utf8))
+          Self.appendUTF8(scalar, to: &out)
         default: throw fail("invalid escape")
         }
       case 0..<0x20:
@@ -405,6 +526,26 @@ struct JSONParser {
         out.append(byte)
         index += 1
       }
+    }
+  }
+
+  /// Appends the UTF-8 encoding of a Unicode scalar value (never a surrogate; at most 0x10FFFF).
+  static func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
+    switch scalar {
+    case 0..<0x80:
+      out.append(UInt8(scalar))
+    case 0x80..<0x800:
+      out.append(UInt8(0xC0 | scalar >> 6))
+      out.append(UInt8(0x80 | scalar & 0x3F))
+    case 0x800..<0x10000:
+      out.append(UInt8(0xE0 | scalar >> 12))
+      out.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+      out.append(UInt8(0x80 | scalar & 0x3F))
+    default:
+      out.append(UInt8(0xF0 | scalar >> 18))
+      out.append(UInt8(0x80 | scalar >> 12 & 0x3F))
+      out.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+      out.append(UInt8(0x80 | scalar & 0x3F))
     }
   }
 

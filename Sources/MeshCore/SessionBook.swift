@@ -117,6 +117,13 @@ public struct SessionBook: Sendable {
   public private(set) var invitations: [String: Invitation] = [:]
   /// Grace added to the inviter's expiry so answers in flight are not lost.
   public var answerGrace: UInt64 = 1000
+  /// With deferred sequencing, ``send(_:from:to:payload:reliable:namedEvent:linkedNodes:)`` leaves reliable frames
+  /// unsequenced (``unsequenced``) and the runtime numbers each with ``sequenceReliable(_:to:)`` at the moment it goes
+  /// on the wire. A runtime that schedules frames of different senders fairly (not in send order) needs this: the
+  /// receiver acknowledges cumulatively and drops a sequence number at or below one it has seen.
+  public var deferredSequencing = false
+  /// The sequence number of a reliable frame that is not numbered yet (deferred sequencing); never on the wire.
+  public static let unsequenced = UInt64.max
   var outgoingSequence: [String: UInt64] = [:]
   var unacknowledged: [String: [Pending]] = [:]
   var incomingSequence: [String: UInt64] = [:]
@@ -536,7 +543,9 @@ public struct SessionBook: Sendable {
         continue
       }
       var sequence: UInt64 = 0
-      if reliable {
+      if reliable && deferredSequencing {
+        sequence = Self.unsequenced
+      } else if reliable {
         sequence = (outgoingSequence[node] ?? 0) + 1
         outgoingSequence[node] = sequence
         unacknowledged[node, default: []].append(
@@ -806,6 +815,53 @@ public struct SessionBook: Sendable {
     for session in sessions.values.sorted(by: { $0.sessionID < $1.sessionID }) where session.hostNodeID == nodeID {
       if session.members.contains(where: { $0.nodeID == remoteNode }) {
         directives.append(.send(.sessionState(session), to: remoteNode))
+      }
+    }
+    return directives
+  }
+
+  /// Numbers a reliable frame made with deferred sequencing (``unsequenced``) for the link to `node` and records it as
+  /// awaiting acknowledgement. Call in wire order, just before the frame is handed to the link. Other frames are
+  /// returned unchanged.
+  public mutating func sequenceReliable(_ message: MeshMessage, to node: String) -> MeshMessage {
+    switch message {
+    case .sessionData(let sessionID, let fromPeerID, let toPeerIDs, Self.unsequenced, let payload):
+      let sequence = nextSequence(sessionID, fromPeerID, toPeerIDs, to: node)
+      return .sessionData(
+        sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: toPeerIDs, sequence: sequence, payload: payload)
+    case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, Self.unsequenced, let name, let object):
+      let sequence = nextSequence(sessionID, fromPeerID, toPeerIDs, to: node)
+      return .sessionEvent(
+        sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: toPeerIDs, sequence: sequence, name: name,
+        object: object)
+    default:
+      return message
+    }
+  }
+
+  mutating func nextSequence(_ sessionID: String, _ fromPeerID: String, _ toPeerIDs: [String], to node: String)
+    -> UInt64
+  {
+    let sequence = (outgoingSequence[node] ?? 0) + 1
+    outgoingSequence[node] = sequence
+    unacknowledged[node, default: []].append(
+      Pending(sequence: sequence, sessionID: sessionID, fromPeerID: fromPeerID, toPeerIDs: toPeerIDs))
+    return sequence
+  }
+
+  /// Reliable frames that were accepted but will never go on the wire (their link closed first): tells each sender,
+  /// in order, with `session.send.failed`.
+  public func unsent(_ messages: [MeshMessage], reason: String) -> [Directive] {
+    var directives: [Directive] = []
+    for message in messages {
+      switch message {
+      case .sessionData(let sessionID, let fromPeerID, let toPeerIDs, _, _),
+        .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, _, _, _):
+        directives.append(
+          .notify(
+            peerID: fromPeerID, .sendFailed(sessionID: sessionID, undelivered: toPeerIDs.sorted(), reason: reason)))
+      default:
+        break
       }
     }
     return directives

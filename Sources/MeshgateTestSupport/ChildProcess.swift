@@ -140,3 +140,45 @@ public final class ChildProcess: Sendable {
     }
   }
 }
+
+/// The outcome of ``runCommand(_:_:timeout:mergeOutput:)``.
+public struct CommandResult: Sendable {
+  /// Exit status (128 + n after signal n; -1 if it had to be killed and was never reaped).
+  public var status: Int32
+  /// Standard output (with `mergeOutput`, standard error too).
+  public var stdout: String
+  /// Standard error (empty with `mergeOutput`).
+  public var stderr: String
+}
+
+/// Runs a command to completion as a ``ChildProcess`` (SIGKILLed after `timeout`), blocking the calling thread;
+/// call it from a dedicated thread in async tests (``onDedicatedThread(_:)``). Tests use this rather than
+/// Foundation's `Process`, whose shared reaping thread one misbehaving child can stall for every other.
+public func runCommand(
+  _ executable: String, _ arguments: [String], timeout: Duration = .seconds(60), mergeOutput: Bool = false
+) throws -> CommandResult {
+  let base = FileManager.default.temporaryDirectory.appendingPathComponent("meshgate-run-\(UUID())").path
+  let outPath = base + ".out"
+  let errPath = base + ".err"
+  defer {
+    try? FileManager.default.removeItem(atPath: outPath)
+    try? FileManager.default.removeItem(atPath: errPath)
+  }
+  func create(_ path: String) throws -> Int32 {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw TestSupportError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
+    return fd
+  }
+  let out = try create(outPath)
+  defer { close(out) }
+  let err = mergeOutput ? out : try create(errPath)
+  defer { if !mergeOutput { close(err) } }
+  let child = try ChildProcess(executable, arguments, stdout: out, stderr: err)
+  var status = child.waitForExit(timeout: timeout)
+  if status == nil {
+    kill(child.pid, SIGKILL)
+    status = child.waitForExit(timeout: .seconds(5))
+  }
+  let read = { (path: String) in (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+  return CommandResult(status: status ?? -1, stdout: read(outPath), stderr: mergeOutput ? "" : read(errPath))
+}

@@ -29,6 +29,8 @@ public final class NodeProcess: Sendable {
   public let name: String?
   /// Extra arguments appended after the standard ones on every launch.
   public let arguments: [String]
+  /// The command that runs the node (empty: the binary itself).
+  public let wrapper: [String]
   /// Variables added to (or overriding) the test process's environment for the node.
   public let environment: [String: String]
 
@@ -55,10 +57,13 @@ public final class NodeProcess: Sendable {
   ///   - dataDirectory: the data directory; nil creates a fresh `<tmp>/meshgate-test-<uuid>` that `cleanup()` removes.
   ///   - port: the port to bind; 0 lets the server pick (read it back from `port` after `start`).
   ///   - name: passed as `--name` when given.
+  ///   - wrapper: a command that runs the node, e.g. `["prlimit", "--nofile=256:256"]` (it must exec the binary, so
+  ///     the process id stays the node's).
   public init(
     arguments: [String] = [], environment: [String: String] = [:], dataDirectory: String? = nil, port: Int = 0,
-    name: String? = nil
+    name: String? = nil, wrapper: [String] = []
   ) throws {
+    self.wrapper = wrapper
     binaryPath = try Self.locateBinary()
     let base = FileManager.default.temporaryDirectory.path + "/meshgate-test-" + UUID().uuidString.lowercased()
     if let dataDirectory {
@@ -254,7 +259,8 @@ public final class NodeProcess: Sendable {
     Self.appendLine("=== meshgate-test: launching \(([binaryPath] + args).joined(separator: " "))", to: stderrPath)
 
     let process = try Self.spawn(
-      binary: binaryPath, arguments: args, environment: environment, stdoutPath: stdoutPath, stderrPath: stderrPath)
+      binary: binaryPath, arguments: args, environment: environment, stdoutPath: stdoutPath, stderrPath: stderrPath,
+      wrapper: wrapper)
     state.withLock { state in
       state.process = process
       state.lastCommandLine = [binaryPath] + args
@@ -311,13 +317,20 @@ public final class NodeProcess: Sendable {
 
   /// Launches `binary` with stdin from /dev/null and stdout/stderr appended to files (see ``ChildProcess``).
   private static func spawn(
-    binary: String, arguments: [String], environment: [String: String], stdoutPath: String, stderrPath: String
+    binary: String, arguments: [String], environment: [String: String], stdoutPath: String, stderrPath: String,
+    wrapper: [String] = []
   ) throws -> ChildProcess {
     let out = try openForAppend(stdoutPath)
     let err = try openForAppend(stderrPath)
     defer {
       try? out.close()
       try? err.close()
+    }
+    if let launcher = wrapper.first {
+      let path = launcher.hasPrefix("/") ? launcher : "/usr/bin/" + launcher
+      return try ChildProcess(
+        path, Array(wrapper.dropFirst()) + [binary] + arguments, environment: environment,
+        stdout: out.fileDescriptor, stderr: err.fileDescriptor)
     }
     return try ChildProcess(
       binary, arguments, environment: environment, stdout: out.fileDescriptor, stderr: err.fileDescriptor)

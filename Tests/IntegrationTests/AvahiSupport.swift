@@ -173,13 +173,6 @@ final class StartedDaemons: Sendable {
 
 /// Runs a command to completion (SIGKILLed after `timeout`) and returns its exit status and combined output.
 func run(_ executable: String, _ arguments: [String], timeout: Duration) throws -> (status: Int32, output: String) {
-  let path = FileManager.default.temporaryDirectory.appendingPathComponent("meshgate-run-\(UUID())").path
-  defer { try? FileManager.default.removeItem(atPath: path) }
-  let child = try ChildProcess(executable, arguments, log: path)
-  if (try? eventually(timeout: timeout, { !child.isRunning })) == nil {
-    kill(child.pid, SIGKILL)
-    try? eventually(timeout: .seconds(5), { !child.isRunning })
-  }
-  let output = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-  return (child.status ?? -1, output)
+  let result = try runCommand(executable, arguments, timeout: timeout, mergeOutput: true)
+  return (result.status, result.stdout)
 }

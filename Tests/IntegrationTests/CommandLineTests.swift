@@ -47,19 +47,27 @@ struct CommandLineTests {
         arguments: ["--port", String(node.port), "--bind", "127.0.0.1", "--data-dir", directory])
       #expect(result.status == 2)
       #expect(result.stderr.contains("cannot listen on 127.0.0.1:\(node.port)"))
+      #expect(result.stderr.contains("the port is in use (Address already in use)"))
       #expect(result.stderr.contains("choose another --port"))
+      // Exactly one line, and nothing created before the port was checked.
+      #expect(result.stderr.split(separator: "\n").count == 1, "stderr:\n\(result.stderr)")
+      #expect(result.stdout.isEmpty, "stdout:\n\(result.stdout)")
+      #expect(!FileManager.default.fileExists(atPath: directory), "the data dir was created")
     }
   }
 
   @Test func unwritableDataDirExitsWithStatus2() throws {
     // A regular file where a directory is expected fails even for root, unlike permission bits.
     let file = FileManager.default.temporaryDirectory.appendingPathComponent("mg-file-\(UUID().uuidString)").path
-    FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+    #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
     defer { try? FileManager.default.removeItem(atPath: file) }
     let result = try NodeProcess.runToCompletion(
       arguments: ["--port", "0", "--bind", "127.0.0.1", "--data-dir", file + "/data"])
     #expect(result.status == 2)
-    #expect(result.stderr.contains("cannot use data dir"))
+    #expect(result.stderr.contains("cannot use data dir \(file)/data"))
+    // Which path failed, the errno text, and how to fix it.
+    #expect(result.stderr.contains("creating \(file) failed: Not a directory"), "stderr: \(result.stderr)")
+    #expect(!result.stderr.contains("NSCocoaErrorDomain"))
     #expect(result.stderr.contains("--data-dir"))
     #expect(result.stderr.split(separator: "\n").count == 1)
   }

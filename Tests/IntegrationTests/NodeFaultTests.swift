@@ -79,16 +79,12 @@ struct NodeFaultTests {
   /// Runs a command; returns its exit status and output.
   @discardableResult
   static func run(_ arguments: [String]) -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    do { try process.run() } catch { return (-1, "\(error)") }
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    do {
+      let result = try runCommand("/usr/bin/env", arguments, mergeOutput: true)
+      return (result.status, result.stdout)
+    } catch {
+      return (-1, "\(error)")
+    }
   }
 
   /// Whether this process may mount a tmpfs (root with CAP_SYS_ADMIN: yes on a dev VM, no in a default container).

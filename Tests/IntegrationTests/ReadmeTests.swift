@@ -38,19 +38,11 @@ struct ReadmeTests {
     let path = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString).sh").path
     try script.write(toFile: path, atomically: true, encoding: .utf8)
     defer { try? FileManager.default.removeItem(atPath: path) }
-    let process = Process()
-    // The test runner ignores SIGPIPE and children inherit that; a user's shell does not, so restore the default
-    // (otherwise `… | head` makes the writer fail with EPIPE instead of ending quietly). Scripts run with `set -eu`
-    // but not pipefail, as in an interactive shell, where `… | head` is fine.
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["--default-signal=PIPE", "/bin/bash", path]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    // The test runner ignores SIGPIPE; a user's shell does not, and ChildProcess restores the default (otherwise
+    // `… | head` makes the writer fail with EPIPE instead of ending quietly). Scripts run with `set -eu` but not
+    // pipefail, as in an interactive shell, where `… | head` is fine.
+    let result = try runCommand("/bin/bash", [path], timeout: .seconds(300), mergeOutput: true)
+    return (result.status, result.stdout)
   }
 
   @Test func meshExamplesRunAgainstTwoRealNodes() async throws {
@@ -68,7 +60,7 @@ struct ReadmeTests {
         .replacingOccurrences(of: "/tmp/node-b", with: dataB)
         .replacingOccurrences(of: "8081", with: String(portB))
         .replacingOccurrences(of: "8080", with: String(node.port))
-      let result = try Self.run(script)
+      let result = try await onDedicatedThread { try Self.run(script) }
       #expect(result.status == 0, "README mesh examples failed:\n\(result.output)")
       for expected in [
         "\"state\":\"linked\"", "\"skills\":\"plumbing\"", "\"verificationCode\"", "\"state\":\"accepted\"",
@@ -88,7 +80,7 @@ struct ReadmeTests {
     try await withNode { node in
       let script =
         "set -eu\n" + examples.replacingOccurrences(of: "localhost:8080", with: "127.0.0.1:\(node.port)")
-      let (status, text) = try Self.run(script)
+      let (status, text) = try await onDedicatedThread { try Self.run(script) }
       #expect(status == 0, "README examples failed:\n\(text)")
       #expect(text.contains("\"status\":\"ok\""))
       #expect(text.contains("meshgate_http_requests_total"))

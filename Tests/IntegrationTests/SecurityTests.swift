@@ -57,15 +57,7 @@ extension NodeProcess {
 
 /// Runs curl (over TLS, certificate unchecked: nodes use self-signed ones) and returns status and body.
 private func curl(_ arguments: [String]) throws -> (status: Int, body: String) {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-  process.arguments = ["-sk", "--max-time", "10", "-w", "\n%{http_code}"] + arguments
-  let pipe = Pipe()
-  process.standardOutput = pipe
-  try process.run()
-  let data = pipe.fileHandleForReading.readDataToEndOfFile()
-  process.waitUntilExit()
-  let text = String(decoding: data, as: UTF8.self)
+  let text = try runCommand("/usr/bin/curl", ["-sk", "--max-time", "10", "-w", "\n%{http_code}"] + arguments).stdout
   let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
   return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
 }

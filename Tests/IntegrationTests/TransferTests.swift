@@ -660,18 +660,11 @@ private func temporaryDirectory() throws -> String {
 @discardableResult
 func runTool(_ executable: String, _ arguments: [String], check: Bool = true) async throws -> String {
   try await onDedicatedThread {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 || !check else {
-      throw TestSupportError.process("\(executable) \(arguments) exited with \(process.terminationStatus)")
+    let result = try runCommand(executable, arguments, timeout: .seconds(300))
+    guard result.status == 0 || !check else {
+      throw TestSupportError.process("\(executable) \(arguments) exited with \(result.status): \(result.stderr)")
     }
-    return String(decoding: data, as: UTF8.self)
+    return result.stdout
   }
 }
 
@@ -684,13 +677,5 @@ private func sha256Hex(_ bytes: [UInt8]) throws -> String {
   let path = NSTemporaryDirectory() + "meshgate-sha-\(UUID().uuidString)"
   defer { try? FileManager.default.removeItem(atPath: path) }
   try Data(bytes).write(to: URL(fileURLWithPath: path))
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
-  process.arguments = [path]
-  let output = Pipe()
-  process.standardOutput = output
-  try process.run()
-  let data = output.fileHandleForReading.readDataToEndOfFile()
-  process.waitUntilExit()
-  return String(String(decoding: data, as: UTF8.self).prefix(64))
+  return String(try runCommand("/usr/bin/sha256sum", [path]).stdout.prefix(64))
 }

@@ -55,11 +55,12 @@ final class EchoDelegate: ServerDelegate {
         server.respond(to: request.id, with: LWS.HTTPResponse(status: 409, body: Array("no".utf8)))
         return
       }
-      // Nothing is read until the flow is enabled, a little later.
+      // Nothing is read until the flow is enabled, a little later (`?hold=` milliseconds).
       uploads[request.id] = []
       let server = self.server!
       let id = request.id
-      DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) {
+      let hold = Int(head.query["hold"] ?? "") ?? 20
+      DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(hold)) {
         server.execute { server.setBodyFlow(id, enabled: true) }
       }
     case (.get, "/file"), (.head, "/file"):
@@ -131,11 +132,14 @@ final class EchoDelegate: ServerDelegate {
   }
 }
 
-/// Runs a server on a free loopback port for the duration of `body`.
-func withServer(_ body: (Server, Int) async throws -> Void) async throws {
-  let server = try Server(
-    configuration: ServerConfiguration(
-      bindAddress: "127.0.0.1", port: 0, maxWebSocketMessageBytes: 100_000, maxQueuedBytesPerWebSocket: 64 * 1024))
+/// Runs a server on a free loopback port for the duration of `body`; `configure` adjusts its configuration.
+func withServer(
+  configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: (Server, Int) async throws -> Void
+) async throws {
+  var configuration = ServerConfiguration(
+    bindAddress: "127.0.0.1", port: 0, maxWebSocketMessageBytes: 100_000, maxQueuedBytesPerWebSocket: 64 * 1024)
+  configure(&configuration)
+  let server = try Server(configuration: configuration)
   let delegate = EchoDelegate()
   delegate.server = server
   server.delegate = delegate

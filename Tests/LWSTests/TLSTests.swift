@@ -69,7 +69,11 @@ private final class RunningServer {
   }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+/// Serialized: lws 4.1.6 keeps the OpenSSL ex-data indexes it finds its connections by in process-wide variables
+/// and takes new ones whenever a TLS context is created, so a TLS server created while another one is mid-handshake
+/// makes the first one's verify callback read an empty slot and crash (seen as SIGSEGV under X509_verify_cert). A node
+/// process has one context; tests that run several in one process must not create them concurrently.
+@Suite(.serialized, .timeLimit(.minutes(1)))
 struct TLSTests {
   let directory = NSTemporaryDirectory() + "meshgate-lws-tls-\(UUID().uuidString)"
 
@@ -93,14 +97,10 @@ struct TLSTests {
     let plain = try HTTPClient.get(port: running.server.port, path: "/")
     #expect(plain.status == 200)
     #expect(plain.text == "plain")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["-sk", "--max-time", "10", "https://127.0.0.1:\(running.server.port)/"]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
+    let output = try runCommand(
+      "/usr/bin/curl", ["-sk", "--max-time", "10", "https://127.0.0.1:\(running.server.port)/"]
+    )
+    .stdout
     #expect(output == "tls", "HTTP/1.1 over TLS (no h2 through ALPN)")
   }
 
@@ -143,5 +143,88 @@ struct TLSTests {
     }
     #expect(a.delegate.seen.withLock { $0["accepted"] } == TransportSecurity(encrypted: false, peerCertificate: nil))
     #expect(b.delegate.seen.withLock { $0["dialled"] } == TransportSecurity(encrypted: false, peerCertificate: nil))
+  }
+
+  /// Runs `openssl` with `arguments` and `input` on standard input; returns its exit status and all its output.
+  private func openssl(_ arguments: [String], input: String = "Q\n") throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+    process.arguments = ["20", "openssl"] + arguments
+    let output = Pipe()
+    let stdin = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    process.standardInput = stdin
+    try process.run()
+    stdin.fileHandleForWriting.write(Data(input.utf8))
+    try? stdin.fileHandleForWriting.close()
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return (process.terminationStatus, text)
+  }
+
+  @Test func tls12HandshakesOfferingOnlyCBCSuitesFailAndAEADOnesWork() throws {
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let (_, tls) = try certificate("a")
+    let running = try RunningServer(tls: tls)
+    defer { running.stop() }
+    let connect = "127.0.0.1:\(running.server.port)"
+    for suite in ["ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA", "ECDHE-ECDSA-AES128-SHA256"] {
+      let result = try openssl(["s_client", "-connect", connect, "-tls1_2", "-cipher", suite])
+      #expect(result.status != 0, "\(suite) was accepted:\n\(result.output.suffix(600))")
+      #expect(!result.output.contains("Cipher is \(suite)"))
+    }
+    for suite in ["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"] {
+      let result = try openssl(["s_client", "-connect", connect, "-tls1_2", "-cipher", suite])
+      #expect(result.output.contains("Cipher is \(suite)"), "\(suite) was refused:\n\(result.output.suffix(600))")
+    }
+    let old = try openssl(["s_client", "-connect", connect, "-tls1_1", "-cipher", "ALL:@SECLEVEL=0"])
+    #expect(old.output.contains("Cipher is (NONE)"), "TLS 1.1 was accepted:\n\(old.output.suffix(600))")
+  }
+
+  @Test func outgoingTLSLinksOfferOnlyAEADSuites() async throws {
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let (_, tls) = try certificate("b")
+    // A TLS server that speaks only CBC suites: the dialler must find no suite in common.
+    let port = try freeLoopbackPort()
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    process.arguments = [
+      "s_server", "-accept", "127.0.0.1:\(port)", "-cert", directory + "/b.pem", "-key",
+      directory + "/b.key", "-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES128-SHA256",
+    ]
+    let log = directory + "/s_server.log"
+    FileManager.default.createFile(atPath: log, contents: nil)
+    let output = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+    process.standardOutput = output
+    process.standardError = output
+    // s_server quits at the end of its standard input: keep it open.
+    let input = Pipe()
+    process.standardInput = input
+    try process.run()
+    defer {
+      // s_server ignores SIGTERM while it serves.
+      if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+      try? input.fileHandleForWriting.close()
+    }
+    try eventually(timeout: .seconds(20), message: "s_server listens") {
+      (try? HTTPConnection(port: port, timeout: .milliseconds(200))).map {
+        _ = $0; return true
+      } ?? false
+    }
+    let dialler = try RunningServer(tls: tls)
+    defer { dialler.stop() }
+    let server = dialler.server
+    server.execute {
+      _ = server.connect(host: "127.0.0.1", port: port, path: "/x", subprotocol: "tls-test.v1", tls: true)
+    }
+    try await eventuallyAsync(timeout: .seconds(30), message: "the dial failed") {
+      dialler.delegate.failures.withLock { !$0.isEmpty } || dialler.delegate.seen.withLock { $0["dialled"] } != nil
+    }
+    #expect(dialler.delegate.seen.withLock { $0["dialled"] } == nil)
+    // s_server logs the failed handshake before the dialler hears of it.
+    try eventually(timeout: .seconds(10), message: "s_server logged the handshake") {
+      ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("no shared cipher")
+    }
   }
 }

@@ -1827,3 +1827,63 @@ extension SessionBookTests {
     }
   }
 }
+
+// MARK: - Deferred sequencing (frames numbered in wire order)
+
+extension SessionBookTests {
+  @Suite struct DeferredSequencing {
+    @Test func reliableFramesAreNumberedWhenTheyGoOnTheWireInWhateverOrder() throws {
+      var mesh = try fiveMemberMesh()
+      mesh.perform("A") { book in
+        book.deferredSequencing = true
+        return []
+      }
+      try mesh.send(from: "a1", on: "A", to: ["b1"], payload: [1])
+      try mesh.send(from: "a2", on: "A", to: ["b1"], payload: [2])
+      let queued = mesh.inFlight
+      #expect(queued.count == 2)
+      #expect(
+        queued.allSatisfy {
+          if case .sessionData(_, _, _, SessionBook.unsequenced, _) = $0.message { return true }
+          return false
+        })
+      #expect(nothingUnacknowledged(mesh["A"]))
+      // The scheduler lets a2's frame go first: it gets sequence 1, a1's gets 2, and both arrive and are acked.
+      var numbered: [Mesh.Frame] = []
+      for frame in queued.reversed() {
+        mesh.perform("A") { book in
+          numbered.append(Mesh.Frame(frame.from, frame.to, book.sequenceReliable(frame.message, to: "B")))
+          return []
+        }
+      }
+      #expect(numbered.map(\.message.sequenceForTest) == [1, 2])
+      mesh.inFlight = numbered
+      mesh.deliverAll()
+      #expect(mesh.log("b1") == ["s: reliable data from a2 [2]", "s: reliable data from a1 [1]"])
+      #expect(nothingUnacknowledged(mesh["A"]))
+    }
+
+    @Test func acceptedFramesThatNeverWentOutAreReportedToTheirSenders() throws {
+      var mesh = try fiveMemberMesh()
+      mesh.perform("A") { book in
+        book.deferredSequencing = true
+        return []
+      }
+      try mesh.send(from: "a1", on: "A", to: ["b2", "b1"], payload: [1])
+      let unsent = mesh.inFlight.map(\.message)
+      mesh.inFlight = []
+      let directives = mesh["A"].unsent(unsent, reason: "link to node lost")
+      #expect(
+        directives == [
+          .notify(peerID: "a1", .sendFailed(sessionID: "s", undelivered: ["b1", "b2"], reason: "link to node lost"))
+        ])
+    }
+  }
+}
+
+extension MeshMessage {
+  fileprivate var sequenceForTest: UInt64? {
+    if case .sessionData(_, _, _, let sequence, _) = self { return sequence }
+    return nil
+  }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import MeshgateTestSupport
+import Testing
+
+/// File descriptors, connection cap, request heads, stalled bodies and upgrade refusals, on a real node.
+@Suite(.timeLimit(.minutes(3)))
+struct ConnectionLimitTests {
+  @Test func aNodeAtItsFileLimitStaysUpAndAnswersHealthz() async throws {
+    // 256 open files at most, and twice that many browser WebSockets.
+    let node = try NodeProcess(wrapper: ["prlimit", "--nofile=256:256"])
+    defer { node.cleanup() }
+    try node.start()
+    let peer = try node.createPeer("crowd")
+    let port = node.port
+    let (opened, refused) = try await onDedicatedThread { () -> (Int, Int) in
+      var sockets: [WebSocketClient] = []
+      defer { sockets.forEach { $0.abort() } }
+      var refused = 0
+      var silent = 0
+      for _ in 0..<512 {
+        do {
+          sockets.append(try WebSocketClient(port: port, path: "/api/v1/ws?token=\(peer.token)", timeout: .seconds(3)))
+        } catch TestSupportError.httpStatus(let status, _) where status == 503 {
+          refused += 1
+        } catch {
+          // Closed unanswered (over the overflow too), or no answer at all; a node that stops answering fails below.
+          silent += 1
+          if silent > 40 { break }
+        }
+      }
+      // Still serving while the sockets are held: health check and an API request on a refused connection.
+      let health = try HTTPClient.get(port: port, path: "/healthz", timeout: .seconds(10))
+      guard health.status == 200 else { throw TestSupportError.unexpectedMessage("healthz: \(health.status)") }
+      return (sockets.count, refused)
+    }
+    #expect(opened > 100, "only \(opened) sockets were served")
+    #expect(refused > 0, "no connection was answered 503")
+    #expect(node.isRunning)
+    #expect(try HTTPClient.get(port: port, path: "/healthz").status == 200)
+    #expect(try (node.metric("meshgate_connections_refused_total") ?? 0) > 0)
+    let log = node.stderrText()
+    #expect(log.utf8.count < 2 << 20, "the log grew to \(log.utf8.count) bytes")
+    #expect(!log.contains("accept: errno"), "the node ran out of descriptors")
+  }
+
+  @Test func theSoftFileLimitIsRaisedToTheHardLimit() async throws {
+    let node = try NodeProcess(wrapper: ["prlimit", "--nofile=256:4096"])
+    defer { node.cleanup() }
+    try node.start()
+    let pid = try #require(node.pid)
+    let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+    let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+    let numbers = line.split(separator: " ").compactMap { Int($0) }
+    #expect(numbers == [4096, 4096], "\(line)")
+    // 4096 less a reserve of 512, less 64 overflow slots.
+    #expect(try node.metric("meshgate_connections_max") == 3520)
+  }
+
+  @Test func aRefusedWebSocketUpgradeIsAnHTTP11JSONError() async throws {
+    try await withNode { node in
+      let request =
+        "GET /api/v1/ws HTTP/1.1\r\nHost: 127.0.0.1:\(node.port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+      let answer = String(decoding: try HTTPClient.raw(port: node.port, bytes: Array(request.utf8)), as: UTF8.self)
+      #expect(answer.hasPrefix("HTTP/1.1 401 Unauthorized\r\n"), "got: \(answer.prefix(300))")
+      #expect(answer.lowercased().contains("content-type: application/json"))
+      let body = try #require(answer.range(of: "\r\n\r\n").map { answer[$0.upperBound...] })
+      let object = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+      let error = try #require(object?["error"] as? [String: Any])
+      #expect(error["code"] as? String != nil)
+      #expect((error["message"] as? String)?.isEmpty == false)
+    }
+  }
+
+  @Test func sixKiBOfCookiesLoadTheDashboardAndAnOversizedHeadIs431() async throws {
+    try await withNode { node in
+      let cookies = (0..<6).map { "c\($0)=\(String(repeating: "v", count: 1000))" }.joined(separator: "; ")
+      let dashboard = try HTTPClient.get(port: node.port, path: "/", headers: [("Cookie", cookies)])
+      #expect(dashboard.status == 200)
+      #expect(dashboard.text.contains("<html") || dashboard.text.contains("<!doctype"))
+      let health = try HTTPClient.get(port: node.port, path: "/healthz", headers: [("Cookie", cookies)])
+      #expect(health.status == 200)
+      let tooLarge = try HTTPClient.get(
+        port: node.port, path: "/healthz", headers: [("Cookie", "big=" + String(repeating: "x", count: 20_000))])
+      #expect(tooLarge.status == 431)
+      #expect(errorCode(tooLarge) == "request_header_fields_too_large")
+      #expect(errorMessage(tooLarge)?.contains("16384 bytes") == true)
+    }
+  }
+
+  @Test func aStalledRequestBodyIsClosedAfterTheBodyTimeout() async throws {
+    try await withNode(arguments: ["--body-timeout", "2"]) { node in
+      let connection = try HTTPConnection(port: node.port)
+      defer { connection.close() }
+      try connection.sendRaw(
+        Array(
+          ("POST /api/v1/peers HTTP/1.1\r\nHost: 127.0.0.1:\(node.port)\r\nContent-Type: application/json\r\n"
+            + "Content-Length: 100\r\n\r\n{\"displayName\":").utf8))
+      #expect(try connection.isClosedByPeer(within: .seconds(20)))
+      #expect(try node.metric("meshgate_body_timeouts_total") == 1)
+    }
+  }
+}
