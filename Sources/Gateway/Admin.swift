@@ -113,6 +113,8 @@ extension Node {
   func settingsJSON() -> JSONValue {
     guard case .object(var object) = guards.limits.json else { return .null }
     object["eventRetention"] = .int(Int64(store.retention))
+    object["fileConsent"] = .string(fileConsent.rawValue)
+    object["fileConsentTimeout"] = .int(Int64(fileConsentTimeout))
     return ["settings": .object(object)]
   }
 
@@ -121,7 +123,7 @@ extension Node {
     let body = try RequestBody(context.request)
     let names = [
       "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
-      "maxPeers", "eventRetention",
+      "maxPeers", "eventRetention", "fileConsent", "fileConsentTimeout",
     ]
     try body.allowOnly(Set(names))
     guard !body.object.keys.isEmpty else {
@@ -144,8 +146,18 @@ extension Node {
       try integer("peerCreationsPerSecond", 0...1_000_000) ?? limits.peerCreationsPerSecond
     limits.maxPeers = try integer("maxPeers", 1...Limits.maxPeersHardLimit) ?? limits.maxPeers
     let retention = try integer("eventRetention", 10...10_000_000)
+    var consent: FileConsent?
+    if let value = body.object["fileConsent"] {
+      guard case .string(let text) = value, let mode = FileConsent(rawValue: text) else {
+        throw APIError.badRequest("fileConsent must be \"auto\" or \"ask\"")
+      }
+      consent = mode
+    }
+    let consentTimeout = try integer("fileConsentTimeout", 1...86_400)
     guards.limits = limits
     if let retention { store.retention = retention }
+    if let consent { transfers.consentMode = consent }
+    if let consentTimeout { transfers.consentTimeout = consentTimeout }
     logger.notice("Node settings changed.", ["settings": settingsJSON().serializedString()])
     return .json(settingsJSON())
   }

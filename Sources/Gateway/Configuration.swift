@@ -31,6 +31,11 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var minFreeBytes = 64 << 20
   /// Bytes per second each outgoing transfer may send (0 = unlimited).
   public var transferRate = 0
+  /// Whether an incoming file from another node waits for the recipient's Accept or Decline (`ask`) or is accepted
+  /// at once (`auto`, the default). Changeable at run time with `PATCH /api/v1/node/settings`.
+  public var fileConsent = FileConsent.auto
+  /// How long an incoming file waits for the recipient's answer before it fails, in seconds.
+  public var fileConsentTimeout = 300
   /// Static mesh seeds (`--peer HOST:PORT`, repeatable), dialled at start and re-dialled after every loss.
   public var seeds: [MeshAddress] = []
   /// How nodes find each other.
@@ -99,6 +104,10 @@ public struct NodeConfiguration: Sendable, Equatable {
       --min-free-bytes N    free disk space kept when storing files, counting accepted transfers; 507 beyond
                             (MESHGATE_MIN_FREE_BYTES, default 67108864)
       --transfer-rate N     bytes per second per outgoing transfer, 0 for unlimited (MESHGATE_TRANSFER_RATE, default 0)
+      --file-consent MODE   auto (accept incoming files at once) or ask (each waits for the recipient's Accept or
+                            Decline) (MESHGATE_FILE_CONSENT, default auto)
+      --file-consent-timeout S  seconds an incoming file waits for the answer, 1–86400
+                            (MESHGATE_FILE_CONSENT_TIMEOUT, default 300)
       --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)
       --discovery MODE      auto (DNS-SD if avahi-daemon is reachable, else the beacon), dnssd
                             (DNS-SD through avahi-daemon), beacon (UDP multicast), static (seeds
@@ -163,6 +172,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--mesh-secret", "MESHGATE_MESH_SECRET"), ("--tls-cert", "MESHGATE_TLS_CERT"), ("--tls-key", "MESHGATE_TLS_KEY"),
       ("--max-transfer-bytes", "MESHGATE_MAX_TRANSFER_BYTES"),
       ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
+      ("--file-consent", "MESHGATE_FILE_CONSENT"), ("--file-consent-timeout", "MESHGATE_FILE_CONSENT_TIMEOUT"),
       ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
       ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
       ("--peer-create-rate", "MESHGATE_PEER_CREATE_RATE"), ("--max-peers", "MESHGATE_MAX_PEERS"),
@@ -238,6 +248,12 @@ public struct NodeConfiguration: Sendable, Equatable {
     case "--max-transfer-bytes": maxTransferBytes = try integer(0...(1 << 50), "a byte count from 0 to 2^50")
     case "--min-free-bytes": minFreeBytes = try integer(0...(1 << 60), "a byte count from 0 to 2^60")
     case "--transfer-rate": transferRate = try integer(0...(1 << 40), "bytes per second, 0 for unlimited")
+    case "--file-consent":
+      guard let mode = FileConsent(rawValue: value) else {
+        throw ConfigurationError("\(source) must be auto or ask (got \(value.debugDescription))")
+      }
+      fileConsent = mode
+    case "--file-consent-timeout": fileConsentTimeout = try integer(1...86_400, "seconds from 1 to 86400")
     case "--peer":
       for part in value.split(separator: ",") where !part.isEmpty {
         guard let address = MeshAddress(String(part)) else {
@@ -378,4 +394,13 @@ public struct ConfigurationError: Error, Equatable, CustomStringConvertible {
   public init(_ message: String) { self.message = message }
 
   public var description: String { message }
+}
+
+/// Whether incoming files wait for the recipient's consent (`--file-consent`).
+public enum FileConsent: String, Sendable, CaseIterable {
+  /// Accepted at once (MultipeerConnectivity-style), the default.
+  case auto
+  /// Each file from another node waits for the recipient's Accept or Decline; senders on the recipient's
+  /// always-accept list are accepted at once.
+  case ask
 }

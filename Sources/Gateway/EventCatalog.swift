@@ -159,7 +159,17 @@ enum EventCatalog {
     chatEvent("chat.member.joined", "ChatMemberJoinedEvent", "A peer joined a room.", ["peer": Schemas.peerRef]),
     chatEvent("chat.member.left", "ChatMemberLeftEvent", "A peer left a room.", ["peer": Schemas.peerRef]),
     chatEvent("chat.ended", "ChatEndedEvent", "A room ended (its host left and nobody remains).", [:]),
+    transferEvent(
+      "offered", "TransferOfferedEvent",
+      "A file waits for this peer's Accept or Decline (file consent; state awaitingConsent).",
+      ["timeoutSeconds": ["type": "integer", "minimum": 1]]),
     transferEvent("started", "TransferStartedEvent", "A transfer this peer sends or receives started.", [:]),
+    transferEvent(
+      "accepted", "TransferAcceptedEvent", "The recipient accepted a file this peer sends, which waited for consent.",
+      [:]),
+    transferEvent(
+      "declined", "TransferDeclinedEvent", "The recipient declined the file (both sides get it).",
+      ["reason": ["type": "string"]]),
     transferEvent(
       "progress", "TransferProgressEvent", "Bytes so far (at most 10 a second per side).",
       ["bytes": ["type": "integer"], "total": ["type": "integer"]]),

@@ -333,7 +333,7 @@ extension Node {
         case .chat(let payload):
           chatFrame(payload, from: nodeID)
         case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
-          .transferFinished, .transferFailed, .transferCancel:
+          .transferFinished, .transferFailed, .transferCancel, .transferAwaitingConsent:
           transferMessage(message, from: nodeID)
         case .streamOpen, .streamData, .streamCredit, .streamClose:
           streamMessage(message, from: nodeID)

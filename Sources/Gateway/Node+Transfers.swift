@@ -9,6 +9,9 @@
 /// (fsynced) and its SHA-256 is recorded, so from then on the transfer survives a link loss or a restart of either
 /// node: when the link returns, the sender offers it again and the receiver accepts from the bytes it holds. A
 /// finished file lives at `<data dir>/files/<sent|received>/<id>/<name>` on both sides.
+///
+/// File consent (`--file-consent ask`): an offer from another node may wait for the recipient's Accept or Decline
+/// (state `awaitingConsent`) before the receiver's node creates any file; see ``Node/acceptTransfer(_:)``.
 import Crypto
 import Foundation
 import LWS
@@ -33,6 +36,8 @@ final class LiveTransfer {
   /// pause never turns into a burst) and when it was last topped up (monotonic ms).
   var rateTokens: Double = 0
   var rateUpdatedAt: UInt64 = 0
+  /// While the transfer waits for the recipient's consent: when the wait ends (monotonic ms).
+  var consentDeadline: UInt64?
 
   init(record: TransferRecord) {
     self.record = record
@@ -52,6 +57,11 @@ struct TransferRuntime {
   var deferredOffers: [(TransferOffer, String)] = []
   /// Frames for nodes that are not linked now (a cancel or failure notice), sent when they link.
   var notices: [String: [MeshMessage]] = [:]
+  /// File consent as changed at run time (`PATCH /api/v1/node/settings`); nil: as configured.
+  var consentMode: FileConsent?
+  var consentTimeout: Int?
+  /// Per local recipient: the senders whose files it accepts without being asked, by sender peer id.
+  var alwaysAccept: [String: [String: AlwaysAccepted]] = [:]
 }
 
 extension Node {
@@ -60,6 +70,13 @@ extension Node {
   /// Upload bytes waiting to be written above which reading the request is paused.
   static let uploadHighWater: UInt64 = 1 << 20
   static let uploadLowWater: UInt64 = 256 << 10
+  /// The most senders one recipient may keep on its always-accept list.
+  static let alwaysAcceptLimit = 1000
+  /// How much longer than the receiver's consent timeout the sender waits before it fails the transfer itself.
+  static let consentGraceMillis: UInt64 = 30_000
+
+  var fileConsent: FileConsent { transfers.consentMode ?? configuration.fileConsent }
+  var fileConsentTimeout: Int { transfers.consentTimeout ?? configuration.fileConsentTimeout }
 
   var dataDirectoryPath: String { URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path }
 
@@ -203,7 +220,8 @@ extension Node {
         discard(transfer, state: "failed", reason: "\(error)")
         throw error
       }
-      transfer.record.state = "inProgress"
+      // Accepted (or already on its way), or waiting for the recipient's consent (awaitingConsent).
+      if transfer.record.state == "pending" { transfer.record.state = "inProgress" }
     }
     publishTransferEvent("transfer.started", transfer)
     transfer.uploadRequest = context.request.id
@@ -285,6 +303,7 @@ extension Node {
     case .notMember: APIError(status: 409, code: "not_a_member", message: message)
     case .unknownTransfer: APIError.notFound(message)
     case .refused: APIError(status: 409, code: "transfer_refused", message: message)
+    case .declined: APIError(status: 409, code: "transfer_declined", message: message)
     }
   }
 
@@ -491,12 +510,18 @@ extension Node {
       transfer.rateUpdatedAt = Self.monotonicMillis()
       transfer.rateTokens = 0
       transfer.record.bytes = offset
+      let consented = transfer.consentDeadline != nil || transfer.record.state == "awaitingConsent"
+      transfer.consentDeadline = nil
       if let resumedFrom = sender.resumedFrom {
         transfer.record.resumedFrom = resumedFrom
         transfer.record.state = "inProgress"
         meshLogger.info("Transfer resumed.", ["transfer.id": id, "offset": offset])
         persist(transfer)
+      } else if transfer.answer == nil && transfer.record.state != "inProgress" {
+        transfer.record.state = "inProgress"
+        persist(transfer)
       }
+      if consented { publishTransferEvent("transfer.accepted", transfer) }
       if let answer = transfer.answer {
         transfer.answer = nil
         answer.resume()
@@ -504,6 +529,15 @@ extension Node {
       pump(transfer)
     case .transferReject(let id, let code, let text):
       guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID else { return }
+      if code == .declined {
+        guard !transfer.record.isTerminal else { return }
+        transfer.sender?.cancel()
+        transfer.file?.close(remove: true)
+        transfer.file = nil
+        transfer.consentDeadline = nil
+        settle(transfer, state: "declined", reason: text)
+        return
+      }
       if let answer = transfer.answer {
         transfer.answer = nil
         answer.resume(throwing: rejectionError(code, text))
@@ -573,6 +607,22 @@ extension Node {
       where transfer.record.fromNodeID == nodeID || transfer.record.toNodeID == nodeID {
         cancelTransfer(transfer, reason: reason, notify: false)
       }
+    case .transferAwaitingConsent(let id, let timeoutMillis):
+      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID,
+        transfer.sender?.state == .offering, !transfer.record.isTerminal
+      else { return }
+      // The receiver bounds the wait; this side gives up a little later by itself, should the verdict never come.
+      let wait = min(timeoutMillis, 86_400_000) + Self.consentGraceMillis
+      transfer.consentDeadline = Self.monotonicMillis() + wait
+      scheduleConsentExpiry(id, .outgoing, after: wait)
+      if transfer.record.state != "awaitingConsent" {
+        transfer.record.state = "awaitingConsent"
+        persist(transfer)
+      }
+      if let answer = transfer.answer {
+        transfer.answer = nil
+        answer.resume()
+      }
     default:
       break
     }
@@ -581,20 +631,7 @@ extension Node {
   func offerReceived(_ offer: TransferOffer, from nodeID: String) {
     let id = offer.transferID
     if let transfer = transfers.incoming[id] {
-      guard transfer.record.fromNodeID == nodeID, var receiver = transfer.receiver,
-        let offset = receiver.resumeOffered()
-      else {
-        let state = transfer.record.state
-        sendTransferFrame(
-          .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"),
-          to: nodeID)
-        return
-      }
-      transfer.receiver = receiver
-      if offset > 0 { transfer.record.resumedFrom = offset }
-      transfer.record.state = "inProgress"
-      persist(transfer)
-      sendTransferFrame(.transferAccept(transferID: id, offset: offset), to: nodeID)
+      reofferReceived(transfer, from: nodeID)
       return
     }
     if offer.resume {
@@ -632,14 +669,19 @@ extension Node {
     }
     let name = Self.sanitizedFileName(offer.name) ?? "file"
     let now = Timestamp.now()
+    let ask = fileConsent == .ask && transfers.alwaysAccept[peer.id]?[offer.fromPeerID] == nil
     let record = TransferRecord(
       id: id, direction: .incoming, sessionID: offer.sessionID, fromPeerID: offer.fromPeerID,
       fromDisplayName: offer.fromDisplayName, fromNodeID: nodeID, toPeerID: peer.id, toDisplayName: peer.displayName,
       toNodeID: self.nodeID, name: name,
       contentType: Self.cleanContentType(offer.contentType) ?? "application/octet-stream", size: offer.size,
-      bytes: 0, state: "inProgress", reason: nil, sha256: nil, path: partialPath(id, .incoming), resumedFrom: nil,
-      createdAt: now, updatedAt: now)
+      bytes: 0, state: ask ? "awaitingConsent" : "inProgress", reason: nil, sha256: nil,
+      path: partialPath(id, .incoming), resumedFrom: nil, createdAt: now, updatedAt: now)
     let transfer = LiveTransfer(record: record)
+    if ask {
+      offerAwaitingConsent(transfer)
+      return
+    }
     transfer.receiver = TransferReceiver(size: offer.size)
     transfers.incoming[id] = transfer
     try? FileManager.default.createDirectory(
@@ -779,7 +821,7 @@ extension Node {
     }
     if let done = transfer.uploadDone {
       transfer.uploadDone = nil
-      let status = state == "canceled" ? 409 : 502
+      let status = state == "canceled" || state == "declined" ? 409 : 502
       done.resume(
         throwing: APIError(
           status: status, code: "transfer_\(state)",
@@ -1050,6 +1092,11 @@ extension Node {
           failTransfer(transfer, reason: "the node restarted before the upload was complete", notify: false)
           continue
         }
+        if record.state == "awaitingConsent" {
+          // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before).
+          startConsentWait(transfer)
+          continue
+        }
         let file = TransferFile(path: record.path)
         transfer.file = file
         transfer.record.state = "interrupted"
@@ -1069,6 +1116,13 @@ extension Node {
           meshLogger.info("Transfer restored.", ["transfer.id": id, "offset": offset])
         }
       }
+    }
+    do {
+      for entry in try await store.allAlwaysAccepted() {
+        transfers.alwaysAccept[entry.peerID, default: [:]][entry.senderPeerID] = entry
+      }
+    } catch {
+      logger.error("Could not load the always-accept lists.", ["error": String(describing: error)])
     }
     transfers.restored = true
     let deferred = transfers.deferredOffers

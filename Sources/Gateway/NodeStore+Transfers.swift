@@ -24,7 +24,7 @@ struct TransferRecord: Sendable, Equatable {
   var size: UInt64
   /// Bytes durable at the receiver (as far as this side knows).
   var bytes: UInt64
-  /// pending, inProgress, interrupted, finished, failed or canceled.
+  /// pending, awaitingConsent, inProgress, interrupted, finished, failed, canceled or declined.
   var state: String
   var reason: String?
   /// Lowercase hex, once the whole content is known.
@@ -35,7 +35,7 @@ struct TransferRecord: Sendable, Equatable {
   var createdAt: String
   var updatedAt: String
 
-  var isTerminal: Bool { state == "finished" || state == "failed" || state == "canceled" }
+  var isTerminal: Bool { state == "finished" || state == "failed" || state == "canceled" || state == "declined" }
 }
 
 extension NodeStore {
@@ -114,6 +114,63 @@ extension NodeStore {
   func deleteTransfer(id: String) async throws {
     try await database.write { connection in
       try connection.execute("DELETE FROM transfers WHERE id = ?", [.text(id)])
+    }
+  }
+}
+
+/// A sender whose files a recipient accepts without being asked ("always accept from this person").
+struct AlwaysAccepted: Sendable, Equatable {
+  var peerID: String
+  var senderPeerID: String
+  var senderDisplayName: String
+  var createdAt: String
+}
+
+extension NodeStore {
+  /// Migration 9: each local peer's always-accept list for file consent (`--file-consent ask`).
+  static let alwaysAcceptMigration = Migration(
+    version: 9, name: "file consent always-accept lists",
+    sql: """
+      CREATE TABLE transfer_always_accept(
+        peer_id TEXT NOT NULL REFERENCES peers(id) ON DELETE CASCADE,
+        sender_peer_id TEXT NOT NULL,
+        sender_display_name TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (peer_id, sender_peer_id)
+      );
+      """)
+
+  func allAlwaysAccepted() async throws -> [AlwaysAccepted] {
+    try await database.read { connection in
+      try connection.query(
+        """
+        SELECT peer_id, sender_peer_id, sender_display_name, created_at FROM transfer_always_accept
+        ORDER BY created_at, sender_peer_id
+        """
+      ).map { row in
+        AlwaysAccepted(
+          peerID: try row.string(0), senderPeerID: try row.string(1), senderDisplayName: try row.string(2),
+          createdAt: try row.string(3))
+      }
+    }
+  }
+
+  func saveAlwaysAccepted(_ entry: AlwaysAccepted) async throws {
+    try await database.write { connection in
+      try connection.execute(
+        """
+        INSERT OR REPLACE INTO transfer_always_accept(peer_id, sender_peer_id, sender_display_name, created_at)
+        VALUES (?, ?, ?, ?)
+        """,
+        [.text(entry.peerID), .text(entry.senderPeerID), .text(entry.senderDisplayName), .text(entry.createdAt)])
+    }
+  }
+
+  func deleteAlwaysAccepted(peerID: String, senderPeerID: String) async throws {
+    try await database.write { connection in
+      try connection.execute(
+        "DELETE FROM transfer_always_accept WHERE peer_id = ? AND sender_peer_id = ?",
+        [.text(peerID), .text(senderPeerID)])
     }
   }
 }

@@ -128,6 +128,7 @@ final class NodeStore: Sendable {
     Migration(version: 6, name: "pinned node certificates", sql: NodeStore.pinsSchema),
     NodeStore.transfersMigration,
     NodeStore.adminMigration,
+    NodeStore.alwaysAcceptMigration,
   ]
 
   init(path: String, retention: Int) throws {

@@ -69,6 +69,47 @@ extension Router {
         (404, "Not sent or received by this peer.", Schemas.error),
         (409, "Not finished.", Schemas.error), (416, "Range outside the file.", Schemas.error),
       ], queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/transfers/{transferId}/accept", operation: .acceptTransfer,
+      operationID: "acceptTransfer",
+      summary:
+        "The recipient accepts a file that waits for its consent (state awaitingConsent, file consent on): its node creates the file and the sender's node starts sending. With always: true, later files from the same sender are accepted without asking (see GET /api/v1/file-consent).",
+      authenticated: true, requestSchema: Schemas.acceptTransfer,
+      responses: [
+        (200, "Accepted; the transfer is inProgress.", Schemas.transferEnvelope),
+        (400, "Invalid field.", Schemas.error), (404, "Not sent or received by this peer.", Schemas.error),
+        (
+          409,
+          "Not a file waiting for this peer's answer (transfer_not_awaiting_consent), ended meanwhile, or the "
+            + "always-accept list is full (always_accept_list_full).", Schemas.error
+        ),
+        (500, "The receiving node cannot create the file.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .post, pattern: "/api/v1/transfers/{transferId}/decline", operation: .declineTransfer,
+      operationID: "declineTransfer",
+      summary:
+        "The recipient declines a file that waits for its consent: nothing is stored, the sender's node removes its spool, and both sides get transfer.declined (state declined).",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (200, "Declined.", Schemas.transferEnvelope), (404, "Not sent or received by this peer.", Schemas.error),
+        (409, "Not a file waiting for this peer's answer.", Schemas.error),
+      ], queryParameters: []),
+    Route(
+      method: .get, pattern: "/api/v1/file-consent", operation: .getFileConsent, operationID: "getFileConsent",
+      summary:
+        "Whether this node asks before incoming files are stored (mode auto or ask, set with --file-consent or PATCH /api/v1/node/settings), how long a file waits, and this peer's always-accept list.",
+      authenticated: true, requestSchema: nil,
+      responses: [(200, "File consent for this peer.", Schemas.fileConsentEnvelope)], queryParameters: []),
+    Route(
+      method: .delete, pattern: "/api/v1/file-consent/always-accept/{peerId}", operation: .removeAlwaysAccept,
+      operationID: "removeAlwaysAccept",
+      summary: "Removes a sender from this peer's always-accept list: its next file waits for an answer again.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (200, "Removed; the list now.", Schemas.fileConsentEnvelope),
+        (404, "The sender is not on this peer's list.", Schemas.error),
+      ], queryParameters: []),
   ]
 }
 
@@ -160,7 +201,10 @@ extension Schemas {
       "contentType": ["type": "string"], "size": ["type": "integer"],
       "bytes": ["type": "integer", "description": "Bytes durable at the receiver, as far as this side knows."],
       "state": [
-        "type": "string", "enum": ["pending", "inProgress", "interrupted", "finished", "failed", "canceled"],
+        "type": "string",
+        "enum": [
+          "pending", "awaitingConsent", "inProgress", "interrupted", "finished", "failed", "canceled", "declined",
+        ],
       ],
       "from": transferParty, "to": transferParty, "sha256": ["type": ["string", "null"]],
       "reason": ["type": ["string", "null"]],
@@ -169,6 +213,35 @@ extension Schemas {
       ],
       "createdAt": ["type": "string", "format": "date-time"], "updatedAt": ["type": "string", "format": "date-time"],
     ],
+  ]
+  static let acceptTransfer: JSONValue = [
+    "type": "object", "additionalProperties": false,
+    "properties": [
+      "always": [
+        "type": "boolean",
+        "description": "Also accept every later file from this sender without asking (default false).",
+      ]
+    ],
+  ]
+  static let fileConsent: JSONValue = [
+    "type": "object", "required": ["mode", "timeoutSeconds", "alwaysAccept"],
+    "properties": [
+      "mode": ["type": "string", "enum": ["auto", "ask"]],
+      "timeoutSeconds": ["type": "integer", "minimum": 1],
+      "alwaysAccept": [
+        "type": "array",
+        "items": [
+          "type": "object", "required": ["peerId", "displayName", "since"],
+          "properties": [
+            "peerId": ["type": "string"], "displayName": ["type": "string"],
+            "since": ["type": "string", "format": "date-time"],
+          ],
+        ],
+      ],
+    ],
+  ]
+  static let fileConsentEnvelope: JSONValue = [
+    "type": "object", "required": ["fileConsent"], "properties": ["fileConsent": fileConsent],
   ]
   static let transferEnvelope: JSONValue = [
     "type": "object", "required": ["transfer"], "properties": ["transfer": transfer],

@@ -21,6 +21,7 @@ enum Operation: Sendable {
   case createJob, listJobs, getJob, updateJob, deleteJob, sendJob
   case createChat, listChats, nearbyChats, getChat, joinChat, leaveChat, postChatMessage, listChatMessages
   case uploadResource, listTransfers, getTransfer, deleteTransfer, transferContent
+  case acceptTransfer, declineTransfer, getFileConsent, removeAlwaysAccept
   case openStream, writeStream, readStream, streamSocket
 }
 
@@ -648,7 +649,7 @@ enum Schemas {
     "type": "object",
     "required": [
       "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
-      "maxPeers", "eventRetention",
+      "maxPeers", "eventRetention", "fileConsent", "fileConsentTimeout",
     ],
     "properties": [
       "requestsPerSecond": ["type": "integer", "minimum": 0],
@@ -657,6 +658,15 @@ enum Schemas {
       "peerCreationsPerSecond": ["type": "integer", "minimum": 0],
       "maxPeers": ["type": "integer", "minimum": 1],
       "eventRetention": ["type": "integer", "minimum": 10],
+      "fileConsent": [
+        "type": "string", "enum": ["auto", "ask"],
+        "description":
+          "auto: incoming files are accepted at once; ask: each waits for the recipient's Accept or Decline.",
+      ],
+      "fileConsentTimeout": [
+        "type": "integer", "minimum": 1, "maximum": 86_400,
+        "description": "Seconds an incoming file waits for the recipient's answer before it fails.",
+      ],
     ],
   ]
   static let settingsEnvelope: JSONValue = [
@@ -671,6 +681,8 @@ enum Schemas {
       "peerCreationsPerSecond": ["type": "integer", "minimum": 0, "maximum": 1_000_000],
       "maxPeers": ["type": "integer", "minimum": 1, "maximum": 50_000],
       "eventRetention": ["type": "integer", "minimum": 10, "maximum": 10_000_000],
+      "fileConsent": ["type": "string", "enum": ["auto", "ask"]],
+      "fileConsentTimeout": ["type": "integer", "minimum": 1, "maximum": 86_400],
     ],
   ]
   static let addMeshNode: JSONValue = [

@@ -145,7 +145,8 @@ public enum MeshFrameCodec {
       writer.string(offer.contentType, field: "contentType")
       writer.u64(offer.size)
       writer.u8(offer.resume ? 1 : 0)
-    case .transferAccept(let transferID, let offset), .transferCredit(let transferID, let offset):
+    case .transferAccept(let transferID, let offset), .transferCredit(let transferID, let offset),
+      .transferAwaitingConsent(let transferID, let offset):
       writer.string(transferID, field: "transferID")
       writer.u64(offset)
     case .transferReject(let transferID, let code, let message):
@@ -335,6 +336,9 @@ public enum MeshFrameCodec {
     case .transferCancel:
       let transferID = try reader.string(field: "transferID")
       message = .transferCancel(transferID: transferID, reason: try reader.string(field: "reason"))
+    case .transferAwaitingConsent:
+      let transferID = try reader.string(field: "transferID")
+      message = .transferAwaitingConsent(transferID: transferID, timeoutMillis: try reader.u64(field: "timeoutMillis"))
     case .streamOpen:
       let streamID = try reader.string(field: "streamID")
       let sessionID = try reader.string(field: "sessionID")
@@ -483,7 +487,7 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
 
 /// The frame type byte (header offset 3). 0x01–0x0F are the link itself (0x04–0x05 the mesh-secret handshake).
 /// 0x20–0x6F are reserved for sessions, invitations, data and apps: 0x20–0x27 invitations, 0x28–0x2F session
-/// membership, 0x30–0x3F data and events, 0x40–0x48 resource transfers, 0x49–0x4C byte streams, 0x50 the chat app
+/// membership, 0x30–0x3F data and events, 0x40–0x48 and 0x4D resource transfers, 0x49–0x4C byte streams, 0x50 the chat app
 /// (the rest of the range is unassigned).
 enum MeshFrameType: UInt8 {
   case hello = 0x01
@@ -517,6 +521,7 @@ enum MeshFrameType: UInt8 {
   case streamData = 0x4A
   case streamCredit = 0x4B
   case streamClose = 0x4C
+  case transferAwaitingConsent = 0x4D
   case chat = 0x50
   case goodbye = 0x7F
 
@@ -551,6 +556,7 @@ enum MeshFrameType: UInt8 {
     case .transferFinished: self = .transferFinished
     case .transferFailed: self = .transferFailed
     case .transferCancel: self = .transferCancel
+    case .transferAwaitingConsent: self = .transferAwaitingConsent
     case .streamOpen: self = .streamOpen
     case .streamData: self = .streamData
     case .streamCredit: self = .streamCredit
@@ -647,6 +653,7 @@ extension TransferRejection {
     case .notMember: 2
     case .unknownTransfer: 3
     case .refused: 4
+    case .declined: 5
     }
   }
 
@@ -657,6 +664,7 @@ extension TransferRejection {
     case 2: self = .notMember
     case 3: self = .unknownTransfer
     case 4: self = .refused
+    case 5: self = .declined
     default: return nil
     }
   }

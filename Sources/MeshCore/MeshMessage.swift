@@ -214,6 +214,9 @@ public enum MeshMessage: Sendable, Hashable {
   case transferFailed(transferID: String, reason: String)
   /// Either node → the other: a party canceled the transfer; both sides stop and remove partial data.
   case transferCancel(transferID: String, reason: String)
+  /// Receiver's node → sender's node: the offer waits for the recipient's Accept or Decline (file consent), for at
+  /// most `timeoutMillis`; `transferAccept` or `transferReject` (`declined`) follows. The sender sends nothing yet.
+  case transferAwaitingConsent(transferID: String, timeoutMillis: UInt64)
   /// Sender's node → receiver's node: a byte stream opens.
   case streamOpen(StreamOffer)
   /// Sender's node → receiver's node: the stream's bytes at `offset` (at most ``MeshFrameCodec/maxChunkBytes``).
@@ -289,4 +292,6 @@ public enum TransferRejection: String, Sendable, Hashable, CaseIterable {
   case unknownTransfer
   /// Anything else (the message says what).
   case refused
+  /// The recipient declined the file (file consent).
+  case declined
 }

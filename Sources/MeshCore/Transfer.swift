@@ -13,7 +13,9 @@
 ///    whole content. The receiver, once everything is written, compares digests and answers `transferFinished` or
 ///    `transferFailed`.
 /// 4. A link loss interrupts both sides. When the link returns, the sender offers again with `resume` set and the
-///    receiver accepts from its durable offset: nothing that arrived is sent twice.
+///    receiver accepts from its durable offset: nothing that arrived is sent twice. A receiver that already finished
+///    (the link dropped before its `transferFinished` arrived) answers the re-offer with `transferFinished` and its
+///    SHA-256 again, so the sender finishes too (``TransferReceiver/reoffered()``).
 /// 5. Either side may cancel (`transferCancel`); both stop and remove partial data.
 ///
 /// The node runtime feeds events in (`accepted`, `spooled`, `credit`, `linkLost` …), asks ``TransferSender/pump(canSend:)``
@@ -234,6 +236,20 @@ public struct TransferReceiver: Sendable, Equatable {
   public private(set) var written: UInt64
   /// The sender's digest, once `transferEnd` arrived.
   public private(set) var expectedDigest: [UInt8]?
+  /// The digest of the content as written, once verified.
+  public private(set) var digest: [UInt8]?
+
+  /// How the receiver answers an offer made again (after a link loss, or a restart of the sender's node).
+  public enum ReofferAnswer: Sendable, Equatable {
+    /// Accept from `offset`: everything before it is held.
+    case accept(offset: UInt64)
+    /// The content is complete and verified: answer `transferFinished` with this digest.
+    case finished(sha256: [UInt8])
+    /// Every byte is written and the digest is being checked: the verdict follows, no answer now.
+    case pending
+    /// The transfer ended here otherwise (failed, canceled); refuse with this reason.
+    case refuse(String)
+  }
 
   /// A receiver holding `offset` durable bytes already (0 for a new transfer).
   public init(size: UInt64, offset: UInt64 = 0) {
@@ -241,6 +257,15 @@ public struct TransferReceiver: Sendable, Equatable {
     self.received = min(offset, size)
     self.written = min(offset, size)
     self.state = .receiving
+  }
+
+  /// A transfer restored after a restart that had already finished here with `sha256`.
+  public static func finished(size: UInt64, sha256: [UInt8]) -> TransferReceiver {
+    var receiver = TransferReceiver(size: size, offset: size)
+    receiver.expectedDigest = sha256
+    receiver.digest = sha256
+    receiver.state = .finished
+    return receiver
   }
 
   /// A chunk of `count` bytes at `offset` arrived.
@@ -292,6 +317,7 @@ public struct TransferReceiver: Sendable, Equatable {
   public mutating func verified(sha256: [UInt8]) -> Bool {
     guard state == .verifying else { return false }
     if sha256 == expectedDigest {
+      digest = sha256
       state = .finished
       return true
     }
@@ -306,6 +332,24 @@ public struct TransferReceiver: Sendable, Equatable {
     // Chunks handed to the writer but not yet durable will be durable before anything after them: accept from the
     // end of what the writer has, which is where the sender must continue.
     return received
+  }
+
+  /// The sender offered the transfer again (`resume` set): what to answer. Unlike ``resumeOffered()``, a finished
+  /// transfer is answered `finished` (the sender missed the verdict), not refused.
+  public mutating func reoffered() -> ReofferAnswer {
+    switch state {
+    case .finished:
+      guard let digest else { return .refuse("the transfer is finished here, but its digest is unknown") }
+      return .finished(sha256: digest)
+    case .verifying:
+      return .pending
+    case .receiving, .interrupted:
+      return resumeOffered().map { .accept(offset: $0) } ?? .refuse("the transfer cannot resume")
+    case .failed(let reason):
+      return .refuse("the transfer failed here: \(reason)")
+    case .canceled:
+      return .refuse("the transfer was canceled here")
+    }
   }
 
   public mutating func linkLost() {

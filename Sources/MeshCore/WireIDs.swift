@@ -110,7 +110,7 @@ public enum WireIDs {
       try uuid(offer.toPeerID, field: "transferOffer.toPeerID")
     case .transferAccept(let id, _), .transferReject(let id, _, _), .transferChunk(let id, _, _),
       .transferCredit(let id, _), .transferEnd(let id, _, _), .transferFinished(let id, _), .transferFailed(let id, _),
-      .transferCancel(let id, _):
+      .transferCancel(let id, _), .transferAwaitingConsent(let id, _):
       try uuid(id, field: "transferID")
     case .streamOpen(let offer):
       try uuid(offer.streamID, field: "streamOpen.streamID")

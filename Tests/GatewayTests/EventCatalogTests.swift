@@ -43,7 +43,7 @@ struct EventCatalogTests {
       expected.insert("invitation.\(state.rawValue)")
     }
     for state in settled { expected.insert("transfer.\(state)") }
-    #expect(settled == ["finished", "failed", "canceled"])
+    #expect(settled == ["finished", "failed", "canceled", "declined"])
     let catalog = EventCatalog.loggedTypes
     #expect(
       expected.subtracting(catalog).isEmpty, "published but not in EventCatalog: \(expected.subtracting(catalog))")

@@ -503,7 +503,7 @@ struct StreamTests {
 // MARK: - Helpers
 
 /// alice on node 0 and bob on node 1 in one session (encryption none, so it crosses the plaintext link).
-private func transferPair(
+func transferPair(
   _ nodes: [NodeProcess], isolation: isolated (any Actor)? = #isolation
 ) async throws -> (MeshPeer, MeshPeer, String) {
   try await awaitLinks(nodes)
@@ -522,7 +522,7 @@ private func percentEncoded(_ text: String) -> String {
   text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
 }
 
-private func transferID(_ response: HTTPResponse) throws -> String {
+func transferID(_ response: HTTPResponse) throws -> String {
   let transfer = try #require(try response.jsonObject()["transfer"] as? [String: Any])
   return try #require(transfer["id"] as? String)
 }

@@ -231,6 +231,8 @@ private let transferSamples: [MeshMessage] =
     .transferFinished(transferID: "t-1", sha256: digest.reversed()),
     .transferFailed(transferID: "t-1", reason: "sha256 mismatch"),
     .transferCancel(transferID: "t-1", reason: ""),
+    .transferAwaitingConsent(transferID: "t-1", timeoutMillis: 300_000),
+    .transferReject(transferID: "t-1", code: .declined, message: "declined"),
     .streamOpen(
       StreamOffer(
         streamID: "st-1", sessionID: "s-1", fromPeerID: "p-1", fromDisplayName: "Ada", toPeerID: "p-2",
@@ -249,7 +251,7 @@ private let samples: [MeshMessage] = linkSamples + sessionSamples + transferSamp
 /// Every frame type byte of protocol version 1.
 private let knownTypes: [UInt8] = [
   0x01, 0x02, 0x03, 0x04, 0x05, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x40,
-  0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x50, 0x7F,
+  0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x50, 0x7F,
 ]
 
 /// A seeded xorshift64 generator (Marsaglia 2003), so every run fuzzes the same inputs.
@@ -656,7 +658,7 @@ private struct XorShift64 {
   @Test func rejectsTheUnassignedRestOf0x20Through0x6F() {
     let assigned: Set<UInt8> = [
       0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,
-      0x49, 0x4A, 0x4B, 0x4C, 0x50,
+      0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x50,
     ]
     #expect(Set(knownTypes).intersection(0x20...0x6F) == assigned)
     for type in UInt8(0x20)...UInt8(0x6F) where !assigned.contains(type) {
@@ -691,6 +693,7 @@ private struct XorShift64 {
       (.transferFinished(transferID: "", sha256: digest), 0x46),
       (.transferFailed(transferID: "", reason: ""), 0x47),
       (.transferCancel(transferID: "", reason: ""), 0x48),
+      (.transferAwaitingConsent(transferID: "", timeoutMillis: 0), 0x4D),
       (.streamData(streamID: "", offset: 0, bytes: []), 0x4A),
       (.streamCredit(streamID: "", offset: 0), 0x4B),
       (.streamClose(streamID: "", reason: ""), 0x4C),
@@ -1361,7 +1364,7 @@ private struct XorShift64 {
   }
 
   @Test func rejectsUnknownRejectionCodes() {
-    #expect(decodeError(frame(0x42, wire("t") + [5] + wire("m")))?.reason == .unknownEnumCode(field: "code", code: 5))
+    #expect(decodeError(frame(0x42, wire("t") + [6] + wire("m")))?.reason == .unknownEnumCode(field: "code", code: 6))
   }
 
   @Test func rejectsShortDigestsAndOversizeChunks() {

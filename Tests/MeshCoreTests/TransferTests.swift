@@ -397,6 +397,113 @@ private func drain(_ sender: inout TransferSender, canSend: Bool = true) -> (chu
   }
 }
 
+/// The link drops just after the receiver finished: the sender never saw `transferFinished`, offers again when the
+/// link returns, and must end `finished` (not `failed`) because the receiver holds the complete, verified file.
+@Suite struct TransferReofferTests {
+  /// Runs a whole transfer of `content` up to the receiver's verdict; returns both sides.
+  private func finishedAtTheReceiver(_ content: [UInt8]) -> (TransferSender, TransferReceiver) {
+    var sender = TransferSender(size: UInt64(content.count), window: 64, chunkSize: 8)
+    var receiver = TransferReceiver(size: UInt64(content.count))
+    sender.uploadCompleted(sha256: digest)
+    do {
+      let result = sender.accepted(offset: 0)
+      #expect(result)
+    }
+    let (chunks, ended) = drain(&sender)
+    #expect(ended)
+    for (offset, count) in chunks {
+      do {
+        let result = receiver.chunk(offset: offset, count: count) == .write
+        #expect(result)
+      }
+    }
+    _ = receiver.wrote(upTo: UInt64(content.count))
+    let (actions, failure) = receiver.end(size: UInt64(content.count), sha256: digest)
+    #expect(failure == nil)
+    #expect(actions == [.verify(expected: digest)])
+    do {
+      let result = receiver.verified(sha256: digest)
+      #expect(result)
+    }
+    return (sender, receiver)
+  }
+
+  @Test func aReceiverThatFinishedAnswersTheReofferFinishedAndTheSenderFinishes() {
+    var (sender, receiver) = finishedAtTheReceiver(Array(repeating: 1, count: 40))
+    // The verdict is lost with the link.
+    sender.linkLost()
+    receiver.linkLost()
+    #expect(sender.state == .interrupted)
+    do {
+      let result = sender.linkRestored()
+      #expect(result)
+    }
+    do {
+      let result = receiver.reoffered() == .finished(sha256: digest)
+      #expect(result)
+    }
+    sender.receiverFinished(sha256: digest)
+    #expect(sender.state == .finished)
+    #expect(receiver.state == .finished)
+  }
+
+  @Test func aDifferentDigestInTheReplyFailsTheSender() {
+    var (sender, _) = finishedAtTheReceiver(Array(repeating: 2, count: 16))
+    sender.linkLost()
+    do {
+      let result = sender.linkRestored()
+      #expect(result)
+    }
+    sender.receiverFinished(sha256: [UInt8](repeating: 9, count: 32))
+    #expect(sender.state == .failed("the receiver's SHA-256 does not match the upload"))
+  }
+
+  @Test func aReceiverRestoredAsFinishedAnswersFinished() {
+    var receiver = TransferReceiver.finished(size: 10, sha256: digest)
+    do {
+      let result = receiver.reoffered() == .finished(sha256: digest)
+      #expect(result)
+    }
+    do {
+      let result = receiver.chunk(offset: 0, count: 1) == .ignore
+      #expect(result)
+    }
+  }
+
+  @Test func otherStatesAnswerAsBefore() {
+    var receiving = TransferReceiver(size: 100, offset: 30)
+    receiving.linkLost()
+    do {
+      let result = receiving.reoffered() == .accept(offset: 30)
+      #expect(result)
+    }
+    var verifying = TransferReceiver(size: 4)
+    do {
+      let result = verifying.chunk(offset: 0, count: 4) == .write
+      #expect(result)
+    }
+    _ = verifying.wrote(upTo: 4)
+    _ = verifying.end(size: 4, sha256: digest)
+    #expect(verifying.state == .verifying)
+    do {
+      let result = verifying.reoffered() == .pending
+      #expect(result)
+    }
+    var canceled = TransferReceiver(size: 4)
+    canceled.cancel()
+    do {
+      let result = canceled.reoffered() == .refuse("the transfer was canceled here")
+      #expect(result)
+    }
+    var failed = TransferReceiver(size: 4)
+    failed.fail("disk full")
+    do {
+      let result = failed.reoffered() == .refuse("the transfer failed here: disk full")
+      #expect(result)
+    }
+  }
+}
+
 @Suite struct ProgressThrottleTests {
   @Test func reportsAtMostTenTimesPerSecond() {
     var throttle = ProgressThrottle()

@@ -1,0 +1,263 @@
+/// File consent (issue 20 item 4) and re-offers of transfers this node already holds.
+///
+/// Layer 4. With `--file-consent ask` (or `fileConsent: "ask"` in `PATCH /api/v1/node/settings`) an offer from
+/// another node is recorded in state `awaitingConsent` without any file being created; the recipient gets
+/// `transfer.offered` and answers `POST /api/v1/transfers/{id}/accept` (optionally `{"always": true}`, which puts the
+/// sender on its always-accept list) or `/decline`. The sender's node meanwhile spools the upload (its client gets
+/// the usual 202) and sends nothing. The wait is bounded on both nodes: the receiver's by `--file-consent-timeout`,
+/// the sender's by that plus ``Node/consentGraceMillis``. Runs on the service thread inside the ``Node`` actor.
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+extension Node {
+  // MARK: - Offers
+
+  /// The sender offers a transfer this node already holds (after a link loss, or a restart of either node).
+  func reofferReceived(_ transfer: LiveTransfer, from nodeID: String) {
+    let id = transfer.record.id
+    let state = transfer.record.state
+    guard transfer.record.fromNodeID == nodeID else {
+      sendTransferFrame(
+        .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"), to: nodeID)
+      return
+    }
+    switch state {
+    case "awaitingConsent":
+      sendTransferFrame(
+        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)), to: nodeID)
+      return
+    case "declined":
+      sendTransferFrame(
+        .transferReject(transferID: id, code: .declined, message: transfer.record.reason ?? "declined"), to: nodeID)
+      return
+    default:
+      break
+    }
+    // A record restored as finished has no state machine: its digest is in the record.
+    var restored: TransferReceiver?
+    if transfer.receiver == nil, state == "finished", let hex = transfer.record.sha256, let digest = Self.unhex(hex) {
+      restored = TransferReceiver.finished(size: transfer.record.size, sha256: digest)
+    }
+    guard var receiver = transfer.receiver ?? restored else {
+      sendTransferFrame(
+        .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"), to: nodeID)
+      return
+    }
+    let answer = receiver.reoffered()
+    transfer.receiver = receiver
+    switch answer {
+    case .accept(let offset):
+      if offset > 0 { transfer.record.resumedFrom = offset }
+      transfer.record.state = "inProgress"
+      persist(transfer)
+      sendTransferFrame(.transferAccept(transferID: id, offset: offset), to: nodeID)
+    case .finished(let digest):
+      // The sender missed the verdict (the link dropped just after it was sent): send it again.
+      meshLogger.info("Transfer offered again after it finished here; answered finished.", ["transfer.id": id])
+      sendTransferFrame(.transferFinished(transferID: id, sha256: digest), to: nodeID)
+    case .pending:
+      break
+    case .refuse(let reason):
+      sendTransferFrame(.transferReject(transferID: id, code: .unknownTransfer, message: reason), to: nodeID)
+    }
+  }
+
+  /// A new offer that must wait for the recipient's answer: recorded, announced, nothing written.
+  func offerAwaitingConsent(_ transfer: LiveTransfer) {
+    let id = transfer.record.id
+    transfers.incoming[id] = transfer
+    startConsentWait(transfer)
+    let record = transfer.record
+    Task {
+      do {
+        try await store.saveTransfer(record)
+      } catch {
+        failTransfer(transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true)
+        return
+      }
+      guard transfers.incoming[id] === transfer, transfer.record.state == "awaitingConsent" else { return }
+      publishTransferEvent(
+        "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(consentMillisLeft(transfer) / 1000))])
+      sendTransferFrame(
+        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)),
+        to: record.fromNodeID)
+    }
+  }
+
+  // MARK: - Bounded waits
+
+  /// Starts (or, after a restart, starts again) the recipient's wait for `transfer`.
+  func startConsentWait(_ transfer: LiveTransfer) {
+    let millis = UInt64(fileConsentTimeout) * 1000
+    transfer.consentDeadline = Self.monotonicMillis() + millis
+    scheduleConsentExpiry(transfer.record.id, .incoming, after: millis)
+  }
+
+  /// What remains of the wait, in ms (0 when it is over or not running).
+  func consentMillisLeft(_ transfer: LiveTransfer) -> UInt64 {
+    guard let deadline = transfer.consentDeadline else { return 0 }
+    let now = Self.monotonicMillis()
+    return deadline > now ? deadline - now : 0
+  }
+
+  func scheduleConsentExpiry(_ id: String, _ direction: TransferDirection, after millis: UInt64) {
+    Task { [weak self] in
+      try? await Task.sleep(for: .milliseconds(Int64(min(millis, 1 << 40))))
+      await self?.consentExpired(id, direction)
+    }
+  }
+
+  /// The wait for the recipient's answer may be over: the transfer fails, on both nodes.
+  func consentExpired(_ id: String, _ direction: TransferDirection) {
+    let transfer = direction == .incoming ? transfers.incoming[id] : transfers.outgoing[id]
+    guard let transfer, !transfer.record.isTerminal, transfer.consentDeadline != nil else { return }
+    let left = consentMillisLeft(transfer)
+    guard left == 0 else {
+      // Woken early (or the wait was restarted): sleep for the rest.
+      scheduleConsentExpiry(id, direction, after: left)
+      return
+    }
+    transfer.consentDeadline = nil
+    let reason =
+      direction == .incoming
+      ? "\(transfer.record.toDisplayName) did not accept or decline the file within \(fileConsentTimeout) s"
+      : "the recipient's node did not say within the consent timeout whether the file was accepted"
+    failTransfer(transfer, reason: reason, notify: true)
+  }
+
+  // MARK: - REST
+
+  /// The incoming transfer of the request's peer that waits for its answer.
+  func transferAwaitingConsent(_ context: RequestContext) throws(APIError) -> LiveTransfer {
+    let transfer = try ownTransfer(context)
+    let record = transfer.record
+    guard record.direction == .incoming, record.state == "awaitingConsent" else {
+      throw APIError(
+        status: 409, code: "transfer_not_awaiting_consent",
+        message: record.direction == .outgoing
+          ? "transfer \(record.id) is one you send; only its recipient accepts or declines it"
+          : "transfer \(record.id) is \(record.state); only a file waiting for your answer (state awaitingConsent) "
+            + "can be accepted or declined")
+    }
+    return transfer
+  }
+
+  /// `POST /api/v1/transfers/{id}/accept`: creates the file and lets the sender's node send.
+  func acceptTransfer(_ context: RequestContext) async throws -> HTTPResponse {
+    let transfer = try transferAwaitingConsent(context)
+    let body = try RequestBody(context.request, allowEmpty: true)
+    try body.allowOnly(["always"])
+    var always = false
+    if let value = body.object["always"] {
+      guard case .bool(let flag) = value else {
+        throw APIError.badRequest("always must be true or false (true: accept every later file from this sender)")
+      }
+      always = flag
+    }
+    let id = transfer.record.id
+    if always {
+      try await addAlwaysAccept(
+        peerID: transfer.record.toPeerID, sender: transfer.record.fromPeerID, name: transfer.record.fromDisplayName)
+      guard transfers.incoming[id] === transfer, transfer.record.state == "awaitingConsent" else {
+        throw APIError(
+          status: 409, code: "transfer_\(transfer.record.state)",
+          message: "transfer \(id) is \(transfer.record.state) now; the sender stays on your always-accept list")
+      }
+    }
+    transfer.consentDeadline = nil
+    transfer.receiver = TransferReceiver(size: transfer.record.size)
+    transfer.record.state = "inProgress"
+    transfer.record.updatedAt = Timestamp.now()
+    try? FileManager.default.createDirectory(
+      atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
+    let file = TransferFile(path: transfer.record.path)
+    transfer.file = file
+    let opened: Result<UInt64, TransferIOError> = await withCheckedContinuation { continuation in
+      file.open(rehash: false, exclusive: true) { continuation.resume(returning: $0) }
+    }
+    if case .failure(let error) = opened {
+      failTransfer(transfer, reason: "the receiving node cannot write: \(error)", notify: true)
+      throw APIError(status: 500, code: "storage_error", message: "the node cannot create the file: \(error)")
+    }
+    guard !transfer.record.isTerminal else {
+      throw APIError(
+        status: 409, code: "transfer_\(transfer.record.state)",
+        message: "transfer \(id) was \(transfer.record.state) meanwhile: \(transfer.record.reason ?? "no reason given")"
+      )
+    }
+    persist(transfer)
+    publishTransferEvent("transfer.started", transfer)
+    sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: transfer.record.fromNodeID)
+    return .json(["transfer": transferJSON(transfer.record)])
+  }
+
+  /// `POST /api/v1/transfers/{id}/decline`: nothing is stored; the sender's side ends `declined` too.
+  func declineTransfer(_ context: RequestContext) throws -> HTTPResponse {
+    let transfer = try transferAwaitingConsent(context)
+    let body = try RequestBody(context.request, allowEmpty: true)
+    try body.allowOnly([])
+    let reason = "\(transfer.record.toDisplayName) declined the file"
+    transfer.consentDeadline = nil
+    sendOrQueueNotice(
+      .transferReject(transferID: transfer.record.id, code: .declined, message: reason), to: transfer.record.fromNodeID)
+    settle(transfer, state: "declined", reason: reason)
+    return .json(["transfer": transferJSON(transfer.record)])
+  }
+
+  // MARK: - Always-accept lists
+
+  func addAlwaysAccept(peerID: String, sender: String, name: String) async throws {
+    let list = transfers.alwaysAccept[peerID] ?? [:]
+    if list[sender] == nil && list.count >= Self.alwaysAcceptLimit {
+      throw APIError(
+        status: 409, code: "always_accept_list_full",
+        message: "your always-accept list holds \(Self.alwaysAcceptLimit) senders, the most it may; remove one with "
+          + "DELETE /api/v1/file-consent/always-accept/{peerId}, or accept without always")
+    }
+    let entry = AlwaysAccepted(
+      peerID: peerID, senderPeerID: sender, senderDisplayName: name, createdAt: Timestamp.now())
+    do {
+      try await store.saveAlwaysAccepted(entry)
+    } catch {
+      throw APIError(status: 500, code: "storage_error", message: "the always-accept list could not be saved: \(error)")
+    }
+    transfers.alwaysAccept[peerID, default: [:]][sender] = entry
+  }
+
+  func fileConsentResponse(of peerID: String) -> HTTPResponse {
+    let list = (transfers.alwaysAccept[peerID] ?? [:]).values.sorted {
+      ($0.createdAt, $0.senderPeerID) < ($1.createdAt, $1.senderPeerID)
+    }
+    let entries: [JSONValue] = list.map {
+      [
+        "peerId": .string($0.senderPeerID), "displayName": .string($0.senderDisplayName),
+        "since": .string($0.createdAt),
+      ]
+    }
+    return .json([
+      "fileConsent": [
+        "mode": .string(fileConsent.rawValue), "timeoutSeconds": .int(Int64(fileConsentTimeout)),
+        "alwaysAccept": .array(entries),
+      ]
+    ])
+  }
+
+  /// `DELETE /api/v1/file-consent/always-accept/{peerId}`.
+  func removeAlwaysAccept(_ context: RequestContext) async throws -> HTTPResponse {
+    let peerID = context.authenticatedPeer.id
+    let sender = context.parameters["peerId"] ?? ""
+    guard transfers.alwaysAccept[peerID]?[sender] != nil else {
+      throw APIError.notFound("peer \(sender) is not on your always-accept list; see GET /api/v1/file-consent")
+    }
+    do {
+      try await store.deleteAlwaysAccepted(peerID: peerID, senderPeerID: sender)
+    } catch {
+      throw APIError(
+        status: 500, code: "storage_error", message: "the always-accept list could not be saved: \(error)")
+    }
+    transfers.alwaysAccept[peerID]?[sender] = nil
+    return fileConsentResponse(of: peerID)
+  }
+}
