@@ -198,12 +198,12 @@ public enum Validate {
     (0x21...0x7E).contains(scalar.value) ? "\"\(scalar)\"" : self.codePoint(scalar)
   }
 
-  /// A user-supplied string, quoted for an error message: printable ASCII as is (with `"` and `\` escaped),
-  /// anything else as `\u{…}`, cut after 32 characters so an error can never echo a huge input.
-  private static func quoted(_ text: String) -> String {
+  /// A user-supplied (or wire) string, quoted for an error message: printable ASCII as is (with `"` and `\`
+  /// escaped), anything else as `\u{…}`, cut after `limit` characters so an error can never echo a huge input.
+  static func quoted(_ text: String, limit: Int = 32) -> String {
     var result = "\""
     for (index, scalar) in text.unicodeScalars.enumerated() {
-      if index == 32 {
+      if index == limit {
         result += "…"
         break
       }

@@ -172,20 +172,6 @@ public enum WireIDs {
     try peer(message.from)
   }
 
-  /// A wire value quoted for an error message: printable ASCII as is, anything else escaped, cut at 40 characters.
-  static func quoted(_ text: String) -> String {
-    var result = "\""
-    for (index, scalar) in text.unicodeScalars.enumerated() {
-      if index == 40 {
-        result += "…"
-        break
-      }
-      switch scalar {
-      case "\"", "\\": result += "\\\(scalar)"
-      case " "..."~": result.unicodeScalars.append(scalar)
-      default: result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
-      }
-    }
-    return result + "\""
-  }
+  /// A wire value quoted for an error message (``Validate/quoted(_:limit:)``), cut at 40 characters.
+  static func quoted(_ text: String) -> String { Validate.quoted(text, limit: 40) }
 }
