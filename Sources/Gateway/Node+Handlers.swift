@@ -267,6 +267,15 @@ extension Node {
       ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
       ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
       (
+        "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
+        publishQueue.bytes
+      ),
+      (
+        "meshgate_mesh_read_pauses_total", "counter",
+        "Times mesh links stopped being read because the event queue was over its high-water mark.",
+        metrics.meshReadPauses
+      ),
+      (
         "meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.",
         statistics.webSocketMessagesOut
       ),

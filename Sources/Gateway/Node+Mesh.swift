@@ -114,6 +114,8 @@ extension Node {
     mesh.connectionBySocket[id] = connection
     mesh.socketByConnection[connection] = id
     openScheduler(id)
+    server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
+    if meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
     apply(
       mesh.links.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis())
     )
@@ -122,6 +124,8 @@ extension Node {
   func meshSocketConnected(_ id: WebSocketID) {
     guard let connection = mesh.connectionBySocket[id] else { return }
     guard let transport = meshTransport(id) else { return }
+    server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
+    if meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
     apply(mesh.links.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
   }
 
@@ -164,6 +168,11 @@ extension Node {
   }
 
   // MARK: - Outbound scheduling
+
+  /// Unsent bytes a mesh link's kernel send queue may hold before the link's scheduler is asked for more: frames wait
+  /// in the scheduler instead, where a small frame of one producer passes another's bulk backlog (the fairness bound
+  /// is then one bulk frame plus this much, not several megabytes of socket buffer).
+  static let meshUnsentBytes = 128 << 10
 
   func openScheduler(_ socket: WebSocketID) {
     mesh.schedulers[socket] = LinkScheduler()

@@ -50,14 +50,14 @@ extension Node {
         }
       case .notify(let peerID, let event):
         guard peers[peerID] != nil else { continue }
-        // A fan-out notifies many local peers of the same event in a row: serialize its data once for all of them.
+        // A fan-out notifies many local peers of the same event in a row: build its data once for all of them (the
+        // event log stores it as one body and serializes it once, off this loop).
         if let last = lastEvent, last.event == event {
           events.append((peerID, last.type, last.data))
         } else {
           let built = sessionEvent(event, for: peerID)
-          let data = built.data.preserialized
-          lastEvent = (event, built.type, data)
-          events.append((peerID, built.type, data))
+          lastEvent = (event, built.type, built.data)
+          events.append((peerID, built.type, built.data))
         }
         switch event {
         case .invitationReceived(let invitation):

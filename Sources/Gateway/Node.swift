@@ -45,16 +45,11 @@ final class Subscriber {
   }
 }
 
-/// Events waiting for their turn to be appended; `continuation` resumes a caller that awaits the append.
-struct PendingPublish {
-  let entries: [(peerID: String, type: String, data: JSONValue)]
-  let continuation: CheckedContinuation<Void, any Error>?
-}
-
 /// Counters exposed on `/metrics`.
 struct NodeMetrics {
   var requests: [String: Int] = [:]
   var eventsAppended = 0
+  var meshReadPauses = 0
   var slowConsumerDisconnects = 0
   var webSocketUpgradesRejected = 0
   var storageFailures = 0
@@ -87,8 +82,10 @@ public actor Node {
   var pendingJobSends: [String: PendingJobSend] = [:]
   /// Jobs sent as a named event and not yet known to have failed, by session id.
   var deliveringJobs: [String: PendingJobSend] = [:]
-  var publishQueue: [PendingPublish] = []
+  var publishQueue = PublishQueue<CheckedContinuation<Void, any Error>>()
   var publishing = false
+  /// Whether mesh links are not read because the publish queue is over its high-water mark.
+  var meshReadsPaused = false
   var chat: ChatRuntime
   var ticks: UInt64 = 0
   /// Admin token hash, limits and their counters (Admin.swift, Limits.swift).
@@ -563,31 +560,34 @@ public actor Node {
     }
   }
 
-  /// Appends events to peers' logs and pushes them to their live subscribers.
   /// Appends events to peers' logs (in one transaction) and pushes them to live subscribers.
   ///
-  /// Every append goes through one queue drained by one task, so events keep the order in which they were
-  /// published: two tasks awaiting the store directly could reach it in either order.
+  /// Every append goes through one queue drained by one task, so each peer's events keep the order in which they
+  /// were published: two tasks awaiting the store directly could reach it in either order. What goes into each
+  /// transaction is ``PublishQueue``'s choice (small events are not held up behind large ones for other peers).
   func publish(_ entries: [(peerID: String, type: String, data: JSONValue)]) async throws {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-      enqueuePublish(PendingPublish(entries: entries, continuation: continuation))
+      enqueuePublish(entries, waiter: continuation)
     }
   }
 
   /// Publishes from a synchronous context, in order with every other publish.
   func publishInBackground(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
-    enqueuePublish(PendingPublish(entries: entries, continuation: nil))
+    enqueuePublish(entries, waiter: nil)
   }
 
-  func enqueuePublish(_ pending: PendingPublish) {
+  func enqueuePublish(
+    _ entries: [(peerID: String, type: String, data: JSONValue)], waiter: CheckedContinuation<Void, any Error>?
+  ) {
     // Every type a peer can see is documented (EventCatalog, docs/events.md, OpenAPI); debug builds check it.
     assert(
-      pending.entries.allSatisfy { EventCatalog.loggedTypes.contains($0.type) },
-      "an event type missing from EventCatalog: \(pending.entries.map(\.type))")
+      entries.allSatisfy { EventCatalog.loggedTypes.contains($0.type) },
+      "an event type missing from EventCatalog: \(entries.map(\.type))")
     #if DEBUG
-      for entry in pending.entries { checkDocumented(entry.type, entry.data) }
+      for entry in entries { checkDocumented(entry.type, entry.data) }
     #endif
-    publishQueue.append(pending)
+    publishQueue.append(entries, waiter: waiter)
+    if publishQueue.bytes > PublishQueue<CheckedContinuation<Void, any Error>>.highWater { pauseMeshReads(true) }
     guard !publishing else { return }
     publishing = true
     Task { await self.drainPublishQueue() }
@@ -595,10 +595,9 @@ public actor Node {
 
   func drainPublishQueue() async {
     while !publishQueue.isEmpty {
-      // Everything queued so far goes to the store in one transaction: one hop to the database queue and back
-      // for many events, instead of one per batch (fan-outs queue many batches while a write is in flight).
-      let batches = publishQueue
-      publishQueue.removeAll()
+      // One transaction per turn: one hop to the database queue and back for many events (fan-outs queue many
+      // batches while a write is in flight), chosen so that small events are not stuck behind large ones.
+      let batches = publishQueue.next()
       // Peers deleted meanwhile get nothing (their log is gone).
       let entries = batches.flatMap(\.entries).filter { peers[$0.peerID] != nil }
       do {
@@ -606,13 +605,28 @@ public actor Node {
           let events = try await store.appendEvents(entries, at: Timestamp.now())
           pushLive(events)
         }
-        for batch in batches { batch.continuation?.resume() }
+        for batch in batches { batch.waiter?.resume() }
       } catch {
         logger.error("Could not append events.", ["error": String(describing: error)])
-        for batch in batches { batch.continuation?.resume(throwing: error) }
+        for batch in batches { batch.waiter?.resume(throwing: error) }
+      }
+      if meshReadsPaused && publishQueue.bytes < PublishQueue<CheckedContinuation<Void, any Error>>.lowWater {
+        pauseMeshReads(false)
       }
     }
     publishing = false
+  }
+
+  /// Stops (or resumes) reading every mesh link while the event log is far behind what the links bring in: the
+  /// senders' TCP windows fill and their reliable sends wait for room, instead of this node's memory growing.
+  func pauseMeshReads(_ paused: Bool) {
+    guard meshReadsPaused != paused else { return }
+    meshReadsPaused = paused
+    metrics.meshReadPauses += paused ? 1 : 0
+    logger.info(
+      paused ? "Event log behind; pausing mesh reads." : "Event log caught up; resuming mesh reads.",
+      ["queue.bytes": publishQueue.bytes])
+    for socket in mesh.connectionBySocket.keys { server.setReceiveFlow(socket, enabled: !paused) }
   }
 
   func pushLive(_ events: [StoredEvent]) {

@@ -316,8 +316,8 @@ final class NodeStore: Sendable {
     eventLog.withLock { $0.counts[id] = nil }
   }
 
-  /// Appends the entries in one transaction and returns them with their sequence numbers, trimming each log to the
-  /// retention limit now and then.
+  /// Appends the entries in one transaction and returns them with their sequence numbers (their data as the serialized
+  /// bytes that were stored), trimming each log to the retention limit now and then.
   ///
   /// A run of entries with the same type and data for different peers (a fan-out) is stored once, as one event
   /// body that every recipient's log points to: they share one sequence number, so their envelope is the same bytes.
@@ -327,22 +327,24 @@ final class NodeStore: Sendable {
     try await database.write { connection in
       var stored: [StoredEvent] = []
       stored.reserveCapacity(entries.count)
-      var body: (sequence: Int64, type: String, data: JSONValue, peers: Set<String>)?
+      var body: (sequence: Int64, type: String, data: JSONValue, peers: Set<String>, serialized: JSONValue)?
       var nextID = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
       var added: [String: Int] = [:]
       for entry in entries {
         if body == nil || body!.type != entry.type || body!.peers.contains(entry.peerID) || body!.data != entry.data {
           nextID += 1
+          // Serialized here, off the node's event loop, once per body; live subscribers get these same bytes.
+          let serialized = entry.data.serialized()
           try connection.execute(
             "INSERT INTO event_bodies(id, type, at, data) VALUES (?, ?, ?, ?)",
-            [.integer(nextID), .text(entry.type), .text(at), .text(entry.data.serializedString())])
-          body = (nextID, entry.type, entry.data, [])
+            [.integer(nextID), .text(entry.type), .text(at), .text(String(decoding: serialized, as: UTF8.self))])
+          body = (nextID, entry.type, entry.data, [], .serialized(serialized))
         }
         body!.peers.insert(entry.peerID)
         try connection.execute(
           "INSERT INTO event_log(peer_id, seq) VALUES (?, ?)", [.text(entry.peerID), .integer(body!.sequence)])
         stored.append(
-          StoredEvent(sequence: body!.sequence, peerID: entry.peerID, type: entry.type, at: at, data: body!.data))
+          StoredEvent(sequence: body!.sequence, peerID: entry.peerID, type: entry.type, at: at, data: body!.serialized))
         added[entry.peerID, default: 0] += 1
       }
       // Retention: a log longer than the limit plus a slack of 1/64 of it (none below 64) is cut back to the limit,
