@@ -127,7 +127,7 @@ extension Node {
     guards.requestLimiter.forget(peer.id)
     apply(mesh.directory.removeLocalPeer(peer.id))
     apply(mesh.sessions.peerRemoved(peer.id, now: Self.monotonicMillis()))
-    chatPeerRemoved(peer.id)
+    featuresPeerRemoved(peer.id)
     for channel in events.subscribersByPeer[peer.id] ?? [] {
       if let subscriber = events.subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }
     }

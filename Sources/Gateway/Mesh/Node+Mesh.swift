@@ -32,6 +32,8 @@ struct MeshRuntime {
   /// Reliable sends waiting for room in their sender's lane, oldest first (``Node/deliverWhenRoom``).
   var heldSends: [HeldSend] = []
   var roomWakePending = false
+  /// Local peers' leaves waiting for the peer's data queued on the links to go out first (``Node/leaveAfterQueuedData``).
+  var heldLeaves: [(sessionID: String, peerID: String)] = []
   /// Reliable sends answered 503 because their link had no room within ``Node/maxSendWaitMillis``.
   var sendsRefused = 0
 }
@@ -85,9 +87,7 @@ extension Node {
     apply(mesh.links.tick(now: now))
     apply(mesh.sessions.tick(now: now))
     admitHeldSends()
-    transferTick()
-    ticks += 1
-    if ticks % 10 == 0 && !transceivers.isEmpty { reconcileTransceivers() }
+    featuresTick()
   }
 
   /// A node announced itself on the beacon (or was found by DNS-SD, `source: .dnssd`).
@@ -165,6 +165,7 @@ extension Node {
     }
     if !reliable.isEmpty { apply(mesh.sessions.unsent(reliable, reason: "link to node lost")) }
     admitHeldSends()
+    releaseHeldLeaves()
   }
 
   // MARK: - Outbound scheduling
@@ -256,6 +257,7 @@ extension Node {
   func linkRoomFreed() {
     mesh.roomWakePending = false
     admitHeldSends()
+    releaseHeldLeaves()
     for transfer in transfers.outgoing.values where transfer.sender?.state == .sending { pump(transfer) }
     for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
   }
@@ -302,8 +304,7 @@ extension Node {
           ])
         apply(mesh.directory.nodeLinked(hello.nodeID))
         apply(mesh.sessions.nodeLinked(hello.nodeID, security: security))
-        chatNodeLinked(hello.nodeID)
-        transfersLinkUp(hello.nodeID)
+        featuresNodeLinked(hello.nodeID)
         publishToAllPeers(
           type: "node.linked",
           data: [
@@ -320,16 +321,12 @@ extension Node {
         apply(mesh.sessions.linkReplaced(nodeID, security: security))
         // Frames in flight on the old connection may be lost: chat re-syncs, transfers resume from the
         // receiver's offset.
-        chatNodeUnlinked(nodeID)
-        chatNodeLinked(nodeID)
-        transfersLinkDown(nodeID)
-        transfersLinkUp(nodeID)
+        featuresLinkReplaced(nodeID)
       case .linkDown(let nodeID):
         meshLogger.info("Node unlinked.", ["node.id": nodeID])
         apply(mesh.directory.nodeUnlinked(nodeID))
         apply(mesh.sessions.nodeUnlinked(nodeID))
-        chatNodeUnlinked(nodeID)
-        transfersLinkDown(nodeID)
+        featuresNodeUnlinked(nodeID)
         publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
       case .deliver(let message, let nodeID):
         guard frameSpeaksForItsOwnPeers(message, from: nodeID), inviteIsForALocalPeer(message, from: nodeID) else {

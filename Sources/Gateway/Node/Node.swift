@@ -29,40 +29,28 @@ public actor Node {
   let store: NodeStore
   let configuration: NodeConfiguration
   let nodeID: String
-  let startedAt = Date()
-  let router = Router.standard
-  let staticFiles: StaticFiles
-  let logger = Logger(component: "node")
-  let httpLogger = Logger(component: "http")
-
-  var peers: [String: StoredPeer] = [:]
-  var peerIDsByTokenHash: [String: String] = [:]
+  /// TLS identity, pins and the mesh secret (Security/NodeSecurity.swift).
+  nonisolated let security: NodeSecurity
   /// Event delivery: subscribers, the ordered publish queue, replays (Events/EventHub.swift).
   let events = EventHub()
-  var routeLabels: [RequestID: String] = [:]
-  var metrics = NodeMetrics()
-  var meshTask: Task<Void, Never>?
+  /// Links, directory and sessions (Mesh/).
   var mesh: MeshRuntime
-  var transceive = TransceiveBook(maxPeers: Node.largestMaxPeers)
-  var pendingJobSends: [String: PendingJobSend] = [:]
-  /// Jobs sent as a named event and not yet known to have failed, by session id.
-  var deliveringJobs: [String: PendingJobSend] = [:]
-  var chat: ChatRuntime
-  var ticks: UInt64 = 0
-  /// Admin token hash, limits and their counters (Admin.swift, Limits.swift).
-  var guards: SecurityState
-  /// DNS-SD registrations of the service types local peers advertise (nil without DNS-SD); see Node+DNSSD.swift.
-  var dnssd: DNSSDDiscovery?
-  let meshLogger = Logger(component: "mesh")
-  let security: NodeSecurity
-  var transfers = TransferRuntime()
-  var streams = StreamRuntime()
-  /// The names and addresses the node answers to (HostPolicy.swift).
-  let hostPolicy: HostPolicy
-  /// The data directory and database file the node opened, and why they are lost once they are (DataDirectoryHealth).
-  let dataWatch: DataDirectoryWatch
-  var dataDirectoryLost: String?
-  var dataWatchTask: Task<Void, Never>?
+  var meshTask: Task<Void, Never>?
+  /// Every feature, each the owner of its state (Node/NodeFeature.swift, Features/).
+  let features: Features
+  /// The local peers (Features/Peers/PeerTable.swift).
+  let peerTable = PeerTable()
+  /// Static files, host names, route labels (HTTP/HTTPSurface.swift).
+  let surface: HTTPSurface
+  /// Link security, limits, the data-directory watch (Security/NodeSafety.swift).
+  let safety: NodeSafety
+
+  static let logger = Logger(component: "node")
+  static let httpLogger = Logger(component: "http")
+  static let meshLogger = Logger(component: "mesh")
+  nonisolated var logger: Logger { Self.logger }
+  nonisolated var httpLogger: Logger { Self.httpLogger }
+  nonisolated var meshLogger: Logger { Self.meshLogger }
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -73,26 +61,26 @@ public actor Node {
     services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
     security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
-    self.guards = SecurityState(adminTokenHash: adminTokenHash, limits: limits)
-    self.hostPolicy = HostPolicy.current(configuration)
+    self.surface = HTTPSurface(staticFiles: staticFiles, hostPolicy: HostPolicy.current(configuration))
     self.server = server
-    self.security = security
     self.store = store
     self.configuration = configuration
     self.nodeID = nodeID
-    self.staticFiles = staticFiles
     let dataPath = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
-    self.dataWatch = DataDirectoryWatch(directory: dataPath, database: dataPath + "/meshgate.sqlite")
+    self.security = security
+    self.safety = NodeSafety(
+      guards: SecurityState(adminTokenHash: adminTokenHash, limits: limits),
+      dataWatch: DataDirectoryWatch(directory: dataPath, database: dataPath + "/meshgate.sqlite"))
     let hello = NodeHello(
       nodeID: nodeID, name: configuration.name, softwareVersion: NodeConfiguration.version, port: UInt16(server.port))
     var directory = Directory(nodeID: nodeID)
     for peer in peers {
-      self.peers[peer.id] = peer
-      self.peerIDsByTokenHash[peer.tokenHash] = peer.id
+      peerTable.byID[peer.id] = peer
+      peerTable.idsByTokenHash[peer.tokenHash] = peer.id
       _ = directory.addLocalPeer(peer.id, displayName: peer.displayName)
     }
     // Restore advertising and browsing; no one is linked yet, so there is nothing to send or tell.
-    for service in services where self.peers[service.peerID] != nil {
+    for service in services where peerTable.byID[service.peerID] != nil {
       if service.kind == "advertise" {
         _ = directory.startAdvertising(
           service.peerID, serviceType: service.serviceType, discoveryInfo: service.discoveryInfo)
@@ -101,12 +89,13 @@ public actor Node {
       }
     }
     // Peers that transceived before the restart transceive again (their advertisement carries `transceive=1`).
-    self.transceive = TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)
     var chatBook = ChatBook(nodeID: nodeID)
     if let chatState {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
     }
-    self.chat = ChatRuntime(book: chatBook)
+    self.features = Features(
+      chat: ChatFeature(book: chatBook),
+      transceive: TransceiveFeature(book: TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)))
     var sessions = SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint)
     // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
     sessions.deferredSequencing = true
