@@ -115,7 +115,7 @@ extension Node {
     mesh.socketByConnection[connection] = id
     openScheduler(id)
     server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
-    if meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
+    if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
     apply(
       mesh.links.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis())
     )
@@ -125,7 +125,7 @@ extension Node {
     guard let connection = mesh.connectionBySocket[id] else { return }
     guard let transport = meshTransport(id) else { return }
     server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
-    if meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
+    if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
     apply(mesh.links.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
   }
 

@@ -406,11 +406,11 @@ extension Node {
       } catch {
         reply = Self.sentReply { throw error }
       }
-      guard subscribers[.webSocket(socket)] === subscriber else { return }
+      guard events.subscribers[.webSocket(socket)] === subscriber else { return }
       sendFrame(reply, to: subscriber)
       subscriber.holding = false
       server.setReceiveFlow(socket, enabled: true)
-      while !subscriber.holding, subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty {
+      while !subscriber.holding, events.subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty {
         webSocketReceived(socket, subscriber.backlog.removeFirst())
       }
     }
