@@ -1,8 +1,8 @@
 /// Keeps the DNS-SD `_<serviceType>._tcp` registrations in step with what local peers advertise.
 ///
-/// Layer 4 (node runtime), on the node actor, over module `Discovery`. Every directory change (advertising started or stopped, a peer
+/// Layer 4 (node runtime), on the node actor. Every directory change (advertising started or stopped, a peer
 /// deleted, advertising restored at start) recomputes how many local peers advertise each service type and hands
-/// that to ``DNSSDDiscovery``, which registers, updates or withdraws only what changed.
+/// that to ``DNSSDDiscovery`` (module `Discovery`), which registers, updates or withdraws only what changed.
 import Discovery
 import MeshCore
 
