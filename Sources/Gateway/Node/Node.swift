@@ -6,6 +6,7 @@
 /// Blocking work (SQLite) hops to the ``NodeStore``'s database actor; after every `await` the code
 /// re-checks state it read before (a peer may have been deleted meanwhile).
 import Crypto
+import Discovery
 import Foundation
 import LWS
 import Logging
