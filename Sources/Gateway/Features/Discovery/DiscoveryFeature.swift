@@ -1,5 +1,6 @@
 /// The discovery feature: local peers' advertising and browsing, announced on the mesh and, with DNS-SD, on the LAN.
 /// Owned by the node actor.
+import Discovery
 import MeshCore
 
 final class DiscoveryFeature: NodeFeature {
