@@ -27,7 +27,8 @@ protocol PayloadRecord {
   var id: String { get }
   var parties: PayloadParties { get }
   var name: String { get }
-  var state: String { get }
+  /// The state as the API spells it.
+  var stateName: String { get }
   var bytes: UInt64 { get }
   var reason: String? { get }
   var createdAt: String { get }
@@ -47,8 +48,16 @@ extension PayloadRecord {
   var commonJSON: JSONObject {
     [
       "id": .string(id), "sessionId": .string(sessionID), "direction": .string(direction.rawValue),
-      "name": .string(name), "state": .string(state), "bytes": .int(Int64(bytes)), "from": parties.from.json,
+      "name": .string(name), "state": .string(stateName), "bytes": .int(Int64(bytes)), "from": parties.from.json,
       "to": parties.to.json, "createdAt": .string(createdAt), "reason": reason.map { .string($0) } ?? .null,
     ]
   }
+}
+
+extension TransferRecord {
+  var stateName: String { state.rawValue }
+}
+
+extension StreamRecord {
+  var stateName: String { state.rawValue }
 }
