@@ -62,7 +62,8 @@ public struct MeshNode: Sendable {
       absorb(links.tick(now: now), now: now, into: &effects)
       absorb(sessions.tick(now: now), into: &effects)
     case .discovered(let nodeID, let host, let port, let source, let now):
-      absorb(links.discovered(nodeID: nodeID, host: host, port: port, source: source, now: now), now: now, into: &effects)
+      absorb(
+        links.discovered(nodeID: nodeID, host: host, port: port, source: source, now: now), now: now, into: &effects)
     case .seedAdded(let host, let port, let now):
       absorb(links.addSeed(host: host, port: port, now: now), now: now, into: &effects)
     case .inboundOpened(let id, let remoteHost, let transport, let now):
