@@ -156,6 +156,42 @@ struct BackpressureTests {
   }
 }
 
+extension BackpressureTests {
+  /// A leave is a control frame, and control frames pass queued bulk data on a link: a peer that sends and then leaves
+  /// at once must not have its data dropped by the receiving node as coming from a peer that is no longer a member
+  /// (a job sent on accept is delivered exactly so: the sender leaves the offer's session right after the job).
+  @Test func dataQueuedBeforeALeaveArrivesBeforeIt() async throws {
+    try await withMesh(count: 2) { nodes in
+      try await awaitLinks(nodes)
+      let alice = try nodes[0].meshPeer("alice")
+      let bob = try nodes[1].meshPeer("bob")
+      let sessionID = try #require(try alice.createSession()["id"] as? String)
+      try await inviteAndAccept(alice, bob, sessionID: sessionID)
+      let start = try bob.lastEventID()
+      let count = 6
+      for index in 0..<count {
+        var body = Array(String(format: "last-%02d:", index).utf8)
+        body += [UInt8](repeating: UInt8(ascii: "y"), count: (1 << 20) - body.count)
+        #expect(try Self.sendReliable(alice, sessionID, to: bob.id, body).status == 202)
+      }
+      #expect(try alice.delete("/api/v1/sessions/\(sessionID)/members/me").status == 204)
+      var received: [String] = []
+      var cursor = start
+      var sawLeave = false
+      try await eventuallyAsync(timeout: .seconds(60), message: "bob has alice's messages and her leave") {
+        let page = try bob.get("/api/v1/events?since=\(cursor)&limit=2").jsonObject()
+        for event in try (page["events"] as? [[String: Any]] ?? []).map(MeshEvent.init) {
+          cursor = max(cursor, event.id)
+          if event.type == "session.data" { received.append(String((event.text ?? "").prefix(8))) }
+          if event.type == "session.peer.state" { sawLeave = true }
+        }
+        return sawLeave && received.count >= count
+      }
+      #expect(received == (0..<count).map { String(format: "last-%02d:", $0) })
+    }
+  }
+}
+
 // MARK: - Slow event readers and paced replay
 
 extension BackpressureTests {

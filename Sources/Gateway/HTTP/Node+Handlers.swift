@@ -40,84 +40,19 @@ extension Node {
         + "(DELETE /api/v1/peers/me with their token), raise the limit, or use another node")
   }
 
-  func run(_ operation: Operation, _ context: RequestContext) async throws -> HTTPResponse {
-    switch operation {
-    case .healthz: return try await healthz()
-    case .metrics: return metricsResponse()
-    case .openAPI: return .json(router.openAPIDocument(version: NodeConfiguration.version))
-    case .nodeInfo: return .json(nodeJSON())
-    case .createPeer: return try await createPeer(context)
-    case .getMe: return .json(["peer": peerJSON(context.authenticatedPeer)])
-    case .updateMe: return try await updateMe(context)
-    case .deleteMe: return try await deleteMe(context)
-    case .listEvents: return try await listEvents(context)
-    case .eventStream:
-      _ = try Self.parseCursor(context.request.head.query["since"], name: "since")
-      return HTTPResponse(
-        status: 200, contentType: "text/event-stream",
-        headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
-    case .listAdvertising: return listAdvertising(context)
-    case .startAdvertising: return try await startAdvertising(context)
-    case .stopAdvertising: return try await stopAdvertising(context)
-    case .listBrowsing: return listBrowsing(context)
-    case .startBrowsing: return try await startBrowsing(context)
-    case .stopBrowsing: return try await stopBrowsing(context)
-    case .servicePeers: return try servicePeers(context)
-    case .listMeshNodes: return .json(meshNodesJSON(admin: carriesAdminToken(context.request.head)))
-    case .addMeshNode: return try addMeshNode(context)
-    case .getSettings: return .json(settingsJSON())
-    case .updateSettings: return try updateSettings(context)
-    case .deleteMeshPin: return try await deletePin(context)
-    case .createSession: return try createSession(context)
-    case .listSessions: return try listSessions(context)
-    case .getSession: return try getSession(context)
-    case .leaveSession: return try leaveSession(context)
-    case .sendData: return try await sendData(context)
-    case .sendEvent: return try await sendNamedEvent(context)
-    case .createInvitation: return try createInvitation(context)
-    case .listInvitations: return try listInvitations(context)
-    case .getInvitation: return try getInvitation(context)
-    case .acceptInvitation: return try answerInvitation(context, accept: true)
-    case .declineInvitation: return try answerInvitation(context, accept: false)
-    case .cancelInvitation: return try cancelInvitation(context)
-    case .transceive: return try await startTransceive(context)
-    case .createJob: return try await createJob(context)
-    case .listJobs: return try await listJobs(context)
-    case .getJob: return try await getJob(context)
-    case .updateJob: return try await updateJob(context)
-    case .deleteJob: return try await deleteJob(context)
-    case .sendJob: return try await sendJob(context)
-    case .createChat: return try await createChat(context)
-    case .listChats: return listChats(context)
-    case .nearbyChats: return nearbyChats(context)
-    case .getChat: return try getChat(context)
-    case .joinChat: return try await joinChat(context)
-    case .leaveChat: return try await leaveChat(context)
-    case .postChatMessage: return try await postChatMessage(context)
-    case .listChatMessages: return try await listChatMessages(context)
-    case .uploadResource: return try await uploadResource(context)
-    case .listTransfers: return try listTransfers(context)
-    case .getTransfer: return try getTransfer(context)
-    case .deleteTransfer: return try deleteTransfer(context)
-    case .transferContent: return try transferContent(context)
-    case .acceptTransfer: return try await acceptTransfer(context)
-    case .declineTransfer: return try declineTransfer(context)
-    case .getFileConsent: return fileConsentResponse(of: context.authenticatedPeer.id)
-    case .removeAlwaysAccept: return try await removeAlwaysAccept(context)
-    case .openStream: return try openStream(context)
-    case .writeStream: return try await writeStream(context)
-    case .readStream: return try readStream(context)
-    case .streamSocket:
-      throw APIError(
-        status: 426, code: "upgrade_required",
-        message: "this endpoint is a WebSocket: connect with ws://host:port\(context.request.head.path)?token=<token>",
-        headers: [("upgrade", "websocket")])
-    case .webSocket:
-      throw APIError(
-        status: 426, code: "upgrade_required",
-        message: "this endpoint is a WebSocket: connect with ws://host:port/api/v1/ws?token=<token>",
-        headers: [("upgrade", "websocket")])
-    }
+  /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the route then starts the stream).
+  func eventStreamResponse(_ context: RequestContext) throws -> HTTPResponse {
+    _ = try Self.parseCursor(context.request.head.query["since"], name: "since")
+    return HTTPResponse(
+      status: 200, contentType: "text/event-stream",
+      headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
+  }
+
+  /// The answer to a plain request on a WebSocket endpoint: `426` with how to connect.
+  func upgradeRequired(_ context: RequestContext, url: String) -> APIError {
+    APIError(
+      status: 426, code: "upgrade_required", message: "this endpoint is a WebSocket: connect with \(url)",
+      headers: [("upgrade", "websocket")])
   }
 
   func healthz() async throws -> HTTPResponse {
@@ -191,9 +126,9 @@ extension Node {
     peerIDsByTokenHash[peer.tokenHash] = nil
     guards.requestLimiter.forget(peer.id)
     feed(.localPeerRemoved(peerID: peer.id, now: Self.monotonicMillis()))
-    chatPeerRemoved(peer.id)
-    for channel in subscribersByPeer[peer.id] ?? [] {
-      if let subscriber = subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }
+    featuresPeerRemoved(peer.id)
+    for channel in events.subscribersByPeer[peer.id] ?? [] {
+      if let subscriber = events.subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }
     }
     try await store.deletePeer(id: peer.id)
     logger.info("Peer deleted.", ["peer.id": peer.id])
@@ -233,7 +168,7 @@ extension Node {
         "meshgate_http_requests_total{route=\"\(route)\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)")
     }
     let statistics = server.statistics()
-    let streams = subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count
+    let streams = events.subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count
     let samples: [(String, String, String, any CustomStringConvertible)] = [
       ("meshgate_websocket_connections", "gauge", "Open WebSocket connections.", statistics.openWebSockets),
       ("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.", streams),
@@ -267,7 +202,7 @@ extension Node {
       ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
       (
         "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
-        publishQueue.bytes
+        events.queue.bytes
       ),
       (
         "meshgate_mesh_read_pauses_total", "counter",

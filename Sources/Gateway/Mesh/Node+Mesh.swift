@@ -38,6 +38,8 @@ struct MeshRuntime {
   /// Reliable sends waiting for room in their sender's lane, oldest first (``Node/deliverWhenRoom``).
   var heldSends: [HeldSend] = []
   var roomWakePending = false
+  /// Local peers' leaves waiting for the peer's data queued on the links to go out first (``Node/leaveAfterQueuedData``).
+  var heldLeaves: [(sessionID: String, peerID: String)] = []
   /// Reliable sends answered 503 because their link had no room within ``Node/maxSendWaitMillis``.
   var sendsRefused = 0
 }
@@ -90,9 +92,7 @@ extension Node {
     let now = Self.monotonicMillis()
     feed(.tick(now: now))
     admitHeldSends()
-    transferTick()
-    ticks += 1
-    if ticks % 10 == 0 && !transceivers.isEmpty { reconcileTransceivers() }
+    featuresTick()
   }
 
   /// A node announced itself on the beacon (or was found by DNS-SD, `source: .dnssd`).
@@ -120,7 +120,7 @@ extension Node {
     mesh.socketByConnection[connection] = id
     openScheduler(id)
     server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
-    if meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
+    if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
     feed(.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis()))
   }
 
@@ -128,7 +128,7 @@ extension Node {
     guard let connection = mesh.connectionBySocket[id] else { return }
     guard let transport = meshTransport(id) else { return }
     server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
-    if meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
+    if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
     feed(.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
   }
 
@@ -163,6 +163,7 @@ extension Node {
     }
     if !reliable.isEmpty { interpret(mesh.node.unsent(reliable, reason: "link to node lost")) }
     admitHeldSends()
+    releaseHeldLeaves()
   }
 
   // MARK: - Outbound scheduling
@@ -254,6 +255,7 @@ extension Node {
   func linkRoomFreed() {
     mesh.roomWakePending = false
     admitHeldSends()
+    releaseHeldLeaves()
     for transfer in transfers.outgoing.values where transfer.sender?.state == .sending { pump(transfer) }
     for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
   }
@@ -275,17 +277,18 @@ extension Node {
 
   /// Carries out the mesh core's effects, in order: socket I/O, pins, reports, and events for local peers. The
   /// wiring between links, directory and sessions (fan-out, routing, the frame guard) is ``MeshNode``'s, shared with
-  /// the simulator; this function only does I/O and hands frames and link changes to chat, transfers and streams.
+  /// the simulator; this function only does I/O, hands chat, transfer and stream frames to their handlers and link
+  /// changes to the features' hooks.
   func interpret(_ effects: [MeshEffect]) {
-    var events: [(peerID: String, type: String, data: JSONValue)] = []
+    var pending: [(peerID: String, type: String, data: JSONValue)] = []
     var directoryTold = false
     var received: [SessionBook.Invitation] = []
     var ended: [SessionBook.Invitation] = []
     var lastEvent: (event: SessionBook.Event, type: String, data: JSONValue)?
     // Events go out in effect order: those gathered so far are published before anything else may publish.
     func flush() {
-      if !events.isEmpty { publishInBackground(events) }
-      events = []
+      if !pending.isEmpty { publishInBackground(pending) }
+      pending = []
     }
     for effect in effects {
       switch effect {
@@ -335,8 +338,7 @@ extension Node {
             "tls.fingerprint": security.remoteFingerprint,
           ])
         flush()
-        chatNodeLinked(hello.nodeID)
-        transfersLinkUp(hello.nodeID)
+        featuresNodeLinked(hello.nodeID)
         publishToAllPeers(
           type: "node.linked",
           data: [
@@ -351,21 +353,17 @@ extension Node {
         flush()
         // Frames in flight on the old connection may be lost: chat re-syncs, transfers resume from the
         // receiver's offset.
-        chatNodeUnlinked(nodeID)
-        chatNodeLinked(nodeID)
-        transfersLinkDown(nodeID)
-        transfersLinkUp(nodeID)
+        featuresLinkReplaced(nodeID)
       case .linkDown(let nodeID):
         meshLogger.info("Node unlinked.", ["node.id": nodeID])
         flush()
-        chatNodeUnlinked(nodeID)
-        transfersLinkDown(nodeID)
+        featuresNodeUnlinked(nodeID)
         publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
       case .directoryEvent(let peerID, let event):
         directoryTold = true
         switch event {
         case .peerFound(let peer, let serviceType, let info):
-          events.append(
+          pending.append(
             (
               peerID, "peer.found",
               [
@@ -374,17 +372,17 @@ extension Node {
               ]
             ))
         case .peerLost(let peer, let serviceType):
-          events.append((peerID, "peer.lost", ["peer": peer.json, "serviceType": .string(serviceType)]))
+          pending.append((peerID, "peer.lost", ["peer": peer.json, "serviceType": .string(serviceType)]))
         }
       case .sessionEvent(let peerID, let event):
         // A fan-out notifies many local peers of the same event in a row: build its data once for all of them (the
         // event log stores it as one body and serializes it once, off this loop).
         if let last = lastEvent, last.event == event {
-          events.append((peerID, last.type, last.data))
+          pending.append((peerID, last.type, last.data))
         } else {
           let built = sessionEvent(event, for: peerID)
           lastEvent = (event, built.type, built.data)
-          events.append((peerID, built.type, built.data))
+          pending.append((peerID, built.type, built.data))
         }
         switch event {
         case .invitationReceived(let invitation):

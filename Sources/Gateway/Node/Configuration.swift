@@ -3,6 +3,7 @@
 /// Layer 6 (surface). Flags win over the environment, the environment over defaults. Every problem is a
 /// ``ConfigurationError`` whose text names the flag, what was wrong and how to fix it; the executable prints
 /// it on one line and exits with status 2.
+public import Discovery
 import Foundation
 public import Logging
 
@@ -64,19 +65,8 @@ public struct NodeConfiguration: Sendable, Equatable {
   /// 10 s later is disconnected. 0: never (libwebsockets' validity policy on the vhost).
   public var webSocketPingSeconds = 300
 
-  /// Discovery modes.
-  public enum Discovery: String, Sendable, Equatable, CaseIterable {
-    /// DNS-SD when the Avahi daemon is reachable, otherwise the beacon; plus static seeds.
-    case auto
-    /// DNS-SD (Bonjour) through the Avahi daemon plus static seeds; the beacon if the daemon is not reachable.
-    case dnssd
-    /// UDP multicast beacon plus static seeds.
-    case beacon
-    /// Static seeds only.
-    case `static`
-    /// No mesh discovery at all (static seeds are still dialled).
-    case off
-  }
+  /// Discovery modes (module `Discovery`).
+  public typealias Discovery = DiscoveryMode
 
   public init() {}
 

@@ -6,44 +6,11 @@
 /// Blocking work (SQLite) hops to the ``NodeStore``'s database actor; after every `await` the code
 /// re-checks state it read before (a peer may have been deleted meanwhile).
 import Crypto
+import Discovery
 import Foundation
 import LWS
 import Logging
 import MeshCore
-
-/// A live consumer of a peer's events: a WebSocket or an SSE stream.
-final class Subscriber {
-  enum Channel: Hashable {
-    case webSocket(WebSocketID)
-    case stream(RequestID)
-  }
-
-  let channel: Channel
-  let peerID: String
-  /// The newest event sequence delivered; events at or below it are never sent again.
-  var lastSent: Int64 = 0
-  /// While replaying from the store, live events are not queued: the replay reads on through the log until it has
-  /// caught up with the newest live event (`newestLive`), then the subscriber goes live.
-  var replaying = true
-  var newestLive: Int64 = 0
-  /// Events read from the log and not yet queued on the socket (the replay queues them only as the socket drains).
-  var replayPage: [StoredEvent] = []
-  var replayIndex = 0
-  var fetching = false
-  /// The last page read was short: the log had nothing more at that moment.
-  var replayExhausted = false
-  /// Events per log read, adapted to their size so a page holds about ``Node/replayPageBytes``.
-  var pageLimit = 16
-  var pageBytes = 0
-  /// A reliable `{"op":"send"}` waits for room: reading is paused and messages that arrive meanwhile wait here.
-  var holding = false
-  var backlog: [WebSocketMessage] = []
-
-  init(channel: Channel, peerID: String) {
-    self.channel = channel
-    self.peerID = peerID
-  }
-}
 
 /// Counters exposed on `/metrics`.
 struct NodeMetrics {
@@ -63,45 +30,28 @@ public actor Node {
   let store: NodeStore
   let configuration: NodeConfiguration
   let nodeID: String
-  let startedAt = Date()
-  let router = Router.standard
-  let staticFiles: StaticFiles
-  let logger = Logger(component: "node")
-  let httpLogger = Logger(component: "http")
-
-  var peers: [String: StoredPeer] = [:]
-  var peerIDsByTokenHash: [String: String] = [:]
-  var subscribers: [Subscriber.Channel: Subscriber] = [:]
-  var subscribersByPeer: [String: [Subscriber.Channel]] = [:]
-  var routeLabels: [RequestID: String] = [:]
-  var metrics = NodeMetrics()
-  var keepAliveTask: Task<Void, Never>?
-  var meshTask: Task<Void, Never>?
+  /// TLS identity, pins and the mesh secret (Security/NodeSecurity.swift).
+  nonisolated let security: NodeSecurity
+  /// Event delivery: subscribers, the ordered publish queue, replays (Events/EventHub.swift).
+  let events = EventHub()
+  /// Links, directory and sessions (Mesh/).
   var mesh: MeshRuntime
-  var transceive = TransceiveBook(maxPeers: Node.largestMaxPeers)
-  var pendingJobSends: [String: PendingJobSend] = [:]
-  /// Jobs sent as a named event and not yet known to have failed, by session id.
-  var deliveringJobs: [String: PendingJobSend] = [:]
-  var publishQueue = PublishQueue<CheckedContinuation<Void, any Error>>()
-  var publishing = false
-  /// Whether mesh links are not read because the publish queue is over its high-water mark.
-  var meshReadsPaused = false
-  var chat: ChatRuntime
-  var ticks: UInt64 = 0
-  /// Admin token hash, limits and their counters (Admin.swift, Limits.swift).
-  var guards: SecurityState
-  /// DNS-SD registrations of the service types local peers advertise (nil without DNS-SD); see Node+DNSSD.swift.
-  var dnssd: DNSSDDiscovery?
-  let meshLogger = Logger(component: "mesh")
-  let security: NodeSecurity
-  var transfers = TransferRuntime()
-  var streams = StreamRuntime()
-  /// The names and addresses the node answers to (HostPolicy.swift).
-  let hostPolicy: HostPolicy
-  /// The data directory and database file the node opened, and why they are lost once they are (DataDirectoryHealth).
-  let dataWatch: DataDirectoryWatch
-  var dataDirectoryLost: String?
-  var dataWatchTask: Task<Void, Never>?
+  var meshTask: Task<Void, Never>?
+  /// Every feature, each the owner of its state (Node/NodeFeature.swift, Features/).
+  let features: Features
+  /// The local peers (Features/Peers/PeerTable.swift).
+  let peerTable = PeerTable()
+  /// Static files, host names, route labels (HTTP/HTTPSurface.swift).
+  let surface: HTTPSurface
+  /// Link security, limits, the data-directory watch (Security/NodeSafety.swift).
+  let safety: NodeSafety
+
+  static let logger = Logger(component: "node")
+  static let httpLogger = Logger(component: "http")
+  static let meshLogger = Logger(component: "mesh")
+  nonisolated var logger: Logger { Self.logger }
+  nonisolated var httpLogger: Logger { Self.httpLogger }
+  nonisolated var meshLogger: Logger { Self.meshLogger }
 
   public nonisolated var unownedExecutor: UnownedSerialExecutor {
     server.asUnownedSerialExecutor()
@@ -112,26 +62,26 @@ public actor Node {
     services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
     security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
-    self.guards = SecurityState(adminTokenHash: adminTokenHash, limits: limits)
-    self.hostPolicy = HostPolicy.current(configuration)
+    self.surface = HTTPSurface(staticFiles: staticFiles, hostPolicy: HostPolicy.current(configuration))
     self.server = server
-    self.security = security
     self.store = store
     self.configuration = configuration
     self.nodeID = nodeID
-    self.staticFiles = staticFiles
     let dataPath = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
-    self.dataWatch = DataDirectoryWatch(directory: dataPath, database: dataPath + "/meshgate.sqlite")
+    self.security = security
+    self.safety = NodeSafety(
+      guards: SecurityState(adminTokenHash: adminTokenHash, limits: limits),
+      dataWatch: DataDirectoryWatch(directory: dataPath, database: dataPath + "/meshgate.sqlite"))
     let hello = NodeHello(
       nodeID: nodeID, name: configuration.name, softwareVersion: NodeConfiguration.version, port: UInt16(server.port))
     var directory = Directory(nodeID: nodeID)
     for peer in peers {
-      self.peers[peer.id] = peer
-      self.peerIDsByTokenHash[peer.tokenHash] = peer.id
+      peerTable.byID[peer.id] = peer
+      peerTable.idsByTokenHash[peer.tokenHash] = peer.id
       _ = directory.addLocalPeer(peer.id, displayName: peer.displayName)
     }
     // Restore advertising and browsing; no one is linked yet, so there is nothing to send or tell.
-    for service in services where self.peers[service.peerID] != nil {
+    for service in services where peerTable.byID[service.peerID] != nil {
       if service.kind == "advertise" {
         _ = directory.startAdvertising(
           service.peerID, serviceType: service.serviceType, discoveryInfo: service.discoveryInfo)
@@ -140,12 +90,13 @@ public actor Node {
       }
     }
     // Peers that transceived before the restart transceive again (their advertisement carries `transceive=1`).
-    self.transceive = TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)
     var chatBook = ChatBook(nodeID: nodeID)
     if let chatState {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
     }
-    self.chat = ChatRuntime(book: chatBook)
+    self.features = Features(
+      chat: ChatFeature(book: chatBook),
+      transceive: TransceiveFeature(book: TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)))
     var sessions = SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint)
     // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
     sessions.deferredSequencing = true
@@ -160,7 +111,7 @@ public actor Node {
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
   /// service thread.
   func start() {
-    keepAliveTask = Task { [weak self] in
+    events.keepAliveTask = Task { [weak self] in
       while !Task.isCancelled {
         try? await Task.sleep(for: .seconds(5))
         await self?.sendKeepAlives()
@@ -177,7 +128,7 @@ public actor Node {
   }
 
   func stop() {
-    keepAliveTask?.cancel()
+    events.keepAliveTask?.cancel()
     dataWatchTask?.cancel()
     meshTask?.cancel()
   }
@@ -228,15 +179,14 @@ public actor Node {
       }
       if route.admin { try authenticateAdmin(request.head) }
       if route.authenticated {
-        let allowQueryToken = [.eventStream, .webSocket, .streamSocket].contains(route.operation)
-        let authenticated = try authenticate(request.head, allowQueryToken: allowQueryToken)
+        let authenticated = try authenticate(request.head, allowQueryToken: route.acceptsQueryToken)
         try checkRequestRate(peerID: authenticated.id)
         peer = authenticated
       }
       let context = RequestContext(request: request, parameters: parameters, peer: peer)
-      var response = try await run(route.operation, context)
+      var response = try await route.handler(self, context)
       if request.head.method == .head { response.omitBody = true }
-      if !response.isStream || response.status != 200 || route.operation != .eventStream {
+      if !response.isStream || response.status != 200 || !route.opensEventStream {
         respond(request, response)
       } else {
         startStream(request, response, context)
@@ -376,7 +326,7 @@ public actor Node {
       return
     }
     if streamSocketReceived(id, message) { return }
-    guard let subscriber = subscribers[.webSocket(id)] else { return }
+    guard let subscriber = events.subscribers[.webSocket(id)] else { return }
     if subscriber.holding {
       subscriber.backlog.append(message)
       return
@@ -443,13 +393,13 @@ public actor Node {
   /// Everything queued on WebSocket `id` was written: stream readers and event replays go on.
   func webSocketDrained(_ id: WebSocketID) {
     streamSocketDrained(id)
-    if let subscriber = subscribers[.webSocket(id)] { pumpReplay(subscriber) }
+    if let subscriber = events.subscribers[.webSocket(id)] { pumpReplay(subscriber) }
   }
 
   /// Everything queued on streaming response `id` was written: stream readers and SSE replays go on.
   func streamDrained(_ id: RequestID) {
     streamResponseDrained(id)
-    if let subscriber = subscribers[.stream(id)] { pumpReplay(subscriber) }
+    if let subscriber = events.subscribers[.stream(id)] { pumpReplay(subscriber) }
   }
 
   func requestClosed(_ id: RequestID) {
@@ -457,278 +407,6 @@ public actor Node {
     uploadRequestClosed(id)
     streamRequestClosed(id)
     removeSubscriber(.stream(id))
-  }
-
-  // MARK: - Subscribers and event delivery
-
-  func addSubscriber(_ channel: Subscriber.Channel, peerID: String) -> Subscriber {
-    let subscriber = Subscriber(channel: channel, peerID: peerID)
-    subscribers[channel] = subscriber
-    subscribersByPeer[peerID, default: []].append(channel)
-    return subscriber
-  }
-
-  func removeSubscriber(_ channel: Subscriber.Channel) {
-    guard let subscriber = subscribers.removeValue(forKey: channel) else { return }
-    subscribersByPeer[subscriber.peerID]?.removeAll { $0 == channel }
-    if subscribersByPeer[subscriber.peerID]?.isEmpty == true { subscribersByPeer[subscriber.peerID] = nil }
-  }
-
-  /// Bytes a replay keeps queued on a socket (it queues more only as the socket drains), and the target size of one
-  /// read from the event log.
-  static let replayHighWater = 1 << 20
-  static let replayPageBytes = 8 << 20
-
-  /// Sends `hello`, replays the log after `since` (if given), then switches the subscriber to live delivery.
-  ///
-  /// The replay is paced by the socket: it reads the log a page at a time and queues events only while less than
-  /// ``replayHighWater`` waits on the socket, going on when the socket drains. So a client reading at full speed
-  /// catches up with any backlog the log holds in one connection, and a slow one is never cut off by its replay.
-  func beginDelivery(_ subscriber: Subscriber, since: Int64?) async {
-    do {
-      let latest = try await store.latestSequence(peerID: subscriber.peerID)
-      guard subscribers[subscriber.channel] === subscriber, let peer = peers[subscriber.peerID] else { return }
-      let hello: JSONValue = [
-        "type": "hello",
-        "data": ["peer": peerJSON(peer), "node": nodeJSON(), "cursor": .string(String(latest))],
-      ]
-      #if DEBUG
-        checkDocumented("hello", hello.objectValue?["data"] ?? .null)
-      #endif
-      sendFrame(hello, to: subscriber, eventName: "hello")
-      subscriber.lastSent = since ?? latest
-      pumpReplay(subscriber)
-    } catch {
-      replayFailed(subscriber, error)
-    }
-  }
-
-  /// Queues replayed events while the socket has room; reads the next page when this one is queued; goes live once
-  /// the log has nothing newer than what was sent.
-  func pumpReplay(_ subscriber: Subscriber) {
-    guard subscriber.replaying, subscribers[subscriber.channel] === subscriber else { return }
-    while subscriber.replayIndex < subscriber.replayPage.count {
-      guard let queued = queuedBytes(subscriber) else { return }
-      guard queued < Self.replayHighWater else { return }
-      let event = subscriber.replayPage[subscriber.replayIndex]
-      subscriber.replayIndex += 1
-      deliver(event, to: subscriber)
-      subscriber.pageBytes += max(0, (queuedBytes(subscriber) ?? queued) - queued)
-      guard subscribers[subscriber.channel] === subscriber else { return }
-    }
-    if !subscriber.replayPage.isEmpty {
-      // Adapt the next read to the size of these events (large session.data events come a few at a time).
-      let average = max(1, subscriber.pageBytes / subscriber.replayPage.count)
-      subscriber.pageLimit = max(1, min(500, Self.replayPageBytes / average))
-      subscriber.replayPage = []
-      subscriber.replayIndex = 0
-      subscriber.pageBytes = 0
-    }
-    guard !subscriber.fetching else { return }
-    if subscriber.replayExhausted && subscriber.newestLive <= subscriber.lastSent {
-      subscriber.replaying = false
-      return
-    }
-    subscriber.fetching = true
-    Task { await self.readReplayPage(subscriber) }
-  }
-
-  func readReplayPage(_ subscriber: Subscriber) async {
-    let limit = subscriber.pageLimit
-    do {
-      let page = try await store.events(peerID: subscriber.peerID, after: subscriber.lastSent, limit: limit)
-      guard subscribers[subscriber.channel] === subscriber else { return }
-      subscriber.fetching = false
-      subscriber.replayExhausted = page.events.count < limit
-      subscriber.replayPage = page.events
-      subscriber.replayIndex = 0
-      pumpReplay(subscriber)
-    } catch {
-      replayFailed(subscriber, error)
-    }
-  }
-
-  func replayFailed(_ subscriber: Subscriber, _ error: any Error) {
-    guard subscribers[subscriber.channel] === subscriber else { return }
-    logger.warning("Event replay failed.", ["peer.id": subscriber.peerID, "error": String(describing: error)])
-    disconnect(subscriber, code: 1011, reason: "event log unavailable; reconnect with since")
-  }
-
-  /// Bytes waiting on the subscriber's socket or stream; nil when it is gone.
-  func queuedBytes(_ subscriber: Subscriber) -> Int? {
-    switch subscriber.channel {
-    case .webSocket(let id): server.queuedBytes(id)
-    case .stream(let id): server.streamQueuedBytes(id)
-    }
-  }
-
-  /// Appends events to peers' logs (in one transaction) and pushes them to live subscribers.
-  ///
-  /// Every append goes through one queue drained by one task, so each peer's events keep the order in which they
-  /// were published: two tasks awaiting the store directly could reach it in either order. What goes into each
-  /// transaction is ``PublishQueue``'s choice (small events are not held up behind large ones for other peers).
-  func publish(_ entries: [(peerID: String, type: String, data: JSONValue)]) async throws {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-      enqueuePublish(entries, waiter: continuation)
-    }
-  }
-
-  /// Publishes from a synchronous context, in order with every other publish.
-  func publishInBackground(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
-    enqueuePublish(entries, waiter: nil)
-  }
-
-  func enqueuePublish(
-    _ entries: [(peerID: String, type: String, data: JSONValue)], waiter: CheckedContinuation<Void, any Error>?
-  ) {
-    // Every type a peer can see is documented (EventCatalog, docs/events.md, OpenAPI); debug builds check it.
-    assert(
-      entries.allSatisfy { EventCatalog.loggedTypes.contains($0.type) },
-      "an event type missing from EventCatalog: \(entries.map(\.type))")
-    #if DEBUG
-      for entry in entries { checkDocumented(entry.type, entry.data) }
-    #endif
-    publishQueue.append(entries, waiter: waiter)
-    if publishQueue.bytes > PublishQueue<CheckedContinuation<Void, any Error>>.highWater { pauseMeshReads(true) }
-    guard !publishing else { return }
-    publishing = true
-    Task { await self.drainPublishQueue() }
-  }
-
-  func drainPublishQueue() async {
-    while !publishQueue.isEmpty {
-      // One transaction per turn: one hop to the database queue and back for many events (fan-outs queue many
-      // batches while a write is in flight), chosen so that small events are not stuck behind large ones.
-      let batches = publishQueue.next()
-      // Peers deleted meanwhile get nothing (their log is gone).
-      let entries = batches.flatMap(\.entries).filter { peers[$0.peerID] != nil }
-      do {
-        if !entries.isEmpty {
-          let events = try await store.appendEvents(entries, at: Timestamp.now())
-          pushLive(events)
-        }
-        for batch in batches { batch.waiter?.resume() }
-      } catch {
-        logger.error("Could not append events.", ["error": String(describing: error)])
-        for batch in batches { batch.waiter?.resume(throwing: error) }
-      }
-      if meshReadsPaused && publishQueue.bytes < PublishQueue<CheckedContinuation<Void, any Error>>.lowWater {
-        pauseMeshReads(false)
-      }
-    }
-    publishing = false
-  }
-
-  /// Stops (or resumes) reading every mesh link while the event log is far behind what the links bring in: the
-  /// senders' TCP windows fill and their reliable sends wait for room, instead of this node's memory growing.
-  func pauseMeshReads(_ paused: Bool) {
-    guard meshReadsPaused != paused else { return }
-    meshReadsPaused = paused
-    metrics.meshReadPauses += paused ? 1 : 0
-    logger.info(
-      paused ? "Event log behind; pausing mesh reads." : "Event log caught up; resuming mesh reads.",
-      ["queue.bytes": publishQueue.bytes])
-    for socket in mesh.connectionBySocket.keys { server.setReceiveFlow(socket, enabled: !paused) }
-  }
-
-  func pushLive(_ events: [StoredEvent]) {
-    metrics.eventsAppended += events.count
-    // The recipients of one fan-out share the event (same sequence, same envelope): its WebSocket frame is built
-    // once and the same message is queued on every socket.
-    var shared: (sequence: Int64, frame: OutboundMessage)?
-    for event in events {
-      for channel in subscribersByPeer[event.peerID] ?? [] {
-        guard let subscriber = subscribers[channel] else { continue }
-        if subscriber.replaying {
-          subscriber.newestLive = max(subscriber.newestLive, event.sequence)
-        } else if case .webSocket = channel {
-          if shared?.sequence != event.sequence {
-            shared = (event.sequence, OutboundMessage(bytes: event.envelope.serialized(), binary: false))
-          }
-          deliver(event, to: subscriber, frame: shared?.frame)
-        } else {
-          deliver(event, to: subscriber)
-        }
-      }
-    }
-  }
-
-  func deliver(_ event: StoredEvent, to subscriber: Subscriber, frame: OutboundMessage? = nil) {
-    guard event.sequence > subscriber.lastSent else { return }
-    subscriber.lastSent = event.sequence
-    if let frame, case .webSocket(let id) = subscriber.channel {
-      switch server.send(frame, to: id) {
-      case .queued, .closed: break
-      case .queueFull: slowConsumer(subscriber)
-      }
-      return
-    }
-    sendFrame(event.envelope, to: subscriber, eventName: event.type, eventID: String(event.sequence))
-  }
-
-  func sendFrame(_ value: JSONValue, to subscriber: Subscriber, eventName: String? = nil, eventID: String? = nil) {
-    switch subscriber.channel {
-    case .webSocket(let id):
-      switch server.send(OutboundMessage(bytes: value.serialized(), binary: false), to: id) {
-      case .queued, .closed: break
-      case .queueFull: slowConsumer(subscriber)
-      }
-    case .stream(let id):
-      var text = ""
-      if let eventID { text += "id: \(eventID)\n" }
-      if let eventName { text += "event: \(eventName)\n" }
-      text += "data: \(value.serializedString())\n\n"
-      if !server.writeStream(id, Array(text.utf8)) { slowConsumer(subscriber) }
-    }
-  }
-
-  /// The largest number of event bytes that may wait in the node for one WebSocket or SSE client (README).
-  static let slowConsumerBytes = 8 << 20
-
-  /// Cuts off a client that let more than ``slowConsumerBytes`` of events pile up: what it has not started to receive
-  /// is dropped (it is in the log), and it gets a close frame `4008` (WebSocket) or a final `error` event (SSE) right
-  /// after what its socket already holds, so it knows to reconnect with `since` / `Last-Event-ID`.
-  func slowConsumer(_ subscriber: Subscriber) {
-    guard subscribers[subscriber.channel] === subscriber else { return }
-    metrics.slowConsumerDisconnects += 1
-    logger.notice(
-      "Disconnecting a slow event consumer.", ["peer.id": subscriber.peerID, "cursor": subscriber.lastSent])
-    removeSubscriber(subscriber.channel)
-    let message =
-      "client too slow: over \(Self.slowConsumerBytes >> 20) MiB of events unread; reconnect with since=<last event id>"
-    switch subscriber.channel {
-    case .webSocket(let id):
-      server.close(id, code: 4008, reason: message, discardingQueued: true)
-    case .stream(let id):
-      let final: JSONValue = Self.socketError("slow_consumer", message + " (Last-Event-ID)")
-      server.endStream(
-        id, discardingQueued: true, final: Array("event: error\ndata: \(final.serializedString())\n\n".utf8))
-    }
-  }
-
-  func disconnect(_ subscriber: Subscriber, code: UInt16, reason: String) {
-    removeSubscriber(subscriber.channel)
-    switch subscriber.channel {
-    case .webSocket(let id): server.close(id, code: code, reason: reason)
-    case .stream(let id): server.endStream(id)
-    }
-  }
-
-  func sendKeepAlives() {
-    for channel in subscribers.keys {
-      if case .stream(let id) = channel { _ = server.writeStream(id, Array(": keep-alive\n\n".utf8)) }
-    }
-  }
-
-  func startStream(_ request: HTTPRequest, _ response: HTTPResponse, _ context: RequestContext) {
-    guard let peer = context.peer else { return }
-    respond(request, response)
-    let since =
-      (try? Self.parseCursor(request.head.query["since"] ?? request.head.headers["last-event-id"], name: "since"))
-      ?? nil
-    let subscriber = addSubscriber(.stream(request.id), peerID: peer.id)
-    _ = server.writeStream(request.id, Array("retry: 2000\n\n".utf8))
-    Task { await self.beginDelivery(subscriber, since: since) }
   }
 
   // MARK: - JSON views
@@ -785,25 +463,22 @@ final class ServerBridge: ServerDelegate {
     self.maxBodyBytes = maxBodyBytes
   }
 
+  /// How much body a request may bring: the route decides (an upload up to `--max-transfer-bytes`, a stream write
+  /// without a limit, anything else up to `--max-body-bytes`).
   func bodyLimit(for head: HTTPRequestHead) -> Int {
-    if isStreamWrite(head) { return 1 << 62 }
-    return isUpload(head) ? node.configuration.maxTransferBytes : maxBodyBytes
+    switch bodyKind(head) {
+    case .collected: maxBodyBytes
+    case .upload: node.configuration.maxTransferBytes
+    case .unbounded: 1 << 62
+    }
   }
 
-  /// Resource uploads (`POST /api/v1/sessions/{id}/resources`) and stream writes (`PUT /api/v1/streams/{id}`) are
-  /// streamed rather than collected.
-  func streamsBody(for head: HTTPRequestHead) -> Bool { isUpload(head) || isStreamWrite(head) }
+  /// Raw-body routes (file uploads, stream writes) get their body streamed rather than collected.
+  func streamsBody(for head: HTTPRequestHead) -> Bool { bodyKind(head) != .collected }
 
-  func isUpload(_ head: HTTPRequestHead) -> Bool {
-    guard head.method == .post, head.path.hasSuffix("/resources") else { return false }
-    let segments = head.path.split(separator: "/", omittingEmptySubsequences: true)
-    return segments.count == 5 && segments[0] == "api" && segments[1] == "v1" && segments[2] == "sessions"
-  }
-
-  func isStreamWrite(_ head: HTTPRequestHead) -> Bool {
-    guard head.method == .put else { return false }
-    let segments = head.path.split(separator: "/", omittingEmptySubsequences: true)
-    return segments.count == 4 && segments[0] == "api" && segments[1] == "v1" && segments[2] == "streams"
+  func bodyKind(_ head: HTTPRequestHead) -> RequestBodyKind {
+    guard case .found(let route, _) = node.router.match(method: head.method, path: head.path) else { return .collected }
+    return route.body
   }
 
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {

@@ -11,8 +11,9 @@ import LWS
 import Logging
 import MeshCore
 
-/// Chat state owned by the node actor.
-struct ChatRuntime {
+/// The chat feature: host-ordered rooms (``ChatBook``) and the queue their directives go through; owned by the node
+/// actor and only touched on its executor.
+final class ChatFeature: NodeFeature {
   var book: ChatBook
   /// Directive batches waiting for their turn; `continuation` resumes a request once its batch is done.
   var queue: [(directives: [ChatBook.Directive], continuation: CheckedContinuation<Void, any Error>?)] = []
@@ -21,6 +22,18 @@ struct ChatRuntime {
   var joinWaiters: [String: [CheckedContinuation<Bool?, Never>]] = [:]
   var messagesIn = 0
   var badFrames = 0
+
+  init(book: ChatBook) { self.book = book }
+
+  func nodeLinked(_ nodeID: String, node: isolated Node) { node.chatNodeLinked(nodeID) }
+  func nodeUnlinked(_ nodeID: String, node: isolated Node) { node.chatNodeUnlinked(nodeID) }
+  func peerRemoved(_ peerID: String, node: isolated Node) { node.chatPeerRemoved(peerID) }
+}
+
+@available(*, unavailable) extension ChatFeature: Sendable {}
+
+extension Node {
+  var chat: ChatFeature { features.chat }
 }
 
 /// The chat app's service type and its discovery-info key prefix.

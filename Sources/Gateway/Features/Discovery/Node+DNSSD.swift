@@ -2,7 +2,8 @@
 ///
 /// Layer 4 (node runtime), on the node actor. Every directory change (advertising started or stopped, a peer
 /// deleted, advertising restored at start) recomputes how many local peers advertise each service type and hands
-/// that to ``DNSSDDiscovery``, which registers, updates or withdraws only what changed.
+/// that to ``DNSSDDiscovery`` (module `Discovery`), which registers, updates or withdraws only what changed.
+import Discovery
 import MeshCore
 
 extension Node {

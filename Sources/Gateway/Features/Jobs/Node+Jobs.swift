@@ -224,7 +224,8 @@ extension Node {
       deliveringJobs[pending.sessionID] = pending
       try await store.saveJob(job)
       try await publish([(pending.senderPeerID, "job.delivered", ["job": job.json])])
-      interpret((try? mesh.node.leave(pending.sessionID, peerID: pending.senderPeerID)) ?? [])
+      // After the job is on the wire: a leave would overtake it and the receiver would drop it.
+      try? leaveAfterQueuedData(pending.sessionID, peerID: pending.senderPeerID)
     } catch {
       logger.error("Delivering a job failed.", ["job.id": pending.jobID, "error": String(describing: error)])
     }

@@ -185,11 +185,47 @@ extension Node {
   func leaveSession(_ context: RequestContext) throws -> HTTPResponse {
     let session = try ownSession(context)
     do {
-      interpret(try mesh.node.leave(session.sessionID, peerID: context.authenticatedPeer.id))
+      try leaveAfterQueuedData(session.sessionID, peerID: context.authenticatedPeer.id)
     } catch {
       throw failure(error)
     }
     return .noContent
+  }
+
+  /// Leaves a session for a local peer once the peer's data already queued on the links has gone out.
+  ///
+  /// A leave travels as control frames (`sessionLeave` to the host, the host's new `sessionState`), and control
+  /// frames pass queued bulk data on a link; a receiver that learns of the leave first drops the data as coming from a
+  /// peer that is no longer a member. So while the peer has frames in its lane on any link, the leave waits (the
+  /// session is left as soon as they are written, or the link is gone). Throws what leaving would throw, at once.
+  func leaveAfterQueuedData(_ sessionID: String, peerID: String) throws(MeshFailure) {
+    let lane = "peer:" + peerID
+    guard mesh.schedulers.values.contains(where: { $0.queuedBytes(of: lane) > 0 }) else {
+      interpret(try mesh.node.leave(sessionID, peerID: peerID))
+      return
+    }
+    // The same checks as leaving now, so the caller hears of a bad request at once.
+    guard let session = mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
+    else {
+      interpret(try mesh.node.leave(sessionID, peerID: peerID))
+      return
+    }
+    mesh.heldLeaves.append((sessionID, peerID))
+  }
+
+  /// Leaves held by ``leaveAfterQueuedData(_:peerID:)`` whose peer has nothing queued any more.
+  func releaseHeldLeaves() {
+    guard !mesh.heldLeaves.isEmpty else { return }
+    var waiting: [(sessionID: String, peerID: String)] = []
+    for leave in mesh.heldLeaves {
+      let lane = "peer:" + leave.peerID
+      if mesh.schedulers.values.contains(where: { $0.queuedBytes(of: lane) > 0 }) {
+        waiting.append(leave)
+      } else {
+        interpret((try? mesh.node.leave(leave.sessionID, peerID: leave.peerID)) ?? [])
+      }
+    }
+    mesh.heldLeaves = waiting
   }
 
   func sendData(_ context: RequestContext) async throws -> HTTPResponse {
@@ -359,11 +395,11 @@ extension Node {
       } catch {
         reply = Self.sentReply { throw error }
       }
-      guard subscribers[.webSocket(socket)] === subscriber else { return }
+      guard events.subscribers[.webSocket(socket)] === subscriber else { return }
       sendFrame(reply, to: subscriber)
       subscriber.holding = false
       server.setReceiveFlow(socket, enabled: true)
-      while !subscriber.holding, subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty {
+      while !subscriber.holding, events.subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty {
         webSocketReceived(socket, subscriber.backlog.removeFirst())
       }
     }

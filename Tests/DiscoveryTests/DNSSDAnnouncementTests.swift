@@ -1,7 +1,7 @@
 import DNSSD
 import Testing
 
-@testable import Gateway
+@testable import Discovery
 
 struct DNSSDAnnouncementTests {
   static let announcement = DNSSDAnnouncement(

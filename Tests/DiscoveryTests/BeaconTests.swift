@@ -2,7 +2,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import Gateway
+@testable import Discovery
 
 /// Collects what a beacon's `onDiscovery` reports, from the beacon's queue.
 final class DiscoveryRecorder: Sendable {

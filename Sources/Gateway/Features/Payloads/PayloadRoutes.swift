@@ -1,12 +1,14 @@
-/// The resource transfer routes and their schemas (part of ``Router/standard`` and the OpenAPI document).
+/// File transfers (resources) and byte streams: their routes and schemas (part of ``Router/standard`` and the OpenAPI
+/// document).
 import LWS
 import MeshCore
 
-extension Router {
+enum PayloadRoutes {
+  static let routes: [Route] = transferRoutes + streamRoutes
+
   static let transferRoutes: [Route] = [
     Route(
-      method: .post, pattern: "/api/v1/sessions/{sessionId}/resources", operation: .uploadResource,
-      operationID: "sendResource",
+      method: .post, pattern: "/api/v1/sessions/{sessionId}/resources", operationID: "sendResource",
       summary:
         "Sends the raw body (Content-Length required) as a file to one session member (sendResource). The body is streamed to disk and on to the receiver's node with flow control; the answer comes once the whole body is stored (spooled, so the transfer resumes after a link loss or restart). Both sides get transfer.started, transfer.progress (≤ 10/s) and transfer.finished | failed | canceled.",
       authenticated: true, requestSchema: nil,
@@ -32,35 +34,37 @@ extension Router {
           "The file name; path components, control characters and leading dots are removed.",
           ["type": "string"]
         ),
-      ], rawRequestBody: true),
+      ], body: .upload,
+      handler: { node, context in try await node.uploadResource(context) }),
     Route(
-      method: .get, pattern: "/api/v1/transfers", operation: .listTransfers, operationID: "listTransfers",
+      method: .get, pattern: "/api/v1/transfers", operationID: "listTransfers",
       summary: "Transfers this peer sent or received, oldest first, paged.", authenticated: true,
       requestSchema: nil,
       responses: [(200, "Transfers.", Schemas.transferList), (400, "Bad limit or cursor.", Schemas.error)],
       queryParameters: [
         ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
         ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
-      ]),
+      ],
+      handler: { node, context in try node.listTransfers(context) }),
     Route(
-      method: .get, pattern: "/api/v1/transfers/{transferId}", operation: .getTransfer, operationID: "getTransfer",
+      method: .get, pattern: "/api/v1/transfers/{transferId}", operationID: "getTransfer",
       summary: "One transfer: state, bytes, size, SHA-256 once known.", authenticated: true, requestSchema: nil,
       responses: [
         (200, "The transfer.", Schemas.transferEnvelope),
         (404, "Not sent or received by this peer.", Schemas.error),
-      ], queryParameters: []),
+      ], queryParameters: [],
+      handler: { node, context in try node.getTransfer(context) }),
     Route(
-      method: .delete, pattern: "/api/v1/transfers/{transferId}", operation: .deleteTransfer,
-      operationID: "cancelTransfer",
+      method: .delete, pattern: "/api/v1/transfers/{transferId}", operationID: "cancelTransfer",
       summary: "Cancels a transfer in progress: both sides stop, partial data is removed, both get transfer.canceled.",
       authenticated: true, requestSchema: nil,
       responses: [
         (200, "Canceled.", Schemas.transferEnvelope), (404, "Not sent or received by this peer.", Schemas.error),
         (409, "Already finished, failed or canceled.", Schemas.error),
-      ], queryParameters: []),
+      ], queryParameters: [],
+      handler: { node, context in try node.deleteTransfer(context) }),
     Route(
-      method: .get, pattern: "/api/v1/transfers/{transferId}/content", operation: .transferContent,
-      operationID: "getTransferContent",
+      method: .get, pattern: "/api/v1/transfers/{transferId}/content", operationID: "getTransferContent",
       summary:
         "The file of a finished transfer, for its sender or receiver, with the sent Content-Type, an attachment Content-Disposition and single byte ranges (Range: bytes=a-b, a-, -n).",
       authenticated: true, requestSchema: nil,
@@ -68,10 +72,10 @@ extension Router {
         (200, "The whole file.", nil), (206, "The requested range.", nil),
         (404, "Not sent or received by this peer.", Schemas.error),
         (409, "Not finished.", Schemas.error), (416, "Range outside the file.", Schemas.error),
-      ], queryParameters: []),
+      ], queryParameters: [],
+      handler: { node, context in try node.transferContent(context) }),
     Route(
-      method: .post, pattern: "/api/v1/transfers/{transferId}/accept", operation: .acceptTransfer,
-      operationID: "acceptTransfer",
+      method: .post, pattern: "/api/v1/transfers/{transferId}/accept", operationID: "acceptTransfer",
       summary:
         "The recipient accepts a file that waits for its consent (state awaitingConsent, file consent on): its node creates the file and the sender's node starts sending. With always: true, later files from the same sender are accepted without asking (see GET /api/v1/file-consent).",
       authenticated: true, requestSchema: Schemas.acceptTransfer,
@@ -84,40 +88,39 @@ extension Router {
             + "always-accept list is full (always_accept_list_full).", Schemas.error
         ),
         (500, "The receiving node cannot create the file.", Schemas.error),
-      ], queryParameters: []),
+      ], queryParameters: [],
+      handler: { node, context in try await node.acceptTransfer(context) }),
     Route(
-      method: .post, pattern: "/api/v1/transfers/{transferId}/decline", operation: .declineTransfer,
-      operationID: "declineTransfer",
+      method: .post, pattern: "/api/v1/transfers/{transferId}/decline", operationID: "declineTransfer",
       summary:
         "The recipient declines a file that waits for its consent: nothing is stored, the sender's node removes its spool, and both sides get transfer.declined (state declined).",
       authenticated: true, requestSchema: nil,
       responses: [
         (200, "Declined.", Schemas.transferEnvelope), (404, "Not sent or received by this peer.", Schemas.error),
         (409, "Not a file waiting for this peer's answer.", Schemas.error),
-      ], queryParameters: []),
+      ], queryParameters: [],
+      handler: { node, context in try node.declineTransfer(context) }),
     Route(
-      method: .get, pattern: "/api/v1/file-consent", operation: .getFileConsent, operationID: "getFileConsent",
+      method: .get, pattern: "/api/v1/file-consent", operationID: "getFileConsent",
       summary:
         "Whether this node asks before incoming files are stored (mode auto or ask, set with --file-consent or PATCH /api/v1/node/settings), how long a file waits, and this peer's always-accept list.",
       authenticated: true, requestSchema: nil,
-      responses: [(200, "File consent for this peer.", Schemas.fileConsentEnvelope)], queryParameters: []),
+      responses: [(200, "File consent for this peer.", Schemas.fileConsentEnvelope)], queryParameters: [],
+      handler: { node, context in node.fileConsentResponse(of: context.authenticatedPeer.id) }),
     Route(
-      method: .delete, pattern: "/api/v1/file-consent/always-accept/{peerId}", operation: .removeAlwaysAccept,
-      operationID: "removeAlwaysAccept",
+      method: .delete, pattern: "/api/v1/file-consent/always-accept/{peerId}", operationID: "removeAlwaysAccept",
       summary: "Removes a sender from this peer's always-accept list: its next file waits for an answer again.",
       authenticated: true, requestSchema: nil,
       responses: [
         (200, "Removed; the list now.", Schemas.fileConsentEnvelope),
         (404, "The sender is not on this peer's list.", Schemas.error),
-      ], queryParameters: []),
+      ], queryParameters: [],
+      handler: { node, context in try await node.removeAlwaysAccept(context) }),
   ]
-}
 
-extension Router {
   static let streamRoutes: [Route] = [
     Route(
-      method: .post, pattern: "/api/v1/sessions/{sessionId}/streams", operation: .openStream,
-      operationID: "openStream",
+      method: .post, pattern: "/api/v1/sessions/{sessionId}/streams", operationID: "openStream",
       summary:
         "Opens a byte stream to one connected session member (startStream); the receiver gets stream.opened with its id.",
       authenticated: true, requestSchema: Schemas.openStream,
@@ -126,9 +129,10 @@ extension Router {
         (404, "Not a member of the session.", Schemas.error),
         (409, "The receiver is not a connected member.", Schemas.error),
         (503, "The receiver's node is not linked.", Schemas.error),
-      ], queryParameters: []),
+      ], queryParameters: [],
+      handler: { node, context in try node.openStream(context) }),
     Route(
-      method: .put, pattern: "/api/v1/streams/{streamId}", operation: .writeStream, operationID: "writeStream",
+      method: .put, pattern: "/api/v1/streams/{streamId}", operationID: "writeStream",
       summary:
         "The writer's bytes (Content-Length required: libwebsockets 4.1 cannot read chunked request bodies), forwarded as they arrive; reading pauses while the reader is behind. Answered when the reader has taken every byte.",
       authenticated: true, requestSchema: nil,
@@ -137,9 +141,10 @@ extension Router {
         (404, "Not a stream this peer opened.", Schemas.error),
         (409, "The stream already has a writer or is closed.", Schemas.error),
         (411, "No Content-Length.", Schemas.error), (502, "The stream failed on the way.", Schemas.error),
-      ], queryParameters: [], rawRequestBody: true),
+      ], queryParameters: [], body: .unbounded,
+      handler: { node, context in try await node.writeStream(context) }),
     Route(
-      method: .get, pattern: "/api/v1/streams/{streamId}", operation: .readStream, operationID: "readStream",
+      method: .get, pattern: "/api/v1/streams/{streamId}", operationID: "readStream",
       summary:
         "The stream's bytes for its receiver, as they arrive; the body ends (and the connection closes) when the writer finishes.",
       authenticated: true, requestSchema: nil,
@@ -147,10 +152,10 @@ extension Router {
         (200, "application/octet-stream, without a length.", nil),
         (404, "Not a stream to this peer.", Schemas.error),
         (409, "The stream already has a reader or is closed.", Schemas.error),
-      ], queryParameters: []),
+      ], queryParameters: [],
+      handler: { node, context in try node.readStream(context) }),
     Route(
-      method: .get, pattern: "/api/v1/streams/{streamId}/ws", operation: .streamSocket,
-      operationID: "streamWebSocket",
+      method: .get, pattern: "/api/v1/streams/{streamId}/ws", operationID: "streamWebSocket",
       summary:
         "WebSocket upgrade for a stream: its writer sends binary frames (closing the socket ends the stream), its reader receives binary frames (closed with 1000 at the end). The token may be passed as ?token=.",
       authenticated: true, requestSchema: nil,
@@ -160,7 +165,11 @@ extension Router {
         (409, "The stream already has a writer or reader, or is closed.", Schemas.error),
         (426, "Not a WebSocket upgrade request.", Schemas.error),
       ],
-      queryParameters: [("token", "The peer token, for browsers.", ["type": "string"])]),
+      queryParameters: [("token", "The peer token, for browsers.", ["type": "string"])], acceptsQueryToken: true,
+      isWebSocket: true,
+      handler: { node, context in
+        throw node.upgradeRequired(context, url: "ws://host:port\(context.request.head.path)?token=<token>")
+      }),
   ]
 }
 

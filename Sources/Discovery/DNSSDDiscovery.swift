@@ -1,6 +1,6 @@
 /// DNS-SD (Bonjour) discovery and advertisement through Avahi: what `--discovery dnssd` and `auto` run.
 ///
-/// Layer 4 (node runtime), over the ``DNSSDClient`` wrapper. A node
+/// Module `Discovery` (node runtime, layer 4), over the ``DNSSDClient`` wrapper. A node
 /// - registers `_meshgate._tcp`: instance name = node name (Avahi picks "name #2" on a conflict), port = the
 ///   HTTP/WebSocket port, TXT `txtvers=1`, `id=<node id>`, `pv=<mesh protocol version>`, and `fp=<SHA-256 of the
 ///   node's TLS certificate>` once mesh links have one (see ``DNSSDAnnouncement/tlsFingerprint``);
@@ -17,7 +17,7 @@
 ///
 /// If the daemon (or the system D-Bus it is reached through) is not reachable, the first registration or browse
 /// fails at once; a daemon that goes away later fails them too. Either way `onUnavailable` is called exactly once,
-/// the client stops and nothing more is reported; the runtime logs one line and falls back to the beacon.
+/// the client stops and nothing more is reported; ``NodeDiscovery`` logs one line and falls back to the beacon.
 ///
 /// Threading: events arrive on the DNS-SD client's thread; `onDiscovered` and `onUnavailable` are called there or on
 /// the refresh timer's queue, and must hand work to the node actor themselves. Public methods are safe from any
@@ -25,7 +25,6 @@
 import DNSSD
 import Dispatch
 import Logging
-import MeshCore
 import Synchronization
 
 /// What a node publishes about itself over DNS-SD.
@@ -58,7 +57,7 @@ struct DNSSDAnnouncement: Sendable, Equatable {
 }
 
 /// Registers this node and its advertised service types with DNS-SD and reports the other nodes it browses.
-final class DNSSDDiscovery: Sendable {
+package final class DNSSDDiscovery: Sendable {
   /// The service type every node registers and browses.
   static let meshServiceType = "_meshgate._tcp"
   /// How often still-registered nodes are reported again.
@@ -162,7 +161,7 @@ final class DNSSDDiscovery: Sendable {
   /// Makes the `_<type>._tcp` registrations match `peersByServiceType` (service type → how many local peers
   /// advertise it): registers new types, withdraws types no one advertises any more, updates changed counts.
   /// Call from one place at a time (the node actor); never blocks.
-  func setAdvertisedServiceTypes(_ peersByServiceType: [String: Int]) {
+  package func setAdvertisedServiceTypes(_ peersByServiceType: [String: Int]) {
     guard let client = state.withLock({ $0.activeClient }) else { return }
     let current = state.withLock { $0.serviceTypes }
     for (type, registration) in current where peersByServiceType[type] == nil {
