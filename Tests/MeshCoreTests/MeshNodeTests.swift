@@ -95,6 +95,23 @@ private func member(_ peerID: String, _ nodeID: String, _ state: MemberState = .
   SessionMember(peerID: peerID, displayName: peerID.uppercased(), nodeID: nodeID, state: state)
 }
 
+/// Nodes A and B linked, with peers a1 on A and b1 on B; a1 creates session "s" and invites `invitee` (said to be
+/// on B) as invitation "i1", and every frame is delivered.
+private func invited(_ invitee: String) throws -> Harness {
+  var mesh = Harness(["A", "B"])
+  mesh.feed("A", .localPeerAdded(peerID: "a1", displayName: "A1"))
+  mesh.feed("B", .localPeerAdded(peerID: "b1", displayName: "B1"))
+  mesh.link("A", "B")
+  let session = mesh.nodes["A"]!.createSession(
+    "s", creator: member("a1", "A"), strategy: .cluster, encryption: .optional, maxPeers: 8)
+  let (_, inviting) = try mesh.nodes["A"]!.invite(
+    "i1", from: "a1", to: member(invitee, "B", .connecting), sessionID: session.sessionID, context: [],
+    timeoutMillis: 30_000, now: mesh.now)
+  mesh.carry(inviting, from: "A")
+  mesh.deliverAll()
+  return mesh
+}
+
 private func refusals(in effects: [MeshEffect]) -> [FrameRefusal] {
   effects.compactMap { if case .frameRefused(let refusal) = $0 { refusal } else { nil } }
 }
@@ -173,20 +190,10 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
   }
 
   @Test func aSessionWorksAcrossTwoMeshNodes() throws {
-    var mesh = Harness(["A", "B"])
-    mesh.feed("A", .localPeerAdded(peerID: "a1", displayName: "A1"))
-    mesh.feed("B", .localPeerAdded(peerID: "b1", displayName: "B1"))
-    mesh.link("A", "B")
-    let session = mesh.nodes["A"]!.createSession(
-      "s", creator: member("a1", "A"), strategy: .cluster, encryption: .optional, maxPeers: 8)
-    let (invitation, inviting) = try mesh.nodes["A"]!.invite(
-      "i1", from: "a1", to: member("b1", "B", .connecting), sessionID: session.sessionID, context: [],
-      timeoutMillis: 30_000, now: mesh.now)
-    mesh.carry(inviting, from: "A")
-    mesh.deliverAll()
+    var mesh = try invited("b1")
     #expect(
       sessionEvents(in: mesh.effects(of: "B")).contains {
-        if case ("b1", .invitationReceived(let received)) = $0 { received.id == invitation.id } else { false }
+        if case ("b1", .invitationReceived(let received)) = $0 { received.id == "i1" } else { false }
       })
     let accepting = try mesh.nodes["B"]!.answer("i1", by: "b1", accept: true, now: mesh.now)
     mesh.carry(accepting, from: "B")
@@ -243,18 +250,8 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
   }
 
   @Test func anInvitationForAPeerHostedElsewhereIsRefused() throws {
-    var mesh = Harness(["A", "B"])
-    mesh.feed("A", .localPeerAdded(peerID: "a1", displayName: "A1"))
-    mesh.feed("B", .localPeerAdded(peerID: "b1", displayName: "B1"))
-    mesh.link("A", "B")
-    let session = mesh.nodes["A"]!.createSession(
-      "s", creator: member("a1", "A"), strategy: .cluster, encryption: .optional, maxPeers: 8)
     // A invites a peer B does not host, on B's link.
-    let (_, inviting) = try mesh.nodes["A"]!.invite(
-      "i1", from: "a1", to: member("x1", "B", .connecting), sessionID: session.sessionID, context: [],
-      timeoutMillis: 30_000, now: mesh.now)
-    mesh.carry(inviting, from: "A")
-    mesh.deliverAll()
+    let mesh = try invited("x1")
     #expect(refusals(in: mesh.effects(of: "B")).map(\.reason) == ["unknown_peer"])
     #expect(mesh.nodes["B"]!.sessions.invitations.isEmpty)
   }
@@ -276,17 +273,7 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
   }
 
   @Test func sessionEventsAreForLocalPeersOnly() throws {
-    var mesh = Harness(["A", "B"])
-    mesh.feed("A", .localPeerAdded(peerID: "a1", displayName: "A1"))
-    mesh.feed("B", .localPeerAdded(peerID: "b1", displayName: "B1"))
-    mesh.link("A", "B")
-    let session = mesh.nodes["A"]!.createSession(
-      "s", creator: member("a1", "A"), strategy: .cluster, encryption: .optional, maxPeers: 8)
-    let (_, inviting) = try mesh.nodes["A"]!.invite(
-      "i1", from: "a1", to: member("b1", "B", .connecting), sessionID: session.sessionID, context: [],
-      timeoutMillis: 30_000, now: mesh.now)
-    mesh.carry(inviting, from: "A")
-    mesh.deliverAll()
+    var mesh = try invited("b1")
     mesh.carry(try mesh.nodes["B"]!.answer("i1", by: "b1", accept: true, now: mesh.now), from: "B")
     mesh.deliverAll()
     for node in ["A", "B"] {

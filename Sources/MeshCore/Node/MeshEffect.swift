@@ -91,18 +91,7 @@ public struct FrameRefusal: Sendable, Hashable {
   /// stream open); nil when the sender is not known.
   public var answer: String?
   /// The frame claimed a sending peer that the sending node does not host.
-  public var spoofedSender: Bool
-
-  public init(
-    reason: String, detail: String, nodeID: String?, message: MeshMessage, answer: String?, spoofedSender: Bool = false
-  ) {
-    self.reason = reason
-    self.detail = detail
-    self.nodeID = nodeID
-    self.message = message
-    self.answer = answer
-    self.spoofedSender = spoofedSender
-  }
+  public var spoofedSender = false
 }
 
 /// Why a ``MeshNode`` command was refused, in the shape the REST layer answers with (HTTP status, snake_case code,
