@@ -169,39 +169,37 @@ public final class Simulation {
 
   /// `PUT /advertising/{serviceType}`.
   public func advertise(_ peerID: String, serviceType: String, discoveryInfo: [String: String] = [:]) {
-    let node = home(peerID)
-    nodes[node].durable[peerID]!.advertising[serviceType] = discoveryInfo
-    changed()
-    guard nodes[node].alive else { return }
-    feed(.advertisingStarted(peerID: peerID, serviceType: serviceType, discoveryInfo: discoveryInfo), on: node)
+    peerCommand(peerID, .advertisingStarted(peerID: peerID, serviceType: serviceType, discoveryInfo: discoveryInfo)) {
+      $0.advertising[serviceType] = discoveryInfo
+    }
   }
 
   /// `DELETE /advertising/{serviceType}`.
   public func stopAdvertising(_ peerID: String, serviceType: String) {
-    let node = home(peerID)
-    nodes[node].durable[peerID]!.advertising[serviceType] = nil
-    changed()
-    guard nodes[node].alive else { return }
-    feed(.advertisingStopped(peerID: peerID, serviceType: serviceType), on: node)
+    peerCommand(peerID, .advertisingStopped(peerID: peerID, serviceType: serviceType)) {
+      $0.advertising[serviceType] = nil
+    }
   }
 
   /// `PUT /browsing/{serviceType}`.
   public func browse(_ peerID: String, serviceType: String) {
-    let node = home(peerID)
-    nodes[node].durable[peerID]!.browsing.insert(serviceType)
-    changed()
-    guard nodes[node].alive else { return }
-    feed(.browsingStarted(peerID: peerID, serviceType: serviceType), on: node)
+    peerCommand(peerID, .browsingStarted(peerID: peerID, serviceType: serviceType)) { $0.browsing.insert(serviceType) }
   }
 
   /// `DELETE /browsing/{serviceType}`: the peer forgets what it found for that service.
   public func stopBrowsing(_ peerID: String, serviceType: String) {
-    let node = home(peerID)
-    nodes[node].durable[peerID]!.browsing.remove(serviceType)
     beliefs[peerID]?[serviceType] = nil
+    peerCommand(peerID, .browsingStopped(peerID: peerID, serviceType: serviceType)) { $0.browsing.remove(serviceType) }
+  }
+
+  /// A command of peer `peerID`: kept in its durable record (`change`, what the real node stores) and, when its node
+  /// is running, reported to the node's ``MeshNode``.
+  func peerCommand(_ peerID: String, _ input: MeshInput, change: (inout DurablePeer) -> Void) {
+    let node = home(peerID)
+    change(&nodes[node].durable[peerID]!)
     changed()
     guard nodes[node].alive else { return }
-    feed(.browsingStopped(peerID: peerID, serviceType: serviceType), on: node)
+    feed(input, on: node)
   }
 
   func home(_ peerID: String) -> Int {
