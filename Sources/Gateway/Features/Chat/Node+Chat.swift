@@ -81,7 +81,7 @@ extension Node {
   // MARK: - REST
 
   func chatFailure(_ failure: ChatBook.Failure) -> APIError {
-    APIError(status: failure.status, code: failure.code, message: failure.message)
+    self.failure(MeshFailure(failure))
   }
 
   func peerRef(_ peer: StoredPeer) -> Directory.PeerRef {
