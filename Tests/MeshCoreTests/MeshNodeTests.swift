@@ -272,7 +272,7 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
     #expect(mesh.nodes[node]!.links.linkedNodeIDs.isEmpty)
   }
 
-  @Test func sessionEventsAreForLocalPeersOnly() throws {
+  @Test func eachNodeTellsOnlyItsOwnPeersAboutASession() throws {
     var mesh = try invited("b1")
     mesh.carry(try mesh.nodes["B"]!.answer("i1", by: "b1", accept: true, now: mesh.now), from: "B")
     mesh.deliverAll()
@@ -280,5 +280,23 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
       let told = Set(sessionEvents(in: mesh.effects(of: node)).map(\.0))
       #expect(told == [node == "A" ? "a1" : "b1"])
     }
+  }
+
+  @Test func aDeletedPeerIsToldNothingMore() throws {
+    var mesh = Harness(["A"])
+    mesh.feed("A", .localPeerAdded(peerID: "a1", displayName: "A1"))
+    mesh.feed("A", .localPeerAdded(peerID: "a2", displayName: "A2"))
+    let session = mesh.nodes["A"]!.createSession(
+      "s", creator: member("a1", "A"), strategy: .cluster, encryption: .optional, maxPeers: 8)
+    let (_, inviting) = try mesh.nodes["A"]!.invite(
+      "i1", from: "a1", to: member("a2", "A", .connecting), sessionID: session.sessionID, context: [],
+      timeoutMillis: 1000, now: mesh.now)
+    mesh.carry(inviting, from: "A")
+    #expect(sessionEvents(in: mesh.effects(of: "A")).map(\.0) == ["a2"])
+    // a2 is deleted; whatever becomes of its invitation, only a1 hears of it.
+    let removed = mesh.feed("A", .localPeerRemoved(peerID: "a2", now: mesh.now))
+    let expired = mesh.feed("A", .tick(now: mesh.now + 5000))
+    #expect(!mesh.nodes["A"]!.directory.isLocal("a2"))
+    #expect(Set(sessionEvents(in: removed + expired).map(\.0)) == ["a1"])
   }
 }
