@@ -38,16 +38,9 @@ final class LiveStream {
 extension LiveStream: Sendable {}
 
 /// A stream as shown to its two peers.
-struct StreamRecord: Sendable {
+struct StreamRecord: PayloadRecord, Sendable {
   var id: String
-  var direction: TransferDirection
-  var sessionID: String
-  var fromPeerID: String
-  var fromDisplayName: String
-  var fromNodeID: String
-  var toPeerID: String
-  var toDisplayName: String
-  var toNodeID: String
+  var parties: PayloadParties
   var name: String
   /// open, closed (the writer finished and the reader took everything) or failed.
   var state: String
@@ -87,9 +80,12 @@ extension Node {
     }
     let target = try connectedRecipient(toID, in: session)
     let record = StreamRecord(
-      id: UUID().uuidString.lowercased(), direction: .outgoing, sessionID: session.sessionID, fromPeerID: peer.id,
-      fromDisplayName: peer.displayName, fromNodeID: nodeID, toPeerID: toID, toDisplayName: target.displayName,
-      toNodeID: target.nodeID, name: name, state: "open", bytes: 0, reason: nil, createdAt: Timestamp.now())
+      id: UUID().uuidString.lowercased(),
+      parties: PayloadParties(
+        direction: .outgoing, sessionID: session.sessionID,
+        from: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID),
+        to: PayloadParty(peerID: toID, displayName: target.displayName, nodeID: target.nodeID)),
+      name: name, state: "open", bytes: 0, reason: nil, createdAt: Timestamp.now())
     let stream = LiveStream(record: record)
     stream.flow = StreamFlow(window: Self.streamWindow)
     streams.outgoing[record.id] = stream
@@ -299,9 +295,12 @@ extension Node {
         return
       }
       let record = StreamRecord(
-        id: offer.streamID, direction: .incoming, sessionID: offer.sessionID, fromPeerID: offer.fromPeerID,
-        fromDisplayName: offer.fromDisplayName, fromNodeID: nodeID, toPeerID: peer.id,
-        toDisplayName: peer.displayName, toNodeID: self.nodeID, name: offer.name, state: "open", bytes: 0,
+        id: offer.streamID,
+        parties: PayloadParties(
+          direction: .incoming, sessionID: offer.sessionID,
+          from: PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID),
+          to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: self.nodeID)),
+        name: offer.name, state: "open", bytes: 0,
         reason: nil, createdAt: Timestamp.now())
       let stream = LiveStream(record: record)
       stream.intake = StreamIntake()
@@ -507,21 +506,6 @@ extension Node {
   }
 
   func streamJSON(_ record: StreamRecord) -> JSONValue {
-    var object: JSONObject = [
-      "id": .string(record.id), "sessionId": .string(record.sessionID),
-      "direction": .string(record.direction.rawValue), "name": .string(record.name),
-      "state": .string(record.state), "bytes": .int(Int64(record.bytes)),
-      "from": [
-        "id": .string(record.fromPeerID), "displayName": .string(record.fromDisplayName),
-        "nodeId": .string(record.fromNodeID),
-      ],
-      "to": [
-        "id": .string(record.toPeerID), "displayName": .string(record.toDisplayName),
-        "nodeId": .string(record.toNodeID),
-      ],
-      "createdAt": .string(record.createdAt),
-    ]
-    object["reason"] = record.reason.map { .string($0) } ?? .null
-    return .object(object)
+    .object(record.commonJSON)
   }
 }

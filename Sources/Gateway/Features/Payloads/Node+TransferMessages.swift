@@ -186,9 +186,12 @@ extension Node {
     let now = Timestamp.now()
     let ask = fileConsent == .ask && transfers.alwaysAccept[peer.id]?[offer.fromPeerID] == nil
     let record = TransferRecord(
-      id: id, direction: .incoming, sessionID: offer.sessionID, fromPeerID: offer.fromPeerID,
-      fromDisplayName: offer.fromDisplayName, fromNodeID: nodeID, toPeerID: peer.id, toDisplayName: peer.displayName,
-      toNodeID: self.nodeID, name: name,
+      id: id,
+      parties: PayloadParties(
+        direction: .incoming, sessionID: offer.sessionID,
+        from: PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID),
+        to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: self.nodeID)),
+      name: name,
       contentType: Self.cleanContentType(offer.contentType) ?? "application/octet-stream", size: offer.size,
       bytes: 0, state: ask ? "awaitingConsent" : "inProgress", reason: nil, sha256: nil,
       path: partialPath(id, .incoming), resumedFrom: nil, createdAt: now, updatedAt: now)

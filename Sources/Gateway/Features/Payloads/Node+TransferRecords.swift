@@ -119,24 +119,16 @@ extension Node {
   }
 
   func transferJSON(_ record: TransferRecord) -> JSONValue {
-    var object: JSONObject = [
+    // The members in the order the API has always shown them.
+    let object: JSONObject = [
       "id": .string(record.id), "sessionId": .string(record.sessionID),
       "direction": .string(record.direction.rawValue), "name": .string(record.name),
       "contentType": .string(record.contentType), "size": .int(Int64(record.size)),
-      "bytes": .int(Int64(record.bytes)), "state": .string(record.state),
-      "from": [
-        "id": .string(record.fromPeerID), "displayName": .string(record.fromDisplayName),
-        "nodeId": .string(record.fromNodeID),
-      ],
-      "to": [
-        "id": .string(record.toPeerID), "displayName": .string(record.toDisplayName),
-        "nodeId": .string(record.toNodeID),
-      ],
-      "createdAt": .string(record.createdAt), "updatedAt": .string(record.updatedAt),
+      "bytes": .int(Int64(record.bytes)), "state": .string(record.state), "from": record.parties.from.json,
+      "to": record.parties.to.json, "createdAt": .string(record.createdAt), "updatedAt": .string(record.updatedAt),
+      "sha256": record.sha256.map { .string($0) } ?? .null, "reason": record.reason.map { .string($0) } ?? .null,
+      "resumedFrom": record.resumedFrom.map { .int(Int64($0)) } ?? .null,
     ]
-    object["sha256"] = record.sha256.map { .string($0) } ?? .null
-    object["reason"] = record.reason.map { .string($0) } ?? .null
-    object["resumedFrom"] = record.resumedFrom.map { .int(Int64($0)) } ?? .null
     return .object(object)
   }
 

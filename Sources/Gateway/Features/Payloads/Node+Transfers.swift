@@ -168,9 +168,12 @@ extension Node {
       context.request.head.headers["content-type"].flatMap(Self.cleanContentType)
       ?? "application/octet-stream"
     let record = TransferRecord(
-      id: id, direction: .outgoing, sessionID: session.sessionID, fromPeerID: peer.id,
-      fromDisplayName: peer.displayName, fromNodeID: nodeID, toPeerID: toID, toDisplayName: target.displayName,
-      toNodeID: target.nodeID, name: name, contentType: contentType, size: UInt64(size), bytes: 0, state: "pending",
+      id: id,
+      parties: PayloadParties(
+        direction: .outgoing, sessionID: session.sessionID,
+        from: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID),
+        to: PayloadParty(peerID: toID, displayName: target.displayName, nodeID: target.nodeID)),
+      name: name, contentType: contentType, size: UInt64(size), bytes: 0, state: "pending",
       reason: nil, sha256: nil, path: partialPath(id, .outgoing), resumedFrom: nil, createdAt: now, updatedAt: now)
     let transfer = LiveTransfer(record: record)
     transfer.sender = TransferSender(
@@ -197,7 +200,7 @@ extension Node {
 
     if local {
       var incoming = record
-      incoming.direction = .incoming
+      incoming.parties.direction = .incoming
       incoming.state = "inProgress"
       incoming.path = finalPath(id, .incoming, name: name)
       transfers.incoming[id] = LiveTransfer(record: incoming)

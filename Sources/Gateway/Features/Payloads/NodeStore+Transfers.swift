@@ -9,16 +9,9 @@ enum TransferDirection: String, Sendable {
 }
 
 /// A transfer as stored and shown (`GET /api/v1/transfers/{id}`).
-struct TransferRecord: Sendable, Equatable {
+struct TransferRecord: PayloadRecord, Sendable, Equatable {
   var id: String
-  var direction: TransferDirection
-  var sessionID: String
-  var fromPeerID: String
-  var fromDisplayName: String
-  var fromNodeID: String
-  var toPeerID: String
-  var toDisplayName: String
-  var toNodeID: String
+  var parties: PayloadParties
   var name: String
   var contentType: String
   var size: UInt64
@@ -97,10 +90,12 @@ extension NodeStore {
         """
       ).map { row in
         TransferRecord(
-          id: try row.string(0), direction: TransferDirection(rawValue: try row.string(1)) ?? .incoming,
-          sessionID: try row.string(2), fromPeerID: try row.string(3), fromDisplayName: try row.string(4),
-          fromNodeID: try row.string(5), toPeerID: try row.string(6), toDisplayName: try row.string(7),
-          toNodeID: try row.string(8), name: try row.string(9), contentType: try row.string(10),
+          id: try row.string(0),
+          parties: PayloadParties(
+            direction: TransferDirection(rawValue: try row.string(1)) ?? .incoming, sessionID: try row.string(2),
+            from: PayloadParty(peerID: try row.string(3), displayName: try row.string(4), nodeID: try row.string(5)),
+            to: PayloadParty(peerID: try row.string(6), displayName: try row.string(7), nodeID: try row.string(8))),
+          name: try row.string(9), contentType: try row.string(10),
           size: UInt64(max(0, try row.int64(11))), bytes: UInt64(max(0, try row.int64(12))), state: try row.string(13),
           reason: try row.optionalString(14), sha256: try row.optionalString(15), path: try row.string(16),
           resumedFrom: try row.optionalInt64(17).map { UInt64(max(0, $0)) }, createdAt: try row.string(18),
