@@ -101,9 +101,11 @@ public actor Node {
     // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
     sessions.deferredSequencing = true
     self.mesh = MeshRuntime(
-      links: LinkManager(
-        local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret, pins: security.pins),
-      directory: directory, sessions: sessions)
+      node: MeshNode(
+        links: LinkManager(
+          local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret,
+          pins: security.pins),
+        directory: directory, sessions: sessions))
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
