@@ -105,7 +105,8 @@ struct Router: Sendable {
   /// Every route of the node: the union of the features' tables, in the order of the OpenAPI document.
   static let standard = Router(
     routes: SystemRoutes.routes + PeerRoutes.routes + EventRoutes.routes + DiscoveryRoutes.routes
-      + AdminRoutes.routes + SessionRoutes.routes + TransceiveRoutes.routes + JobRoutes.routes + ChatRoutes.routes
+      + AdminRoutes.routes + SessionRoutes.routes + InvitationRoutes.routes + TransceiveRoutes.routes + JobRoutes.routes
+      + ChatRoutes.routes
       + PayloadRoutes.routes)
 
 }

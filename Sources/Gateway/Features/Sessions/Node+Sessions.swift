@@ -1,4 +1,4 @@
-/// Sessions, invitations, data and named events: REST handlers over ``SessionBook`` and the events they produce.
+/// Sessions, data and named events: REST handlers over ``SessionBook`` and the events they produce.
 ///
 /// Layer 6 (surface) and 4 (runtime wiring). The state machine decides (strategies, capacity, late accepts);
 /// this file validates input, turns ``SessionBook/Failure`` into the JSON error shape, sends frames and writes
@@ -460,100 +460,6 @@ extension Node {
     return SocketSendRequest(
       sessionID: sessionID, targets: try body.optionalStringArray("to"), payload: payload,
       reliable: mode == "reliable")
-  }
-
-  // MARK: - Invitations
-
-  func createInvitation(_ context: RequestContext) throws -> HTTPResponse {
-    let body = try RequestBody(context.request)
-    try body.allowOnly(["to", "session", "context", "timeoutSeconds"])
-    let toID = try body.requiredString("to")
-    let sessionID = try body.requiredString("session")
-    let contextText = try body.optionalString("context") ?? ""
-    do {
-      try Validate.context(contextText.utf8.count)
-    } catch {
-      throw error.apiError
-    }
-    let timeout = try body.timeoutSeconds()
-    let inviter = context.authenticatedPeer
-    guard let target = mesh.directory.peer(toID) else {
-      throw APIError.notFound("no peer \(toID) in the mesh; browse with PUT /api/v1/browsing/{serviceType}")
-    }
-    let now = Self.monotonicMillis()
-    let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
-    do {
-      (invitation, effects) = try mesh.node.invite(
-        UUID().uuidString.lowercased(), from: inviter.id,
-        to: SessionMember(
-          peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
-        sessionID: sessionID, context: Array(contextText.utf8), timeoutMillis: UInt32(timeout * 1000), now: now)
-    } catch {
-      throw failure(error)
-    }
-    interpret(effects)
-    return .json(["invitation": invitationJSON(invitation)], status: 201)
-  }
-
-  func listInvitations(_ context: RequestContext) throws -> HTTPResponse {
-    let peerID = context.authenticatedPeer.id
-    let direction = context.request.head.query["direction"]
-    guard direction == nil || direction == "incoming" || direction == "outgoing" else {
-      throw APIError.badRequest("direction must be incoming or outgoing, not \(direction!.debugDescription)")
-    }
-    let list = mesh.sessions.invitations(of: peerID).filter { invitation in
-      switch direction {
-      case "incoming": invitation.offer.toPeerID == peerID
-      case "outgoing": invitation.offer.fromPeerID == peerID
-      default: true
-      }
-    }
-    let page = try Page(list, id: \.id, query: context.request.head.query)
-    return .json(["invitations": .array(page.items.map(invitationJSON)), "nextCursor": page.nextCursorJSON])
-  }
-
-  func ownInvitation(_ context: RequestContext) throws(APIError) -> SessionBook.Invitation {
-    let id = context.parameters["invitationId"] ?? ""
-    let peerID = context.authenticatedPeer.id
-    guard let invitation = mesh.sessions.invitations[id],
-      invitation.offer.toPeerID == peerID || invitation.offer.fromPeerID == peerID
-    else {
-      throw APIError.notFound("no invitation \(id) for this peer; see GET /api/v1/invitations")
-    }
-    return invitation
-  }
-
-  func getInvitation(_ context: RequestContext) throws -> HTTPResponse {
-    .json(["invitation": invitationJSON(try ownInvitation(context))])
-  }
-
-  func answerInvitation(_ context: RequestContext, accept: Bool) throws -> HTTPResponse {
-    let invitation = try ownInvitation(context)
-    guard invitation.offer.toPeerID == context.authenticatedPeer.id else {
-      throw APIError(
-        status: 403, code: "forbidden", message: "only the invited peer can accept or decline; the inviter can cancel")
-    }
-    do {
-      interpret(
-        try mesh.node.answer(
-          invitation.id, by: context.authenticatedPeer.id, accept: accept, now: Self.monotonicMillis()))
-    } catch {
-      throw failure(error)
-    }
-    return .json(["invitation": invitationJSON(mesh.sessions.invitations[invitation.id]!)])
-  }
-
-  func cancelInvitation(_ context: RequestContext) throws -> HTTPResponse {
-    let invitation = try ownInvitation(context)
-    guard invitation.offer.fromPeerID == context.authenticatedPeer.id else {
-      throw APIError(status: 403, code: "forbidden", message: "only the inviter can cancel; the invitee can decline")
-    }
-    do {
-      interpret(try mesh.node.cancel(invitation.id, by: context.authenticatedPeer.id))
-    } catch {
-      throw failure(error)
-    }
-    return .json(["invitation": invitationJSON(mesh.sessions.invitations[invitation.id]!)])
   }
 }
 
