@@ -334,6 +334,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     me: () => state.me,
     signedIn,
     sessions: () => [...state.sessions.values()],
+    hasPath: (path) => hasPath(path),
   });
 
   // ----------------------------------------------------------- features
@@ -2013,6 +2014,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     /** Called twice a second by app.js: countdowns. */
     tick() {
       if (!signedIn()) return;
+      files.tick();
       for (const row of el.promptList.children) {
         const inv = state.invitations.get(row.dataset.key);
         if (inv) setText(row.querySelector('[data-testid="prompt-expires"]'), expiresText(inv));

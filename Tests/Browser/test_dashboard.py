@@ -505,6 +505,112 @@ class DashboardScenario(unittest.TestCase):
         self.assertFalse([r for r in bob.qa("transfer-row")
                           if bob.text("transfer-name", r) == big.name and r.get_attribute("data-state") == "finished"])
 
+    def send_in_files(self, browser: Browser, path: Path, to: str = "Bob") -> None:
+        """Sends a file from the Files view to `to` in the session of test_04."""
+        browser.tab("files")
+        Select(browser.wait("the session picker", lambda: (s := browser.q("file-session")).is_enabled() and s)).select_by_value(
+            type(self).session_id)
+        Select(browser.wait(f"{to} in the To picker", lambda: (s := browser.q("file-to")).is_enabled() and s)).select_by_visible_text(to)
+        picker = browser.q("file-input")
+        browser.js("arguments[0].hidden = false", picker)
+        picker.send_keys(str(path))
+        browser.js("arguments[0].hidden = true", picker)
+
+    def transfer_named(self, browser: Browser, name: str, direction: str):
+        return next((r for r in browser.qa("transfer-row") if browser.text("transfer-name", r) == name
+                     and r.get_attribute("data-direction") == direction), None)
+
+    def within_viewport(self, browser: Browser, element) -> bool:
+        return browser.js("const r = arguments[0].getBoundingClientRect(); return r.width > 0 && r.left >= 0 "
+                          "&& r.right <= window.innerWidth", element)
+
+    def test_04c_file_consent(self) -> None:
+        """With file consent on (beta asks), Bob answers an incoming file: Decline on a desktop, Accept with
+        "always" on a phone; then Ann's next file goes straight through until Bob asks again."""
+        ann, bob = self.ann, self.bob
+        if not ann.q("tab-files").is_displayed():
+            self.skipTest("the node has no Files API (/api/v1/transfers) yet")
+        self.assertTrue(self.beta.admin_token, "beta printed its admin token on its first start")
+        self.beta.api("PATCH", "node/settings", {"fileConsent": "ask"}, token=self.beta.admin_token)
+        folder = Path(self.work.name)
+        try:
+            # Desktop: Bob is in Jobs when the file is offered; the question is above every view.
+            for browser in (ann, bob):
+                browser.viewport(DESKTOP)
+            bob.tab("jobs")
+            first = folder / "plan-a.txt"
+            first.write_bytes(b"a" * 2048)
+            self.send_in_files(ann, first)
+            prompt = bob.wait("the file prompt", lambda: (p := bob.qa("file-prompt")) and p[0].is_displayed() and p[0])
+            self.assertEqual(bob.text("file-prompt-from", prompt), "Ann")
+            self.assertEqual(bob.text("file-prompt-name", prompt), "plan-a.txt")
+            self.assertEqual(bob.text("file-prompt-size", prompt), "2.0 KB")
+            self.assertRegex(bob.text("file-prompt-expires", prompt), r"^expires in \d+ s$")
+            self.assertEqual(bob.text("file-prompt-always-label", prompt), "Always accept files from Ann")
+            self.assertIn("Ann wants to send you plan-a.txt (2.0 KB): accept or decline it.",
+                          bob.q("arrivals-live").get_attribute("textContent"))
+            bob.wait("the file counted in the title", lambda: bob.driver.title == "(1) beta · meshgate")
+            self.assertEqual(bob.text("files-badge"), "1")
+            self.assertTrue(self.within_viewport(bob, bob.q("file-prompt-accept", prompt)))
+            sent = ann.wait("Ann's row waiting for Bob", lambda: (r := self.transfer_named(ann, first.name, "outgoing"))
+                            and r.get_attribute("data-state") == "awaitingConsent" and r)
+            self.assertEqual(ann.text("transfer-status", sent), "waiting for Bob to accept")
+            at_beta = self.beta.api("GET", "transfers", token=bob.local_storage("meshgate.token"))["transfers"]
+            self.assertEqual([t["state"] for t in at_beta if t["name"] == first.name], ["awaitingConsent"])
+            bob.screenshot("bob-file-consent-desktop")
+            ann.screenshot("ann-file-waiting-desktop")
+            bob.click("file-prompt-decline", prompt)
+            bob.wait("the prompt gone", lambda: not bob.q("file-prompts").is_displayed())
+            bob.wait("the title without a count", lambda: bob.driver.title == "beta · meshgate")
+            row = ann.wait("Ann's row declined", lambda: (r := self.transfer_named(ann, first.name, "outgoing"))
+                           and r.get_attribute("data-state") == "declined" and r)
+            self.assertEqual(ann.text("transfer-status", row), "declined · Bob declined the file")
+            self.assertIn("Bob declined plan-a.txt.", ann.q("arrivals-live").get_attribute("textContent"))
+
+            # Phone: Bob answers in the Files view, on the file's own row, and accepts Ann's files from now on.
+            bob.viewport(PHONE)
+            bob.tab("files")
+            second = folder / "plan-b.txt"
+            second.write_bytes(b"b" * 3000)
+            self.send_in_files(ann, second)
+            row = bob.wait("the row asking Bob", lambda: (r := self.transfer_named(bob, second.name, "incoming"))
+                           and r.get_attribute("data-state") == "awaitingConsent" and r)
+            self.assertIn("waiting for your answer", bob.text("transfer-status", row))
+            for testid in ("transfer-accept", "transfer-decline", "transfer-always"):
+                self.assertTrue(self.within_viewport(bob, bob.q(testid, row)), f"{testid} on the phone's screen")
+            self.assertFalse(bob.q("transfer-cancel", row).is_displayed(), "an offered file is declined, not canceled")
+            bob.screenshot("bob-file-consent-phone")
+            bob.q("transfer-always", row).click()
+            bob.click("transfer-accept", row)
+            for browser, direction in ((ann, "outgoing"), (bob, "incoming")):
+                browser.wait(f"the {direction} accepted file finished", lambda: (r := self.transfer_named(browser, second.name, direction))
+                             and r.get_attribute("data-state") == "finished")
+            always = bob.wait("Ann on Bob's always-accept list", lambda: [bob.text("always-accept-name", r)
+                                                                           for r in bob.qa("always-accept-row")] == ["Ann"])
+            self.assertTrue(always)
+            consent = self.beta.api("GET", "file-consent", token=bob.local_storage("meshgate.token"))["fileConsent"]
+            self.assertEqual([e["displayName"] for e in consent["alwaysAccept"]], ["Ann"])
+            # Ann's next file is not asked about.
+            bob.js("""
+                window.__filePrompts = 0;
+                new MutationObserver((records) => { for (const r of records) window.__filePrompts += r.addedNodes.length; })
+                  .observe(document.querySelector('[data-testid=file-prompt-list]'), { childList: true });
+            """)
+            third = folder / "plan-c.txt"
+            third.write_bytes(b"c" * 100)
+            self.send_in_files(ann, third)
+            bob.wait("the third file at Bob without a question", lambda: (r := self.transfer_named(bob, third.name, "incoming"))
+                     and r.get_attribute("data-state") == "finished")
+            self.assertEqual(bob.js("return window.__filePrompts"), 0, "no prompt for an always-accepted sender")
+            # "Ask again" takes Ann off the list.
+            bob.click("always-accept-remove", bob.qa("always-accept-row")[0])
+            bob.wait("the list empty and hidden", lambda: not bob.q("always-accept").is_displayed())
+            consent = self.beta.api("GET", "file-consent", token=bob.local_storage("meshgate.token"))["fileConsent"]
+            self.assertEqual(consent["alwaysAccept"], [])
+        finally:
+            self.beta.api("PATCH", "node/settings", {"fileConsent": "auto"}, token=self.beta.admin_token)
+            bob.viewport(DESKTOP)
+
     def test_05_live_event_log(self) -> None:
         ann, bob = self.ann, self.bob
         bob.tab("events")
