@@ -22,7 +22,8 @@
 // query the ids listed under a row inside that row.
 //
 //   Header       node-name, theme-select, connection-state [data-state], connection-label,
-//                connection-retry, retry-now
+//                connection-retry, retry-now, qr-toggle [aria-expanded], qr-panel, qr-figure,
+//                qr-code (svg) [data-version, data-mask], qr-url, qr-note, qr-close
 //   Node panel   node-panel, node-info-name, node-id, node-version, node-uptime,
 //                node-peer-count, node-open-websockets, node-status
 //   Identity     identity-panel, identity-notice, sign-in-form, name-input,
@@ -101,6 +102,7 @@
 
 import { createDashboard } from './dashboard.js';
 import { setBase as setTitleBase } from './arrivals.js';
+import { initPhoneLink } from './phone-link.js';
 
 // ---------------------------------------------------------------------------
 // 1. Constants and helpers
@@ -1203,6 +1205,7 @@ function initTheme() {
 
 function boot() {
   initTheme();
+  initPhoneLink();
   eventList.init();
   dashboard.init();
 

@@ -24,6 +24,7 @@ import { announce, count as countArrivals } from './arrivals.js';
 const HISTORY_PAGE = 200;
 const HISTORY_MAX_PAGES = 5;
 const ACTIVE = new Set(['pending', 'awaitingConsent', 'inProgress', 'interrupted']);
+const ENDED = new Set(['finished', 'failed', 'canceled', 'declined']);
 const STATE_TEXT = {
   uploading: 'uploading to your node',
   pending: 'waiting for the receiver',
@@ -223,6 +224,9 @@ export function createFiles(deps) {
       }
     }
     const known = state.transfers.get(transfer.id);
+    // An answer that left the node before the transfer ended may arrive after its last event (a small file
+    // accepted with Accept can finish before the accept's response is read): an ended transfer stays ended.
+    if (known && ENDED.has(known.state) && !ENDED.has(transfer.state)) return;
     // Progress events may overtake each other: never move a bar backwards within one state.
     if (known && known.state === transfer.state && (known.bytes || 0) > (transfer.bytes || 0)) {
       transfer = { ...transfer, bytes: known.bytes };

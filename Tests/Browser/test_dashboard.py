@@ -583,8 +583,14 @@ class DashboardScenario(unittest.TestCase):
             bob.q("transfer-always", row).click()
             bob.click("transfer-accept", row)
             for browser, direction in ((ann, "outgoing"), (bob, "incoming")):
-                browser.wait(f"the {direction} accepted file finished", lambda: (r := self.transfer_named(browser, second.name, direction))
-                             and r.get_attribute("data-state") == "finished")
+                try:
+                    browser.wait(f"the {direction} accepted file finished", lambda: (r := self.transfer_named(browser, second.name, direction))
+                                 and r.get_attribute("data-state") == "finished")
+                except TestFailure as failure:
+                    states = [(node.name, [(t["state"], t["bytes"], t.get("reason")) for t in node.api(
+                        "GET", "transfers", token=who.local_storage("meshgate.token"))["transfers"] if t["name"] == second.name])
+                        for node, who in ((self.alpha, ann), (self.beta, bob))]
+                    raise TestFailure(f"{failure}; the nodes say {states}") from failure
             always = bob.wait("Ann on Bob's always-accept list", lambda: [bob.text("always-accept-name", r)
                                                                            for r in bob.qa("always-accept-row")] == ["Ann"])
             self.assertTrue(always)
@@ -891,6 +897,85 @@ class DashboardScenario(unittest.TestCase):
         ann.wait("the system's (light) theme again", lambda: ann.js(background) == "rgb(244, 246, 248)")
         self.assertIsNone(ann.local_storage("meshgate.theme"))
         ann.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+    QR_VECTORS = [
+        ("http://127.0.0.1:8080/", "M"),
+        ("http://192.168.178.23:8080/", "M"),
+        ("https://lab-b.local:8443/dashboard/?x=1", "L"),
+        ("http://meshgate-" + "a" * 90 + ".lan:8080/", "M"),  # 114 bytes: version 7 (version information)
+        ("https://例え.jp/" + "é" * 40, "M"),  # UTF-8
+        ("h" * 200, "M"),  # version 10: a 16-bit length
+        ("h" * 250, "L"),
+    ]
+
+    def qr_in_page(self, browser: Browser, text: str, level: str, mask: int | None) -> dict:
+        browser.driver.set_script_timeout(30)
+        return browser.driver.execute_async_script(
+            """
+            const [text, level, mask, done] = arguments;
+            import('./qr.js').then((qr) => {
+              const code = qr.encode(text, mask === null ? { level } : { level, mask });
+              done({ version: code.version, mask: code.mask, modules: code.modules, penalty: qr.penalty(code.modules) });
+            }).catch((e) => done({ error: String(e) }));
+            """,
+            text, level, mask,
+        )
+
+    def test_14_qr_code_for_phones(self) -> None:
+        """The header's "Open on phone" shows a QR code of the dashboard's address that a decoder reads back,
+        on a phone and a desktop; the encoder matches python-qrcode module by module for every mask, and picks
+        the mask with the lowest penalty (scored by segno, an independent implementation of the rules)."""
+        try:
+            import io
+
+            import qrcode
+            import segno.encoder
+            import zxingcpp
+            from PIL import Image
+        except ImportError as error:
+            self.fail(f"{error.name} is missing: install Tests/Browser/requirements.txt")
+        ann = self.ann
+        for label, size in (("phone", PHONE), ("desktop", DESKTOP)):
+            ann.viewport(size)
+            ann.driver.execute_script("window.scrollTo(0, 0)")
+            self.assertEqual(ann.q("qr-toggle").get_attribute("aria-expanded"), "false")
+            self.assertFalse(ann.q("qr-panel").is_displayed())
+            ann.click("qr-toggle")
+            svg = ann.wait("the QR code", lambda: (e := ann.q("qr-code")).is_displayed() and e)
+            self.assertEqual(ann.q("qr-toggle").get_attribute("aria-expanded"), "true")
+            self.assertEqual(ann.text("qr-url"), self.alpha.url)
+            self.assertTrue(ann.q("qr-note").is_displayed(), "127.0.0.1 is said to work on this computer only")
+            self.assertTrue(self.within_viewport(ann, svg), f"the code fits the {label} screen")
+            self.assertGreaterEqual(svg.size["width"], 150, "big enough for a camera")
+            found = zxingcpp.read_barcodes(Image.open(io.BytesIO(svg.screenshot_as_png)))
+            self.assertEqual([(b.text, b.format.name) for b in found], [(self.alpha.url, "QRCode")],
+                             f"the code on the {label} screen decodes to the dashboard's address")
+            self.assertEqual(self.axe_violations(ann) if AXE_SCRIPT else [], [], "axe-core with the QR panel open")
+            ann.screenshot(f"ann-{label}-qr")
+            ann.click("qr-close")
+            ann.wait("the panel closed", lambda: not ann.q("qr-panel").is_displayed())
+            self.assertEqual(ann.js("return document.activeElement.dataset.testid"), "qr-toggle", "focus back on the button")
+        # The encoder itself, against reference vectors.
+        levels = {"L": qrcode.constants.ERROR_CORRECT_L, "M": qrcode.constants.ERROR_CORRECT_M}
+        for text, level in self.QR_VECTORS:
+            auto = self.qr_in_page(ann, text, level, None)
+            self.assertNotIn("error", auto)
+            scores = []
+            for mask in range(8):
+                code = self.qr_in_page(ann, text, level, mask)
+                reference = qrcode.QRCode(version=auto["version"], error_correction=levels[level], border=0, mask_pattern=mask)
+                reference.add_data(qrcode.util.QRData(text.encode("utf-8"), mode=qrcode.util.MODE_8BIT_BYTE))
+                reference.make(fit=False)
+                expected = [[1 if module else 0 for module in row] for row in reference.get_matrix()]
+                self.assertEqual(code["modules"], expected, f"{text[:30]!r} {level} mask {mask}: modules differ")
+                rows = tuple(bytearray(row) for row in code["modules"])
+                scores.append(segno.encoder.evaluate_mask(rows, len(rows), len(rows)))
+                self.assertEqual(code["penalty"], scores[-1], f"{text[:30]!r} mask {mask}: penalty differs from segno's")
+            self.assertEqual(auto["mask"], scores.index(min(scores)), f"{text[:30]!r}: the lowest-penalty mask")
+            self.assertEqual(auto["modules"], self.qr_in_page(ann, text, level, auto["mask"])["modules"])
+        too_long = self.qr_in_page(ann, "h" * 214, "M", None)
+        self.assertIn("RangeError", too_long.get("error", ""), "over version 10's 213 bytes is refused")
+        ann.viewport(DESKTOP)
 
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
