@@ -29,7 +29,8 @@
 //   Identity     identity-panel, identity-notice, sign-in-form, name-input,
 //                name-byte-count, sign-in-error, sign-in-submit, peer-badge,
 //                peer-name, peer-id, copy-token, switch-peer, leave,
-//                token-fallback, token-field, peer-status
+//                token-fallback, token-field, peer-status, alerts, alerts-notify, alerts-chime
+//                (checkboxes, role=switch), alerts-status
 //   Tabs         tabs, tab-nearby, tab-jobs, tab-chat (hidden unless the node's
 //                OpenAPI has /api/v1/chats), tab-invitations, tab-sessions,
 //                tab-events (role=tab, aria-selected), invitations-badge, chat-badge
@@ -103,6 +104,7 @@
 import { createDashboard } from './dashboard.js';
 import { setBase as setTitleBase } from './arrivals.js';
 import { initPhoneLink } from './phone-link.js';
+import { initAlerts } from './alerts.js';
 
 // ---------------------------------------------------------------------------
 // 1. Constants and helpers
@@ -1206,6 +1208,7 @@ function initTheme() {
 function boot() {
   initTheme();
   initPhoneLink();
+  initAlerts();
   eventList.init();
   dashboard.init();
 

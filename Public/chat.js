@@ -12,6 +12,11 @@
 // localStorage, and it is cleared only once the node has taken the message.
 // Every message carries a client id chosen when it is first sent, so sending
 // again after a timeout can never post it twice.
+//
+// A message from someone else that names you with an @ ("@Bob") is an arrival: said in the live region and
+// alerted as you chose (arrivals.js, alerts.js).
+
+import { arrive } from './arrivals.js';
 
 export const CHAT_SERVICE = 'jobmanager-chat';
 const KEY_OPEN = 'meshgate.chat.open';
@@ -151,6 +156,13 @@ export function createChat(deps) {
       after = result.nextCursor;
     }
     if (state.openId === id) renderRoom({ scroll: true });
+  }
+
+  /** A message from someone else that names this peer with an @: "@Bob, can you…". */
+  function mentionsMe(message) {
+    const me = deps.me();
+    if (!me || !me.displayName || mine(message.from) || typeof message.body !== 'string') return false;
+    return message.body.toLowerCase().includes(`@${me.displayName.toLowerCase()}`);
   }
 
   function upsertMessage(message, { count = true } = {}) {
@@ -524,14 +536,19 @@ export function createChat(deps) {
     const data = event.data && typeof event.data === 'object' ? event.data : {};
     const chatId = data.chat && data.chat.id;
     switch (event.type) {
-      case 'chat.message':
+      case 'chat.message': {
         if (!data.message) return;
-        upsertMessage({ ...data.message, chatId: data.message.chatId || chatId });
+        const fresh = upsertMessage({ ...data.message, chatId: data.message.chatId || chatId });
+        if (fresh && mentionsMe(data.message)) {
+          const room = (state.chats.get(chatId) || data.chat || {}).name || 'a room';
+          arrive(`${deps.peerName(data.message.from)} mentioned you in ${room}: ${data.message.body}`, { tag: `chat-${data.message.id}` });
+        }
         if (!state.chats.has(chatId)) refreshChatsSoon();
         if (chatId === state.openId) renderRoom();
         renderRooms();
         renderBadge();
         return;
+      }
       case 'chat.member.joined':
       case 'chat.member.left':
         if (chatId === state.openId) refreshRoomSoon();

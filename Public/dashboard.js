@@ -10,7 +10,7 @@
 
 import { CHAT_SERVICE, createChat } from './chat.js';
 import { createFiles, formatBytes } from './files.js';
-import { announce, count as countArrivals } from './arrivals.js';
+import { arrive, count as countArrivals } from './arrivals.js';
 
 const JOBS_SERVICE = 'jobmanager-jobs';
 const MESH_REFRESH_MS = 5_000;
@@ -1877,7 +1877,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       case 'invitation.canceled':
         upsertInvitation(data.invitation);
         if (event.type === 'invitation.received' && data.invitation && isIncoming(data.invitation)) {
-          announce(`${offerText(data.invitation)}.`);
+          arrive(`${offerText(data.invitation)}.`, { tag: `invitation-${data.invitation.id}` });
         }
         if (event.type === 'invitation.accepted') refreshSessionsSoon();
         break;

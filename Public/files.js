@@ -19,7 +19,7 @@
 // The upload to our own node is an XMLHttpRequest (fetch has no upload
 // progress); from then on the node reports the delivery to the receiver's node.
 
-import { announce, count as countArrivals } from './arrivals.js';
+import { announce, arrive, count as countArrivals } from './arrivals.js';
 
 const HISTORY_PAGE = 200;
 const HISTORY_MAX_PAGES = 5;
@@ -604,7 +604,9 @@ export function createFiles(deps) {
     if (event.type === 'transfer.offered' && transfer.direction === 'incoming') {
       if (Number.isFinite(data.timeoutSeconds)) state.deadlines.set(transfer.id, Date.now() + data.timeoutSeconds * 1000);
       if (!state.transfers.has(transfer.id)) {
-        announce(`${peerName(transfer.from)} wants to send you ${transfer.name} (${formatBytes(transfer.size)}): accept or decline it.`);
+        arrive(`${peerName(transfer.from)} wants to send you ${transfer.name} (${formatBytes(transfer.size)}): accept or decline it.`, {
+          tag: `transfer-${transfer.id}`,
+        });
       }
     }
     if (event.type === 'transfer.declined' && transfer.direction === 'outgoing') {
@@ -612,7 +614,7 @@ export function createFiles(deps) {
     }
     if (transfer.state !== 'awaitingConsent') state.deadlines.delete(transfer.id);
     if (event.type === 'transfer.started' && transfer.direction === 'incoming' && !state.transfers.has(transfer.id)) {
-      announce(`${peerName(transfer.from)} is sending you ${transfer.name} (${formatBytes(transfer.size)}).`);
+      arrive(`${peerName(transfer.from)} is sending you ${transfer.name} (${formatBytes(transfer.size)}).`, { tag: `transfer-${transfer.id}` });
       if (!state.visible) {
         state.unseen.add(transfer.id);
         renderBadge();

@@ -977,6 +977,138 @@ class DashboardScenario(unittest.TestCase):
         self.assertIn("RangeError", too_long.get("error", ""), "over version 10's 213 bytes is refused")
         ann.viewport(DESKTOP)
 
+    def invite_bob(self, context: str) -> str:
+        """Ann invites Bob to a new session through the API (an arrival at Bob); returns the invitation id."""
+        token = self.ann.local_storage("meshgate.token")
+        session = self.alpha.api("POST", "sessions", {"strategy": "cluster"}, token=token)["session"]["id"]
+        invitation = self.alpha.api("POST", "invitations", {"to": self.bob_id(), "session": session, "context": context},
+                                    token=token)["invitation"]["id"]
+        self.bob.wait("the invitation prompt", lambda: row_by_key(self.bob, "invitation-prompt", "data-invitation-id", invitation))
+        return invitation
+
+    def decline_at_bob(self, invitation: str) -> None:
+        self.beta.api("POST", f"invitations/{invitation}/decline", token=self.bob.local_storage("meshgate.token"))
+        self.bob.wait("the prompt gone", lambda: row_by_key(self.bob, "invitation-prompt", "data-invitation-id", invitation) is None)
+
+    def observe_alerts(self, browser: Browser) -> None:
+        """Records notifications (a stand-in Notification with the real permission) and chime oscillators; the
+        page counts as not focused, as when the person is in another window."""
+        browser.js(
+            """
+            window.__notes = [];
+            window.__oscillators = window.__oscillators || 0;
+            const Real = window.__RealNotification || window.Notification;
+            window.__RealNotification = Real;
+            window.Notification = class {
+              constructor(title, options) { window.__notes.push({ title, body: options.body, tag: options.tag }); }
+              addEventListener() {}
+              close() {}
+              static get permission() { return Real.permission; }
+              static requestPermission() { return Real.requestPermission(); }
+            };
+            document.hasFocus = () => false;
+            if (!AudioContext.prototype.__counted) {
+              const create = AudioContext.prototype.createOscillator;
+              AudioContext.prototype.createOscillator = function () { window.__oscillators += 1; return create.call(this); };
+              AudioContext.prototype.__counted = true;
+            }
+            """
+        )
+
+    def test_15_arrival_alerts(self) -> None:
+        """Opt-in system notification and chime for arrivals: permission is asked only from the switch, the
+        choices are kept, a notification and a chime come with an offer (and a chat mention) only when on."""
+        bob = self.bob
+        # Count permission requests from the page's first line on: loading the page must not ask.
+        bob.driver.execute_cdp_cmd("Page.enable", {})
+        bob.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+            window.__asks = 0;
+            const ask = Notification.requestPermission.bind(Notification);
+            Notification.requestPermission = (...args) => { window.__asks += 1; return ask(...args); };
+        """})
+        bob.viewport(PHONE)
+        bob.driver.refresh()
+        bob.wait("live after reload", lambda: bob.state() == "live")
+        bob.tab("nearby")
+        self.assertEqual(bob.js("return window.__asks"), 0, "no permission asked on load")
+        self.assertEqual(bob.js("return Notification.permission"), "default")
+        notify, chime = bob.q("alerts-notify"), bob.q("alerts-chime")
+        self.assertFalse(notify.is_selected() or chime.is_selected(), "both off until chosen")
+        for element in (notify, chime):
+            self.assertTrue(self.within_viewport(bob, bob.driver.execute_script("return arguments[0].parentElement", element)))
+        # Not granted (headless Chromium answers a prompt with no one to see it as dismissed): the switch
+        # stays off and says why.
+        bob.js("arguments[0].scrollIntoView({block: 'center'})", notify)
+        bob.js("arguments[0].click()", notify)
+        bob.wait("the request answered", lambda: bob.js("return window.__asks") == 1 and not notify.get_attribute("disabled"))
+        bob.wait("the switch off with a reason", lambda: not notify.is_selected() and "blocked" in bob.text("alerts-status"))
+        self.assertIsNone(bob.local_storage("meshgate.alerts.notify"))
+        # Granted (as by a person's Allow): on, and kept.
+        bob.driver.execute_cdp_cmd("Browser.grantPermissions", {"origin": self.beta.url.rstrip("/"), "permissions": ["notifications"]})
+        self.observe_alerts(bob)
+        bob.js("arguments[0].click()", notify)
+        bob.wait("notifications on", lambda: notify.is_selected() and notify.get_attribute("aria-checked") == "true")
+        self.assertEqual(bob.local_storage("meshgate.alerts.notify"), "on")
+        self.assertFalse(bob.q("alerts-status").is_displayed())
+        bob.js("arguments[0].click()", chime)
+        bob.wait("the chime on, heard once as a sample", lambda: chime.is_selected() and bob.js("return window.__oscillators") == 2)
+        self.assertEqual(bob.local_storage("meshgate.alerts.chime"), "on")
+        bob.screenshot("bob-phone-alerts")
+
+        invitation = self.invite_bob("alerts one")
+        bob.wait("a notification", lambda: bob.js("return window.__notes.length") == 1)
+        note = bob.js("return window.__notes[0]")
+        self.assertEqual(note["title"], "meshgate")
+        self.assertEqual(note["body"], "Ann invites you to a session: “alerts one”.")
+        self.assertEqual(note["tag"], f"invitation-{invitation}")
+        bob.wait("the chime", lambda: bob.js("return window.__oscillators") == 4)
+        self.decline_at_bob(invitation)
+
+        # Desktop: the chime off, then notifications off; each is honoured.
+        bob.viewport(DESKTOP)
+        bob.js("arguments[0].click()", chime)
+        bob.wait("the chime off", lambda: not chime.is_selected())
+        self.assertIsNone(bob.local_storage("meshgate.alerts.chime"))
+        invitation = self.invite_bob("alerts two")
+        bob.wait("a second notification", lambda: bob.js("return window.__notes.length") == 2)
+        self.assertEqual(bob.js("return window.__oscillators"), 4, "no chime when it is off")
+        self.decline_at_bob(invitation)
+        # A page in front of the person gets no notification (its prompt is there).
+        bob.js("document.hasFocus = () => true")
+        invitation = self.invite_bob("alerts in view")
+        self.decline_at_bob(invitation)
+        self.assertEqual(bob.js("return window.__notes.length"), 2, "no notification while the page has the focus")
+        bob.js("document.hasFocus = () => false")
+
+        # A chat mention is an arrival too.
+        if bob.q("tab-chat").is_displayed():
+            ann_token, bob_token = self.ann.local_storage("meshgate.token"), bob.local_storage("meshgate.token")
+            chat = self.alpha.api("POST", "chats", {"name": "Alerts"}, token=ann_token)["chat"]["id"]
+            wait_until("the room nearby at beta", lambda: any(
+                c["id"] == chat for c in self.beta.api("GET", "chats/nearby", token=bob_token)["chats"]))
+            self.beta.api("POST", f"chats/{chat}/join", {}, token=bob_token)
+            wait_until("Bob in the room", lambda: self.beta.api("GET", f"chats/{chat}", token=bob_token)["chat"].get("joined"))
+            self.alpha.api("POST", f"chats/{chat}/messages", {"body": "just chatting"}, token=ann_token)
+            self.alpha.api("POST", f"chats/{chat}/messages", {"body": "@bob can you check the roof?"}, token=ann_token)
+            bob.wait("the mention notified", lambda: bob.js("return window.__notes.length") == 3)
+            self.assertEqual(bob.js("return window.__notes[2].body"), "Ann mentioned you in Alerts: @bob can you check the roof?")
+            self.beta.api("POST", f"chats/{chat}/leave", {}, token=bob_token)
+            self.alpha.api("POST", f"chats/{chat}/leave", {}, token=ann_token)
+
+        # Kept across a reload: notifications on (the permission stays granted), the chime off.
+        bob.driver.refresh()
+        bob.wait("live after reload", lambda: bob.state() == "live")
+        self.assertTrue(bob.q("alerts-notify").is_selected())
+        self.assertFalse(bob.q("alerts-chime").is_selected())
+        self.assertEqual(bob.js("return window.__asks"), 0, "no permission asked on load")
+        self.observe_alerts(bob)
+        bob.js("arguments[0].click()", bob.q("alerts-notify"))
+        bob.wait("notifications off", lambda: not bob.q("alerts-notify").is_selected())
+        self.assertIsNone(bob.local_storage("meshgate.alerts.notify"))
+        invitation = self.invite_bob("alerts three")
+        self.decline_at_bob(invitation)
+        self.assertEqual(bob.js("return window.__notes.length"), 0, "no notification when it is off")
+
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
         ann.tab("nearby")
