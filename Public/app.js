@@ -78,6 +78,19 @@
 //                  row chat-message [data-message-id, data-seq, data-mine,
 //                    data-pending]: chat-message-from, chat-message-body,
 //                    chat-message-pending
+//   Files        view-files, files-signed-out, files-badge, file-session, file-to, file-drop,
+//                file-input, file-error, transfers-empty, transfers-list,
+//                row transfer-row [data-transfer-id, data-state, data-direction]: transfer-name,
+//                  transfer-meta, transfer-progress, transfer-status, transfer-download,
+//                  transfer-cancel, transfer-error
+//                shared-files, shared-hint, shared-list, row shared-file,
+//                shared-send, shared-discard, shared-error; file-prompts, file-prompt-list,
+//                row file-prompt [data-transfer-id]: file-prompt-from, file-prompt-name,
+//                  file-prompt-size, file-prompt-expires, file-prompt-error, file-prompt-always,
+//                  file-prompt-always-label, file-prompt-accept, file-prompt-decline;
+//                transfer-row's transfer-consent, transfer-accept, transfer-decline, transfer-always;
+//                always-accept, always-accept-list, row always-accept-row [data-peer-id]:
+//                  always-accept-name, always-accept-remove
 //   Drafts       inputs that keep a draft carry data-draft=<name>; drafts live in
 //                localStorage under meshgate.draft.<peerId>.<name>
 //   Invitations  view-invitations, invitations-signed-out, incoming-empty,
@@ -105,6 +118,7 @@ import { createDashboard } from './dashboard.js';
 import { setBase as setTitleBase } from './arrivals.js';
 import { initPhoneLink } from './phone-link.js';
 import { initAlerts } from './alerts.js';
+import { registerServiceWorker, takeSharedFiles } from './share.js';
 
 // ---------------------------------------------------------------------------
 // 1. Constants and helpers
@@ -1239,6 +1253,12 @@ function boot() {
   } else {
     ui.nameInput.focus(); // signed out: the one thing to do here is to sign in
   }
+
+  // Files shared to the installed dashboard arrive through the service worker as ?share=<id>.
+  registerServiceWorker();
+  takeSharedFiles().then((shared) => {
+    if (shared) dashboard.receiveShared(shared);
+  });
 
   // One clock for the uptime and the retry countdown.
   window.setInterval(() => {

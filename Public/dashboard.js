@@ -2011,6 +2011,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       loadAll();
     },
     onEvent,
+    /** Files shared to the dashboard (share.js): the Files view shows them, ready to send. */
+    receiveShared(shared) {
+      files.setShared(shared);
+      selectView('files');
+    },
     /** Called twice a second by app.js: countdowns. */
     tick() {
       if (!signedIn()) return;

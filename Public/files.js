@@ -74,6 +74,7 @@ export function createFiles(deps) {
     answering: new Set(), // ids whose Accept / Decline is on its way to the node
     problems: new Map(), // transfer id → why its answer failed
     consent: null, // GET /file-consent: {mode, timeoutSeconds, alwaysAccept: [{peerId, displayName, since}]}
+    shared: [], // File objects shared to the dashboard (share target), waiting for Send
   };
 
   const el = {
@@ -89,6 +90,11 @@ export function createFiles(deps) {
     promptList: byTestId('file-prompt-list'),
     always: byTestId('always-accept'),
     alwaysList: byTestId('always-accept-list'),
+    shared: byTestId('shared-files'),
+    sharedList: byTestId('shared-list'),
+    sharedSend: byTestId('shared-send'),
+    sharedDiscard: byTestId('shared-discard'),
+    sharedError: byTestId('shared-error'),
   };
 
   const mine = (ref) => Boolean(ref && deps.me() && ref.id === deps.me().id);
@@ -467,6 +473,31 @@ export function createFiles(deps) {
     );
   }
 
+  // ------------------------------------------------------------- shared
+
+  function renderShared() {
+    el.shared.hidden = state.shared.length === 0;
+    el.sharedList.replaceChildren(
+      ...state.shared.map((file) =>
+        h('li', { className: 'shared-file', dataset: { testid: 'shared-file' } }, h('strong', { className: 'wrap' }, file.name), ` · ${formatBytes(file.size)}`),
+      ),
+    );
+    el.sharedSend.disabled = !deps.signedIn() || el.input.disabled;
+    setText(el.sharedSend, state.shared.length === 1 ? 'Send it' : `Send all ${state.shared.length}`);
+  }
+
+  function sendShared() {
+    if (!el.session.value || !el.to.value) {
+      showError(el.sharedError, 'Pick a session and a connected peer to send to first.');
+      return;
+    }
+    showError(el.sharedError, '');
+    const list = state.shared;
+    state.shared = [];
+    sendFiles(list);
+    renderShared();
+  }
+
   // ------------------------------------------------------------- render
 
   function rowsInOrder() {
@@ -588,6 +619,7 @@ export function createFiles(deps) {
     const items = deps.signedIn() ? rowsInOrder() : [];
     syncList(el.list, items, (i) => i.key, createRow, updateRow);
     el.empty.hidden = items.length > 0;
+    renderShared();
     renderPrompts();
     renderAlways();
     renderBadge();
@@ -663,6 +695,12 @@ export function createFiles(deps) {
         event.preventDefault();
         el.drop.classList.add('is-over');
       });
+      el.sharedSend.addEventListener('click', sendShared);
+      el.sharedDiscard.addEventListener('click', () => {
+        state.shared = [];
+        showError(el.sharedError, '');
+        renderShared();
+      });
       el.drop.addEventListener('dragleave', () => el.drop.classList.remove('is-over'));
       el.drop.addEventListener('drop', (event) => {
         event.preventDefault();
@@ -707,6 +745,12 @@ export function createFiles(deps) {
         const t = state.transfers.get(row.dataset.key);
         if (t) setText(row.querySelector('[data-testid="file-prompt-expires"]'), consentExpiresText(t));
       }
+    },
+    /** Files shared to the dashboard (share target): shown ready to send, or why none arrived. */
+    setShared({ files, problem }) {
+      state.shared = [...files];
+      showError(el.sharedError, problem || '');
+      render();
     },
     /** Sends files to `to` in session `sessionId` (the one-step send from a nearby peer's row). */
     sendTo(sessionId, to, list) {

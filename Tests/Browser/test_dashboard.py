@@ -1109,6 +1109,115 @@ class DashboardScenario(unittest.TestCase):
         self.decline_at_bob(invitation)
         self.assertEqual(bob.js("return window.__notes.length"), 0, "no notification when it is off")
 
+    def connect_ann_and_bob(self) -> str:
+        """A new session with Ann and Bob connected, made through the API; returns its id."""
+        ann_token, bob_token = self.ann.local_storage("meshgate.token"), self.bob.local_storage("meshgate.token")
+        session = self.alpha.api("POST", "sessions", {"strategy": "cluster"}, token=ann_token)["session"]["id"]
+        invitation = self.alpha.api("POST", "invitations", {"to": self.bob_id(), "session": session},
+                                    token=ann_token)["invitation"]["id"]
+        wait_until("the invitation at beta", lambda: any(i["id"] == invitation for i in self.beta.api(
+            "GET", "invitations?direction=incoming", token=bob_token)["invitations"]))
+        self.beta.api("POST", f"invitations/{invitation}/accept", token=bob_token)
+        wait_until("both connected", lambda: sorted(m["state"] for m in self.alpha.api(
+            "GET", f"sessions/{session}", token=ann_token)["session"]["members"]) == ["connected", "connected"])
+        return session
+
+    def share_to_dashboard(self, browser: Browser, paths: list[Path]) -> None:
+        """What a phone's share sheet does with the installed app: a POST of multipart/form-data (field
+        "files") to the manifest's share_target action, as a navigation."""
+        browser.js("window.__beforeShare = true")
+        input_ = browser.js(
+            """
+            const form = document.createElement('form');
+            form.method = 'POST';
+            form.enctype = 'multipart/form-data';
+            form.action = 'share-target';
+            const input = document.createElement('input');
+            input.type = 'file';
+            input.name = 'files';
+            input.multiple = true;
+            form.append(input);
+            document.body.append(form);
+            return input;
+            """
+        )
+        if paths:
+            input_.send_keys("\n".join(str(p) for p in paths))
+        browser.js("arguments[0].form.submit()", input_)
+        browser.wait("the page loaded again after the share", lambda: not browser.js("return window.__beforeShare === true")
+                     and browser.js("return document.body.dataset.signedIn === 'true'"))
+        browser.wait("live", lambda: browser.state() == "live")
+
+    def test_16_share_target(self) -> None:
+        """The manifest's share target and its service worker: files shared to the dashboard show in Files,
+        ready to send, and go to the person picked (phone); a second share is discarded, an empty one
+        explained (desktop)."""
+        ann = self.ann
+        if not ann.q("tab-files").is_displayed():
+            self.skipTest("the node has no Files API (/api/v1/transfers) yet")
+        ann.viewport(PHONE)
+        ann.tab("nearby")
+        manifest = ann.driver.execute_async_script(
+            """
+            const done = arguments[arguments.length - 1];
+            fetch(document.querySelector('link[rel=manifest]').href).then((r) => r.json()).then(done, (e) => done(String(e)));
+            """
+        )
+        self.assertEqual(manifest["share_target"]["action"], "./share-target")
+        self.assertEqual(manifest["share_target"]["method"], "POST")
+        self.assertEqual(manifest["share_target"]["enctype"], "multipart/form-data")
+        self.assertEqual(manifest["share_target"]["params"]["files"][0]["name"], "files")
+        # 127.0.0.1 is a secure context: the worker registers and takes control of the page.
+        controlled = ann.driver.execute_async_script(
+            """
+            const done = arguments[arguments.length - 1];
+            navigator.serviceWorker.ready.then((registration) => {
+              const report = () => done({ scope: registration.scope, script: registration.active.scriptURL });
+              if (navigator.serviceWorker.controller) report();
+              else navigator.serviceWorker.addEventListener('controllerchange', report);
+            }, (e) => done({ error: String(e) }));
+            """
+        )
+        self.assertEqual(controlled.get("scope"), self.alpha.url)
+        self.assertEqual(controlled.get("script"), self.alpha.url + "sw.js")
+
+        session = self.connect_ann_and_bob()
+        payload = os.urandom(1536)
+        shared = Path(self.work.name) / "share-me.txt"
+        shared.write_bytes(payload)
+        self.share_to_dashboard(ann, [shared])
+        self.assertNotIn("share=", ann.driver.current_url, "the share id leaves the address")
+        box = ann.wait("the shared file ready to send", lambda: (b := ann.q("shared-files")).is_displayed() and b)
+        self.assertEqual(ann.q("tab-files").get_attribute("aria-selected"), "true", "the Files view is shown")
+        self.assertEqual([ann.driver.execute_script("return arguments[0].textContent", r) for r in ann.qa("shared-file")],
+                         ["share-me.txt · 1.5 KB"])
+        self.assertTrue(self.within_viewport(ann, ann.q("shared-send")))
+        ann.screenshot("ann-phone-shared")
+        Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(session)
+        Select(ann.wait("Bob in the To picker", lambda: (s := ann.q("file-to")).is_enabled() and s)).select_by_visible_text("Bob")
+        ann.click("shared-send")
+        ann.wait("the box gone once sent", lambda: not box.is_displayed())
+        bob_token = self.bob.local_storage("meshgate.token")
+        arrived = wait_until("the shared file finished at Bob", lambda: [
+            t for t in self.beta.api("GET", "transfers", token=bob_token)["transfers"]
+            if t["name"] == shared.name and t["state"] == "finished"])
+        self.assertEqual(arrived[0]["sha256"], hashlib.sha256(payload).hexdigest())
+        self.assertEqual(arrived[0]["size"], len(payload))
+
+        # Desktop: two files shared, then discarded; a share with no file is explained.
+        ann.viewport(DESKTOP)
+        others = [Path(self.work.name) / name for name in ("one.bin", "two.bin")]
+        for path in others:
+            path.write_bytes(b"x" * 10)
+        self.share_to_dashboard(ann, others)
+        ann.wait("both shared files listed", lambda: len(ann.qa("shared-file")) == 2)
+        self.assertEqual(ann.text("shared-send"), "Send all 2")
+        ann.click("shared-discard")
+        ann.wait("the box gone", lambda: not ann.q("shared-files").is_displayed())
+        self.share_to_dashboard(ann, [])
+        ann.wait("why nothing came", lambda: ann.text("shared-error") == "Nothing to send: only files can be shared with meshgate.")
+        self.assertFalse(ann.q("shared-files").is_displayed())
+
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
         ann.tab("nearby")
