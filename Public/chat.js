@@ -197,13 +197,18 @@ export function createChat(deps) {
     storage.set(KEY_OPEN, id);
     state.unread.delete(id);
     render();
-    loadRoom(id);
+    const loaded = loadRoom(id);
     // Focus the composer without scrolling the page down to it: the room's top (its name, members and the
-    // newest messages) stays where the reader expects it, also on a phone.
+    // newest messages) stays where the reader expects it, also on a phone. Checked again once the room and its
+    // history have loaded: the lists above the room change height as it moves into "Your rooms".
     if (focus) {
       el.input.focus({ preventScroll: true });
-      const top = el.room.getBoundingClientRect().top;
-      if (top < 0 || top > window.innerHeight) el.room.scrollIntoView({ block: 'start' });
+      const keepTopInView = () => {
+        const top = el.roomName.getBoundingClientRect().top;
+        if (top < 0 || top > window.innerHeight) el.room.scrollIntoView({ block: 'start' });
+      };
+      keepTopInView();
+      Promise.resolve(loaded).finally(() => window.requestAnimationFrame(() => state.openId === id && keepTopInView()));
     }
   }
 

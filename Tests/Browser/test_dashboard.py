@@ -759,6 +759,19 @@ class DashboardScenario(unittest.TestCase):
         self.assertRegex(bob.text("mesh-node-state", lost), r"^unreachable since \d{1,2}:\d{2}")
         self.assertEqual(bob.text("mesh-node-name", lost), "alpha")
         self.assertFalse(bob.q("mesh-empty").is_displayed(), "not 'No other nodes known yet'")
+        # Losses you see in sessions: Ann is greyed and "offline" in the sessions Bob shares with her.
+        ann_id = ann.js("return JSON.parse(localStorage.getItem('meshgate.peer') || '{}').id || ''")
+        bob.tab("sessions")
+        offline = bob.wait("Ann offline in Bob's sessions", lambda: [
+            m for m in bob.qa("session-member")
+            if m.get_attribute("data-peer-id") == ann_id and m.get_attribute("data-state") == "notConnected"], 30)
+        self.assertEqual(bob.text("session-member-state", offline[0]), "offline")
+        mine = next(m for m in bob.qa("session-member") if bob.text("session-member-name", m) == "Bob (you)")
+        colour = "return getComputedStyle(arguments[0].querySelector('[data-testid=session-member-name]')).color"
+        self.assertNotEqual(bob.js(colour, offline[0]), bob.js(colour, mine), "the offline member is greyed")
+        self.assertEqual(bob.js(colour, offline[0]), bob.js(
+            "const probe = document.createElement('span'); probe.style.color = 'var(--muted)'; document.body.append(probe);"
+            "const c = getComputedStyle(probe).color; probe.remove(); return c;"), "greyed with the muted colour")
         # Losses you see in chat: Ann (on the lost node) is greyed as offline in the room's members bar, and a
         # message the host has not ordered yet says it has not reached everyone.
         if bob.q("tab-chat").is_displayed():
@@ -1217,6 +1230,35 @@ class DashboardScenario(unittest.TestCase):
         self.share_to_dashboard(ann, [])
         ann.wait("why nothing came", lambda: ann.text("shared-error") == "Nothing to send: only files can be shared with meshgate.")
         self.assertFalse(ann.q("shared-files").is_displayed())
+
+    def test_17_joining_a_room_on_a_phone_keeps_its_top_in_view(self) -> None:
+        """Task-first on a phone: joining a chat room does not jump to the bottom of the page (the composer);
+        the room's name and members stay in view."""
+        bob = self.bob
+        if not bob.q("tab-chat").is_displayed():
+            self.skipTest("the node has no chat API")
+        ann_token = self.ann.local_storage("meshgate.token")
+        chat = self.alpha.api("POST", "chats", {"name": "Phone room"}, token=ann_token)["chat"]["id"]
+        for n in range(12):
+            self.alpha.api("POST", f"chats/{chat}/messages", {"body": f"line {n} " + "words " * 12}, token=ann_token)
+        try:
+            bob.viewport(PHONE)
+            bob.tab("chat")
+            room = bob.wait("the room nearby", lambda: row_by_key(bob, "chat-nearby-room", "data-chat-id", chat), 30)
+            bob.js("arguments[0].scrollIntoView({block: 'center'})", room)
+            bob.click("chat-join", room)
+            bob.wait("the room joined with its history", lambda: bob.q("chat-room").get_attribute("data-joined") == "true"
+                     and len(bob.qa("chat-message")) == 12)
+            self.assertEqual(bob.js("return document.activeElement.dataset.testid"), "chat-input", "ready to type")
+            top = bob.js("return arguments[0].getBoundingClientRect().top", bob.q("chat-room-name"))
+            height = bob.js("return window.innerHeight")
+            self.assertTrue(0 <= top < height, f"the room's name is in view (top {top}, viewport {height})")
+            bob.screenshot("bob-phone-chat-joined")
+            bob.click("chat-leave")
+            bob.wait("out of the room", lambda: not bob.q("chat-room").is_displayed())
+        finally:
+            self.alpha.api("POST", f"chats/{chat}/leave", {}, token=ann_token)
+            bob.viewport(DESKTOP)
 
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
