@@ -322,6 +322,12 @@ export function createFiles(deps) {
     return seconds > 0 ? `expires in ${seconds} s` : 'expiring…';
   }
 
+  /** The prompt's sentence: "Expires in 299 s." */
+  function promptExpiresText(transfer) {
+    const text = consentExpiresText(transfer);
+    return text ? `${text[0].toUpperCase()}${text.slice(1)}.` : '';
+  }
+
   /** Accept (optionally always from this sender) or decline an incoming file that waits for an answer. */
   async function answer(transfer, accept, always) {
     if (state.answering.has(transfer.id)) return;
@@ -436,7 +442,7 @@ export function createFiles(deps) {
         setText(row.querySelector('[data-testid="file-prompt-from"]'), peerName(t.from));
         setText(row.querySelector('[data-testid="file-prompt-name"]'), t.name);
         setText(row.querySelector('[data-testid="file-prompt-size"]'), formatBytes(t.size));
-        setText(row.querySelector('[data-testid="file-prompt-expires"]'), consentExpiresText(t));
+        setText(row.querySelector('[data-testid="file-prompt-expires"]'), promptExpiresText(t));
         showError(row.querySelector('[data-testid="file-prompt-error"]'), state.problems.get(t.id) || '');
         updateConsentControls(row, 'file-prompt', t);
       },
@@ -743,7 +749,7 @@ export function createFiles(deps) {
       if (state.deadlines.size === 0) return;
       for (const row of el.promptList.children) {
         const t = state.transfers.get(row.dataset.key);
-        if (t) setText(row.querySelector('[data-testid="file-prompt-expires"]'), consentExpiresText(t));
+        if (t) setText(row.querySelector('[data-testid="file-prompt-expires"]'), promptExpiresText(t));
       }
     },
     /** Files shared to the dashboard (share target): shown ready to send, or why none arrived. */

@@ -524,6 +524,18 @@ class DashboardScenario(unittest.TestCase):
         return browser.js("const r = arguments[0].getBoundingClientRect(); return r.width > 0 && r.left >= 0 "
                           "&& r.right <= window.innerWidth", element)
 
+    def tabs_cut_off(self, browser: Browser) -> list[str]:
+        """Tabs not wholly inside the tab bar's box (a sideways-scrolling bar hides its last tabs)."""
+        return browser.js(
+            """
+            const bar = document.querySelector('[data-testid=tabs]').getBoundingClientRect();
+            return [...document.querySelectorAll('[role=tab]')].filter((t) => t.offsetParent).filter((t) => {
+              const r = t.getBoundingClientRect();
+              return r.left < bar.left - 0.5 || r.right > bar.right + 0.5;
+            }).map((t) => t.dataset.testid);
+            """
+        )
+
     def test_04c_file_consent(self) -> None:
         """With file consent on (beta asks), Bob answers an incoming file: Decline on a desktop, Accept with
         "always" on a phone; then Ann's next file goes straight through until Bob asks again."""
@@ -545,12 +557,13 @@ class DashboardScenario(unittest.TestCase):
             self.assertEqual(bob.text("file-prompt-from", prompt), "Ann")
             self.assertEqual(bob.text("file-prompt-name", prompt), "plan-a.txt")
             self.assertEqual(bob.text("file-prompt-size", prompt), "2.0 KB")
-            self.assertRegex(bob.text("file-prompt-expires", prompt), r"^expires in \d+ s$")
+            self.assertRegex(bob.text("file-prompt-expires", prompt), r"^Expires in \d+ s\.$")
             self.assertEqual(bob.text("file-prompt-always-label", prompt), "Always accept files from Ann")
             self.assertIn("Ann wants to send you plan-a.txt (2.0 KB): accept or decline it.",
                           bob.q("arrivals-live").get_attribute("textContent"))
             bob.wait("the file counted in the title", lambda: bob.driver.title == "(1) beta · meshgate")
             self.assertEqual(bob.text("files-badge"), "1")
+            self.assertEqual(self.tabs_cut_off(bob), [], "every tab whole on a desktop, with a badge")
             self.assertTrue(self.within_viewport(bob, bob.q("file-prompt-accept", prompt)))
             sent = ann.wait("Ann's row waiting for Bob", lambda: (r := self.transfer_named(ann, first.name, "outgoing"))
                             and r.get_attribute("data-state") == "awaitingConsent" and r)
@@ -827,6 +840,7 @@ class DashboardScenario(unittest.TestCase):
                         """
                     )
                     self.assertEqual(outside, [], f"{browser.name}: tabs or badges outside the viewport at {size}")
+                    self.assertEqual(self.tabs_cut_off(browser), [], f"{browser.name}: tabs cut off at {size}")
                     browser.screenshot(f"{browser.name}-{label}-{view}")
 
     def test_11_keyboard_navigation(self) -> None:
