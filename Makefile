@@ -56,7 +56,7 @@ DEPS_BUILD := Docker/packages-build.txt
 DEPS_RUN := $(DEPS_BUILD) Docker/packages-run.txt
 DEPS_TEST := $(DEPS_BUILD) Docker/packages-test.txt
 
-.PHONY: help deps deps-run deps-test swift-check build build-debug run test test-browser browser-tests test-netns \
+.PHONY: help deps deps-run deps-test swift-check build build-debug run test timing-tests test-browser browser-tests test-netns \
   netns-tests lint format bench clean fuzz schemathesis docker-test docker-clean
 
 help: ## Show this help
@@ -112,6 +112,7 @@ test: deps-test swift-check ## Build the debug binary and run all tests (Swift, 
 	    printf '\n==> %s\n' "swift test --filter $$suite (a bulk suite, on its own)"; \
 	    $(SWIFT) test $(BUILD_ARGS) --skip-build --filter "$$suite/"; \
 	  done; \
+	  $(MAKE) timing-tests; \
 	fi
 	@if [[ "$${MESHGATE_SKIP_BROWSER_TESTS:-0}" == 1 ]]; then \
 	  echo "MESHGATE_SKIP_BROWSER_TESTS=1: not running the browser tests"; \
@@ -127,6 +128,14 @@ test: deps-test swift-check ## Build the debug binary and run all tests (Swift, 
 	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_TEST_SECONDS)
 	$(call step,schemathesis: $(SCHEMATHESIS_TEST_EXAMPLES) examples per operation)
 	@bash scripts/schemathesis.sh $(SCHEMATHESIS_TEST_EXAMPLES)
+
+# Latency bounds only mean something with optimised nodes: builds the release binary and runs the timing tests
+# against it (the test process itself stays the debug build).
+timing-tests:
+	$(call step,timing tests against release-built nodes (a small message beside a 24 MiB burst: p99 < 100 ms))
+	@$(SWIFT) build -c release $(BUILD_ARGS) --product meshgate
+	@MESHGATE_BINARY="$$($(SWIFT) build -c release $(BUILD_ARGS) --show-bin-path)/meshgate" MESHGATE_STRICT_TIMING=1 \
+	  $(SWIFT) test $(BUILD_ARGS) --skip-build --filter 'BackpressureTests/aBurstOfReliableData'
 
 test-browser: deps-test swift-check ## Build the debug binary and run the browser tests (headless Chromium)
 	$(call step,swift build (debug; the browser tests launch it))

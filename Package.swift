@@ -37,10 +37,12 @@ let package = Package(
     .target(name: "MeshCore", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     // A deterministic in-process simulator running MeshCore for many nodes (tests and bench).
     .target(name: "MeshSimulator", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
+    // Layer 4: node discovery (the UDP beacon, DNS-SD node discovery, the mode choice); knows nothing of Node.
+    .target(name: "Discovery", dependencies: ["DNSSD", "Logging"], swiftSettings: swiftSettings),
     // Layers 4-6: node runtime, apps, REST/WS surface.
     .target(
       name: "Gateway",
-      dependencies: ["LWS", "Store", "Crypto", "DNSSD", "MeshCore", "Logging"],
+      dependencies: ["LWS", "Store", "Crypto", "DNSSD", "Discovery", "MeshCore", "Logging"],
       swiftSettings: swiftSettings
     ),
     .executableTarget(name: "meshgate", dependencies: ["Gateway", "Logging"], swiftSettings: swiftSettings),
@@ -56,10 +58,12 @@ let package = Package(
       name: "LWSTests", dependencies: ["LWS", "MeshgateTestSupport", "Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "CryptoTests", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     .testTarget(name: "DNSSDTests", dependencies: ["DNSSD"], swiftSettings: swiftSettings),
+    .testTarget(name: "DiscoveryTests", dependencies: ["Discovery", "DNSSD"], swiftSettings: swiftSettings),
     .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshCoreTests", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshSimulatorTests", dependencies: ["MeshSimulator", "MeshCore"], swiftSettings: swiftSettings),
-    .testTarget(name: "GatewayTests", dependencies: ["Gateway", "MeshgateTestSupport"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "GatewayTests", dependencies: ["Gateway", "Discovery", "MeshgateTestSupport"], swiftSettings: swiftSettings),
     .testTarget(
       name: "IntegrationTests",
       // Crypto and MeshCore: test certificates, fingerprints and the expected verification codes (SecurityTests).

@@ -764,6 +764,21 @@ extension Server {
     return .queued
   }
 
+  /// Keeps at most about `bytes` not yet sent in the kernel's send queue of WebSocket `id` (Linux
+  /// `TCP_NOTSENT_LOWAT`): the socket reports writable only below it, so what waits for a slow receiver waits in the
+  /// caller's own queue, where it can still be reordered (a small message passes a bulk backlog), instead of several
+  /// megabytes of kernel buffer. Throughput is unchanged: bytes in flight are not counted. Service thread only.
+  public func limitUnsentBytes(_ id: WebSocketID, to bytes: Int) {
+    assertInLoop()
+    guard let connection = socketsByID[id] else { return }
+    let fd = lws_get_socket_fd(connection.wsi)
+    guard fd >= 0 else { return }
+    var value = Int32(clamping: bytes)
+    if setsockopt(fd, Int32(IPPROTO_TCP), TCP_NOTSENT_LOWAT, &value, socklen_t(MemoryLayout<Int32>.size)) != 0 {
+      logger.debug("TCP_NOTSENT_LOWAT not set.", ["ws.connection.id": id.rawValue, "errno": errno])
+    }
+  }
+
   /// Pauses or resumes reading WebSocket `id` (lws rx flow control): while paused, a client sending faster than the
   /// delegate consumes is held back by TCP. Service thread only.
   public func setReceiveFlow(_ id: WebSocketID, enabled: Bool) {

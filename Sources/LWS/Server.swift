@@ -257,6 +257,9 @@ public final class Server: @unchecked Sendable {
   var draining = false
 
   /// Creates the lws context and binds the port. Throws when the address or port cannot be bound.
+  /// Bytes lws reads from one socket per service pass (``lws_context_creation_info/pt_serv_buf_size``).
+  static let serviceBufferBytes = 64 * 1024
+
   public init(configuration: ServerConfiguration) throws(LWSError) {
     self.configuration = configuration
     LWSLogBridge.install()
@@ -287,6 +290,9 @@ public final class Server: @unchecked Sendable {
     info.uid = -1
     info.server_string = arena.make(configuration.serverName)
     info.timeout_secs = 30
+    // The service thread's read buffer: lws reads at most this much per socket per service pass (its default is
+    // 4 KiB, which splits a 1 MiB mesh frame into 256 reads, passes and callbacks). One buffer per service thread.
+    info.pt_serv_buf_size = UInt32(Self.serviceBufferBytes)
     info.ka_time = 0
     // Request heads: lws keeps them in one buffer per connection, sized here (its default is 4 KiB, and a head that
     // overflows it is dropped without an answer). Each known header is also capped at the served size, so an

@@ -57,6 +57,8 @@ public final class HTTPStreamReader {
   private var remainingLength: Int?
   private var body = ByteBuffer()
   private var pendingCR = false
+  /// How much of `body` (from its read cursor) holds no line break.
+  private var scanned = 0
   private var atStart = true
   private var dataLines: [String] = []
   private var eventType: String?
@@ -182,15 +184,25 @@ public final class HTTPStreamReader {
   /// Extracts one line terminated by CRLF, LF or CR.
   private func nextLine() -> [UInt8]? {
     if pendingCR, !body.isEmpty {
-      if body.peek(0) == 0x0A { body.skip(1) }
+      if body.peek(0) == 0x0A {
+        body.skip(1)
+        scanned = max(0, scanned - 1)
+      }
       pendingCR = false
     }
     if atStart, body.readableCount >= 3 {
-      if body.peek(0) == 0xEF && body.peek(1) == 0xBB && body.peek(2) == 0xBF { body.skip(3) }
+      if body.peek(0) == 0xEF && body.peek(1) == 0xBB && body.peek(2) == 0xBF {
+        body.skip(3)
+        scanned = max(0, scanned - 3)
+      }
       atStart = false
     }
-    guard let end = body.readable.firstIndex(where: { $0 == 0x0A || $0 == 0x0D }) else { return nil }
-    let length = end - body.readIndex
+    // Bytes already searched for a line break are not searched again when more arrive.
+    guard let length = body.firstLineBreak(from: scanned) else {
+      scanned = body.readableCount
+      return nil
+    }
+    scanned = 0
     let terminator = body.peek(length)
     let line = body.read(length)
     body.skip(1)

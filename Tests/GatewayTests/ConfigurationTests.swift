@@ -1,3 +1,4 @@
+import Discovery
 import Logging
 import Testing
 

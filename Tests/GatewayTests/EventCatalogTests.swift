@@ -14,13 +14,14 @@ struct EventCatalogTests {
   /// `"node.id": …` is), and the prefixes of interpolated types (`"transfer.\(state)"`).
   static func publishedTypes() throws -> (exact: Set<String>, families: Set<String>, settled: Set<String>) {
     let directory = root.appendingPathComponent("Sources/Gateway")
-    let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".swift") }
+    // Gateway's files live in folders (Node/, Events/, Features/<X>/, …): every Swift file below it.
+    let files = (FileManager.default.subpaths(atPath: directory.path) ?? []).filter { $0.hasSuffix(".swift") }
     let literal = #/"((?:peer|invitation|session|job|chat|transfer|stream|node)\.[a-z.]*)(\\\(|")(?!\s*:)/#
     let settle = #/settle\([^)]*state: "([a-zA-Z]+)"/#
     var exact: Set<String> = []
     var families: Set<String> = []
     var settled: Set<String> = []
-    for file in files where file != "EventCatalog.swift" {
+    for file in files where !file.hasSuffix("EventCatalog.swift") {
       let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
       for match in text.matches(of: literal) {
         if match.output.2 == "\"" {

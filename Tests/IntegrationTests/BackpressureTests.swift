@@ -143,13 +143,51 @@ struct BackpressureTests {
       print(
         "backpressure: \(latencies.count) small messages during a \(count) MiB burst: p50 \(String(format: "%.1f", p50)) ms, "
           + "p99 \(String(format: "%.1f", p99)) ms, max \(String(format: "%.1f", latencies.last ?? 0)) ms")
-      // The link hands carol's frame on behind at most one of alice's (LinkSchedulerTests prove the order); what is
-      // left of the latency is the receiving node's work on the large messages ahead of it (a debug build writing
-      // 2.4 MB events to SQLite on a loaded 2-core machine measured p99 130–1460 ms). The 100 ms bound is asserted
-      // where timing is meaningful (MESHGATE_STRICT_TIMING=1, e.g. a release build on an idle machine).
+      // The link hands carol's frame on behind at most one of alice's (LinkSchedulerTests prove the order; the kernel
+      // holds at most 128 KiB unsent), and the receiving node's event log writes dave's small event before bob's
+      // queued large ones (PublishQueueTests). Before those two fixes a release build measured p50 ~500 ms, p99
+      // 600–900 ms here; after, p50 25–40 ms, p99 70–90 ms on a loaded 2-core machine. The 100 ms bound is asserted
+      // where timing means something: `make test` runs this test once more against release-built nodes with
+      // MESHGATE_STRICT_TIMING=1 (a debug-built node spends most of its time in unoptimised code).
       if ProcessInfo.processInfo.environment["MESHGATE_STRICT_TIMING"] == "1" {
         #expect(p99 < 100, "small messages during the burst: p50 \(p50) ms, p99 \(p99) ms")
       }
+    }
+  }
+}
+
+extension BackpressureTests {
+  /// A leave is a control frame, and control frames pass queued bulk data on a link: a peer that sends and then leaves
+  /// at once must not have its data dropped by the receiving node as coming from a peer that is no longer a member
+  /// (a job sent on accept is delivered exactly so: the sender leaves the offer's session right after the job).
+  @Test func dataQueuedBeforeALeaveArrivesBeforeIt() async throws {
+    try await withMesh(count: 2) { nodes in
+      try await awaitLinks(nodes)
+      let alice = try nodes[0].meshPeer("alice")
+      let bob = try nodes[1].meshPeer("bob")
+      let sessionID = try #require(try alice.createSession()["id"] as? String)
+      try await inviteAndAccept(alice, bob, sessionID: sessionID)
+      let start = try bob.lastEventID()
+      let count = 6
+      for index in 0..<count {
+        var body = Array(String(format: "last-%02d:", index).utf8)
+        body += [UInt8](repeating: UInt8(ascii: "y"), count: (1 << 20) - body.count)
+        #expect(try Self.sendReliable(alice, sessionID, to: bob.id, body).status == 202)
+      }
+      #expect(try alice.delete("/api/v1/sessions/\(sessionID)/members/me").status == 204)
+      var received: [String] = []
+      var cursor = start
+      var sawLeave = false
+      try await eventuallyAsync(timeout: .seconds(60), message: "bob has alice's messages and her leave") {
+        let page = try bob.get("/api/v1/events?since=\(cursor)&limit=2").jsonObject()
+        for event in try (page["events"] as? [[String: Any]] ?? []).map(MeshEvent.init) {
+          cursor = max(cursor, event.id)
+          if event.type == "session.data" { received.append(String((event.text ?? "").prefix(8))) }
+          if event.type == "session.peer.state" { sawLeave = true }
+        }
+        return sawLeave && received.count >= count
+      }
+      #expect(received == (0..<count).map { String(format: "last-%02d:", $0) })
     }
   }
 }
@@ -264,8 +302,6 @@ extension BackpressureTests {
     try await Self.withPair { node, alice, bob, sessionID in
       let start = try bob.lastEventID()
       try Self.flood(alice, bob, sessionID, count: 64)
-      // The WebSocket replay; SSE replays go through the same paced code (pumpReplay), and its slow-reader end is
-      // tested above.
       var indices: [Int] = []
       let (socket, _) = try node.openEvents(bob.peer, since: String(start))
       defer { socket.close() }
@@ -277,6 +313,26 @@ extension BackpressureTests {
       // Still open, and live afterwards.
       try socket.send(text: #"{"op":"ping"}"#)
       #expect(try socket.receiveJSONObject(timeout: .seconds(30))["type"] as? String == "pong")
+      #expect(try node.metric("meshgate_slow_consumer_disconnects_total") == 0)
+    }
+  }
+
+  @Test func aFullSpeedSSEReaderCatchesUpA64MiBBacklogInOneStream() async throws {
+    try await Self.withPair { node, alice, bob, sessionID in
+      let start = try bob.lastEventID()
+      try Self.flood(alice, bob, sessionID, count: 64)
+      let stream = try HTTPStreamReader(port: node.port, path: "/api/v1/events/stream?since=\(start)", token: bob.token)
+      defer { stream.close() }
+      var indices: [Int] = []
+      while indices.count < 64 {
+        guard let event = try stream.nextEvent(timeout: .seconds(60)) else {
+          Issue.record("the stream went quiet after \(indices.count) of 64 events")
+          return
+        }
+        #expect(event.event != "error", "the replay was cut off: \(event)")
+        if event.event == "session.data" { indices.append(Self.floodIndex(try event.jsonObject()) ?? -1) }
+      }
+      #expect(indices == Array(0..<64))
       #expect(try node.metric("meshgate_slow_consumer_disconnects_total") == 0)
     }
   }

@@ -127,7 +127,7 @@ struct NodeFaultTests {
 
     // Fill the file system to the last byte.
     let filler = mountPoint + "/filler"
-    FileManager.default.createFile(atPath: filler, contents: nil)
+    _ = FileManager.default.createFile(atPath: filler, contents: nil)
     let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: filler))
     let chunk = Data(count: 64 << 10)
     var full = false

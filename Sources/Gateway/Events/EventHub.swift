@@ -1,0 +1,335 @@
+/// Event delivery: a peer's live consumers (WebSockets and SSE streams), the one ordered queue every published event
+/// goes through, replays paced by the consumer's socket, and the slow-consumer policy.
+///
+/// Layer 4 (node runtime). The hub's state lives here; the code that acts on it runs on the node's executor (the lws
+/// service thread) as `Node` methods in this file, because it writes to the node's sockets and store. Features only
+/// publish (``Node/publish(_:)``, ``Node/publishInBackground(_:)``); nothing else touches subscribers.
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+/// The event hub's state, owned by the node actor and only touched on its executor.
+final class EventHub {
+  var subscribers: [Subscriber.Channel: Subscriber] = [:]
+  var subscribersByPeer: [String: [Subscriber.Channel]] = [:]
+  var queue = PublishQueue<CheckedContinuation<Void, any Error>>()
+  var publishing = false
+  /// Whether mesh links are not read because the publish queue is over its high-water mark.
+  var meshReadsPaused = false
+  /// SSE keep-alives every 5 s (which also reveal vanished clients).
+  var keepAliveTask: Task<Void, Never>?
+}
+
+@available(*, unavailable) extension EventHub: Sendable {}
+
+/// A live consumer of a peer's events: a WebSocket or an SSE stream.
+final class Subscriber {
+  enum Channel: Hashable {
+    case webSocket(WebSocketID)
+    case stream(RequestID)
+  }
+
+  let channel: Channel
+  let peerID: String
+  /// The newest event sequence delivered; events at or below it are never sent again.
+  var lastSent: Int64 = 0
+  /// While replaying from the store, live events are not queued: the replay reads on through the log until it has
+  /// caught up with the newest live event (`newestLive`), then the subscriber goes live.
+  var replaying = true
+  var newestLive: Int64 = 0
+  /// Events read from the log and not yet queued on the socket (the replay queues them only as the socket drains).
+  var replayPage: [StoredEvent] = []
+  var replayIndex = 0
+  var fetching = false
+  /// The last page read was short: the log had nothing more at that moment.
+  var replayExhausted = false
+  /// Events per log read, adapted to their size so a page holds about ``Node/replayPageBytes``.
+  var pageLimit = 16
+  var pageBytes = 0
+  /// A reliable `{"op":"send"}` waits for room: reading is paused and messages that arrive meanwhile wait here.
+  var holding = false
+  var backlog: [WebSocketMessage] = []
+
+  init(channel: Channel, peerID: String) {
+    self.channel = channel
+    self.peerID = peerID
+  }
+}
+
+extension Node {
+  // MARK: - Subscribers and event delivery
+
+  func addSubscriber(_ channel: Subscriber.Channel, peerID: String) -> Subscriber {
+    let subscriber = Subscriber(channel: channel, peerID: peerID)
+    events.subscribers[channel] = subscriber
+    events.subscribersByPeer[peerID, default: []].append(channel)
+    return subscriber
+  }
+
+  func removeSubscriber(_ channel: Subscriber.Channel) {
+    guard let subscriber = events.subscribers.removeValue(forKey: channel) else { return }
+    events.subscribersByPeer[subscriber.peerID]?.removeAll { $0 == channel }
+    if events.subscribersByPeer[subscriber.peerID]?.isEmpty == true {
+      events.subscribersByPeer[subscriber.peerID] = nil
+    }
+  }
+
+  /// Bytes a replay keeps queued on a socket (it queues more only as the socket drains), and the target size of one
+  /// read from the event log.
+  static let replayHighWater = 1 << 20
+  static let replayPageBytes = 8 << 20
+
+  /// Sends `hello`, replays the log after `since` (if given), then switches the subscriber to live delivery.
+  ///
+  /// The replay is paced by the socket: it reads the log a page at a time and queues events only while less than
+  /// ``replayHighWater`` waits on the socket, going on when the socket drains. So a client reading at full speed
+  /// catches up with any backlog the log holds in one connection, and a slow one is never cut off by its replay.
+  func beginDelivery(_ subscriber: Subscriber, since: Int64?) async {
+    do {
+      let latest = try await store.latestSequence(peerID: subscriber.peerID)
+      guard events.subscribers[subscriber.channel] === subscriber, let peer = peers[subscriber.peerID] else { return }
+      let hello: JSONValue = [
+        "type": "hello",
+        "data": ["peer": peerJSON(peer), "node": nodeJSON(), "cursor": .string(String(latest))],
+      ]
+      #if DEBUG
+        checkDocumented("hello", hello.objectValue?["data"] ?? .null)
+      #endif
+      sendFrame(hello, to: subscriber, eventName: "hello")
+      subscriber.lastSent = since ?? latest
+      pumpReplay(subscriber)
+    } catch {
+      replayFailed(subscriber, error)
+    }
+  }
+
+  /// Queues replayed events while the socket has room; reads the next page when this one is queued; goes live once
+  /// the log has nothing newer than what was sent.
+  func pumpReplay(_ subscriber: Subscriber) {
+    guard subscriber.replaying, events.subscribers[subscriber.channel] === subscriber else { return }
+    while subscriber.replayIndex < subscriber.replayPage.count {
+      guard let queued = queuedBytes(subscriber) else { return }
+      guard queued < Self.replayHighWater else { return }
+      let event = subscriber.replayPage[subscriber.replayIndex]
+      subscriber.replayIndex += 1
+      deliver(event, to: subscriber)
+      subscriber.pageBytes += max(0, (queuedBytes(subscriber) ?? queued) - queued)
+      guard events.subscribers[subscriber.channel] === subscriber else { return }
+    }
+    if !subscriber.replayPage.isEmpty {
+      // Adapt the next read to the size of these events (large session.data events come a few at a time).
+      let average = max(1, subscriber.pageBytes / subscriber.replayPage.count)
+      subscriber.pageLimit = max(1, min(500, Self.replayPageBytes / average))
+      subscriber.replayPage = []
+      subscriber.replayIndex = 0
+      subscriber.pageBytes = 0
+    }
+    guard !subscriber.fetching else { return }
+    if subscriber.replayExhausted && subscriber.newestLive <= subscriber.lastSent {
+      subscriber.replaying = false
+      return
+    }
+    subscriber.fetching = true
+    Task { await self.readReplayPage(subscriber) }
+  }
+
+  func readReplayPage(_ subscriber: Subscriber) async {
+    let limit = subscriber.pageLimit
+    do {
+      let page = try await store.events(peerID: subscriber.peerID, after: subscriber.lastSent, limit: limit)
+      guard events.subscribers[subscriber.channel] === subscriber else { return }
+      subscriber.fetching = false
+      subscriber.replayExhausted = page.events.count < limit
+      subscriber.replayPage = page.events
+      subscriber.replayIndex = 0
+      pumpReplay(subscriber)
+    } catch {
+      replayFailed(subscriber, error)
+    }
+  }
+
+  func replayFailed(_ subscriber: Subscriber, _ error: any Error) {
+    guard events.subscribers[subscriber.channel] === subscriber else { return }
+    logger.warning("Event replay failed.", ["peer.id": subscriber.peerID, "error": String(describing: error)])
+    disconnect(subscriber, code: 1011, reason: "event log unavailable; reconnect with since")
+  }
+
+  /// Bytes waiting on the subscriber's socket or stream; nil when it is gone.
+  func queuedBytes(_ subscriber: Subscriber) -> Int? {
+    switch subscriber.channel {
+    case .webSocket(let id): server.queuedBytes(id)
+    case .stream(let id): server.streamQueuedBytes(id)
+    }
+  }
+
+  /// Appends events to peers' logs (in one transaction) and pushes them to live events.subscribers.
+  ///
+  /// Every append goes through one queue drained by one task, so each peer's events keep the order in which they
+  /// were published: two tasks awaiting the store directly could reach it in either order. What goes into each
+  /// transaction is ``PublishQueue``'s choice (small events are not held up behind large ones for other peers).
+  func publish(_ entries: [(peerID: String, type: String, data: JSONValue)]) async throws {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      enqueuePublish(entries, waiter: continuation)
+    }
+  }
+
+  /// Publishes from a synchronous context, in order with every other publish.
+  func publishInBackground(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
+    enqueuePublish(entries, waiter: nil)
+  }
+
+  func enqueuePublish(
+    _ entries: [(peerID: String, type: String, data: JSONValue)], waiter: CheckedContinuation<Void, any Error>?
+  ) {
+    // Every type a peer can see is documented (EventCatalog, docs/events.md, OpenAPI); debug builds check it.
+    assert(
+      entries.allSatisfy { EventCatalog.loggedTypes.contains($0.type) },
+      "an event type missing from EventCatalog: \(entries.map(\.type))")
+    #if DEBUG
+      for entry in entries { checkDocumented(entry.type, entry.data) }
+    #endif
+    events.queue.append(entries, waiter: waiter)
+    if events.queue.bytes > PublishQueue<CheckedContinuation<Void, any Error>>.highWater { pauseMeshReads(true) }
+    guard !events.publishing else { return }
+    events.publishing = true
+    Task { await self.drainPublishQueue() }
+  }
+
+  func drainPublishQueue() async {
+    while !events.queue.isEmpty {
+      // One transaction per turn: one hop to the database queue and back for many events (fan-outs queue many
+      // batches while a write is in flight), chosen so that small events are not stuck behind large ones.
+      let batches = events.queue.next()
+      // Peers deleted meanwhile get nothing (their log is gone).
+      let entries = batches.flatMap(\.entries).filter { peers[$0.peerID] != nil }
+      do {
+        if !entries.isEmpty {
+          let stored = try await store.appendEvents(entries, at: Timestamp.now())
+          pushLive(stored)
+        }
+        for batch in batches { batch.waiter?.resume() }
+      } catch {
+        logger.error("Could not append events.", ["error": String(describing: error)])
+        for batch in batches { batch.waiter?.resume(throwing: error) }
+      }
+      if events.meshReadsPaused && events.queue.bytes < PublishQueue<CheckedContinuation<Void, any Error>>.lowWater {
+        pauseMeshReads(false)
+      }
+    }
+    events.publishing = false
+  }
+
+  /// Stops (or resumes) reading every mesh link while the event log is far behind what the links bring in: the
+  /// senders' TCP windows fill and their reliable sends wait for room, instead of this node's memory growing.
+  func pauseMeshReads(_ paused: Bool) {
+    guard events.meshReadsPaused != paused else { return }
+    events.meshReadsPaused = paused
+    metrics.meshReadPauses += paused ? 1 : 0
+    logger.info(
+      paused ? "Event log behind; pausing mesh reads." : "Event log caught up; resuming mesh reads.",
+      ["queue.bytes": events.queue.bytes])
+    for socket in mesh.connectionBySocket.keys { server.setReceiveFlow(socket, enabled: !paused) }
+  }
+
+  func pushLive(_ stored: [StoredEvent]) {
+    metrics.eventsAppended += stored.count
+    // The recipients of one fan-out share the event (same sequence, same envelope): its WebSocket frame is built
+    // once and the same message is queued on every socket.
+    var shared: (sequence: Int64, frame: OutboundMessage)?
+    for event in stored {
+      for channel in events.subscribersByPeer[event.peerID] ?? [] {
+        guard let subscriber = events.subscribers[channel] else { continue }
+        if subscriber.replaying {
+          subscriber.newestLive = max(subscriber.newestLive, event.sequence)
+        } else if case .webSocket = channel {
+          if shared?.sequence != event.sequence {
+            shared = (event.sequence, OutboundMessage(bytes: event.envelope.serialized(), binary: false))
+          }
+          deliver(event, to: subscriber, frame: shared?.frame)
+        } else {
+          deliver(event, to: subscriber)
+        }
+      }
+    }
+  }
+
+  func deliver(_ event: StoredEvent, to subscriber: Subscriber, frame: OutboundMessage? = nil) {
+    guard event.sequence > subscriber.lastSent else { return }
+    subscriber.lastSent = event.sequence
+    if let frame, case .webSocket(let id) = subscriber.channel {
+      switch server.send(frame, to: id) {
+      case .queued, .closed: break
+      case .queueFull: slowConsumer(subscriber)
+      }
+      return
+    }
+    sendFrame(event.envelope, to: subscriber, eventName: event.type, eventID: String(event.sequence))
+  }
+
+  func sendFrame(_ value: JSONValue, to subscriber: Subscriber, eventName: String? = nil, eventID: String? = nil) {
+    switch subscriber.channel {
+    case .webSocket(let id):
+      switch server.send(OutboundMessage(bytes: value.serialized(), binary: false), to: id) {
+      case .queued, .closed: break
+      case .queueFull: slowConsumer(subscriber)
+      }
+    case .stream(let id):
+      var text = ""
+      if let eventID { text += "id: \(eventID)\n" }
+      if let eventName { text += "event: \(eventName)\n" }
+      text += "data: \(value.serializedString())\n\n"
+      if !server.writeStream(id, Array(text.utf8)) { slowConsumer(subscriber) }
+    }
+  }
+
+  /// The largest number of event bytes that may wait in the node for one WebSocket or SSE client (README).
+  static let slowConsumerBytes = 8 << 20
+
+  /// Cuts off a client that let more than ``slowConsumerBytes`` of events pile up: what it has not started to receive
+  /// is dropped (it is in the log), and it gets a close frame `4008` (WebSocket) or a final `error` event (SSE) right
+  /// after what its socket already holds, so it knows to reconnect with `since` / `Last-Event-ID`.
+  func slowConsumer(_ subscriber: Subscriber) {
+    guard events.subscribers[subscriber.channel] === subscriber else { return }
+    metrics.slowConsumerDisconnects += 1
+    logger.notice(
+      "Disconnecting a slow event consumer.", ["peer.id": subscriber.peerID, "cursor": subscriber.lastSent])
+    removeSubscriber(subscriber.channel)
+    let message =
+      "client too slow: over \(Self.slowConsumerBytes >> 20) MiB of events unread; reconnect with since=<last event id>"
+    switch subscriber.channel {
+    case .webSocket(let id):
+      server.close(id, code: 4008, reason: message, discardingQueued: true)
+    case .stream(let id):
+      let final: JSONValue = Self.socketError("slow_consumer", message + " (Last-Event-ID)")
+      server.endStream(
+        id, discardingQueued: true, final: Array("event: error\ndata: \(final.serializedString())\n\n".utf8))
+    }
+  }
+
+  func disconnect(_ subscriber: Subscriber, code: UInt16, reason: String) {
+    removeSubscriber(subscriber.channel)
+    switch subscriber.channel {
+    case .webSocket(let id): server.close(id, code: code, reason: reason)
+    case .stream(let id): server.endStream(id)
+    }
+  }
+
+  func sendKeepAlives() {
+    for channel in events.subscribers.keys {
+      if case .stream(let id) = channel { _ = server.writeStream(id, Array(": keep-alive\n\n".utf8)) }
+    }
+  }
+
+  func startStream(_ request: HTTPRequest, _ response: HTTPResponse, _ context: RequestContext) {
+    guard let peer = context.peer else { return }
+    respond(request, response)
+    let since =
+      (try? Self.parseCursor(request.head.query["since"] ?? request.head.headers["last-event-id"], name: "since"))
+      ?? nil
+    let subscriber = addSubscriber(.stream(request.id), peerID: peer.id)
+    _ = server.writeStream(request.id, Array("retry: 2000\n\n".utf8))
+    Task { await self.beginDelivery(subscriber, since: since) }
+  }
+
+}

@@ -1,0 +1,173 @@
+/// Advertising, browsing, who advertises a service type, and the mesh nodes this node knows.
+///
+/// Each route carries its handler; ``Router/standard`` is the union of every feature's routes, and the OpenAPI
+/// document is generated from it.
+import LWS
+import MeshCore
+
+enum DiscoveryRoutes {
+  static let routes: [Route] = [
+    Route(
+      method: .get, pattern: "/api/v1/advertising", operationID: "listAdvertising",
+      summary: "The service types this peer advertises, with their discovery info.", authenticated: true,
+      requestSchema: nil,
+      responses: [
+        (200, "Advertised services.", Schemas.advertisingList), (401, "Missing or unknown token.", Schemas.error),
+      ],
+      queryParameters: [],
+      handler: { node, context in node.listAdvertising(context) }),
+    Route(
+      method: .put, pattern: "/api/v1/advertising/{serviceType}", operationID: "startAdvertising",
+      summary:
+        "Starts (or updates) advertising a service type, like MCNearbyServiceAdvertiser; browsers mesh-wide get peer.found.",
+      authenticated: true, requestSchema: Schemas.advertiseRequest,
+      responses: [
+        (200, "Advertising.", Schemas.advertisingEntry),
+        (400, "Invalid service type or discovery info.", Schemas.error),
+        (401, "Missing or unknown token.", Schemas.error),
+      ], queryParameters: [],
+      handler: { node, context in try await node.startAdvertising(context) }),
+    Route(
+      method: .delete, pattern: "/api/v1/advertising/{serviceType}", operationID: "stopAdvertising",
+      summary: "Stops advertising; browsers mesh-wide get peer.lost.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (204, "Stopped.", nil), (400, "Invalid service type.", Schemas.error),
+        (404, "Not advertising this service type.", Schemas.error),
+      ], queryParameters: [],
+      handler: { node, context in try await node.stopAdvertising(context) }),
+    Route(
+      method: .get, pattern: "/api/v1/browsing", operationID: "listBrowsing",
+      summary: "The service types this peer browses for.", authenticated: true, requestSchema: nil,
+      responses: [(200, "Browsed services.", Schemas.browsingList), (401, "Missing or unknown token.", Schemas.error)],
+      queryParameters: [],
+      handler: { node, context in node.listBrowsing(context) }),
+    Route(
+      method: .put, pattern: "/api/v1/browsing/{serviceType}", operationID: "startBrowsing",
+      summary:
+        "Starts browsing, like MCNearbyServiceBrowser: peer.found for every current advertiser mesh-wide (self excluded), then found/lost as they change.",
+      authenticated: true, requestSchema: nil,
+      responses: [
+        (200, "Browsing, with the advertisers known now.", Schemas.browsingEntry),
+        (400, "Invalid service type.", Schemas.error),
+      ], queryParameters: [],
+      handler: { node, context in try await node.startBrowsing(context) }),
+    Route(
+      method: .delete, pattern: "/api/v1/browsing/{serviceType}", operationID: "stopBrowsing",
+      summary: "Stops browsing.", authenticated: true, requestSchema: nil,
+      responses: [
+        (204, "Stopped.", nil), (400, "Invalid service type.", Schemas.error),
+        (404, "Not browsing this service type.", Schemas.error),
+      ], queryParameters: [],
+      handler: { node, context in try await node.stopBrowsing(context) }),
+    Route(
+      method: .get, pattern: "/api/v1/services/{serviceType}/peers", operationID: "listServicePeers",
+      summary: "Peers advertising the service type, mesh-wide, the caller excluded.",
+      authenticated: true, requestSchema: nil,
+      responses: [(200, "Advertisers.", Schemas.servicePeers), (400, "Invalid service type.", Schemas.error)],
+      queryParameters: [
+        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
+        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
+      ],
+      handler: { node, context in try node.servicePeers(context) }),
+    Route(
+      method: .get, pattern: "/api/v1/mesh/nodes", operationID: "listMeshNodes",
+      summary:
+        "This node and the nodes linked to it: direction, RTT, how each was found, TLS. With the admin token "
+        + "(optional) also the addresses it is dialling, backing off from or waiting for.",
+      authenticated: false, requestSchema: nil, responses: [(200, "Known nodes.", Schemas.meshNodes)],
+      queryParameters: [],
+      handler: { node, context in .json(node.meshNodesJSON(admin: node.carriesAdminToken(context.request.head))) }),
+    Route(
+      method: .post, pattern: "/api/v1/mesh/nodes", operationID: "addMeshNode",
+      summary:
+        "Adds a static seed HOST:PORT; the node dials it now and re-dials it after every loss. Needs the admin token.",
+      authenticated: false, requestSchema: Schemas.addMeshNode,
+      responses: [
+        (202, "Dialling.", Schemas.meshNodes), (400, "Malformed address.", Schemas.error),
+        (401, "Missing or unknown admin token.", Schemas.error),
+        (403, "A peer token, not the admin token.", Schemas.error),
+      ], queryParameters: [], admin: true,
+      handler: { node, context in try node.addMeshNode(context) }),
+  ]
+}
+
+extension Schemas {
+  static let serviceType: JSONValue = [
+    "type": "string", "minLength": 1, "maxLength": 15, "pattern": "^(?=[a-z0-9-]*[a-z])[a-z0-9]+(-[a-z0-9]+)*$",
+    "description": "1–15 of a-z 0-9 -, at least one letter, no leading, trailing or double hyphen (RFC 6335).",
+  ]
+  static let advertiseRequest: JSONValue = [
+    "type": "object", "additionalProperties": false, "properties": ["discoveryInfo": optionalDiscoveryInfo],
+  ]
+  static let advertisingEntry: JSONValue = [
+    "type": "object", "required": ["serviceType", "discoveryInfo"],
+    "properties": ["serviceType": serviceType, "discoveryInfo": discoveryInfo],
+  ]
+  static let advertisingList: JSONValue = [
+    "type": "object", "required": ["advertising"],
+    "properties": ["advertising": ["type": "array", "items": advertisingEntry]],
+  ]
+  static let advertiser: JSONValue = [
+    "type": "object", "required": ["peer", "discoveryInfo"],
+    "properties": ["peer": peerRef, "discoveryInfo": discoveryInfo],
+  ]
+  static let servicePeers: JSONValue = [
+    "type": "object", "required": ["serviceType", "peers"],
+    "properties": [
+      "serviceType": serviceType, "peers": ["type": "array", "items": advertiser],
+      "nextCursor": ["type": ["string", "null"]],
+    ],
+  ]
+  static let browsingEntry: JSONValue = [
+    "type": "object", "required": ["serviceType", "peers"],
+    "properties": ["serviceType": serviceType, "peers": ["type": "array", "items": advertiser]],
+  ]
+  static let browsingList: JSONValue = [
+    "type": "object", "required": ["browsing"],
+    "properties": ["browsing": ["type": "array", "items": serviceType]],
+  ]
+  static let meshNode: JSONValue = [
+    "type": "object", "required": ["state"],
+    "properties": [
+      "id": ["type": ["string", "null"]], "name": ["type": ["string", "null"]],
+      "address": ["type": ["string", "null"]],
+      "state": ["type": "string", "enum": ["linked", "connecting", "backoff", "waiting"]],
+      "rttMillis": ["type": ["integer", "null"]],
+      "source": ["type": ["string", "null"], "enum": ["seed", "beacon", "gossip", nil]],
+      "direction": ["type": "string", "enum": ["inbound", "outbound"]],
+      "linkedForSeconds": ["type": ["number", "null"]],
+      "encrypted": ["type": ["boolean", "null"], "description": "The link runs over TLS (null when not linked)."],
+      "fingerprint": [
+        "type": ["string", "null"],
+        "description": "SHA-256 of the node's certificate (DER), hex: the one its link presented, else the pinned one.",
+      ],
+      "pinned": ["type": "boolean", "description": "A certificate is pinned for this node id."],
+    ],
+  ]
+  static let meshNodes: JSONValue = [
+    "type": "object", "required": ["self", "nodes"],
+    "properties": [
+      "self": ["type": "object"], "nodes": ["type": "array", "items": meshNode],
+      "forgotten": [
+        "type": "array",
+        "description": .string(
+          "Admin token only: the last 64 gossiped addresses this node stopped dialling (unreachable, or answered as "
+            + "another node)."),
+        "items": [
+          "type": "object", "required": ["address", "id", "gossipedBy", "reason", "attempts"],
+          "properties": [
+            "address": ["type": "string"], "id": ["type": ["string", "null"]],
+            "gossipedBy": ["type": ["string", "null"]],
+            "reason": ["type": "string", "enum": ["unreachable", "answered_as_another_node"]],
+            "attempts": ["type": "integer"],
+          ],
+        ],
+      ],
+    ],
+  ]
+  static let addMeshNode: JSONValue = [
+    "type": "object", "required": ["address"], "additionalProperties": false,
+    "properties": ["address": ["type": "string", "description": "HOST:PORT, e.g. 192.168.1.20:8080"]],
+  ]
+}

@@ -1,0 +1,109 @@
+/// The Job Manager: a peer's jobs and sending one to another peer.
+///
+/// Each route carries its handler; ``Router/standard`` is the union of every feature's routes, and the OpenAPI
+/// document is generated from it.
+import LWS
+import MeshCore
+
+enum JobRoutes {
+  static let routes: [Route] = [
+    Route(
+      method: .post, pattern: "/api/v1/jobs", operationID: "createJob",
+      summary: "Adds a job to this peer's list.", authenticated: true, requestSchema: Schemas.jobInput,
+      responses: [(201, "The job.", Schemas.jobEnvelope), (400, "Invalid field.", Schemas.error)],
+      queryParameters: [],
+      handler: { node, context in try await node.createJob(context) }),
+    Route(
+      method: .get, pattern: "/api/v1/jobs", operationID: "listJobs",
+      summary: "This peer's jobs, oldest first, paged.", authenticated: true, requestSchema: nil,
+      responses: [(200, "A page of jobs.", Schemas.jobList), (400, "Bad limit.", Schemas.error)],
+      queryParameters: [
+        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
+        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
+      ],
+      handler: { node, context in try await node.listJobs(context) }),
+    Route(
+      method: .get, pattern: "/api/v1/jobs/{jobId}", operationID: "getJob", summary: "One job.",
+      authenticated: true, requestSchema: nil,
+      responses: [(200, "The job.", Schemas.jobEnvelope), (404, "Not in this peer's list.", Schemas.error)],
+      queryParameters: [],
+      handler: { node, context in try await node.getJob(context) }),
+    Route(
+      method: .patch, pattern: "/api/v1/jobs/{jobId}", operationID: "updateJob",
+      summary: "Changes a job's fields (null clears an optional one).", authenticated: true,
+      requestSchema: Schemas.jobPatch,
+      responses: [
+        (200, "The job.", Schemas.jobEnvelope), (400, "Invalid field.", Schemas.error),
+        (404, "Not in this peer's list.", Schemas.error),
+      ], queryParameters: [],
+      handler: { node, context in try await node.updateJob(context) }),
+    Route(
+      method: .delete, pattern: "/api/v1/jobs/{jobId}", operationID: "deleteJob",
+      summary: "Removes a job from this peer's list.", authenticated: true, requestSchema: nil,
+      responses: [(204, "Deleted.", nil), (404, "Not in this peer's list.", Schemas.error)], queryParameters: [],
+      handler: { node, context in try await node.deleteJob(context) }),
+    Route(
+      method: .post, pattern: "/api/v1/jobs/{jobId}/send", operationID: "sendJob",
+      summary:
+        "Offers the job to a peer receiving jobs (advertising jobmanager-jobs): an invitation (60 s unless timeoutSeconds says otherwise) whose context is the whole job (the name, then Due:, Payment: and Notes: lines for the fields set; at most 4 KiB); on accept the job lands in their list (job.received) and yours shows assignedTo (job.delivered).",
+      authenticated: true, requestSchema: Schemas.sendJob,
+      responses: [
+        (202, "Offered; the answer arrives as events.", Schemas.jobOffer),
+        (404, "Unknown job or peer.", Schemas.error),
+        (409, "Not receiving jobs, already assigned or already offered.", Schemas.error),
+      ], queryParameters: [],
+      handler: { node, context in try await node.sendJob(context) }),
+  ]
+}
+
+extension Schemas {
+  static let job: JSONValue = [
+    "type": "object", "required": ["id", "name", "createdAt", "updatedAt"],
+    "properties": [
+      "id": ["type": "string"], "name": ["type": "string"], "dueDate": ["type": ["string", "null"], "format": "date"],
+      "payment": ["type": ["string", "null"], "pattern": "^[0-9]+\\.[0-9]{2}$"],
+      "notes": ["type": ["string", "null"]], "assignedTo": ["type": ["object", "null"]],
+      "receivedFrom": ["type": ["object", "null"]], "createdAt": ["type": "string"], "updatedAt": ["type": "string"],
+    ],
+  ]
+  static let jobInput: JSONValue = [
+    "type": "object", "required": ["name"], "additionalProperties": false,
+    "properties": [
+      "name": ["type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"],
+      "dueDate": ["type": ["string", "null"], "format": "date"],
+      "payment": [
+        "type": ["number", "string", "null"], "minimum": 0, "pattern": "^[0-9]+(\\.[0-9]{1,2})?$",
+        "description": "Non-negative, at most 2 decimal places, e.g. 120 or \"99.50\".",
+      ],
+      "notes": ["type": ["string", "null"], "description": "At most 4 KiB of UTF-8."],
+    ],
+  ]
+  static let jobPatch: JSONValue = [
+    "type": "object", "additionalProperties": false, "minProperties": 1,
+    "properties": [
+      "name": ["type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"],
+      "dueDate": ["type": ["string", "null"], "format": "date"],
+      "payment": ["type": ["number", "string", "null"], "minimum": 0, "pattern": "^[0-9]+(\\.[0-9]{1,2})?$"],
+      "notes": ["type": ["string", "null"]],
+    ],
+  ]
+  static let jobEnvelope: JSONValue = ["type": "object", "required": ["job"], "properties": ["job": job]]
+  static let jobList: JSONValue = [
+    "type": "object", "required": ["jobs"],
+    "properties": ["jobs": ["type": "array", "items": job], "nextCursor": ["type": ["string", "null"]]],
+  ]
+  static let sendJob: JSONValue = [
+    "type": "object", "required": ["to"], "additionalProperties": false,
+    "properties": [
+      "to": ["type": "string"],
+      "timeoutSeconds": [
+        "type": "integer", "minimum": 1, "maximum": 300, "default": 60,
+        "description":
+          "As for invitations (one grace second more for a receiver on another node), but 60 s by default: a job offer is read before it is answered.",
+      ],
+    ],
+  ]
+  static let jobOffer: JSONValue = [
+    "type": "object", "required": ["job", "invitation"], "properties": ["job": job, "invitation": invitation],
+  ]
+}

@@ -1,0 +1,320 @@
+/// Resource transfers, the mesh side: offers, accepts, chunks, credit and ends from other nodes, and what a link
+/// coming up or going down means for transfers in flight (see Node+Transfers.swift for the whole story).
+import Crypto
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+extension Node {
+  // MARK: - Mesh messages
+
+  func transferMessage(_ message: MeshMessage, from nodeID: String) {
+    switch message {
+    case .transferOffer(let offer):
+      guard transfers.restored else {
+        transfers.deferredOffers.append((offer, nodeID))
+        return
+      }
+      offerReceived(offer, from: nodeID)
+    case .transferAccept(let id, let offset):
+      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID, var sender = transfer.sender
+      else { return }
+      guard sender.accepted(offset: offset) else { return }
+      transfer.sender = sender
+      transfer.rateUpdatedAt = Self.monotonicMillis()
+      transfer.rateTokens = 0
+      transfer.record.bytes = offset
+      let consented = transfer.consentDeadline != nil || transfer.record.state == "awaitingConsent"
+      transfer.consentDeadline = nil
+      if let resumedFrom = sender.resumedFrom {
+        transfer.record.resumedFrom = resumedFrom
+        transfer.record.state = "inProgress"
+        meshLogger.info("Transfer resumed.", ["transfer.id": id, "offset": offset])
+        persist(transfer)
+      } else if transfer.answer == nil && transfer.record.state != "inProgress" {
+        transfer.record.state = "inProgress"
+        persist(transfer)
+      }
+      if consented { publishTransferEvent("transfer.accepted", transfer) }
+      if let answer = transfer.answer {
+        transfer.answer = nil
+        answer.resume()
+      }
+      pump(transfer)
+    case .transferReject(let id, let code, let text):
+      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID else { return }
+      if code == .declined {
+        guard !transfer.record.isTerminal else { return }
+        transfer.sender?.cancel()
+        transfer.file?.close(remove: true)
+        transfer.file = nil
+        transfer.consentDeadline = nil
+        settle(transfer, state: "declined", reason: text)
+        return
+      }
+      if let answer = transfer.answer {
+        transfer.answer = nil
+        answer.resume(throwing: rejectionError(code, text))
+      } else {
+        failTransfer(transfer, reason: "the receiver refused to resume: \(text)", notify: false)
+      }
+    case .transferChunk(let id, let offset, let bytes):
+      guard let transfer = transfers.incoming[id], transfer.record.fromNodeID == nodeID,
+        var receiver = transfer.receiver, let file = transfer.file
+      else { return }
+      let decision = receiver.chunk(offset: offset, count: bytes.count)
+      transfer.receiver = receiver
+      switch decision {
+      case .ignore: break
+      case .reject(let reason): failTransfer(transfer, reason: "protocol error: \(reason)", notify: true)
+      case .write:
+        file.append(bytes) { [weak self] result in
+          self?.onLoop { $0.receivedWritten(id, result) }
+        }
+      }
+    case .transferCredit(let id, let offset):
+      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID, var sender = transfer.sender,
+        sender.credit(offset: offset)
+      else { return }
+      transfer.sender = sender
+      transfer.record.bytes = sender.acknowledged
+      reportProgress(transfer)
+      pump(transfer)
+    case .transferEnd(let id, let size, let digest):
+      guard let transfer = transfers.incoming[id], transfer.record.fromNodeID == nodeID,
+        var receiver = transfer.receiver
+      else { return }
+      let (actions, failure) = receiver.end(size: size, sha256: digest)
+      transfer.receiver = receiver
+      if let failure {
+        failTransfer(transfer, reason: failure, notify: true)
+        return
+      }
+      carryOut(actions, transfer)
+    case .transferFinished(let id, let digest):
+      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID, var sender = transfer.sender
+      else { return }
+      sender.receiverFinished(sha256: digest)
+      transfer.sender = sender
+      if case .failed(let reason) = sender.state {
+        failTransfer(transfer, reason: reason, notify: false)
+        return
+      }
+      transfer.record.bytes = transfer.record.size
+      let final = finalPath(id, .outgoing, name: transfer.record.name)
+      transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
+        self?.onLoop { node in
+          guard let transfer = node.transfers.outgoing[id], !transfer.record.isTerminal else { return }
+          if error == nil { transfer.record.path = final }
+          transfer.file?.close(remove: false)
+          transfer.file = nil
+          node.settle(transfer, state: "finished", reason: nil)
+        }
+      }
+    case .transferFailed(let id, let reason):
+      for transfer in [transfers.outgoing[id], transfers.incoming[id]].compactMap({ $0 })
+      where transfer.record.fromNodeID == nodeID || transfer.record.toNodeID == nodeID {
+        failTransfer(transfer, reason: reason, notify: false)
+      }
+    case .transferCancel(let id, let reason):
+      for transfer in [transfers.outgoing[id], transfers.incoming[id]].compactMap({ $0 })
+      where transfer.record.fromNodeID == nodeID || transfer.record.toNodeID == nodeID {
+        cancelTransfer(transfer, reason: reason, notify: false)
+      }
+    case .transferAwaitingConsent(let id, let timeoutMillis):
+      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID,
+        transfer.sender?.state == .offering, !transfer.record.isTerminal
+      else { return }
+      // The receiver bounds the wait; this side gives up a little later by itself, should the verdict never come.
+      let wait = min(timeoutMillis, 86_400_000) + Self.consentGraceMillis
+      transfer.consentDeadline = Self.monotonicMillis() + wait
+      scheduleConsentExpiry(id, .outgoing, after: wait)
+      if transfer.record.state != "awaitingConsent" {
+        transfer.record.state = "awaitingConsent"
+        persist(transfer)
+      }
+      if let answer = transfer.answer {
+        transfer.answer = nil
+        answer.resume()
+      }
+    default:
+      break
+    }
+  }
+
+  func offerReceived(_ offer: TransferOffer, from nodeID: String) {
+    let id = offer.transferID
+    if let transfer = transfers.incoming[id] {
+      reofferReceived(transfer, from: nodeID)
+      return
+    }
+    if offer.resume {
+      sendTransferFrame(
+        .transferReject(transferID: id, code: .unknownTransfer, message: "this node has no transfer \(id)"),
+        to: nodeID)
+      return
+    }
+    guard nodeID == self.nodeID || transfers.outgoing[id] == nil else {
+      // The id of a transfer this node sends: one id, one record.
+      refuseFrame("invalid_id", from: nodeID, "a transfer offer reuses the id of an outgoing transfer")
+      sendTransferFrame(
+        .transferReject(transferID: id, code: .refused, message: "transfer id \(id) is in use here"), to: nodeID)
+      return
+    }
+    // The receiver must be a local member that agreed to be in the session (not one a linked node listed).
+    if peers[offer.toPeerID] != nil && !mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID) {
+      refuseFrame("not_agreed", from: nodeID, "a transfer offer to \(offer.toPeerID), not a member by its own act")
+    }
+    guard let peer = peers[offer.toPeerID], let session = mesh.sessions.sessions[offer.sessionID],
+      session.members.contains(where: { $0.peerID == offer.toPeerID && $0.nodeID == self.nodeID }),
+      mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID),
+      session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
+    else {
+      sendTransferFrame(
+        .transferReject(
+          transferID: id, code: .notMember,
+          message: "peer \(offer.toPeerID) is not in session \(offer.sessionID) on the receiving node"),
+        to: nodeID)
+      return
+    }
+    if let rejection = receivability(size: offer.size) {
+      sendTransferFrame(.transferReject(transferID: id, code: rejection.code, message: rejection.message), to: nodeID)
+      return
+    }
+    let name = Self.sanitizedFileName(offer.name) ?? "file"
+    let now = Timestamp.now()
+    let ask = fileConsent == .ask && transfers.alwaysAccept[peer.id]?[offer.fromPeerID] == nil
+    let record = TransferRecord(
+      id: id, direction: .incoming, sessionID: offer.sessionID, fromPeerID: offer.fromPeerID,
+      fromDisplayName: offer.fromDisplayName, fromNodeID: nodeID, toPeerID: peer.id, toDisplayName: peer.displayName,
+      toNodeID: self.nodeID, name: name,
+      contentType: Self.cleanContentType(offer.contentType) ?? "application/octet-stream", size: offer.size,
+      bytes: 0, state: ask ? "awaitingConsent" : "inProgress", reason: nil, sha256: nil,
+      path: partialPath(id, .incoming), resumedFrom: nil, createdAt: now, updatedAt: now)
+    let transfer = LiveTransfer(record: record)
+    if ask {
+      offerAwaitingConsent(transfer)
+      return
+    }
+    transfer.receiver = TransferReceiver(size: offer.size)
+    transfers.incoming[id] = transfer
+    try? FileManager.default.createDirectory(
+      atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
+    let file = TransferFile(path: record.path)
+    transfer.file = file
+    Task {
+      do {
+        try await store.saveTransfer(record)
+      } catch {
+        failTransfer(transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true)
+        return
+      }
+      file.open(rehash: false, exclusive: true) { [weak self] result in
+        self?.onLoop { node in
+          guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
+          if case .failure(let error) = result {
+            node.failTransfer(transfer, reason: "the receiving node cannot write: \(error)", notify: true)
+            return
+          }
+          node.publishTransferEvent("transfer.started", transfer)
+          node.sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: nodeID)
+        }
+      }
+    }
+  }
+
+  func receivedWritten(_ id: String, _ result: Result<UInt64, TransferIOError>) {
+    guard let transfer = transfers.incoming[id], var receiver = transfer.receiver, !transfer.record.isTerminal else {
+      return
+    }
+    switch result {
+    case .failure(let error):
+      failTransfer(transfer, reason: "the receiving node could not write: \(error)", notify: true)
+    case .success(let length):
+      let actions = receiver.wrote(upTo: length)
+      transfer.receiver = receiver
+      transfer.record.bytes = receiver.written
+      reportProgress(transfer)
+      carryOut(actions, transfer)
+    }
+  }
+
+  func carryOut(_ actions: [TransferReceiver.Action], _ transfer: LiveTransfer) {
+    let id = transfer.record.id
+    for action in actions {
+      switch action {
+      case .sendCredit(let offset):
+        sendTransferFrame(.transferCredit(transferID: id, offset: offset), to: transfer.record.fromNodeID)
+      case .verify:
+        transfer.file?.finish { [weak self] result in
+          self?.onLoop { $0.receivedVerified(id, result) }
+        }
+      }
+    }
+  }
+
+  func receivedVerified(_ id: String, _ result: Result<[UInt8], TransferIOError>) {
+    guard let transfer = transfers.incoming[id], var receiver = transfer.receiver else { return }
+    let digest: [UInt8]
+    switch result {
+    case .failure(let error):
+      failTransfer(transfer, reason: "the receiving node could not flush the file: \(error)", notify: true)
+      return
+    case .success(let value): digest = value
+    }
+    let matched = receiver.verified(sha256: digest)
+    transfer.receiver = receiver
+    guard matched else {
+      if case .failed(let reason) = receiver.state { failTransfer(transfer, reason: reason, notify: true) }
+      return
+    }
+    let final = finalPath(id, .incoming, name: transfer.record.name)
+    transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
+      self?.onLoop { node in
+        guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
+        if let error {
+          node.failTransfer(transfer, reason: "the finished file could not be moved into place: \(error)", notify: true)
+          return
+        }
+        transfer.file?.close(remove: false)
+        transfer.file = nil
+        transfer.record.path = final
+        transfer.record.sha256 = Crypto.hex(digest)
+        transfer.record.bytes = transfer.record.size
+        node.sendTransferFrame(.transferFinished(transferID: id, sha256: digest), to: transfer.record.fromNodeID)
+        node.settle(transfer, state: "finished", reason: nil)
+      }
+    }
+  }
+
+  // MARK: - Links
+
+  func transfersLinkUp(_ nodeID: String) {
+    for message in transfers.notices.removeValue(forKey: nodeID) ?? [] {
+      sendTransferFrame(message, to: nodeID)
+    }
+    for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID {
+      guard var sender = transfer.sender, sender.linkRestored() else { continue }
+      transfer.sender = sender
+      sendTransferFrame(.transferOffer(offer(for: transfer.record, resume: true)), to: nodeID)
+    }
+  }
+
+  func transfersLinkDown(_ nodeID: String) {
+    streamsLinkDown(nodeID)
+    for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID && !transfer.record.isTerminal {
+      transfer.sender?.linkLost()
+      if let answer = transfer.answer {
+        transfer.answer = nil
+        answer.resume(throwing: APIError.unavailable("the receiver's node went away before it answered; try again"))
+      }
+      if transfer.sender?.state == .interrupted { transfer.record.state = "interrupted" }
+    }
+    for transfer in transfers.incoming.values where transfer.record.fromNodeID == nodeID && !transfer.record.isTerminal
+    {
+      transfer.receiver?.linkLost()
+      if transfer.receiver?.state == .interrupted { transfer.record.state = "interrupted" }
+    }
+  }
+}

@@ -1,0 +1,387 @@
+/// Resource transfers, the end of the story: terminal states, the events both sides see, the REST handlers that read,
+/// cancel and download transfers, and recovery after a restart (see Node+Transfers.swift for the whole story).
+import Crypto
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+extension Node {
+  // MARK: - Ending
+
+  /// Records a terminal state, tells the local party, and forgets the file handle.
+  func settle(_ transfer: LiveTransfer, state: String, reason: String?) {
+    transfer.record.state = state
+    transfer.record.reason = reason
+    transfer.record.updatedAt = Timestamp.now()
+    persist(transfer)
+    var extra: JSONObject = [:]
+    if let sha = transfer.record.sha256, state == "finished" { extra["sha256"] = .string(sha) }
+    if let reason { extra["reason"] = .string(reason) }
+    publishTransferEvent("transfer.\(state)", transfer, extra: extra)
+    if let answer = transfer.answer {
+      transfer.answer = nil
+      answer.resume(throwing: APIError(status: 409, code: "transfer_\(state)", message: reason ?? "transfer \(state)"))
+    }
+    if let done = transfer.uploadDone {
+      transfer.uploadDone = nil
+      let status = state == "canceled" || state == "declined" ? 409 : 502
+      done.resume(
+        throwing: APIError(
+          status: status, code: "transfer_\(state)",
+          message: "the transfer was \(state): \(reason ?? "no reason given")"))
+    }
+    if let request = transfer.uploadRequest {
+      transfers.byUpload[request] = nil
+      transfer.uploadRequest = nil
+    }
+  }
+
+  func failTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool) {
+    guard !transfer.record.isTerminal else { return }
+    transfer.sender?.fail(reason)
+    transfer.receiver?.fail(reason)
+    transfer.file?.close(remove: true)
+    transfer.file = nil
+    if notify { notifyOtherSide(transfer, .transferFailed(transferID: transfer.record.id, reason: reason)) }
+    settle(transfer, state: "failed", reason: reason)
+  }
+
+  func cancelTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool) {
+    guard !transfer.record.isTerminal else { return }
+    transfer.sender?.cancel()
+    transfer.receiver?.cancel()
+    transfer.file?.close(remove: true)
+    transfer.file = nil
+    if notify { notifyOtherSide(transfer, .transferCancel(transferID: transfer.record.id, reason: reason)) }
+    settle(transfer, state: "canceled", reason: reason)
+  }
+
+  /// Drops a transfer that never started (its offer was refused): no events, no record kept.
+  func discard(_ transfer: LiveTransfer, state: String, reason: String) {
+    transfer.file?.close(remove: true)
+    transfer.file = nil
+    transfer.record.state = state
+    transfer.record.reason = reason
+    transfers.outgoing[transfer.record.id] = nil
+    let id = transfer.record.id
+    Task { try? await store.deleteTransfer(id: id) }
+  }
+
+  func notifyOtherSide(_ transfer: LiveTransfer, _ message: MeshMessage) {
+    let other = transfer.record.direction == .outgoing ? transfer.record.toNodeID : transfer.record.fromNodeID
+    if other == nodeID {
+      // Both sides are here: end the other record too.
+      let peer =
+        transfer.record.direction == .outgoing
+        ? transfers.incoming[transfer.record.id] : transfers.outgoing[transfer.record.id]
+      guard let peer, !peer.record.isTerminal else { return }
+      switch message {
+      case .transferCancel(_, let reason): cancelTransfer(peer, reason: reason, notify: false)
+      case .transferFailed(_, let reason): failTransfer(peer, reason: reason, notify: false)
+      default: break
+      }
+      return
+    }
+    sendOrQueueNotice(message, to: other)
+  }
+
+  func persist(_ transfer: LiveTransfer) {
+    let record = transfer.record
+    Task {
+      do {
+        try await store.saveTransfer(record)
+      } catch {
+        logger.warning("Could not save a transfer.", ["transfer.id": record.id, "error": String(describing: error)])
+      }
+    }
+  }
+
+  // MARK: - Events
+
+  func localParty(_ record: TransferRecord) -> String {
+    record.direction == .outgoing ? record.fromPeerID : record.toPeerID
+  }
+
+  func publishTransferEvent(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:]) {
+    let peerID = localParty(transfer.record)
+    guard peers[peerID] != nil else { return }
+    var data: JSONObject = ["transfer": transferJSON(transfer.record)]
+    for (key, value) in extra { data[key] = value }
+    publishInBackground([(peerID: peerID, type: type, data: .object(data))])
+  }
+
+  func reportProgress(_ transfer: LiveTransfer) {
+    guard transfer.throttle.shouldReport(bytes: transfer.record.bytes, now: Self.monotonicMillis()) else { return }
+    publishTransferEvent(
+      "transfer.progress", transfer,
+      extra: ["bytes": .int(Int64(transfer.record.bytes)), "total": .int(Int64(transfer.record.size))])
+  }
+
+  func transferJSON(_ record: TransferRecord) -> JSONValue {
+    var object: JSONObject = [
+      "id": .string(record.id), "sessionId": .string(record.sessionID),
+      "direction": .string(record.direction.rawValue), "name": .string(record.name),
+      "contentType": .string(record.contentType), "size": .int(Int64(record.size)),
+      "bytes": .int(Int64(record.bytes)), "state": .string(record.state),
+      "from": [
+        "id": .string(record.fromPeerID), "displayName": .string(record.fromDisplayName),
+        "nodeId": .string(record.fromNodeID),
+      ],
+      "to": [
+        "id": .string(record.toPeerID), "displayName": .string(record.toDisplayName),
+        "nodeId": .string(record.toNodeID),
+      ],
+      "createdAt": .string(record.createdAt), "updatedAt": .string(record.updatedAt),
+    ]
+    object["sha256"] = record.sha256.map { .string($0) } ?? .null
+    object["reason"] = record.reason.map { .string($0) } ?? .null
+    object["resumedFrom"] = record.resumedFrom.map { .int(Int64($0)) } ?? .null
+    return .object(object)
+  }
+
+  // MARK: - REST
+
+  func visibleTransfers(of peerID: String) -> [TransferRecord] {
+    let outgoing = transfers.outgoing.values.map(\.record).filter { $0.fromPeerID == peerID }
+    let incoming = transfers.incoming.values.map(\.record).filter { $0.toPeerID == peerID }
+    return (outgoing + incoming).sorted {
+      ($0.createdAt, $0.id, $0.direction.rawValue) < ($1.createdAt, $1.id, $1.direction.rawValue)
+    }
+  }
+
+  func ownTransfer(_ context: RequestContext) throws(APIError) -> LiveTransfer {
+    let id = context.parameters["transferId"] ?? ""
+    let peerID = context.authenticatedPeer.id
+    if let transfer = transfers.outgoing[id], transfer.record.fromPeerID == peerID { return transfer }
+    if let transfer = transfers.incoming[id], transfer.record.toPeerID == peerID { return transfer }
+    throw APIError.notFound("no transfer \(id) sent or received by this peer; see GET /api/v1/transfers")
+  }
+
+  func listTransfers(_ context: RequestContext) throws -> HTTPResponse {
+    let list = visibleTransfers(of: context.authenticatedPeer.id)
+    let page = try Page(list, id: { "\($0.id).\($0.direction.rawValue)" }, query: context.request.head.query)
+    return .json(["transfers": .array(page.items.map(transferJSON)), "nextCursor": page.nextCursorJSON])
+  }
+
+  func getTransfer(_ context: RequestContext) throws -> HTTPResponse {
+    .json(["transfer": transferJSON(try ownTransfer(context).record)])
+  }
+
+  func deleteTransfer(_ context: RequestContext) throws -> HTTPResponse {
+    let transfer = try ownTransfer(context)
+    guard !transfer.record.isTerminal else {
+      throw APIError(
+        status: 409, code: "transfer_\(transfer.record.state)",
+        message:
+          "transfer \(transfer.record.id) is already \(transfer.record.state); only transfers in progress can be canceled"
+      )
+    }
+    let who = transfer.record.direction == .outgoing ? "the sender" : "the receiver"
+    cancelTransfer(transfer, reason: "canceled by \(who)", notify: true)
+    return .json(["transfer": transferJSON(transfer.record)])
+  }
+
+  func transferContent(_ context: RequestContext) throws -> HTTPResponse {
+    let transfer = try ownTransfer(context)
+    let record = transfer.record
+    guard record.state == "finished" else {
+      throw APIError(
+        status: 409, code: "transfer_not_finished",
+        message: "transfer \(record.id) is \(record.state); its content can be downloaded once it is finished")
+    }
+    let size = Int(record.size)
+    var headers: [(String, String)] = [
+      ("accept-ranges", "bytes"), ("content-disposition", Self.contentDisposition(record.name)),
+      ("cache-control", "no-store"),
+    ]
+    if let sha = record.sha256 { headers.append(("x-content-sha256", sha)) }
+    var status = 200
+    var offset = 0
+    var length = size
+    if let range = context.request.head.headers["range"] {
+      switch Self.parseRange(range, size: size) {
+      case .none:
+        break
+      case .unsatisfiable:
+        throw APIError(
+          status: 416, code: "range_not_satisfiable",
+          message: "the range \(range) is outside the \(size) bytes of this file",
+          headers: [("content-range", "bytes */\(size)")])
+      case .range(let first, let last):
+        status = 206
+        offset = first
+        length = last - first + 1
+        headers.append(("content-range", "bytes \(first)-\(last)/\(size)"))
+      }
+    }
+    var response = HTTPResponse(status: status, contentType: record.contentType, headers: headers)
+    response.file = HTTPFileBody(path: record.path, offset: offset, length: length)
+    return response
+  }
+
+  enum ByteRange: Equatable {
+    case none
+    case unsatisfiable
+    case range(Int, Int)
+  }
+
+  /// One `bytes=` range (RFC 9110 §14.1.2): `a-b`, `a-` or `-n`. Several ranges or other units are ignored (the
+  /// whole file is sent), as the RFC allows.
+  static func parseRange(_ header: String, size: Int) -> ByteRange {
+    let text = header.trimmingCharacters(in: .whitespaces)
+    guard text.lowercased().hasPrefix("bytes="), !text.contains(",") else { return .none }
+    let spec = text.dropFirst(6).trimmingCharacters(in: .whitespaces)
+    guard let dash = spec.firstIndex(of: "-") else { return .none }
+    let startText = spec[..<dash]
+    let endText = spec[spec.index(after: dash)...]
+    if startText.isEmpty {
+      guard let suffix = Int(endText), suffix >= 0 else { return .none }
+      guard suffix > 0, size > 0 else { return .unsatisfiable }
+      return .range(max(0, size - suffix), size - 1)
+    }
+    guard let first = Int(startText), first >= 0 else { return .none }
+    guard first < size else { return .unsatisfiable }
+    if endText.isEmpty { return .range(first, size - 1) }
+    guard let last = Int(endText), last >= first else { return .none }
+    return .range(first, min(last, size - 1))
+  }
+
+  /// `attachment` with an ASCII fallback name and the exact UTF-8 name (RFC 6266 / 8187).
+  static func contentDisposition(_ name: String) -> String {
+    let fallback = String(
+      name.unicodeScalars.map { $0.isASCII && $0 != "\"" && $0 != "\\" && $0.value >= 0x20 ? Character($0) : "_" })
+    let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
+    let encoded = name.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }
+      .joined()
+    return "attachment; filename=\"\(fallback)\"; filename*=UTF-8''\(encoded)"
+  }
+
+  // MARK: - Restart
+
+  /// Loads the transfer records after a start: finished ones for listing, unfinished ones to resume.
+  func restoreTransfers() async {
+    let records: [TransferRecord]
+    do {
+      records = try await store.allTransfers()
+    } catch {
+      logger.error("Could not load transfers.", ["error": String(describing: error)])
+      records = []
+    }
+    var rehashing = 0
+    for var record in records {
+      let transfer = LiveTransfer(record: record)
+      switch record.direction {
+      case .outgoing: transfers.outgoing[record.id] = transfer
+      case .incoming: transfers.incoming[record.id] = transfer
+      }
+      guard !record.isTerminal else { continue }
+      let local = record.fromNodeID == nodeID && record.toNodeID == nodeID
+      if record.direction == .outgoing {
+        guard !local, let hex = record.sha256, let digest = Self.unhex(hex),
+          FileManager.default.fileExists(atPath: record.path)
+        else {
+          let reason = "the sending node restarted before the upload was complete"
+          failTransfer(transfer, reason: reason, notify: !local)
+          continue
+        }
+        transfer.sender = TransferSender.restored(
+          size: record.size, digest: digest, window: Self.transferWindow, chunkSize: Self.transferChunk)
+        transfer.file = TransferFile(path: record.path)
+        transfer.file?.open(rehash: false) { _ in }
+        record.state = "interrupted"
+        transfer.record = record
+      } else {
+        guard !local else {
+          failTransfer(transfer, reason: "the node restarted before the upload was complete", notify: false)
+          continue
+        }
+        if record.state == "awaitingConsent" {
+          // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before).
+          startConsentWait(transfer)
+          continue
+        }
+        let file = TransferFile(path: record.path)
+        transfer.file = file
+        transfer.record.state = "interrupted"
+        rehashing += 1
+        let id = record.id
+        let length: Result<UInt64, TransferIOError> = await withCheckedContinuation { continuation in
+          file.open(rehash: true) { continuation.resume(returning: $0) }
+        }
+        switch length {
+        case .failure(let error):
+          failTransfer(transfer, reason: "the partial file could not be read after a restart: \(error)", notify: true)
+        case .success(let offset):
+          var receiver = TransferReceiver(size: record.size, offset: offset)
+          receiver.linkLost()
+          transfer.receiver = receiver
+          transfer.record.bytes = min(offset, record.size)
+          meshLogger.info("Transfer restored.", ["transfer.id": id, "offset": offset])
+        }
+      }
+    }
+    do {
+      for entry in try await store.allAlwaysAccepted() {
+        transfers.alwaysAccept[entry.peerID, default: [:]][entry.senderPeerID] = entry
+      }
+    } catch {
+      logger.error("Could not load the always-accept lists.", ["error": String(describing: error)])
+    }
+    transfers.restored = true
+    let deferred = transfers.deferredOffers
+    transfers.deferredOffers = []
+    for (offer, from) in deferred { offerReceived(offer, from: from) }
+    for nodeID in mesh.links.linkedNodeIDs { transfersLinkUp(nodeID) }
+  }
+
+  static func unhex(_ text: String) -> [UInt8]? {
+    let digits = Array(text.utf8)
+    guard digits.count % 2 == 0 else { return nil }
+    var bytes: [UInt8] = []
+    var index = 0
+    while index < digits.count {
+      guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+      bytes.append(high << 4 | low)
+      index += 2
+    }
+    return bytes
+  }
+
+  private static func hexValue(_ digit: UInt8) -> UInt8? {
+    switch digit {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+    default: nil
+    }
+  }
+
+  /// The member a file or stream goes to: connected, its node linked, and the link good enough for the session.
+  func connectedRecipient(_ toID: String, in session: SessionDescription) throws(APIError) -> SessionMember {
+    guard let target = session.members.first(where: { $0.peerID == toID }) else {
+      throw APIError(
+        status: 409, code: "not_a_member",
+        message: "peer \(toID) is not a member of session \(session.sessionID); invite it first")
+    }
+    guard target.state == .connected else {
+      throw APIError(
+        status: 409, code: "peer_not_connected",
+        message: "peer \(toID) is \(target.state.rawValue) in this session; wait until it is connected")
+    }
+    if target.nodeID != nodeID && mesh.links.connection(of: target.nodeID) == nil {
+      throw APIError.unavailable("the node of peer \(toID) is not linked right now; try again when it is")
+    }
+    try requireCarriage(session, to: target)
+    return target
+  }
+
+  /// `encryption: required` sessions never cross a plaintext link: their files and streams neither.
+  func requireCarriage(_ session: SessionDescription, to target: SessionMember) throws(APIError) {
+    guard mesh.sessions.mayCarry(session, to: target.nodeID) else {
+      throw APIError(
+        status: 409, code: "encryption_unavailable",
+        message: "session \(session.sessionID) requires encryption, but the link to the node of \(target.displayName) "
+          + "is not encrypted (is it running with --mesh-tls off?)")
+    }
+  }
+}

@@ -1,0 +1,494 @@
+/// Resource transfers (MCSession sendResource, Nearby FILE payloads): REST handlers, the upload path, the mesh
+/// side of ``TransferSender`` / ``TransferReceiver``, events and restart recovery.
+///
+/// Layers 4 and 6. Everything here runs on the lws service thread inside the ``Node`` actor; file I/O runs on each
+/// transfer's ``TransferFile`` queue and comes back through ``Node/onLoop(_:)``.
+///
+/// The sender's node spools the upload into `<data dir>/transfers/<id>.out` while it streams it on to the receiver's
+/// node, which writes `<data dir>/transfers/<id>.in`. The upload is answered 202 once the whole body is on disk
+/// (fsynced) and its SHA-256 is recorded, so from then on the transfer survives a link loss or a restart of either
+/// node: when the link returns, the sender offers it again and the receiver accepts from the bytes it holds. A
+/// finished file lives at `<data dir>/files/<sent|received>/<id>/<name>` on both sides.
+///
+/// File consent (`--file-consent ask`): an offer from another node may wait for the recipient's Accept or Decline
+/// (state `awaitingConsent`) before the receiver's node creates any file; see ``Node/acceptTransfer(_:)``.
+import Crypto
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+/// One transfer as a node holds it. Confined to the service thread.
+final class LiveTransfer {
+  var record: TransferRecord
+  var sender: TransferSender?
+  var receiver: TransferReceiver?
+  var file: TransferFile?
+  var throttle = ProgressThrottle()
+  /// The upload request while its body streams in.
+  var uploadRequest: RequestID?
+  var uploadReceived: UInt64 = 0
+  var uploadSpooled: UInt64 = 0
+  var uploadPaused = false
+  var uploadDone: CheckedContinuation<Void, any Error>?
+  var answer: CheckedContinuation<Void, any Error>?
+  /// A token bucket for `--transfer-rate`: bytes that may be sent now (at most one second's worth accumulates, so a
+  /// pause never turns into a burst) and when it was last topped up (monotonic ms).
+  var rateTokens: Double = 0
+  var rateUpdatedAt: UInt64 = 0
+  /// While the transfer waits for the recipient's consent: when the wait ends (monotonic ms).
+  var consentDeadline: UInt64?
+
+  init(record: TransferRecord) {
+    self.record = record
+  }
+}
+
+@available(*, unavailable)
+extension LiveTransfer: Sendable {}
+
+/// Transfer state owned by the node actor.
+struct TransferRuntime {
+  var outgoing: [String: LiveTransfer] = [:]
+  var incoming: [String: LiveTransfer] = [:]
+  var byUpload: [RequestID: LiveTransfer] = [:]
+  /// Offers that arrived before the records were restored after a start.
+  var restored = false
+  var deferredOffers: [(TransferOffer, String)] = []
+  /// Frames for nodes that are not linked now (a cancel or failure notice), sent when they link.
+  var notices: [String: [MeshMessage]] = [:]
+  /// File consent as changed at run time (`PATCH /api/v1/node/settings`); nil: as configured.
+  var consentMode: FileConsent?
+  var consentTimeout: Int?
+  /// Per local recipient: the senders whose files it accepts without being asked, by sender peer id.
+  var alwaysAccept: [String: [String: AlwaysAccepted]] = [:]
+}
+
+extension Node {
+  static let transferWindow: UInt64 = 8 << 20
+  static let transferChunk = 256 << 10
+  /// Upload bytes waiting to be written above which reading the request is paused.
+  static let uploadHighWater: UInt64 = 1 << 20
+  static let uploadLowWater: UInt64 = 256 << 10
+  /// The most senders one recipient may keep on its always-accept list.
+  static let alwaysAcceptLimit = 1000
+  /// How much longer than the receiver's consent timeout the sender waits before it fails the transfer itself.
+  static let consentGraceMillis: UInt64 = 30_000
+
+  var fileConsent: FileConsent { transfers.consentMode ?? configuration.fileConsent }
+  var fileConsentTimeout: Int { transfers.consentTimeout ?? configuration.fileConsentTimeout }
+
+  var dataDirectoryPath: String { URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path }
+
+  /// Runs `body` on the service thread inside the actor; safe from any thread (file queues use it).
+  nonisolated func onLoop(_ body: @escaping @Sendable (isolated Node) -> Void) {
+    server.execute { [self] in self.assumeIsolated { body($0) } }
+  }
+
+  // MARK: - Names
+
+  /// A file name that is safe to create in a directory: the last path component, without control characters or
+  /// leading dots and spaces, at most 255 UTF-8 bytes. Nil when nothing usable remains.
+  static func sanitizedFileName(_ raw: String) -> String? {
+    let lastComponent = raw.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+    var scalars = String.UnicodeScalarView()
+    for scalar in lastComponent.unicodeScalars {
+      let value = scalar.value
+      if value < 0x20 || value == 0x7F || (0x80...0x9F).contains(value) || value == 0x2028 || value == 0x2029 {
+        continue
+      }
+      scalars.append(scalar)
+    }
+    var name = String(scalars)
+    while let first = name.first, first == "." || first == " " { name.removeFirst() }
+    while let last = name.last, last == " " { name.removeLast() }
+    while name.utf8.count > 255 { name.removeLast() }
+    return name.isEmpty ? nil : name
+  }
+
+  // MARK: - Paths
+
+  // Paths are built from parts that cannot leave their directory: an id that is not a plain token (ids from other
+  // nodes are checked as UUIDs before they get here) becomes a digest of itself, and a name is a sanitized file
+  // name. TransferFile.move resolves the result and refuses anything outside the data directory.
+
+  /// A path component for `id`: the id itself when it is a token (`A-Z a-z 0-9 - _`), else `id-` + a digest.
+  static func pathComponent(_ id: String) -> String {
+    WireIDs.isToken(id) ? id : "id-" + String(Crypto.sha256Hex(id).prefix(32))
+  }
+
+  func partialPath(_ id: String, _ direction: TransferDirection) -> String {
+    "\(dataDirectoryPath)/transfers/\(Self.pathComponent(id)).\(direction == .outgoing ? "out" : "in")"
+  }
+
+  func finalPath(_ id: String, _ direction: TransferDirection, name: String) -> String {
+    let file = Self.sanitizedFileName(name) ?? "file"
+    return
+      "\(dataDirectoryPath)/files/\(direction == .outgoing ? "sent" : "received")/\(Self.pathComponent(id))/\(file)"
+  }
+
+  // MARK: - Upload (sender's node)
+
+  func uploadResource(_ context: RequestContext) async throws -> HTTPResponse {
+    let peer = context.authenticatedPeer
+    let session = try ownSession(context)
+    let query = context.request.head.query
+    guard let toID = query["to"], !toID.isEmpty else {
+      throw APIError.badRequest("to is required: the id of the session member to send the file to (?to=<peerId>)")
+    }
+    guard let rawName = query["name"], !rawName.isEmpty else {
+      throw APIError.badRequest("name is required: the file name the receiver sees (?name=report.pdf)")
+    }
+    guard let name = Self.sanitizedFileName(rawName) else {
+      throw APIError.badRequest(
+        "name \(rawName.debugDescription) has no usable characters: give a file name without path separators, "
+          + "control characters or leading dots", code: "invalid_name")
+    }
+    guard let size = context.request.head.contentLength else {
+      throw APIError(
+        status: 411, code: "length_required",
+        message: "send the file with a Content-Length header (curl --data-binary @file does)")
+    }
+    guard size <= configuration.maxTransferBytes else {
+      throw APIError(
+        status: 413, code: "payload_too_large",
+        message: "the file is \(size) bytes; this node sends at most \(configuration.maxTransferBytes) bytes")
+    }
+    guard toID != peer.id else {
+      throw APIError.badRequest("to is the sender itself; send the file to another member of the session")
+    }
+    let target = try connectedRecipient(toID, in: session)
+    let local = target.nodeID == nodeID
+    // Refused early when the disk cannot take it now; checked again, and reserved, once the spool is open.
+    try checkReceivable(size: UInt64(size), spooling: !local)
+
+    let id = UUID().uuidString.lowercased()
+    let now = Timestamp.now()
+    let contentType =
+      context.request.head.headers["content-type"].flatMap(Self.cleanContentType)
+      ?? "application/octet-stream"
+    let record = TransferRecord(
+      id: id, direction: .outgoing, sessionID: session.sessionID, fromPeerID: peer.id,
+      fromDisplayName: peer.displayName, fromNodeID: nodeID, toPeerID: toID, toDisplayName: target.displayName,
+      toNodeID: target.nodeID, name: name, contentType: contentType, size: UInt64(size), bytes: 0, state: "pending",
+      reason: nil, sha256: nil, path: partialPath(id, .outgoing), resumedFrom: nil, createdAt: now, updatedAt: now)
+    let transfer = LiveTransfer(record: record)
+    transfer.sender = TransferSender(
+      size: UInt64(size), window: Self.transferWindow, chunkSize: Self.transferChunk)
+    try FileManager.default.createDirectory(
+      atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
+    let file = TransferFile(path: record.path)
+    transfer.file = file
+    let opened: Result<UInt64, TransferIOError> = await withCheckedContinuation { continuation in
+      file.open(rehash: false) { continuation.resume(returning: $0) }
+    }
+    if case .failure(let error) = opened {
+      throw APIError(status: 500, code: "storage_error", message: "the node cannot spool the upload: \(error)")
+    }
+    // Check and reserve in one step (no await between): concurrent uploads cannot all count the same free space.
+    do {
+      try checkReceivable(size: UInt64(size), spooling: !local)
+    } catch {
+      file.close(remove: true)
+      throw error
+    }
+    transfers.outgoing[id] = transfer
+    try await store.saveTransfer(record)
+
+    if local {
+      var incoming = record
+      incoming.direction = .incoming
+      incoming.state = "inProgress"
+      incoming.path = finalPath(id, .incoming, name: name)
+      transfers.incoming[id] = LiveTransfer(record: incoming)
+      try await store.saveTransfer(incoming)
+      transfer.record.state = "inProgress"
+      _ = transfer.sender?.accepted(offset: 0)
+      publishTransferEvent("transfer.started", transfers.incoming[id]!)
+    } else {
+      // Offer it and wait for the receiver's answer (size, disk space, membership) before reading the body.
+      sendTransferFrame(.transferOffer(offer(for: transfer.record, resume: false)), to: target.nodeID)
+      do {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+          transfer.answer = continuation
+          Task { [weak self] in
+            try? await Task.sleep(for: .seconds(15))
+            await self?.answerTimedOut(id)
+          }
+        }
+      } catch {
+        discard(transfer, state: "failed", reason: "\(error)")
+        throw error
+      }
+      // Accepted (or already on its way), or waiting for the recipient's consent (awaitingConsent).
+      if transfer.record.state == "pending" { transfer.record.state = "inProgress" }
+    }
+    publishTransferEvent("transfer.started", transfer)
+    transfer.uploadRequest = context.request.id
+    transfers.byUpload[context.request.id] = transfer
+    server.setBodyFlow(context.request.id, enabled: true)
+    // Wait until the whole body is on disk and hashed (or the upload breaks, or someone cancels).
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+      transfer.uploadDone = continuation
+    }
+    return .json(["transfer": transferJSON(transfer.record)], status: 202)
+  }
+
+  static func cleanContentType(_ value: String) -> String? {
+    let trimmed = value.trimmingCharacters(in: .whitespaces)
+    // curl's --data-binary labels every body as a form; a file upload never is one.
+    if trimmed.lowercased().hasPrefix("application/x-www-form-urlencoded") { return nil }
+    guard !trimmed.isEmpty, trimmed.utf8.count <= 255,
+      trimmed.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F })
+    else { return nil }
+    return trimmed
+  }
+
+  func answerTimedOut(_ id: String) {
+    guard let transfer = transfers.outgoing[id], let answer = transfer.answer else { return }
+    transfer.answer = nil
+    answer.resume(
+      throwing: APIError.unavailable("the receiver's node did not answer the transfer offer within 15 s; try again"))
+  }
+
+  /// Refuses a file this node could not take: over the size limit, or leaving less than the free-space reserve.
+  /// `spooling`: the file is an upload this node spools before sending it to another node (the message says so).
+  func checkReceivable(size: UInt64, spooling: Bool = false) throws(APIError) {
+    if let rejection = receivability(size: size, spooling: spooling) {
+      throw rejectionError(rejection.code, rejection.message)
+    }
+  }
+
+  /// Bytes this node has promised to store but not written yet: the rest of every incoming transfer it accepted and
+  /// of every upload it is spooling. Free space minus this is what a new file may use, so concurrent offers cannot
+  /// all be accepted against the same free space (and then all fail when the disk fills).
+  func promisedBytes() -> UInt64 {
+    var total: UInt64 = 0
+    for transfer in transfers.incoming.values where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID
+    {
+      total += transfer.record.size - min(transfer.record.bytes, transfer.record.size)
+    }
+    for transfer in transfers.outgoing.values where !transfer.record.isTerminal && transfer.record.sha256 == nil {
+      total += transfer.record.size - min(transfer.uploadSpooled, transfer.record.size)
+    }
+    return total
+  }
+
+  func receivability(size: UInt64, spooling: Bool = false) -> (code: TransferRejection, message: String)? {
+    if size > UInt64(configuration.maxTransferBytes) && !spooling {
+      return (
+        .tooLarge, "the file is \(size) bytes; the receiving node accepts at most \(configuration.maxTransferBytes)"
+      )
+    }
+    let free = TransferFile.freeBytes(in: dataDirectoryPath) ?? .max
+    let promised = promisedBytes()
+    let available = free > promised ? free - promised : 0
+    let reserve = UInt64(configuration.minFreeBytes)
+    if available < reserve || available - reserve < size {
+      let node = spooling ? "this node (which stores the upload before sending it on)" : "the receiving node"
+      return (
+        .insufficientStorage,
+        "\(node) has \(free) bytes free, \(promised) of them promised to transfers in progress, and keeps "
+          + "\(reserve) in reserve (--min-free-bytes); the file needs \(size). Retry when a transfer has finished "
+          + "or space is freed"
+      )
+    }
+    return nil
+  }
+
+  func rejectionError(_ code: TransferRejection, _ message: String) -> APIError {
+    switch code {
+    case .tooLarge: APIError(status: 413, code: "payload_too_large", message: message)
+    case .insufficientStorage: APIError(status: 507, code: "insufficient_storage", message: message)
+    case .notMember: APIError(status: 409, code: "not_a_member", message: message)
+    case .unknownTransfer: APIError.notFound(message)
+    case .refused: APIError(status: 409, code: "transfer_refused", message: message)
+    case .declined: APIError(status: 409, code: "transfer_declined", message: message)
+    }
+  }
+
+  func offer(for record: TransferRecord, resume: Bool) -> TransferOffer {
+    TransferOffer(
+      transferID: record.id, sessionID: record.sessionID, fromPeerID: record.fromPeerID,
+      fromDisplayName: record.fromDisplayName, toPeerID: record.toPeerID, name: record.name,
+      contentType: record.contentType, size: record.size, resume: resume)
+  }
+
+  func uploadBodyReceived(_ requestID: RequestID, _ bytes: [UInt8]) {
+    guard let transfer = transfers.byUpload[requestID], let file = transfer.file else { return }
+    transfer.uploadReceived += UInt64(bytes.count)
+    let id = transfer.record.id
+    file.append(bytes) { [weak self] result in
+      self?.onLoop { $0.spoolWritten(id, result) }
+    }
+    if transfer.uploadReceived - transfer.uploadSpooled > Self.uploadHighWater && !transfer.uploadPaused {
+      transfer.uploadPaused = true
+      server.setBodyFlow(requestID, enabled: false)
+    }
+  }
+
+  func spoolWritten(_ id: String, _ result: Result<UInt64, TransferIOError>) {
+    guard let transfer = transfers.outgoing[id], !transfer.record.isTerminal else { return }
+    switch result {
+    case .failure(let error):
+      failTransfer(transfer, reason: "the upload could not be spooled: \(error)", notify: true)
+    case .success(let length):
+      transfer.uploadSpooled = length
+      if transfer.uploadPaused, transfer.uploadReceived - length < Self.uploadLowWater,
+        let request = transfer.uploadRequest
+      {
+        transfer.uploadPaused = false
+        server.setBodyFlow(request, enabled: true)
+      }
+      transfer.sender?.spooled(upTo: length)
+      pump(transfer)
+    }
+  }
+
+  func uploadBodyEnded(_ requestID: RequestID) {
+    guard let transfer = transfers.byUpload[requestID], let file = transfer.file else { return }
+    let id = transfer.record.id
+    file.finish { [weak self] result in
+      self?.onLoop { node in Task { await node.uploadCompleted(id, result) } }
+    }
+  }
+
+  func uploadCompleted(_ id: String, _ result: Result<[UInt8], TransferIOError>) async {
+    guard let transfer = transfers.outgoing[id], !transfer.record.isTerminal else { return }
+    switch result {
+    case .failure(let error):
+      failTransfer(transfer, reason: "the upload could not be stored: \(error)", notify: true)
+    case .success(let digest):
+      transfer.record.sha256 = Crypto.hex(digest)
+      transfer.record.updatedAt = Timestamp.now()
+      do {
+        try await store.saveTransfer(transfer.record)
+      } catch {
+        failTransfer(transfer, reason: "the transfer could not be recorded: \(error)", notify: true)
+        return
+      }
+      guard !transfer.record.isTerminal else { return }
+      if let request = transfer.uploadRequest { transfers.byUpload[request] = nil }
+      transfer.uploadRequest = nil
+      transfer.sender?.uploadCompleted(sha256: digest)
+      transfer.uploadDone?.resume()
+      transfer.uploadDone = nil
+      if let incoming = transfers.incoming[id], incoming.record.fromNodeID == nodeID {
+        finishLocal(transfer, incoming, digest: digest)
+      } else {
+        pump(transfer)
+      }
+    }
+  }
+
+  /// The client went away before its upload was complete.
+  func uploadRequestClosed(_ requestID: RequestID) {
+    guard let transfer = transfers.byUpload.removeValue(forKey: requestID) else { return }
+    transfer.uploadRequest = nil
+    guard !transfer.record.isTerminal, transfer.record.sha256 == nil else { return }
+    failTransfer(
+      transfer,
+      reason:
+        "the upload ended after \(transfer.uploadReceived) of \(transfer.record.size) bytes (client disconnected)",
+      notify: true)
+  }
+
+  /// A transfer between two peers of this node: the spool becomes both files.
+  func finishLocal(_ outgoing: LiveTransfer, _ incoming: LiveTransfer, digest: [UInt8]) {
+    guard let file = outgoing.file else { return }
+    let id = outgoing.record.id
+    let sent = finalPath(id, .outgoing, name: outgoing.record.name)
+    let received = incoming.record.path
+    file.move(to: sent, alsoAt: received, within: dataDirectoryPath) { [weak self] error in
+      self?.onLoop { node in
+        guard let outgoing = node.transfers.outgoing[id], let incoming = node.transfers.incoming[id] else { return }
+        if let error {
+          node.failTransfer(outgoing, reason: "\(error)", notify: false)
+          node.failTransfer(incoming, reason: "\(error)", notify: false)
+          return
+        }
+        outgoing.record.path = sent
+        outgoing.file?.close(remove: false)
+        outgoing.file = nil
+        for transfer in [outgoing, incoming] {
+          transfer.record.sha256 = Crypto.hex(digest)
+          transfer.record.bytes = transfer.record.size
+          node.settle(transfer, state: "finished", reason: nil)
+        }
+      }
+    }
+  }
+
+  // MARK: - Sending chunks
+
+  func pump(_ transfer: LiveTransfer) {
+    guard var sender = transfer.sender, transfer.record.toNodeID != nodeID, let file = transfer.file else { return }
+    var canSend = linkHasRoom(transfer.record.toNodeID, producer: "transfer:" + transfer.record.id)
+    if canSend && configuration.transferRate > 0 {
+      let now = Self.monotonicMillis()
+      let rate = Double(configuration.transferRate)
+      transfer.rateTokens = min(rate, transfer.rateTokens + rate * Double(now - transfer.rateUpdatedAt) / 1000)
+      transfer.rateUpdatedAt = now
+      canSend = transfer.rateTokens > 0
+    }
+    let actions = sender.pump(canSend: canSend)
+    transfer.sender = sender
+    let id = transfer.record.id
+    for action in actions {
+      switch action {
+      case .readChunk(let offset, let count):
+        file.read(offset: offset, count: count) { [weak self] result in
+          self?.onLoop { $0.chunkRead(id, offset: offset, result) }
+        }
+      case .sendEnd(let digest):
+        sendTransferFrame(
+          .transferEnd(transferID: id, size: transfer.record.size, sha256: digest), to: transfer.record.toNodeID)
+      }
+    }
+  }
+
+  func chunkRead(_ id: String, offset: UInt64, _ result: Result<[UInt8], TransferIOError>) {
+    guard let transfer = transfers.outgoing[id], var sender = transfer.sender else { return }
+    switch result {
+    case .failure(let error):
+      sender.chunkAbandoned()
+      transfer.sender = sender
+      failTransfer(transfer, reason: "the spool could not be read: \(error)", notify: true)
+    case .success(let bytes):
+      guard sender.state == .sending, sender.sent == offset,
+        sendTransferFrame(
+          .transferChunk(transferID: id, offset: offset, bytes: bytes), to: transfer.record.toNodeID)
+      else {
+        sender.chunkAbandoned()
+        transfer.sender = sender
+        return
+      }
+      sender.chunkSent(offset: offset, count: bytes.count)
+      transfer.sender = sender
+      transfer.rateTokens -= Double(bytes.count)
+      pump(transfer)
+    }
+  }
+
+  @discardableResult
+  func sendTransferFrame(_ message: MeshMessage, to nodeID: String) -> Bool {
+    guard let connection = mesh.links.connection(of: nodeID), mesh.socketByConnection[connection] != nil else {
+      return false
+    }
+    sendMessage(message, on: connection)
+    return true
+  }
+
+  /// Sends `message` now, or when `nodeID` links again.
+  func sendOrQueueNotice(_ message: MeshMessage, to nodeID: String) {
+    if !sendTransferFrame(message, to: nodeID) { transfers.notices[nodeID, default: []].append(message) }
+  }
+
+  /// Called every mesh tick: senders held back by a full link or the rate limit try again.
+  func transferTick() {
+    streamTick()
+    for transfer in transfers.outgoing.values where transfer.sender?.state == .sending {
+      pump(transfer)
+    }
+  }
+}

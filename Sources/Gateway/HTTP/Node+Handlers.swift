@@ -1,0 +1,337 @@
+/// REST handlers for the foundation routes: node, health, metrics, OpenAPI, peers and events.
+///
+/// Layer 6 (surface). Each handler validates input (400s name the field and the rule), does its work through
+/// the store and the node state, and returns a response; thrown ``APIError``s become the JSON error shape.
+import Crypto
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+extension Node {
+  /// Applies `--peer-create-rate` to the client's address (`429` with `Retry-After`) and `--max-peers` (`409`).
+  func checkPeerCreation(_ head: HTTPRequestHead) throws(APIError) {
+    let limits = guards.limits
+    let now = Self.monotonicMillis()
+    guards.peerCreationLimiter.prune(keep: 4_096, now: now)
+    if let wait = guards.peerCreationLimiter.check(
+      head.remoteAddress, perSecond: limits.peerCreationsPerSecond, now: now)
+    {
+      guards.rateLimitedPeerCreations += 1
+      throw APIError(
+        status: 429, code: "rate_limited",
+        message:
+          "more than \(limits.peerCreationsPerSecond) new peers per second from \(head.remoteAddress); wait \(wait) s "
+          + "(Retry-After) and reuse peers you created (their tokens stay valid)",
+        headers: [("retry-after", String(wait))])
+    }
+    try checkPeerCapacity()
+  }
+
+  /// `409 peer_limit_reached` when the node hosts `--max-peers` peers.
+  func checkPeerCapacity() throws(APIError) {
+    let maximum = guards.limits.maxPeers
+    guard peers.count + guards.peersBeingCreated >= maximum else { return }
+    guards.peerLimitRefusals += 1
+    throw APIError(
+      status: 409, code: "peer_limit_reached",
+      message:
+        "this node already hosts its maximum of \(maximum) peers (--max-peers): delete unused peers "
+        + "(DELETE /api/v1/peers/me with their token), raise the limit, or use another node")
+  }
+
+  /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the route then starts the stream).
+  func eventStreamResponse(_ context: RequestContext) throws -> HTTPResponse {
+    _ = try Self.parseCursor(context.request.head.query["since"], name: "since")
+    return HTTPResponse(
+      status: 200, contentType: "text/event-stream",
+      headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
+  }
+
+  /// The answer to a plain request on a WebSocket endpoint: `426` with how to connect.
+  func upgradeRequired(_ context: RequestContext, url: String) -> APIError {
+    APIError(
+      status: 426, code: "upgrade_required", message: "this endpoint is a WebSocket: connect with \(url)",
+      headers: [("upgrade", "websocket")])
+  }
+
+  func healthz() async throws -> HTTPResponse {
+    if let lost = dataDirectoryLost { throw dataDirectoryLostError(lost) }
+    do {
+      _ = try await store.latestSequence(peerID: "")
+    } catch {
+      throw APIError.unavailable("the node's SQLite store does not answer: \(error)")
+    }
+    return .json(["status": "ok"])
+  }
+
+  func createPeer(_ context: RequestContext) async throws -> HTTPResponse {
+    try checkPeerCreation(context.request.head)
+    let body = try RequestBody(context.request)
+    try body.allowOnly(["displayName", "discoveryInfo"])
+    let displayName: String
+    let discoveryInfo: [String: String]
+    do {
+      displayName = try Validate.displayName(try body.requiredString("displayName"))
+      discoveryInfo = try Validate.discoveryInfo(try body.optionalStringMap("discoveryInfo") ?? [:])
+    } catch let error as ValidationError {
+      throw error.apiError
+    }
+    let token = "mgt_" + Crypto.base64URL(try Crypto.randomBytes(32))
+    let peer = StoredPeer(
+      id: UUID().uuidString.lowercased(), displayName: displayName, discoveryInfo: discoveryInfo,
+      tokenHash: Crypto.sha256Hex(token), createdAt: Timestamp.now())
+    // Peers being stored count against --max-peers too, so parallel requests cannot overshoot it.
+    guards.peersBeingCreated += 1
+    defer { guards.peersBeingCreated -= 1 }
+    try await store.insertPeer(peer)
+    peers[peer.id] = peer
+    peerIDsByTokenHash[peer.tokenHash] = peer.id
+    apply(mesh.directory.addLocalPeer(peer.id, displayName: peer.displayName))
+    logger.info("Peer created.", ["peer.id": peer.id])
+    return .json(
+      ["peer": peerJSON(peer), "token": .string(token)], status: 201,
+      headers: [("location", "/api/v1/peers/me")])
+  }
+
+  func updateMe(_ context: RequestContext) async throws -> HTTPResponse {
+    let body = try RequestBody(context.request)
+    try body.allowOnly(["displayName", "discoveryInfo"])
+    guard !body.object.keys.isEmpty else {
+      throw APIError.badRequest("send at least one of displayName, discoveryInfo")
+    }
+    var peer = context.authenticatedPeer
+    do {
+      if body.object["displayName"] != nil {
+        peer.displayName = try Validate.displayName(try body.requiredString("displayName"))
+      }
+      if let info = try body.optionalStringMap("discoveryInfo") {
+        peer.discoveryInfo = try Validate.discoveryInfo(info)
+      }
+    } catch let error as ValidationError {
+      throw error.apiError
+    }
+    try await store.updatePeer(id: peer.id, displayName: peer.displayName, discoveryInfo: peer.discoveryInfo)
+    guard peers[peer.id] != nil else { throw APIError.invalidToken }
+    peers[peer.id] = peer
+    apply(mesh.directory.renameLocalPeer(peer.id, displayName: peer.displayName))
+    try await publish([(peerID: peer.id, type: "peer.updated", data: ["peer": peerJSON(peer)])])
+    return .json(["peer": peerJSON(peer)])
+  }
+
+  func deleteMe(_ context: RequestContext) async throws -> HTTPResponse {
+    let peer = context.authenticatedPeer
+    // Revoke in memory first, so the token stops working before the store is even touched.
+    peers[peer.id] = nil
+    peerIDsByTokenHash[peer.tokenHash] = nil
+    guards.requestLimiter.forget(peer.id)
+    apply(mesh.directory.removeLocalPeer(peer.id))
+    apply(mesh.sessions.peerRemoved(peer.id, now: Self.monotonicMillis()))
+    featuresPeerRemoved(peer.id)
+    for channel in events.subscribersByPeer[peer.id] ?? [] {
+      if let subscriber = events.subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }
+    }
+    try await store.deletePeer(id: peer.id)
+    logger.info("Peer deleted.", ["peer.id": peer.id])
+    return .noContent
+  }
+
+  func listEvents(_ context: RequestContext) async throws -> HTTPResponse {
+    let query = context.request.head.query
+    let since =
+      try Self.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
+    let limit = try query.limit(maximum: 1000)
+    let peer = context.authenticatedPeer
+    let page = try await store.events(peerID: peer.id, after: since, limit: limit)
+    let next = page.events.last?.sequence ?? since
+    return .json([
+      "events": .array(page.events.map(\.envelope)), "nextCursor": .string(String(next)),
+      "truncated": .bool(page.truncated),
+    ])
+  }
+
+  func metricsResponse() -> HTTPResponse {
+    var lines: [String] = []
+    func family(_ name: String, _ type: String, _ help: String) {
+      lines.append("# HELP \(name) \(help)")
+      lines.append("# TYPE \(name) \(type)")
+    }
+    /// One unlabelled sample with its HELP and TYPE lines.
+    func sample(_ name: String, _ type: String, _ help: String, _ value: some CustomStringConvertible) {
+      family(name, type, help)
+      lines.append("\(name) \(value)")
+    }
+    family("meshgate_http_requests_total", "counter", "HTTP requests answered, by route, method and status.")
+    for (key, count) in metrics.requests.sorted(by: { $0.key < $1.key }) {
+      let parts = key.split(separator: "|", omittingEmptySubsequences: false)
+      let route = Self.escapeLabel(String(parts[0]))
+      lines.append(
+        "meshgate_http_requests_total{route=\"\(route)\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)")
+    }
+    let statistics = server.statistics()
+    let streams = events.subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count
+    let samples: [(String, String, String, any CustomStringConvertible)] = [
+      ("meshgate_websocket_connections", "gauge", "Open WebSocket connections.", statistics.openWebSockets),
+      ("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.", streams),
+      (
+        "meshgate_connections", "gauge", "Accepted connections open (HTTP, WebSocket, inbound mesh links).",
+        statistics.openConnections
+      ),
+      (
+        "meshgate_connections_max", "gauge", "Connections served at once (--max-connections).",
+        server.configuration.maxConnections
+      ),
+      (
+        "meshgate_connections_refused_total", "counter",
+        "Connections over --max-connections: answered 503 or closed at once.", statistics.refusedConnections
+      ),
+      (
+        "meshgate_accept_failures_total", "counter",
+        "Connections that could not be accepted for want of file descriptors (they were closed).",
+        statistics.acceptFailures
+      ),
+      (
+        "meshgate_oversized_request_heads_total", "counter", "Requests answered 431: request head over 16 KiB.",
+        statistics.oversizedHeads
+      ),
+      (
+        "meshgate_body_timeouts_total", "counter",
+        "Connections closed because a request body stopped (--body-timeout).",
+        statistics.bodyTimeouts
+      ),
+      ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
+      ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
+      (
+        "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
+        events.queue.bytes
+      ),
+      (
+        "meshgate_mesh_read_pauses_total", "counter",
+        "Times mesh links stopped being read because the event queue was over its high-water mark.",
+        metrics.meshReadPauses
+      ),
+      (
+        "meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.",
+        statistics.webSocketMessagesOut
+      ),
+      (
+        "meshgate_websocket_messages_received_total", "counter", "WebSocket messages received from clients.",
+        statistics.webSocketMessagesIn
+      ),
+      (
+        "meshgate_websocket_coalesced_writes_total", "counter",
+        "Socket writes that carried several queued WebSocket messages at once.", statistics.coalescedWrites
+      ),
+      (
+        "meshgate_slow_consumer_disconnects_total", "counter",
+        "Event consumers disconnected because their send queue was full.", metrics.slowConsumerDisconnects
+      ),
+      (
+        "meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).",
+        metrics.webSocketUpgradesRejected
+      ),
+      (
+        "meshgate_rate_limited_requests_total", "counter", "Requests refused with 429: over their token's rate.",
+        guards.rateLimitedRequests
+      ),
+      (
+        "meshgate_websocket_messages_rate_limited_total", "counter",
+        "Browser WebSocket messages dropped: over the socket's message rate.", guards.rateLimitedSocketMessages
+      ),
+      (
+        "meshgate_websocket_messages_too_large_total", "counter",
+        "Browser WebSocket messages over the size cap (the socket was closed with 1009).",
+        guards.oversizedSocketMessages
+      ),
+      (
+        "meshgate_events_trimmed_total", "counter", "Events dropped from peers' logs by the retention limit.",
+        store.eventsTrimmed
+      ),
+      (
+        "meshgate_storage_failures_total", "counter",
+        "Requests refused because the data directory was full or failing (507/503).", metrics.storageFailures
+      ),
+      ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", guards.adminDenied),
+      (
+        "meshgate_peer_creations_rate_limited_total", "counter",
+        "POST /api/v1/peers refused with 429: over the client address's peer creation rate.",
+        guards.rateLimitedPeerCreations
+      ),
+      (
+        "meshgate_peer_limit_refusals_total", "counter", "POST /api/v1/peers refused with 409: the node is full.",
+        guards.peerLimitRefusals
+      ),
+      (
+        "meshgate_host_refusals_total", "counter",
+        "Requests refused with 421: their Host names no name or address of this node.", guards.hostRefusals
+      ),
+      (
+        "meshgate_origin_refusals_total", "counter",
+        "Requests and WebSocket upgrades refused with 403: their Origin is another site.", guards.originRefusals
+      ),
+      (
+        "meshgate_events_off_schema_total", "counter",
+        "Events whose data did not match docs/events.md (checked by debug builds only; 0 in release builds).",
+        metrics.eventsOffSchema
+      ),
+      (
+        "meshgate_mesh_spoofed_frames_total", "counter",
+        "Session frames dropped because their sender is not a peer of the node that sent them.", guards.spoofedFrames
+      ),
+      ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", mesh.links.linkedNodeIDs.count),
+      ("meshgate_mesh_dials_total", "counter", "Mesh links this node started dialling.", mesh.links.dials),
+      (
+        "meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).",
+        mesh.directory.knownPeerCount
+      ),
+      ("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.", mesh.framesOut),
+      ("meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.", mesh.framesIn),
+      ("meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).", mesh.badFrames),
+      (
+        "meshgate_mesh_links_refused_total", "counter",
+        "Mesh links refused for security (changed certificate, missing or wrong mesh secret).", mesh.linksRefused
+      ),
+      (
+        "meshgate_mesh_encrypted_links", "gauge", "Linked nodes whose link runs over TLS.",
+        mesh.links.linkedNodeIDs.filter { mesh.links.transport(of: $0)?.encrypted == true }.count
+      ),
+      ("meshgate_sessions", "gauge", "Sessions with a member on this node.", mesh.sessions.sessions.count),
+      (
+        "meshgate_unreliable_dropped_total", "counter",
+        "Unreliable session messages dropped because their sender's lane on a mesh link was full.",
+        mesh.unreliableDropped
+      ),
+      (
+        "meshgate_mesh_sends_refused_total", "counter",
+        "Reliable session sends answered 503 link_busy: no room on their mesh link within 10 s.", mesh.sendsRefused
+      ),
+      (
+        "meshgate_mesh_sends_waiting", "gauge", "Reliable session sends waiting for room on a mesh link.",
+        mesh.heldSends.count
+      ),
+      (
+        "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",
+        String(format: "%.3f", Date().timeIntervalSince(startedAt))
+      ),
+    ]
+    for (name, type, help, value) in samples { sample(name, type, help, value) }
+    family(
+      "meshgate_mesh_frames_refused_total", "counter",
+      "Mesh frames (or the parts naming this node's peers) refused from linked nodes, by reason; see docs/security.md.")
+    var refusals = frameRefusals
+    for reason in Self.frameRefusalReasons where refusals[reason] == nil { refusals[reason] = 0 }
+    for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
+      lines.append("meshgate_mesh_frames_refused_total{reason=\"\(Self.escapeLabel(reason))\"} \(count)")
+    }
+    family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
+    lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
+    return HTTPResponse(
+      status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", headers: [("cache-control", "no-store")],
+      body: Array((lines.joined(separator: "\n") + "\n").utf8))
+  }
+
+  static func escapeLabel(_ value: String) -> String {
+    value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+      .replacingOccurrences(of: "\n", with: "\\n")
+  }
+}

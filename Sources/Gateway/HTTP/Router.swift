@@ -1,0 +1,219 @@
+/// Routes and their matching: each feature declares its routes (with their handlers) beside its code, and the router
+/// is their union.
+///
+/// Layer 6 (surface). `/api/v1/openapi.json` is generated from the routes, so the document describes exactly
+/// the routes that exist; the router answers 404 for unknown paths and 405 (with `Allow`) for known paths
+/// with the wrong method.
+import LWS
+import MeshCore
+
+/// How a route takes its request body.
+enum RequestBodyKind: Sendable, Equatable {
+  /// Collected in memory up to `--max-body-bytes` (JSON, or none).
+  case collected
+  /// Raw bytes streamed to the handler as they arrive, up to `--max-transfer-bytes` (a file upload).
+  case upload
+  /// Raw bytes streamed with no size limit (a byte stream's writer).
+  case unbounded
+}
+
+/// One REST route: where it is, who may call it, how it takes its body, what it answers (for the OpenAPI document),
+/// and the handler that runs it on the node's executor.
+struct Route: Sendable {
+  /// Runs the request on the node (isolated to it: handlers call node methods synchronously).
+  typealias Handler = @Sendable (isolated Node, RequestContext) async throws -> HTTPResponse
+
+  let method: HTTPMethod
+  let pattern: String
+  let operationID: String
+  let summary: String
+  /// Whether a peer token is required.
+  let authenticated: Bool
+  let requestSchema: JSONValue?
+  let responses: [(status: Int, description: String, schema: JSONValue?)]
+  let queryParameters: [(name: String, description: String, schema: JSONValue)]
+  /// Whether the node's admin token is required (Admin.swift).
+  var admin = false
+  /// How the request body is taken (JSON collected, or raw bytes streamed).
+  var body = RequestBodyKind.collected
+  /// Whether the peer token may come as `?token=` (for browsers, which cannot set headers on EventSource and
+  /// WebSocket).
+  var acceptsQueryToken = false
+  /// A `200` answer starts the peer's Server-Sent Events stream on the connection.
+  var opensEventStream = false
+  /// The route is a WebSocket endpoint (a plain GET is answered `426`).
+  var isWebSocket = false
+  let handler: Handler
+
+  /// The request body is raw bytes (`application/octet-stream`), streamed rather than JSON.
+  var rawRequestBody: Bool { body != .collected }
+
+  var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: true) }
+
+  /// The path parameters if `path` matches the pattern (`own` is `segments`, which the router computes once).
+  func match(_ pathSegments: [Substring], own: [Substring]? = nil) -> [String: String]? {
+    let own = own ?? segments
+    guard own.count == pathSegments.count else { return nil }
+    var parameters: [String: String] = [:]
+    for (pattern, actual) in zip(own, pathSegments) {
+      if pattern.hasPrefix("{") && pattern.hasSuffix("}") {
+        guard !actual.isEmpty else { return nil }
+        parameters[String(pattern.dropFirst().dropLast())] = String(actual)
+      } else if pattern != actual {
+        return nil
+      }
+    }
+    return parameters
+  }
+}
+
+/// The outcome of routing a request.
+enum RouteMatch {
+  case found(Route, parameters: [String: String])
+  case methodNotAllowed(pattern: String, allowed: [HTTPMethod])
+  case notFound
+}
+
+/// All routes of the node.
+struct Router: Sendable {
+  let routes: [Route]
+  /// Each route's pattern split into segments, once.
+  let patterns: [[Substring]]
+
+  init(routes: [Route]) {
+    self.routes = routes
+    self.patterns = routes.map(\.segments)
+  }
+
+  func match(method: HTTPMethod, path: String) -> RouteMatch {
+    let pathSegments = path.split(separator: "/", omittingEmptySubsequences: true)
+    var allowed: [HTTPMethod] = []
+    var pattern = ""
+    for (index, route) in routes.enumerated() {
+      guard let parameters = route.match(pathSegments, own: patterns[index]) else { continue }
+      if route.method == method || (method == .head && route.method == .get) {
+        return .found(route, parameters: parameters)
+      }
+      allowed.append(route.method)
+      pattern = route.pattern
+    }
+    if allowed.isEmpty { return .notFound }
+    if allowed.contains(.get) { allowed.append(.head) }
+    return .methodNotAllowed(pattern: pattern, allowed: allowed)
+  }
+
+  /// Every route of the node: the union of the features' tables, in the order of the OpenAPI document.
+  static let standard = Router(
+    routes: SystemRoutes.routes + PeerRoutes.routes + EventRoutes.routes + DiscoveryRoutes.routes
+      + AdminRoutes.routes + SessionRoutes.routes + TransceiveRoutes.routes + JobRoutes.routes + ChatRoutes.routes
+      + PayloadRoutes.routes)
+
+}
+
+extension Router {
+  /// The OpenAPI 3.1 document for these routes.
+  func openAPIDocument(version: String) -> JSONValue {
+    var paths = JSONObject()
+    for route in routes {
+      var operation = JSONObject()
+      operation["operationId"] = .string(route.operationID)
+      operation["summary"] = .string(route.summary)
+      var parameters: [JSONValue] = []
+      for segment in route.segments where segment.hasPrefix("{") {
+        let name = String(segment.dropFirst().dropLast())
+        parameters.append([
+          "name": .string(name), "in": "path", "required": true,
+          "schema": name == "serviceType" ? Schemas.serviceType : ["type": "string"],
+        ])
+      }
+      for query in route.queryParameters {
+        parameters.append([
+          "name": .string(query.name), "in": "query", "required": false, "description": .string(query.description),
+          "schema": query.schema,
+        ])
+      }
+      if !parameters.isEmpty { operation["parameters"] = .array(parameters) }
+      if let schema = route.requestSchema {
+        // A body whose schema needs no member may be left out entirely (the handler takes an empty body).
+        let needed = schema.objectValue?["required"] != nil || schema.objectValue?["minProperties"] != nil
+        operation["requestBody"] = [
+          "required": .bool(needed), "content": ["application/json": ["schema": schema]],
+        ]
+      } else if route.rawRequestBody {
+        let schema: JSONValue = ["type": "string", "contentMediaType": "application/octet-stream"]
+        operation["requestBody"] = ["required": true, "content": ["application/octet-stream": ["schema": schema]]]
+      }
+      var responses = JSONObject()
+      for response in route.responses {
+        var entry: JSONObject = ["description": .string(response.description)]
+        if let schema = response.schema {
+          entry["content"] = ["application/json": ["schema": schema]]
+        }
+        responses[String(response.status)] = .object(entry)
+      }
+      // Every peer route may also answer 401 (token) and 429 (the token's request rate); admin routes 401/403.
+      var common: [(Int, String)] =
+        route.authenticated
+        ? [(401, "Missing or unknown token."), (429, "Over this token's request rate; see Retry-After.")]
+        : route.admin ? [(401, "Missing or unknown admin token."), (403, "A peer token, not the admin token.")] : []
+      // Any route may answer 400 (a malformed query or body), and one with a path parameter 404 (unknown id).
+      common.append((400, "Invalid request: the message names the field and the rule."))
+      // Every route answers only for the node's own names (DNS rebinding protection); a browser page from another
+      // site may not change state or open a WebSocket; a JSON body must be sent as application/json.
+      common.append((421, "The Host header names no name or address of this node (host_not_allowed)."))
+      if route.method != .get || route.isWebSocket {
+        common.append((403, "The Origin header names another site (origin_not_allowed)."))
+      }
+      if route.requestSchema != nil { common.append((415, "The body is not sent as application/json.")) }
+      if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
+      // Any request: a head over 16 KiB (431), or a connection over --max-connections (503 too_many_connections
+      // with Retry-After).
+      common.append((431, "request_header_fields_too_large: the request head (cookies included) is over 16 KiB."))
+      // Any write may find the data directory full, failing or gone (StorageErrors.swift, DataDirectoryHealth.swift).
+      if route.method != .get {
+        common.append(
+          (
+            503,
+            "storage_unavailable (an I/O error; Retry-After) or data_directory_lost (the data directory was deleted "
+              + "or replaced while the node ran; /healthz says so too): nothing was stored. Also "
+              + "too_many_connections (Retry-After) when the node is at --max-connections."
+          ))
+        common.append((507, "storage_full: the data directory's disk is full; nothing was stored."))
+      } else {
+        common.append((503, "too_many_connections: the node is at --max-connections; retry after Retry-After."))
+      }
+      for (status, description) in common where responses[String(status)] == nil {
+        responses[String(status)] = [
+          "description": .string(description), "content": ["application/json": ["schema": Schemas.error]],
+        ]
+      }
+      operation["responses"] = .object(responses)
+      if route.authenticated { operation["security"] = [["bearer": []]] }
+      if route.admin { operation["security"] = [["admin": []]] }
+      var item = paths[route.pattern]?.objectValue ?? JSONObject()
+      item[route.method.rawValue.lowercased()] = .object(operation)
+      paths[route.pattern] = .object(item)
+    }
+    // Named schemas: the shared shapes, and one per event type with `Event`, their envelope (EventCatalog).
+    var schemas: JSONObject = ["Error": Schemas.error, "Peer": Schemas.peer, "Node": Schemas.node]
+    for (name, schema) in EventCatalog.openAPISchemas() { schemas[name] = schema }
+    return [
+      "openapi": "3.1.0",
+      "info": [
+        "title": "meshgate", "version": .string(version),
+        "description": "LAN peer gateway: discovery, invitations, sessions and events for browsers and curl.",
+      ],
+      "paths": .object(paths),
+      "components": [
+        "securitySchemes": [
+          "bearer": ["type": "http", "scheme": "bearer", "description": "A peer token from POST /api/v1/peers."],
+          "admin": [
+            "type": "http", "scheme": "bearer",
+            "description": "The node's admin token, printed once on its first start (meshgate admin-token=…).",
+          ],
+        ],
+        "schemas": .object(schemas),
+      ],
+    ]
+  }
+}

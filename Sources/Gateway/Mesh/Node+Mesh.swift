@@ -1,0 +1,450 @@
+/// The node runtime's mesh wiring: mesh-link WebSockets ⇄ ``LinkManager`` ⇄ ``Directory`` ⇄ peers' event logs.
+///
+/// Layer 4 (node runtime). Everything runs on the lws service thread inside the ``Node`` actor. The pure state
+/// machines decide; this file carries out their actions: it dials and closes WebSockets (subprotocol
+/// `meshgate-node.v1`, path `/mesh`), encodes and decodes frames with ``MeshFrameCodec``, ticks the link manager
+/// every 100 ms, and turns directory notifications into `peer.found` / `peer.lost` events.
+import Dispatch
+import LWS
+import Logging
+import MeshCore
+
+/// Mesh state owned by the node actor.
+struct MeshRuntime {
+  var links: LinkManager
+  var directory: Directory
+  var sessions: SessionBook
+  /// Mesh-link WebSockets and the link manager's connection ids, both ways.
+  var connectionBySocket: [WebSocketID: LinkManager.ConnectionID] = [:]
+  var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]
+  var nextInboundConnection: LinkManager.ConnectionID = 1
+  var framesIn = 0
+  var framesOut = 0
+  var badFrames = 0
+  var unreliableDropped = 0
+  /// Links refused for a security reason (pins, mesh secret).
+  var linksRefused = 0
+  /// Refusals already reported as events, so a node retrying every few seconds does not flood event logs.
+  var refusalsReported: Set<String> = []
+  /// Each mesh-link socket's outbound scheduler (control first, bulk producers round-robin); the socket pulls from it
+  /// whenever it can take the next frame.
+  var schedulers: [WebSocketID: LinkScheduler<MeshOutbound>] = [:]
+  /// Reliable sends waiting for room in their sender's lane, oldest first (``Node/deliverWhenRoom``).
+  var heldSends: [HeldSend] = []
+  var roomWakePending = false
+  /// Local peers' leaves waiting for the peer's data queued on the links to go out first (``Node/leaveAfterQueuedData``).
+  var heldLeaves: [(sessionID: String, peerID: String)] = []
+  /// Reliable sends answered 503 because their link had no room within ``Node/maxSendWaitMillis``.
+  var sendsRefused = 0
+}
+
+/// A frame waiting in a link's scheduler.
+enum MeshOutbound {
+  /// Encoded and ready to write.
+  case frame(OutboundMessage)
+  /// Reliable session data or a named event, numbered (``SessionBook/sequenceReliable(_:to:)``) and encoded when it
+  /// goes on the wire, so sequence numbers follow wire order whatever the round-robin did.
+  case reliable(MeshMessage, nodeID: String)
+}
+
+/// A reliable send held until its sender's lane has room on every link it crosses.
+struct HeldSend {
+  let producer: String
+  let sessionID: String
+  let peerID: String
+  let targets: [String]?
+  let payload: [UInt8]
+  let name: String?
+  let deadline: UInt64
+  let continuation: CheckedContinuation<HTTPResponse, any Error>
+}
+
+/// The WebSocket subprotocol of mesh links.
+let meshSubprotocol = "meshgate-node.v1"
+
+extension Node {
+  /// Milliseconds on a monotonic clock, for the link manager.
+  nonisolated static func monotonicMillis() -> UInt64 {
+    DispatchTime.now().uptimeNanoseconds / 1_000_000
+  }
+
+  /// Starts mesh work: seeds are dialled and the link manager ticks every 100 ms.
+  func startMesh() {
+    let now = Self.monotonicMillis()
+    for seed in configuration.seeds {
+      apply(mesh.links.addSeed(host: seed.host, port: seed.port, now: now))
+    }
+    meshTask = Task { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .milliseconds(100))
+        await self?.meshTick()
+      }
+    }
+  }
+
+  func meshTick() {
+    let now = Self.monotonicMillis()
+    apply(mesh.links.tick(now: now))
+    apply(mesh.sessions.tick(now: now))
+    admitHeldSends()
+    featuresTick()
+  }
+
+  /// A node announced itself on the beacon (or was found by DNS-SD, `source: .dnssd`).
+  func discovered(nodeID: String, host: String, port: UInt16, source: LinkManager.Source = .beacon) {
+    apply(mesh.links.discovered(nodeID: nodeID, host: host, port: port, source: source, now: Self.monotonicMillis()))
+  }
+
+  /// Adds a static seed at run time (`POST /api/v1/mesh/nodes`).
+  func addSeed(_ address: MeshAddress) {
+    apply(mesh.links.addSeed(host: address.host, port: address.port, now: Self.monotonicMillis()))
+  }
+
+  func isMeshSocket(_ id: WebSocketID) -> Bool { mesh.connectionBySocket[id] != nil }
+
+  /// Whether the link to `nodeID` runs over TLS (what `encryption: required` traffic, such as chat, needs).
+  func linkIsEncrypted(_ nodeID: String) -> Bool { linkSecurity(nodeID).encrypted }
+
+  // MARK: - Transport events
+
+  func meshSocketOpened(_ id: WebSocketID, remoteAddress: String) {
+    guard let transport = meshTransport(id) else { return }
+    let connection = mesh.nextInboundConnection
+    mesh.nextInboundConnection += 1
+    mesh.connectionBySocket[id] = connection
+    mesh.socketByConnection[connection] = id
+    openScheduler(id)
+    server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
+    if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
+    apply(
+      mesh.links.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis())
+    )
+  }
+
+  func meshSocketConnected(_ id: WebSocketID) {
+    guard let connection = mesh.connectionBySocket[id] else { return }
+    guard let transport = meshTransport(id) else { return }
+    server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
+    if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
+    apply(mesh.links.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
+  }
+
+  func meshSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
+    guard let connection = mesh.connectionBySocket[id] else { return }
+    guard case .binary(let bytes) = message else {
+      mesh.badFrames += 1
+      server.close(id, code: 1003, reason: "mesh frames are binary")
+      return
+    }
+    do {
+      let frame = try MeshFrameCodec.decode(bytes)
+      mesh.framesIn += 1
+      guard frameIDsAreWellFormed(frame, on: connection) else {
+        // A node that cannot even name itself properly never links.
+        if case .hello = frame { server.close(id, code: 1002, reason: "malformed node id") }
+        return
+      }
+      apply(mesh.links.received(frame, on: connection, now: Self.monotonicMillis()))
+    } catch {
+      mesh.badFrames += 1
+      meshLogger.warning("Closing a mesh link after a malformed frame.", ["error": error.description])
+      server.close(id, code: 1002, reason: "malformed frame")
+    }
+  }
+
+  func meshSocketClosed(_ id: WebSocketID) {
+    guard let connection = mesh.connectionBySocket.removeValue(forKey: id) else { return }
+    mesh.socketByConnection[connection] = nil
+    var scheduler = mesh.schedulers.removeValue(forKey: id)
+    let unsent = scheduler?.removeAll() ?? []
+    apply(mesh.links.closed(connection, now: Self.monotonicMillis()))
+    // Reliable data accepted but never written: its senders are told, after what was written and not acknowledged.
+    var reliable: [MeshMessage] = []
+    for (item, _) in unsent {
+      if case .reliable(let message, _) = item { reliable.append(message) }
+    }
+    if !reliable.isEmpty { apply(mesh.sessions.unsent(reliable, reason: "link to node lost")) }
+    admitHeldSends()
+    releaseHeldLeaves()
+  }
+
+  // MARK: - Outbound scheduling
+
+  /// Unsent bytes a mesh link's kernel send queue may hold before the link's scheduler is asked for more: frames wait
+  /// in the scheduler instead, where a small frame of one producer passes another's bulk backlog (the fairness bound
+  /// is then one bulk frame plus this much, not several megabytes of socket buffer).
+  static let meshUnsentBytes = 128 << 10
+
+  func openScheduler(_ socket: WebSocketID) {
+    mesh.schedulers[socket] = LinkScheduler()
+    server.setPulling(socket)
+  }
+
+  /// The scheduler lane of a frame: bulk frames of one producer share a lane (and keep their order within it), all
+  /// else is control. A transfer's end and a stream's close travel in their lane, behind their data.
+  static func lane(of message: MeshMessage) -> LinkScheduler<MeshOutbound>.Lane {
+    switch message {
+    case .sessionData(_, let fromPeerID, _, _, _), .sessionEvent(_, let fromPeerID, _, _, _, _):
+      .bulk("peer:" + fromPeerID)
+    case .transferChunk(let id, _, _), .transferEnd(let id, _, _):
+      .bulk("transfer:" + id)
+    case .streamData(let id, _, _), .streamClose(let id, _):
+      .bulk("stream:" + id)
+    case .chat:
+      .bulk("chat")
+    default:
+      .control
+    }
+  }
+
+  /// The scheduler of the link to `nodeID`, if linked.
+  func scheduler(toNode nodeID: String) -> LinkScheduler<MeshOutbound>? {
+    guard let connection = mesh.links.connection(of: nodeID), let socket = mesh.socketByConnection[connection] else {
+      return nil
+    }
+    return mesh.schedulers[socket]
+  }
+
+  /// Whether bulk lane `producer` may queue on the link to `nodeID` (false when not linked).
+  func linkHasRoom(_ nodeID: String, producer: String) -> Bool {
+    scheduler(toNode: nodeID)?.hasRoom(for: producer) ?? false
+  }
+
+  /// Encodes `message` and queues it on `connection` in its lane.
+  func sendMessage(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
+    sendFrame(
+      OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection, lane: Self.lane(of: message)
+    )
+  }
+
+  func enqueue(_ item: MeshOutbound, bytes: Int, lane: LinkScheduler<MeshOutbound>.Lane, on socket: WebSocketID) {
+    guard mesh.schedulers[socket] != nil else { return }
+    mesh.schedulers[socket]?.enqueue(item, bytes: bytes, lane: lane)
+    server.wantsToWrite(socket)
+  }
+
+  /// The next frame for mesh socket `socket`, now that it can take one (the server's pull).
+  func meshNextFrame(_ socket: WebSocketID) -> OutboundMessage? {
+    var failed: [MeshMessage] = []
+    var next: OutboundMessage?
+    var freedBulk = false
+    while next == nil, let (item, lane) = mesh.schedulers[socket]?.dequeue() {
+      if case .bulk = lane { freedBulk = true }
+      switch item {
+      case .frame(let frame):
+        next = frame
+      case .reliable(let message, let nodeID):
+        // Numbered only on the connection that is the node's link now; a replaced connection's leftovers fail.
+        guard let connection = mesh.connectionBySocket[socket], mesh.links.connection(of: nodeID) == connection else {
+          failed.append(message)
+          continue
+        }
+        let numbered = mesh.sessions.sequenceReliable(message, to: nodeID)
+        next = OutboundMessage(bytes: MeshFrameCodec.encode(numbered), binary: true)
+      }
+    }
+    if next != nil { mesh.framesOut += 1 }
+    if !failed.isEmpty { apply(mesh.sessions.unsent(failed, reason: "link to node replaced")) }
+    if freedBulk && !mesh.roomWakePending {
+      // Producers waiting for room go on once this callback is over.
+      mesh.roomWakePending = true
+      Task { self.linkRoomFreed() }
+    }
+    return next
+  }
+
+  /// Bulk room was freed on some link: held reliable sends, file transfers and stream writers try again.
+  func linkRoomFreed() {
+    mesh.roomWakePending = false
+    admitHeldSends()
+    releaseHeldLeaves()
+    for transfer in transfers.outgoing.values where transfer.sender?.state == .sending { pump(transfer) }
+    for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
+  }
+
+  // MARK: - Carrying out actions
+
+  func apply(_ actions: [LinkManager.Action]) {
+    for action in actions {
+      switch action {
+      case .connect(let connection, let host, let port):
+        guard
+          let socket = server.connect(
+            host: host, port: Int(port), path: "/mesh", subprotocol: meshSubprotocol, tls: security.meshTLS)
+        else {
+          apply(mesh.links.outboundFailed(connection, now: Self.monotonicMillis()))
+          continue
+        }
+        mesh.connectionBySocket[socket] = connection
+        mesh.socketByConnection[connection] = socket
+        openScheduler(socket)
+      case .send(let connection, let message):
+        sendMessage(message, on: connection)
+      case .close(let connection, let reason):
+        if let socket = mesh.socketByConnection[connection] {
+          meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
+          // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link
+          // closes (their producers are told when the socket is gone).
+          for item in mesh.schedulers[socket]?.removeControl() ?? [] {
+            if case .frame(let frame) = item { _ = server.send(frame, to: socket) }
+          }
+          server.close(socket, code: 1000, reason: reason)
+        }
+      case .pin(let nodeID, let fingerprint):
+        pinCertificate(nodeID: nodeID, fingerprint: fingerprint)
+      case .refused(let refusal):
+        reportRefusal(refusal)
+      case .linkUp(let hello):
+        let security = linkSecurity(hello.nodeID)
+        meshLogger.info(
+          "Node linked.",
+          [
+            "node.id": hello.nodeID, "node.name": hello.name, "link.encrypted": security.encrypted,
+            "tls.fingerprint": security.remoteFingerprint,
+          ])
+        apply(mesh.directory.nodeLinked(hello.nodeID))
+        apply(mesh.sessions.nodeLinked(hello.nodeID, security: security))
+        featuresNodeLinked(hello.nodeID)
+        publishToAllPeers(
+          type: "node.linked",
+          data: [
+            "node": [
+              "id": .string(hello.nodeID), "name": .string(hello.name), "version": .string(hello.softwareVersion),
+              "encrypted": .bool(security.encrypted),
+              "fingerprint": security.remoteFingerprint.isEmpty ? .null : .string(security.remoteFingerprint),
+            ]
+          ])
+      case .linkReplaced(let nodeID):
+        let security = linkSecurity(nodeID)
+        meshLogger.debug("Link moved to a new connection.", ["node.id": nodeID, "link.encrypted": security.encrypted])
+        apply(mesh.directory.nodeLinked(nodeID))
+        apply(mesh.sessions.linkReplaced(nodeID, security: security))
+        // Frames in flight on the old connection may be lost: chat re-syncs, transfers resume from the
+        // receiver's offset.
+        featuresLinkReplaced(nodeID)
+      case .linkDown(let nodeID):
+        meshLogger.info("Node unlinked.", ["node.id": nodeID])
+        apply(mesh.directory.nodeUnlinked(nodeID))
+        apply(mesh.sessions.nodeUnlinked(nodeID))
+        featuresNodeUnlinked(nodeID)
+        publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
+      case .deliver(let message, let nodeID):
+        guard frameSpeaksForItsOwnPeers(message, from: nodeID), inviteIsForALocalPeer(message, from: nodeID) else {
+          answerRefusedFrame(message, to: nodeID, because: "the sending node does not host the sending peer")
+          continue
+        }
+        switch message {
+        case .peerSnapshot, .peerUpdated, .peerRemoved:
+          apply(mesh.directory.received(message, from: nodeID))
+        case .chat(let payload):
+          chatFrame(payload, from: nodeID)
+        case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
+          .transferFinished, .transferFailed, .transferCancel, .transferAwaitingConsent:
+          transferMessage(message, from: nodeID)
+        case .streamOpen, .streamData, .streamCredit, .streamClose:
+          streamMessage(message, from: nodeID)
+        default:
+          apply(mesh.sessions.received(message, from: nodeID, now: Self.monotonicMillis()))
+        }
+      }
+    }
+  }
+
+  func apply(_ directives: [Directory.Directive]) {
+    if dnssd != nil { publishLocalServiceTypes() }
+    var events: [(peerID: String, type: String, data: JSONValue)] = []
+    for directive in directives {
+      switch directive {
+      case .broadcast(let message):
+        let frame = OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true)
+        for nodeID in mesh.links.linkedNodeIDs {
+          if let connection = mesh.links.connection(of: nodeID) { sendFrame(frame, on: connection) }
+        }
+      case .send(let message, let nodeID):
+        if let connection = mesh.links.connection(of: nodeID) {
+          sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
+        }
+      case .notify(let peerID, let event):
+        switch event {
+        case .peerFound(let peer, let serviceType, let info):
+          events.append(
+            (
+              peerID, "peer.found",
+              [
+                "peer": peer.json, "serviceType": .string(serviceType),
+                "discoveryInfo": Self.mapJSON(info),
+              ]
+            ))
+        case .peerLost(let peer, let serviceType):
+          events.append((peerID, "peer.lost", ["peer": peer.json, "serviceType": .string(serviceType)]))
+        }
+      }
+    }
+    if !events.isEmpty {
+      publishInBackground(events)
+      if !transceivers.isEmpty { reconcileTransceivers() }
+    }
+  }
+
+  /// Queues an encoded frame on `connection` in `lane` (control unless said otherwise). Links are never closed for
+  /// being busy: bulk producers check ``linkHasRoom(_:producer:)`` before they queue.
+  func sendFrame(
+    _ frame: OutboundMessage, on connection: LinkManager.ConnectionID,
+    lane: LinkScheduler<MeshOutbound>.Lane = .control
+  ) {
+    guard let socket = mesh.socketByConnection[connection] else { return }
+    enqueue(.frame(frame), bytes: frame.count, lane: lane, on: socket)
+  }
+
+  func publishToAllPeers(type: String, data: JSONValue) {
+    let shared = data.preserialized
+    let entries = peers.keys.sorted().map { (peerID: $0, type: type, data: shared) }
+    if !entries.isEmpty { publishInBackground(entries) }
+  }
+
+  static func mapJSON(_ map: [String: String]) -> JSONValue {
+    .object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
+  }
+
+  /// `GET /api/v1/mesh/nodes` body. Addresses that are not linked (being dialled, backing off after failures, or
+  /// waiting) are shown only to the admin: they may come from another node's gossip, and listing whether they
+  /// answered would make this node a port scanner for anyone who can link to it.
+  func meshNodesJSON(admin: Bool = false) -> JSONValue {
+    let now = Self.monotonicMillis()
+    let statuses = mesh.links.status(now: now).filter { admin || $0.state == .linked }
+    let nodes: [JSONValue] = statuses.map { status in
+      var object = JSONObject()
+      object["id"] = status.nodeID.map { .string($0) } ?? .null
+      object["name"] = status.name.map { .string($0) } ?? .null
+      object["address"] = status.address.map { .string($0) } ?? .null
+      object["state"] = .string(status.state.rawValue)
+      object["rttMillis"] = status.rttMillis.map { .int(Int64($0)) } ?? .null
+      object["source"] = status.source.map { .string($0.rawValue) } ?? .null
+      object["direction"] = .string(status.inbound ? "inbound" : "outbound")
+      object["linkedForSeconds"] =
+        status.linkedSinceMillis.map { .double(Double(now - min(now, $0)) / 1000) } ?? .null
+      object["encrypted"] = status.encrypted.map { .bool($0) } ?? .null
+      object["fingerprint"] = status.fingerprint.map { .string($0) } ?? .null
+      object["pinned"] = .bool(status.nodeID.map { mesh.links.pins[$0] != nil } ?? false)
+      return .object(object)
+    }
+    let result: JSONValue = [
+      "self": [
+        "id": .string(nodeID), "name": .string(configuration.name), "port": .int(Int64(server.port)),
+        "fingerprint": .string(security.fingerprint), "meshTls": .bool(security.meshTLS),
+        "meshSecret": .bool(security.secret != nil), "https": .bool(security.servesHTTPS),
+      ],
+      "nodes": .array(nodes),
+    ]
+    guard admin, case .object(var object) = result else { return result }
+    object["forgotten"] = .array(
+      mesh.links.forgotten.map { entry in
+        [
+          "address": .string(entry.address), "id": entry.nodeID.map { .string($0) } ?? .null,
+          "gossipedBy": entry.gossipedBy.map { .string($0) } ?? .null, "reason": .string(entry.reason),
+          "attempts": .int(Int64(entry.attempts)),
+        ]
+      })
+    return .object(object)
+  }
+}

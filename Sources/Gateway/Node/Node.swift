@@ -1,0 +1,563 @@
+/// The node runtime: the actor that owns peers, subscribers and metrics, pinned to the lws service thread.
+///
+/// Layer 4 (node runtime) with the layer-6 request dispatch on top. `Node` is an actor whose executor is the
+/// ``Server`` itself, so its methods run on the lws service thread and may call the server's loop-only
+/// methods directly. lws callbacks enter it synchronously through ``ServerBridge`` with `assumeIsolated`.
+/// Blocking work (SQLite) hops to the ``NodeStore``'s database actor; after every `await` the code
+/// re-checks state it read before (a peer may have been deleted meanwhile).
+import Crypto
+import Discovery
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+/// Counters exposed on `/metrics`.
+struct NodeMetrics {
+  var requests: [String: Int] = [:]
+  var eventsAppended = 0
+  var meshReadPauses = 0
+  var slowConsumerDisconnects = 0
+  var webSocketUpgradesRejected = 0
+  var storageFailures = 0
+  /// Events whose data broke their documented schema (checked in debug builds only).
+  var eventsOffSchema = 0
+}
+
+/// The node actor.
+public actor Node {
+  nonisolated let server: Server
+  let store: NodeStore
+  let configuration: NodeConfiguration
+  let nodeID: String
+  /// TLS identity, pins and the mesh secret (Security/NodeSecurity.swift).
+  nonisolated let security: NodeSecurity
+  /// Event delivery: subscribers, the ordered publish queue, replays (Events/EventHub.swift).
+  let events = EventHub()
+  /// Links, directory and sessions (Mesh/).
+  var mesh: MeshRuntime
+  var meshTask: Task<Void, Never>?
+  /// Every feature, each the owner of its state (Node/NodeFeature.swift, Features/).
+  let features: Features
+  /// The local peers (Features/Peers/PeerTable.swift).
+  let peerTable = PeerTable()
+  /// Static files, host names, route labels (HTTP/HTTPSurface.swift).
+  let surface: HTTPSurface
+  /// Link security, limits, the data-directory watch (Security/NodeSafety.swift).
+  let safety: NodeSafety
+
+  static let logger = Logger(component: "node")
+  static let httpLogger = Logger(component: "http")
+  static let meshLogger = Logger(component: "mesh")
+  nonisolated var logger: Logger { Self.logger }
+  nonisolated var httpLogger: Logger { Self.httpLogger }
+  nonisolated var meshLogger: Logger { Self.meshLogger }
+
+  public nonisolated var unownedExecutor: UnownedSerialExecutor {
+    server.asUnownedSerialExecutor()
+  }
+
+  init(
+    server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
+    services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
+    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
+  ) {
+    self.surface = HTTPSurface(staticFiles: staticFiles, hostPolicy: HostPolicy.current(configuration))
+    self.server = server
+    self.store = store
+    self.configuration = configuration
+    self.nodeID = nodeID
+    let dataPath = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
+    self.security = security
+    self.safety = NodeSafety(
+      guards: SecurityState(adminTokenHash: adminTokenHash, limits: limits),
+      dataWatch: DataDirectoryWatch(directory: dataPath, database: dataPath + "/meshgate.sqlite"))
+    let hello = NodeHello(
+      nodeID: nodeID, name: configuration.name, softwareVersion: NodeConfiguration.version, port: UInt16(server.port))
+    var directory = Directory(nodeID: nodeID)
+    for peer in peers {
+      peerTable.byID[peer.id] = peer
+      peerTable.idsByTokenHash[peer.tokenHash] = peer.id
+      _ = directory.addLocalPeer(peer.id, displayName: peer.displayName)
+    }
+    // Restore advertising and browsing; no one is linked yet, so there is nothing to send or tell.
+    for service in services where peerTable.byID[service.peerID] != nil {
+      if service.kind == "advertise" {
+        _ = directory.startAdvertising(
+          service.peerID, serviceType: service.serviceType, discoveryInfo: service.discoveryInfo)
+      } else {
+        _ = directory.startBrowsing(service.peerID, serviceType: service.serviceType)
+      }
+    }
+    // Peers that transceived before the restart transceive again (their advertisement carries `transceive=1`).
+    var chatBook = ChatBook(nodeID: nodeID)
+    if let chatState {
+      chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
+    }
+    self.features = Features(
+      chat: ChatFeature(book: chatBook),
+      transceive: TransceiveFeature(book: TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)))
+    var sessions = SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint)
+    // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
+    sessions.deferredSequencing = true
+    self.mesh = MeshRuntime(
+      links: LinkManager(
+        local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret, pins: security.pins),
+      directory: directory, sessions: sessions)
+  }
+
+  /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
+  /// service thread.
+  func start() {
+    events.keepAliveTask = Task { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .seconds(5))
+        await self?.sendKeepAlives()
+      }
+    }
+    dataWatchTask = Task { [weak self] in
+      while !Task.isCancelled {
+        try? await Task.sleep(for: .seconds(1))
+        await self?.checkDataDirectory()
+      }
+    }
+    startMesh()
+    Task { await self.restoreTransfers() }
+  }
+
+  func stop() {
+    events.keepAliveTask?.cancel()
+    dataWatchTask?.cancel()
+    meshTask?.cancel()
+  }
+
+  // MARK: - Requests
+
+  func handle(_ request: HTTPRequest) {
+    if let refusal = hostRefusal(request.head) ?? originRefusal(request.head, upgrade: false) {
+      respond(request, refusal.response)
+      return
+    }
+    if security.servesHTTPS && !request.head.isTLS && request.head.path != "/healthz" {
+      refusePlaintext(request)
+      return
+    }
+    switch router.match(method: request.head.method, path: request.head.path) {
+    case .found(let route, let parameters):
+      routeLabels[request.id] = route.pattern
+      Task { await self.perform(route, parameters: parameters, request: request) }
+    case .methodNotAllowed(let pattern, let allowed):
+      routeLabels[request.id] = pattern
+      let allow = allowed.map(\.rawValue).joined(separator: ", ")
+      let error = APIError(
+        status: 405, code: "method_not_allowed",
+        message: "\(request.head.method.rawValue) is not allowed on \(request.head.path); allowed: \(allow)",
+        headers: [("allow", allow)])
+      respond(request, error.response)
+    case .notFound:
+      if request.head.method == .get || request.head.method == .head, !request.head.path.hasPrefix("/api/"),
+        let file = staticFiles.lookup(request.head.path)
+      {
+        routeLabels[request.id] = "static"
+        respond(request, StaticFiles.response(for: file, head: request.head))
+        return
+      }
+      routeLabels[request.id] = "unmatched"
+      let error = APIError.notFound(
+        "no route for \(request.head.method.rawValue) \(request.head.path); see GET /api/v1/openapi.json for the API")
+      respond(request, error.response)
+    }
+  }
+
+  func perform(_ route: Route, parameters: [String: String], request: HTTPRequest) async {
+    do {
+      var peer: StoredPeer?
+      if let lost = dataDirectoryLost, ![.get, .head].contains(request.head.method) {
+        throw dataDirectoryLostError(lost)
+      }
+      if route.admin { try authenticateAdmin(request.head) }
+      if route.authenticated {
+        let authenticated = try authenticate(request.head, allowQueryToken: route.acceptsQueryToken)
+        try checkRequestRate(peerID: authenticated.id)
+        peer = authenticated
+      }
+      let context = RequestContext(request: request, parameters: parameters, peer: peer)
+      var response = try await route.handler(self, context)
+      if request.head.method == .head { response.omitBody = true }
+      if !response.isStream || response.status != 200 || !route.opensEventStream {
+        respond(request, response)
+      } else {
+        startStream(request, response, context)
+      }
+    } catch let error as APIError {
+      respond(request, error.response)
+    } catch let error where APIError.storage(error) != nil {
+      logger.error(
+        "Request failed: storage.",
+        ["http.request.id": request.id, "http.route": route.pattern, "error": String(describing: error)])
+      metrics.storageFailures += 1
+      // A write that failed may mean the directory is gone: look now rather than at the next periodic check.
+      await checkDataDirectory()
+      respond(request, (dataDirectoryLost.map(dataDirectoryLostError) ?? APIError.storage(error)!).response)
+    } catch {
+      logger.error(
+        "Request failed.",
+        ["http.request.id": request.id, "http.route": route.pattern, "error": String(describing: error)])
+      let failure = APIError(
+        status: 500, code: "internal_error",
+        message: "the node failed to handle this request; see the node log for request \(request.id)")
+      respond(request, failure.response)
+    }
+  }
+
+  /// Counts a request the server answered itself (411, 413, 501) before it reached the router.
+  func countRejected(_ head: HTTPRequestHead, status: Int) {
+    let label: String =
+      switch router.match(method: head.method, path: head.path) {
+      case .found(let route, _): route.pattern
+      case .methodNotAllowed(let pattern, _): pattern
+      case .notFound: "unmatched"
+      }
+    metrics.requests["\(label)|\(head.method.rawValue)|\(status)", default: 0] += 1
+  }
+
+  func respond(_ request: HTTPRequest, _ response: HTTPResponse) {
+    let label = routeLabels.removeValue(forKey: request.id) ?? "unmatched"
+    metrics.requests["\(label)|\(request.head.method.rawValue)|\(response.status)", default: 0] += 1
+    if httpLogger.isEnabled(.debug) {
+      httpLogger.debug(
+        "Request served.",
+        [
+          "http.request.id": request.id, "http.method": request.head.method.rawValue, "http.path": request.head.path,
+          "http.status": response.status, "http.remote": request.head.remoteAddress,
+        ])
+    }
+    server.respond(to: request.id, with: response)
+  }
+
+  /// The peer for the request's bearer token (or `?token=` where allowed).
+  func authenticate(_ head: HTTPRequestHead, allowQueryToken: Bool) throws(APIError) -> StoredPeer {
+    var token: String?
+    if let header = head.headers["authorization"] {
+      let parts = header.split(separator: " ", maxSplits: 1)
+      guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
+        throw APIError(
+          status: 401, code: "unauthorized",
+          message:
+            "the Authorization header must be 'Bearer <token>'; create a peer with POST /api/v1/peers to get a token")
+      }
+      token = String(parts[1]).trimmingCharacters(in: .whitespaces)
+    } else if allowQueryToken {
+      token = head.query["token"]
+    }
+    guard let token, !token.isEmpty else { throw .missingToken }
+    guard let peerID = peerIDsByTokenHash[Crypto.sha256Hex(token)], let peer = peers[peerID] else {
+      throw .invalidToken
+    }
+    return peer
+  }
+
+  // MARK: - WebSockets
+
+  func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    // Nodes dial by any seed name, so a mesh link's Host is not checked; but a node sends no Origin, and a browser
+    // page always does: a page from another site must not link in as a node.
+    let hostRefused = head.path == "/mesh" ? nil : hostRefusal(head)
+    if let refusal = hostRefused ?? originRefusal(head, upgrade: true) {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(refusal.response)
+    }
+    if head.path == "/mesh" {
+      guard head.headers["sec-websocket-protocol"]?.contains(meshSubprotocol) == true else {
+        metrics.webSocketUpgradesRejected += 1
+        return .reject(
+          APIError.badRequest("mesh links must request the WebSocket subprotocol \(meshSubprotocol)").response)
+      }
+      return .accept
+    }
+    if security.servesHTTPS && !head.isTLS {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(Self.httpsRequired(head).response)
+    }
+    if Self.streamSocketID(head.path) != nil {
+      let decision = acceptStreamSocket(head)
+      if case .reject = decision { metrics.webSocketUpgradesRejected += 1 }
+      return decision
+    }
+    guard head.path == "/api/v1/ws" else {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(
+        APIError.notFound("no WebSocket endpoint at \(head.path); browsers connect to /api/v1/ws?token=<token>")
+          .response)
+    }
+    do {
+      _ = try authenticate(head, allowQueryToken: true)
+      _ = try Self.parseCursor(head.query["since"], name: "since")
+      return .accept
+    } catch {
+      metrics.webSocketUpgradesRejected += 1
+      return .reject(error.response)
+    }
+  }
+
+  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
+    if head.path == "/mesh" {
+      meshSocketOpened(id, remoteAddress: head.remoteAddress)
+      return
+    }
+    if Self.streamSocketID(head.path) != nil {
+      streamSocketOpened(id, head: head)
+      return
+    }
+    guard let peer = try? authenticate(head, allowQueryToken: true) else {
+      server.close(id, code: 4401, reason: "token no longer valid")
+      return
+    }
+    let since = (try? Self.parseCursor(head.query["since"], name: "since")) ?? nil
+    let subscriber = addSubscriber(.webSocket(id), peerID: peer.id)
+    Task { await self.beginDelivery(subscriber, since: since) }
+  }
+
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
+    if isMeshSocket(id) {
+      meshSocketReceived(id, message)
+      return
+    }
+    if streamSocketReceived(id, message) { return }
+    guard let subscriber = events.subscribers[.webSocket(id)] else { return }
+    if subscriber.holding {
+      subscriber.backlog.append(message)
+      return
+    }
+    let size: Int
+    switch message {
+    case .binary(let bytes), .text(let bytes): size = bytes.count
+    }
+    if let refusal = checkSocketMessage(id, size: size) {
+      sendFrame(refusal.reply, to: subscriber)
+      if refusal.close {
+        removeSubscriber(.webSocket(id))
+        server.close(id, code: 1009, reason: "message too large")
+      }
+      return
+    }
+    let reply: JSONValue
+    switch message {
+    case .binary:
+      reply = Self.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
+    case .text(let bytes):
+      let parsed: JSONValue
+      do {
+        parsed = try JSONValue.parse(bytes)
+      } catch {
+        reply = Self.socketError(
+          error.isLimit ? "json_limit_exceeded" : "malformed_message",
+          "\(error); send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
+        break
+      }
+      guard case .object(let object) = parsed, let op = object["op"]?.stringValue else {
+        reply = Self.socketError(
+          "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
+        break
+      }
+      switch op {
+      case "ping":
+        reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
+      case "send":
+        guard let answer = socketSend(object, subscriber: subscriber, socket: id) else { return }
+        reply = answer
+      default:
+        reply = Self.socketError(
+          "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
+      }
+    }
+    sendFrame(reply, to: subscriber)
+  }
+
+  static func socketError(_ code: String, _ message: String) -> JSONValue {
+    ["type": "error", "data": ["code": .string(code), "message": .string(message)]]
+  }
+
+  func webSocketClosed(_ id: WebSocketID) {
+    if isMeshSocket(id) {
+      meshSocketClosed(id)
+      return
+    }
+    if streamSocketClosed(id) { return }
+    guards.socketLimiter.forget("\(id)")
+    removeSubscriber(.webSocket(id))
+  }
+
+  /// Everything queued on WebSocket `id` was written: stream readers and event replays go on.
+  func webSocketDrained(_ id: WebSocketID) {
+    streamSocketDrained(id)
+    if let subscriber = events.subscribers[.webSocket(id)] { pumpReplay(subscriber) }
+  }
+
+  /// Everything queued on streaming response `id` was written: stream readers and SSE replays go on.
+  func streamDrained(_ id: RequestID) {
+    streamResponseDrained(id)
+    if let subscriber = events.subscribers[.stream(id)] { pumpReplay(subscriber) }
+  }
+
+  func requestClosed(_ id: RequestID) {
+    routeLabels[id] = nil
+    uploadRequestClosed(id)
+    streamRequestClosed(id)
+    removeSubscriber(.stream(id))
+  }
+
+  // MARK: - JSON views
+
+  func peerJSON(_ peer: StoredPeer) -> JSONValue {
+    [
+      "id": .string(peer.id), "displayName": .string(peer.displayName), "nodeId": .string(nodeID),
+      "discoveryInfo": .object(
+        JSONObject(peer.discoveryInfo.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+      "createdAt": .string(peer.createdAt),
+    ]
+  }
+
+  func nodeJSON() -> JSONValue {
+    [
+      "id": .string(nodeID), "name": .string(configuration.name), "version": .string(NodeConfiguration.version),
+      "startedAt": .string(Timestamp.format(startedAt)),
+      "uptimeSeconds": .double((Date().timeIntervalSince(startedAt) * 1000).rounded() / 1000),
+      "peerCount": .int(Int64(peers.count)), "openWebSockets": .int(Int64(server.statistics().openWebSockets)),
+    ]
+  }
+
+  /// Parses an event cursor: a non-negative decimal integer.
+  static func parseCursor(_ text: String?, name: String) throws(APIError) -> Int64? {
+    guard let text, !text.isEmpty else { return nil }
+    guard text.count <= 18, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber), let value = Int64(text) else {
+      throw .badRequest(
+        "\(name) must be an event id (a non-negative integer) from a previous event, not \(text.debugDescription)")
+    }
+    return value
+  }
+}
+
+/// What a handler gets.
+struct RequestContext: Sendable {
+  let request: HTTPRequest
+  let parameters: [String: String]
+  let peer: StoredPeer?
+
+  /// The authenticated peer; only call on authenticated routes.
+  var authenticatedPeer: StoredPeer {
+    guard let peer else { preconditionFailure("authenticatedPeer read on a route without authentication") }
+    return peer
+  }
+}
+
+/// Bridges lws callbacks (on the service thread) into the ``Node`` actor.
+final class ServerBridge: ServerDelegate {
+  let node: Node
+  let maxBodyBytes: Int
+
+  init(node: Node, maxBodyBytes: Int) {
+    self.node = node
+    self.maxBodyBytes = maxBodyBytes
+  }
+
+  /// How much body a request may bring: the route decides (an upload up to `--max-transfer-bytes`, a stream write
+  /// without a limit, anything else up to `--max-body-bytes`).
+  func bodyLimit(for head: HTTPRequestHead) -> Int {
+    switch bodyKind(head) {
+    case .collected: maxBodyBytes
+    case .upload: node.configuration.maxTransferBytes
+    case .unbounded: 1 << 62
+    }
+  }
+
+  /// Raw-body routes (file uploads, stream writes) get their body streamed rather than collected.
+  func streamsBody(for head: HTTPRequestHead) -> Bool { bodyKind(head) != .collected }
+
+  func bodyKind(_ head: HTTPRequestHead) -> RequestBodyKind {
+    guard case .found(let route, _) = node.router.match(method: head.method, path: head.path) else { return .collected }
+    return route.body
+  }
+
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
+    node.assumeIsolated { $0.bodyReceived(id, bytes) }
+  }
+
+  func requestBodyEnded(_ id: RequestID) {
+    node.assumeIsolated { $0.bodyEnded(id) }
+  }
+
+  func streamDrained(_ id: RequestID) {
+    node.assumeIsolated { $0.streamDrained(id) }
+  }
+
+  func webSocketDrained(_ id: WebSocketID) {
+    node.assumeIsolated { $0.webSocketDrained(id) }
+  }
+
+  func webSocketNextMessage(_ id: WebSocketID) -> OutboundMessage? {
+    node.assumeIsolated { $0.meshNextFrame(id) }
+  }
+
+  func handle(_ request: HTTPRequest) {
+    node.assumeIsolated { $0.handle(request) }
+  }
+
+  func requestClosed(_ id: RequestID) {
+    node.assumeIsolated { $0.requestClosed(id) }
+  }
+
+  func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    node.assumeIsolated { $0.shouldAccept(webSocket: head) }
+  }
+
+  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
+    node.assumeIsolated { $0.webSocketOpened(id, head: head) }
+  }
+
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
+    node.assumeIsolated { $0.webSocketReceived(id, message) }
+  }
+
+  func webSocketClosed(_ id: WebSocketID) {
+    node.assumeIsolated { $0.webSocketClosed(id) }
+  }
+
+  func webSocketConnected(_ id: WebSocketID) {
+    node.assumeIsolated { $0.meshSocketConnected(id) }
+  }
+
+  func webSocketConnectFailed(_ id: WebSocketID, reason: String) {
+    node.assumeIsolated { $0.meshSocketClosed(id) }
+  }
+
+  func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse {
+    node.assumeIsolated { $0.countRejected(head, status: status) }
+    let code =
+      switch status {
+      case 411: "length_required"
+      case 413: "payload_too_large"
+      case 431: "request_header_fields_too_large"
+      case 503: "too_many_connections"
+      case 501: "not_implemented"
+      default: "bad_request"
+      }
+    return APIError(status: status, code: code, message: message).response
+  }
+}
+
+/// ISO 8601 timestamps in UTC with milliseconds.
+enum Timestamp {
+  static func now() -> String { format(Date()) }
+
+  static func format(_ date: Date) -> String {
+    let interval = date.timeIntervalSince1970
+    var seconds = time_t(interval.rounded(.down))
+    let millis = Int((interval - Double(seconds)) * 1000)
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    return String(
+      format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), millis)
+  }
+}
