@@ -204,8 +204,11 @@ export function createChat(deps) {
     if (focus) {
       el.input.focus({ preventScroll: true });
       const keepTopInView = () => {
-        const top = el.roomName.getBoundingClientRect().top;
-        if (top < 0 || top > window.innerHeight) el.room.scrollIntoView({ block: 'start' });
+        // The tab bar sticks to the top of the screen once scrolled: the room's top goes just below it.
+        const tabs = document.querySelector('.tabs');
+        const covered = tabs ? Math.max(0, tabs.getBoundingClientRect().bottom) : 0;
+        const top = el.room.getBoundingClientRect().top;
+        if (top < covered || top > window.innerHeight) window.scrollBy({ top: top - covered - 8, behavior: 'instant' });
       };
       keepTopInView();
       Promise.resolve(loaded).finally(() => window.requestAnimationFrame(() => state.openId === id && keepTopInView()));

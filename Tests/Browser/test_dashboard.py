@@ -1264,9 +1264,18 @@ class DashboardScenario(unittest.TestCase):
             bob.wait("the room joined with its history", lambda: bob.q("chat-room").get_attribute("data-joined") == "true"
                      and len(bob.qa("chat-message")) == 12)
             self.assertEqual(bob.js("return document.activeElement.dataset.testid"), "chat-input", "ready to type")
-            top = bob.js("return arguments[0].getBoundingClientRect().top", bob.q("chat-room-name"))
-            height = bob.js("return window.innerHeight")
-            self.assertTrue(0 <= top < height, f"the room's name is in view (top {top}, viewport {height})")
+            # In view and not under the sticky tab bar: the name is what is seen at its own place.
+            seen = bob.js(
+                """
+                const name = arguments[0];
+                const r = name.getBoundingClientRect();
+                const x = r.left + Math.min(r.width, 40) / 2, y = r.top + r.height / 2;
+                const hit = y >= 0 && y < window.innerHeight ? document.elementFromPoint(x, y) : null;
+                return { top: r.top, seen: Boolean(hit && name.contains(hit)) };
+                """,
+                bob.q("chat-room-name"),
+            )
+            self.assertTrue(seen["seen"], f"the room's name is in view and not covered (top {seen['top']})")
             bob.screenshot("bob-phone-chat-joined")
             bob.click("chat-leave")
             bob.wait("out of the room", lambda: not bob.q("chat-room").is_displayed())
