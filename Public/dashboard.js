@@ -1188,6 +1188,14 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     return context ? [' invites you to a session: ', context] : [' invites you to a session', ''];
   }
 
+  /** What a one-step send's invitation says is coming ("slides.pdf (30 MB)", "3 files (30 MB)"), or null. */
+  function fileOffer(invitation) {
+    if (!invitation || !invitation.session || !invitation.session.id || !invitation.from) return null;
+    const lead = `${peerName(invitation.from)} wants to send you `;
+    const context = invitation.context ? String(invitation.context) : '';
+    return context.startsWith(lead) ? context.slice(lead.length) : null;
+  }
+
   /** The received job that an accepted offer became (the newest from that sender with that name). */
   function jobFromOffer(invitation) {
     const offer = jobOffer(invitation);
@@ -1279,6 +1287,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           row.querySelector('[data-testid="prompt-accept"]').disabled = true;
           row.querySelector('[data-testid="prompt-decline"]').disabled = true;
           if (accept && jobOffer(current)) state.acceptedOffers.add(id);
+          const promised = accept && fileOffer(current);
+          if (promised) files.expect(current.session.id, current.from.id, promised);
           answerInvitation(current, accept);
         };
         row.querySelector('[data-testid="prompt-show-job"]').addEventListener('click', () => {

@@ -72,9 +72,13 @@ export function createFiles(deps) {
     // File consent.
     deadlines: new Map(), // id of an incoming transfer awaiting consent → when its wait ends (ms), from transfer.offered
     answering: new Set(), // ids whose Accept / Decline is on its way to the node
+    accepting: new Set(), // ids accepted without asking (promised by an accepted invitation): never prompted
     problems: new Map(), // transfer id → why its answer failed
     consent: null, // GET /file-consent: {mode, timeoutSeconds, alwaysAccept: [{peerId, displayName, since}]}
     shared: [], // File objects shared to the dashboard (share target), waiting for Send
+    // Files this peer already agreed to by accepting an invitation that said what was coming ("Ann wants to send
+    // you plan.pdf (2.0 KB)"): with file consent on, they are accepted without asking twice.
+    expected: [], // {sessionId, fromId, name, prefix, count, maxBytes, bytes, until}
   };
 
   const el = {
@@ -308,10 +312,55 @@ export function createFiles(deps) {
 
   // ------------------------------------------------------------ consent
 
+  const EXPECT_MS = 10 * 60_000;
+  const UNITS = { B: 1, KB: 1024, MB: 1024 ** 2, GB: 1024 ** 3, TB: 1024 ** 4 };
+
+  /** The most bytes a size written by formatBytes ("2.0 KB", "30 MB") can stand for. */
+  function sizeBound(value, unit) {
+    if (unit === 'B') return Number(value);
+    const decimals = value.includes('.') ? value.split('.')[1].length : 0;
+    return Math.floor((Number(value) + 0.5 * 10 ** -decimals) * UNITS[unit]);
+  }
+
+  /**
+   * Remembers what an accepted invitation said was coming: "<name> (<size>)" or "<n> files (<size>)", as the
+   * one-step send writes it (a name over 120 characters cut with "…").
+   */
+  function expect(sessionId, fromId, what) {
+    const many = /^(\d+) files \(([\d.]+) (B|KB|MB|GB|TB)\)$/.exec(what);
+    const one = many ? null : /^(.+) \(([\d.]+) (B|KB|MB|GB|TB)\)$/.exec(what);
+    if (!many && !one) return;
+    const entry = { sessionId, fromId, bytes: 0, until: Date.now() + EXPECT_MS };
+    if (many) Object.assign(entry, { count: Number(many[1]), maxBytes: sizeBound(many[2], many[3]) });
+    else {
+      const cut = one[1].endsWith('…');
+      Object.assign(entry, { count: 1, maxBytes: sizeBound(one[2], one[3]), name: cut ? null : one[1], prefix: cut ? one[1].slice(0, -1) : null });
+    }
+    state.expected = state.expected.filter((e) => e.until > Date.now()).concat(entry);
+  }
+
+  /** The expectation an offered file fulfils (and uses up), if any. */
+  function takeExpected(transfer) {
+    const now = Date.now();
+    state.expected = state.expected.filter((e) => e.until > now && e.count > 0);
+    const entry = state.expected.find(
+      (e) =>
+        e.sessionId === transfer.sessionId &&
+        transfer.from && e.fromId === transfer.from.id &&
+        e.bytes + (transfer.size || 0) <= e.maxBytes &&
+        (e.name == null || e.name === transfer.name) &&
+        (e.prefix == null || String(transfer.name).startsWith(e.prefix)),
+    );
+    if (!entry) return null;
+    entry.count -= 1;
+    entry.bytes += transfer.size || 0;
+    return entry;
+  }
+
   /** Incoming files waiting for this peer's Accept or Decline, oldest first. */
   function awaiting() {
     return [...state.transfers.values()]
-      .filter((t) => t.direction === 'incoming' && t.state === 'awaitingConsent')
+      .filter((t) => t.direction === 'incoming' && t.state === 'awaitingConsent' && !state.accepting.has(t.id))
       .sort((a, b) => String(a.createdAt).localeCompare(String(b.createdAt)));
   }
 
@@ -552,9 +601,11 @@ export function createFiles(deps) {
         return;
       }
       if (upload) {
-        // The node already has a transfer for it: stop the upload and cancel that transfer too.
-        if (upload.xhr) upload.xhr.abort();
+        // The node already has a transfer for it: cancel that transfer first, then stop the upload (stopped
+        // first, the cut-off upload fails the transfer and the cancel is answered 409).
         state.uploads.delete(key);
+        cancel(transfer, row).finally(() => upload.xhr && upload.xhr.abort());
+        return;
       }
       if (transfer) cancel(transfer, row);
     });
@@ -641,6 +692,18 @@ export function createFiles(deps) {
     if (event.type === 'transfer.progress' && Number.isFinite(data.bytes)) transfer.bytes = data.bytes;
     if (event.type === 'transfer.offered' && transfer.direction === 'incoming') {
       if (Number.isFinite(data.timeoutSeconds)) state.deadlines.set(transfer.id, Date.now() + data.timeoutSeconds * 1000);
+      if (!state.transfers.has(transfer.id) && transfer.state === 'awaitingConsent' && takeExpected(transfer)) {
+        // Already agreed to with the invitation that said it was coming: not asked a second time.
+        announce(`${peerName(transfer.from)} is sending you ${transfer.name} (${formatBytes(transfer.size)}), as you accepted.`);
+        state.accepting.add(transfer.id);
+        upsert(transfer);
+        // Should the accept fail, the file is asked about after all (with why).
+        answer(transfer, true, false).finally(() => {
+          state.accepting.delete(transfer.id);
+          render();
+        });
+        return;
+      }
       if (!state.transfers.has(transfer.id)) {
         arrive(`${peerName(transfer.from)} wants to send you ${transfer.name} (${formatBytes(transfer.size)}): accept or decline it.`, {
           tag: `transfer-${transfer.id}`,
@@ -724,8 +787,10 @@ export function createFiles(deps) {
       state.unseen.clear();
       state.deadlines.clear();
       state.answering.clear();
+      state.accepting.clear();
       state.problems.clear();
       state.consent = null;
+      state.expected = [];
       renderBadge();
       render();
     },
@@ -752,6 +817,8 @@ export function createFiles(deps) {
         if (t) setText(row.querySelector('[data-testid="file-prompt-expires"]'), promptExpiresText(t));
       }
     },
+    /** An invitation saying "<from> wants to send you <what>" was accepted: those files are not asked about again. */
+    expect,
     /** Files shared to the dashboard (share target): shown ready to send, or why none arrived. */
     setShared({ files, problem }) {
       state.shared = [...files];

@@ -413,7 +413,10 @@ class DashboardScenario(unittest.TestCase):
         select = ann.wait("Bob in the invite picker", lambda: (s := ann.q("session-invite-peer", row)).is_enabled() and s)
         Select(select).select_by_visible_text("Bob · beta")
         ann.click("session-invite", row)
-        prompt = bob.wait("the session invitation prompt", lambda: (p := bob.qa("invitation-prompt")) and p[0])
+        # The one to answer (the file offer's prompt of test_03b may still be fading out).
+        prompt = bob.wait("the session invitation prompt", lambda: (p := [
+            x for x in bob.qa("invitation-prompt") if x.get_attribute("data-state") == "pending"
+            and "is-leaving" not in (x.get_attribute("class") or "")]) and p[0])
         self.assertEqual(bob.text("prompt-from", prompt), "Ann")
         bob.click("prompt-accept", prompt)
         bob.tab("sessions")
@@ -1281,6 +1284,67 @@ class DashboardScenario(unittest.TestCase):
             bob.wait("out of the room", lambda: not bob.q("chat-room").is_displayed())
         finally:
             self.alpha.api("POST", f"chats/{chat}/leave", {}, token=ann_token)
+            bob.viewport(DESKTOP)
+
+    def test_18_one_step_send_to_a_node_that_asks(self) -> None:
+        """With file consent on, a file sent in one step is asked about once: accepting the invitation that
+        said what was coming accepts that file; a later file in the same session is asked about."""
+        ann, bob = self.ann, self.bob
+        if not ann.q("tab-files").is_displayed():
+            self.skipTest("the node has no Files API (/api/v1/transfers) yet")
+        bob_token = bob.local_storage("meshgate.token")
+        bob_id = self.bob_id()
+        # No session with Bob connected, so the one-step send invites him.
+        for session in self.beta.api("GET", "sessions", token=bob_token)["sessions"]:
+            self.beta.api("DELETE", f"sessions/{session['id']}/members/me", token=bob_token)
+        ann.viewport(DESKTOP)
+        bob.viewport(PHONE)
+        ann.tab("sessions")
+        ann.wait("no session with Bob connected at Ann", lambda: not [
+            m for m in ann.qa("session-member") if m.get_attribute("data-peer-id") == bob_id
+            and m.get_attribute("data-state") == "connected"])
+        self.beta.api("PATCH", "node/settings", {"fileConsent": "ask"}, token=self.beta.admin_token)
+        try:
+            bob.tab("files")
+            bob.js("""
+                window.__filePrompts = 0;
+                new MutationObserver((records) => { for (const r of records) window.__filePrompts += r.addedNodes.length; })
+                  .observe(document.querySelector('[data-testid=file-prompt-list]'), { childList: true });
+            """)
+            first = Path(self.work.name) / "consented.txt"
+            first.write_bytes(b"k" * 5000)
+            ann.tab("nearby")
+            picker = ann.q("nearby-file-input", row_by_key(ann, "nearby-peer", "data-peer-id", bob_id))
+            ann.js("arguments[0].hidden = false", picker)
+            picker.send_keys(str(first))
+            ann.js("arguments[0].hidden = true", picker)
+            prompt = bob.wait("the file invitation", lambda: (p := [x for x in bob.qa("invitation-prompt")
+                                                                    if x.get_attribute("data-state") == "pending"]) and p[0])
+            self.assertEqual(prompt.find_element("css selector", ".prompt-title").text, "Ann wants to send you consented.txt (4.9 KB)")
+            bob.click("prompt-accept", prompt)
+            wait_until("the file finished at Bob", lambda: [t for t in self.beta.api("GET", "transfers", token=bob_token)["transfers"]
+                                                           if t["name"] == first.name and t["state"] == "finished"])
+            bob.wait("the file finished in Bob's Files", lambda: (r := self.transfer_named(bob, first.name, "incoming"))
+                     and r.get_attribute("data-state") == "finished")
+            self.assertEqual(bob.js("return window.__filePrompts"), 0, "not asked a second time")
+            self.assertIn("Ann is sending you consented.txt (4.9 KB), as you accepted.",
+                          bob.q("arrivals-live").get_attribute("textContent"))
+            # A later file in that session was not promised: it is asked about.
+            second = Path(self.work.name) / "unannounced.txt"
+            second.write_bytes(b"u" * 10)
+            picker = ann.q("nearby-file-input", row_by_key(ann, "nearby-peer", "data-peer-id", bob_id))
+            ann.js("arguments[0].hidden = false", picker)
+            picker.send_keys(str(second))
+            ann.js("arguments[0].hidden = true", picker)
+            asked = bob.wait("the second file asked about", lambda: (p := bob.qa("file-prompt")) and p[0].is_displayed() and p[0])
+            self.assertEqual(bob.text("file-prompt-name", asked), second.name)
+            self.assertTrue(self.within_viewport(bob, bob.q("file-prompt-decline", asked)))
+            bob.click("file-prompt-decline", asked)
+            ann.tab("files")
+            ann.wait("the second file declined at Ann", lambda: (r := self.transfer_named(ann, second.name, "outgoing"))
+                     and r.get_attribute("data-state") == "declined")
+        finally:
+            self.beta.api("PATCH", "node/settings", {"fileConsent": "auto"}, token=self.beta.admin_token)
             bob.viewport(DESKTOP)
 
     def test_99_switch_peer_and_leave(self) -> None:
