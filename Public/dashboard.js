@@ -1238,8 +1238,6 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           'li',
           {
             className: 'prompt',
-            role: 'group',
-            'aria-labelledby': `prompt-title-${inv.id}`,
             dataset: { testid: 'invitation-prompt', invitationId: inv.id },
           },
           h(

@@ -469,7 +469,7 @@ export function createFiles(deps) {
         const id = t.id;
         const row = h(
           'li',
-          { className: 'prompt', role: 'group', 'aria-labelledby': `file-prompt-title-${id}`, dataset: { testid: 'file-prompt', transferId: id } },
+          { className: 'prompt', dataset: { testid: 'file-prompt', transferId: id } },
           h(
             'p',
             { className: 'prompt-title', id: `file-prompt-title-${id}` },

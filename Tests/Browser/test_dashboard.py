@@ -574,6 +574,7 @@ class DashboardScenario(unittest.TestCase):
             at_beta = self.beta.api("GET", "transfers", token=bob.local_storage("meshgate.token"))["transfers"]
             self.assertEqual([t["state"] for t in at_beta if t["name"] == first.name], ["awaitingConsent"])
             bob.screenshot("bob-file-consent-desktop")
+            self.assertEqual(self.axe_violations(bob) if AXE_SCRIPT else [], [], "axe-core with a file prompt")
             ann.screenshot("ann-file-waiting-desktop")
             bob.click("file-prompt-decline", prompt)
             bob.wait("the prompt gone", lambda: not bob.q("file-prompts").is_displayed())
@@ -596,6 +597,7 @@ class DashboardScenario(unittest.TestCase):
                 self.assertTrue(self.within_viewport(bob, bob.q(testid, row)), f"{testid} on the phone's screen")
             self.assertFalse(bob.q("transfer-cancel", row).is_displayed(), "an offered file is declined, not canceled")
             bob.screenshot("bob-file-consent-phone")
+            self.assertEqual(self.axe_violations(bob) if AXE_SCRIPT else [], [], "axe-core with a file to answer in Files")
             bob.q("transfer-always", row).click()
             bob.click("transfer-accept", row)
             for browser, direction in ((ann, "outgoing"), (bob, "incoming")):
@@ -1072,6 +1074,7 @@ class DashboardScenario(unittest.TestCase):
         bob.js("arguments[0].click()", notify)
         bob.wait("the request answered", lambda: bob.js("return window.__asks") == 1 and not notify.get_attribute("disabled"))
         bob.wait("the switch off with a reason", lambda: not notify.is_selected() and "blocked" in bob.text("alerts-status"))
+        self.assertEqual(self.axe_violations(bob) if AXE_SCRIPT else [], [], "axe-core with the alerts' status")
         self.assertIsNone(bob.local_storage("meshgate.alerts.notify"))
         # Granted (as by a person's Allow): on, and kept.
         bob.driver.execute_cdp_cmd("Browser.grantPermissions", {"origin": self.beta.url.rstrip("/"), "permissions": ["notifications"]})
@@ -1223,6 +1226,7 @@ class DashboardScenario(unittest.TestCase):
                          ["share-me.txt · 1.5 KB"])
         self.assertTrue(self.within_viewport(ann, ann.q("shared-send")))
         ann.screenshot("ann-phone-shared")
+        self.assertEqual(self.axe_violations(ann) if AXE_SCRIPT else [], [], "axe-core with shared files ready")
         Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(session)
         Select(ann.wait("Bob in the To picker", lambda: (s := ann.q("file-to")).is_enabled() and s)).select_by_visible_text("Bob")
         ann.click("shared-send")
