@@ -14,7 +14,9 @@
 // above every view (file-prompts) and as its row in Files, each with Accept,
 // Decline and "Always accept files from <name>" (POST /transfers/{id}/accept
 // {always}, /decline). The always-accept list (GET /file-consent) is shown in
-// Files with a Remove button each (DELETE /file-consent/always-accept/{peerId}).
+// Files with an "Ask again" button each (DELETE /file-consent/always-accept/{peerId}).
+// A file promised by an accepted one-step-send invitation ("Ann wants to send you
+// plan.pdf (2.0 KB)") is accepted without asking twice (see `expect`).
 //
 // The upload to our own node is an XMLHttpRequest (fetch has no upload
 // progress); from then on the node reports the delivery to the receiver's node.
