@@ -1,6 +1,7 @@
 import MeshCore
 
-// The node runtime (what `Node+Mesh.swift` does for a real node) and the simulated network.
+// The node runtime (what `Node+Mesh.swift` does for a real node: it interprets ``MeshEffect``s) and the simulated
+// network.
 
 extension Simulation {
   // MARK: - Running
@@ -25,8 +26,7 @@ extension Simulation {
     switch event {
     case .tick(let node, let incarnation):
       guard nodes[node].alive, nodes[node].incarnation == incarnation else { return }
-      perform(nodes[node].links.tick(now: now), on: node)
-      apply(nodes[node].sessions.tick(now: now), on: node)
+      feed(.tick(now: now), on: node)
       tickCount[node] += 1
       if tickCount[node] % Self.transceiveEveryTicks == 0 { reconcileTransceivers(on: node) }
       queue.schedule(.tick(node: node, incarnation: incarnation), at: now + network.tickInterval)
@@ -35,7 +35,7 @@ extension Simulation {
       let nodeID = nodes[node].nodeID
       let host = nodes[node].host
       for listener in nodes.indices where listener != node && nodes[listener].alive && reachable(node, listener) {
-        perform(nodes[listener].links.discovered(nodeID: nodeID, host: host, port: Self.port, now: now), on: listener)
+        feed(.discovered(nodeID: nodeID, host: host, port: Self.port, source: .beacon, now: now), on: listener)
       }
       queue.schedule(.beacon(node: node, incarnation: incarnation), at: now + network.beaconInterval)
     case .establish(let wire):
@@ -48,89 +48,60 @@ extension Simulation {
       release(wire, side)
     case .closedLocally(let node, let incarnation, let id):
       guard nodes[node].alive, nodes[node].incarnation == incarnation else { return }
-      perform(nodes[node].links.closed(id, now: now), on: node)
+      feed(.closed(id, now: now), on: node)
     }
   }
 
-  // MARK: - Carrying out actions (the node runtime)
+  // MARK: - Carrying out effects (the node runtime)
 
-  func perform(_ actions: [LinkManager.Action], on node: Int) {
-    for action in actions {
-      switch action {
+  /// Reports `input` to node `node`'s ``MeshNode`` and carries out what it returns.
+  func feed(_ input: MeshInput, on node: Int) { interpret(nodes[node].mesh.handle(input), on: node) }
+
+  /// Carries out a node's effects on the simulated network and the peers' event logs. The wiring between links,
+  /// directory and sessions is ``MeshNode``'s; only I/O and bookkeeping happen here.
+  func interpret(_ effects: [MeshEffect], on node: Int) {
+    var told = false
+    var received: [SessionBook.Invitation] = []
+    for effect in effects {
+      switch effect {
       case .connect(let id, let host, _):
         dial(from: node, id: id, host: host)
-      case .send(let id, let message):
+      case .send(let message, let id):
         send(message, from: node, on: id)
-      case .close(let id, _):
-        close(id, on: node)
-      case .pin, .refused:
-        // Simulated links are plaintext and secretless: nothing is pinned or refused.
-        break
-      case .linkUp(let hello):
-        stats.linkUps += 1
-        changed()
-        apply(nodes[node].directory.nodeLinked(hello.nodeID), on: node)
-        apply(nodes[node].sessions.nodeLinked(hello.nodeID), on: node)
-      case .linkReplaced(let nodeID):
-        // Frames sent on the replaced connection may be lost: the directory re-sends its snapshot, unacknowledged
-        // reliable data fails and hosted sessions are re-sent.
-        stats.linkReplacements += 1
-        apply(nodes[node].directory.nodeLinked(nodeID), on: node)
-        apply(nodes[node].sessions.linkReplaced(nodeID), on: node)
-      case .linkDown(let nodeID):
-        stats.linkDowns += 1
-        changed()
-        apply(nodes[node].directory.nodeUnlinked(nodeID), on: node)
-        apply(nodes[node].sessions.nodeUnlinked(nodeID), on: node)
-      case .deliver(let message, let from):
-        switch message {
-        case .peerSnapshot, .peerUpdated, .peerRemoved:
-          apply(nodes[node].directory.received(message, from: from), on: node)
-        default:
-          apply(nodes[node].sessions.received(message, from: from, now: now), on: node)
-        }
-      }
-    }
-  }
-
-  func apply(_ directives: [Directory.Directive], on node: Int) {
-    var told = false
-    defer { if told { reconcileTransceivers(on: node) } }
-    for directive in directives {
-      switch directive {
-      case .broadcast(let message):
-        for nodeID in nodes[node].links.linkedNodeIDs {
-          if let id = nodes[node].links.connection(of: nodeID) { send(message, from: node, on: id) }
-        }
-      case .send(let message, let nodeID):
-        if let id = nodes[node].links.connection(of: nodeID) { send(message, from: node, on: id) }
-      case .notify(let peerID, let event):
-        record(event, for: peerID)
-        told = true
-      }
-    }
-  }
-
-  func apply(_ directives: [SessionBook.Directive], on node: Int) {
-    var received: [SessionBook.Invitation] = []
-    defer { for invitation in received { transceiverReceived(invitation, on: node) } }
-    for directive in directives {
-      switch directive {
-      case .send(let message, let nodeID):
-        guard let id = nodes[node].links.connection(of: nodeID) else {
+      case .broadcast(let message, let ids):
+        for id in ids { send(message, from: node, on: id) }
+      case .sendToNode(let message, _, let id):
+        guard let id else {
           stats.sessionFramesUnlinked += 1
           continue
         }
         send(message, from: node, on: id)
-      case .notify(let peerID, let event):
-        // The runtime tells only the peers it hosts (a data frame may name peers that live elsewhere).
-        guard nodes[node].durable[peerID] != nil else { continue }
+      case .close(let id, _), .drop(let id, _):
+        close(id, on: node)
+      case .pin, .refused, .frameRefused, .deliver:
+        // Simulated links are plaintext and secretless (nothing is pinned or refused), the simulated peers are
+        // honest, and chat, transfers and streams are not simulated.
+        break
+      case .linkUp:
+        stats.linkUps += 1
+        changed()
+      case .linkReplaced:
+        stats.linkReplacements += 1
+      case .linkDown:
+        stats.linkDowns += 1
+        changed()
+      case .directoryEvent(let peerID, let event):
+        record(event, for: peerID)
+        told = true
+      case .sessionEvent(let peerID, let event):
         stats.sessionNotifications += 1
         if case .invitationReceived(let invitation) = event { received.append(invitation) }
         logs[peerID, default: []].append(PeerEvent(time: now, kind: .session(event)))
         changed()
       }
     }
+    if told { reconcileTransceivers(on: node) }
+    for invitation in received { transceiverReceived(invitation, on: node) }
   }
 
   func record(_ event: Directory.Event, for peerID: String) {
@@ -192,10 +163,9 @@ extension Simulation {
     wires[wire].state = .open
     nodes[target].endpoints[id] = WireEnd(wire: wire, side: 1)
     stats.connectionsOpened += 1
-    perform(
-      nodes[target].links.inboundOpened(id, remoteHost: nodes[dialler.node].host, now: now), on: target)
+    feed(.inboundOpened(id, remoteHost: nodes[dialler.node].host, transport: .plaintext, now: now), on: target)
     if wires[wire].ends[0].open {
-      perform(nodes[dialler.node].links.outboundOpened(dialler.id, now: now), on: dialler.node)
+      feed(.outboundOpened(dialler.id, transport: .plaintext, now: now), on: dialler.node)
     }
   }
 
@@ -206,7 +176,7 @@ extension Simulation {
     wires[wire].ends[0].open = false
     nodes[dialler.node].endpoints[dialler.id] = nil
     stats.failedDials += 1
-    perform(nodes[dialler.node].links.outboundFailed(dialler.id, now: now), on: dialler.node)
+    feed(.outboundFailed(dialler.id, now: now), on: dialler.node)
   }
 
   func send(_ message: MeshMessage, from node: Int, on id: LinkManager.ConnectionID) {
@@ -267,12 +237,12 @@ extension Simulation {
     switch item {
     case .frame(let message):
       stats.framesDelivered += 1
-      perform(nodes[end.node].links.received(message, on: end.id, now: now), on: end.node)
+      feed(.frameReceived(message, on: end.id, now: now), on: end.node)
     case .fin:
       wires[wire].ends[side].open = false
       if !wires[wire].ends[1 - side].open { wires[wire].state = .closed }
       nodes[end.node].endpoints[end.id] = nil
-      perform(nodes[end.node].links.closed(end.id, now: now), on: end.node)
+      feed(.closed(end.id, now: now), on: end.node)
     }
   }
 

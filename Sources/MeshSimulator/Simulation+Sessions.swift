@@ -1,7 +1,7 @@
 public import MeshCore
 
 // Sessions and invitations: the commands the REST handlers of `Node+Sessions.swift` run against each node's
-// ``SessionBook``, what peers were told (from their event logs), and checks that the nodes agree.
+// ``MeshNode``, what peers were told (from their event logs), and checks that the nodes agree.
 
 /// What a ``Simulation/send(session:from:to:payload:reliable:namedEvent:)`` did, as `POST /sessions/{id}/data`
 /// reports it.
@@ -36,7 +36,7 @@ extension Simulation {
     let creator = SessionMember(
       peerID: peerID, displayName: nodes[node].durable[peerID]!.displayName, nodeID: nodes[node].nodeID,
       state: .connected)
-    _ = nodes[node].sessions.createSession(
+    _ = nodes[node].mesh.createSession(
       sessionID, creator: creator, strategy: strategy, encryption: encryption,
       maxPeers: strategy == .pointToPoint ? 2 : maxPeers)
     sessionHosts[sessionID] = node
@@ -52,18 +52,23 @@ extension Simulation {
     timeoutMillis: UInt32 = 30_000
   ) throws(SessionBook.Failure) -> String {
     let node = liveHome(peerID)
-    guard let target = nodes[node].directory.peer(targetID) else {
+    guard let target = nodes[node].mesh.directory.peer(targetID) else {
       throw SessionBook.Failure(404, "not_found", "no peer \(targetID) in the mesh")
     }
     let invitationID = "i\(nextInvitationNumber)"
-    let (_, directives) = try nodes[node].sessions.invite(
-      invitationID, from: peerID,
-      to: SessionMember(
-        peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
-      sessionID: sessionID, context: context, timeoutMillis: timeoutMillis, now: now)
+    let effects: [MeshEffect]
+    do {
+      (_, effects) = try nodes[node].mesh.invite(
+        invitationID, from: peerID,
+        to: SessionMember(
+          peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
+        sessionID: sessionID, context: context, timeoutMillis: timeoutMillis, now: now)
+    } catch {
+      throw error.sessionFailure
+    }
     nextInvitationNumber += 1
     changed()
-    apply(directives, on: node)
+    interpret(effects, on: node)
     return invitationID
   }
 
@@ -79,26 +84,28 @@ extension Simulation {
 
   func answer(_ invitationID: String, by peerID: String, accept: Bool) throws(SessionBook.Failure) {
     let node = liveHome(peerID)
-    let directives = try nodes[node].sessions.answer(invitationID, by: peerID, accept: accept, now: now)
+    let effects = try command { () throws(MeshFailure) in
+      try nodes[node].mesh.answer(invitationID, by: peerID, accept: accept, now: now)
+    }
     changed()
-    apply(directives, on: node)
+    interpret(effects, on: node)
   }
 
   /// `DELETE /invitations/{id}` by the inviter `peerID`.
   public func cancel(_ invitationID: String, by peerID: String) throws(SessionBook.Failure) {
     let node = liveHome(peerID)
-    let directives = try nodes[node].sessions.cancel(invitationID, by: peerID)
+    let effects = try command { () throws(MeshFailure) in try nodes[node].mesh.cancel(invitationID, by: peerID) }
     changed()
-    apply(directives, on: node)
+    interpret(effects, on: node)
   }
 
   /// `DELETE /sessions/{id}/members/me` by `peerID`.
   public func leave(session sessionID: String, peerID: String) throws(SessionBook.Failure) {
     let node = liveHome(peerID)
-    let directives = try nodes[node].sessions.leave(sessionID, peerID: peerID)
+    let effects = try command { () throws(MeshFailure) in try nodes[node].mesh.leave(sessionID, peerID: peerID) }
     departures[sessionID, default: []].insert(peerID)
     changed()
-    apply(directives, on: node)
+    interpret(effects, on: node)
   }
 
   /// `POST /sessions/{id}/data?to=…&mode=…` (or, with `namedEvent`, `POST /sessions/{id}/events`) by `peerID`:
@@ -109,22 +116,22 @@ extension Simulation {
     reliable: Bool = true, namedEvent: String? = nil
   ) throws(SessionBook.Failure) -> SendOutcome {
     let node = liveHome(peerID)
-    let result = try nodes[node].sessions.send(
-      sessionID, from: peerID, to: targets, payload: payload, reliable: reliable, namedEvent: namedEvent,
-      linkedNodes: Set(nodes[node].links.linkedNodeIDs))
-    var addressed = result.undelivered
-    for directive in result.directives {
-      switch directive {
-      case .send(.sessionData(_, _, let to, _, _), _), .send(.sessionEvent(_, _, let to, _, _, _), _):
-        addressed.append(contentsOf: to)
-      case .notify(let to, .data), .notify(let to, .namedEvent):
-        addressed.append(to)
-      default:
-        break
-      }
+    let result = try command { () throws(MeshFailure) in
+      try nodes[node].mesh.send(
+        sessionID, from: peerID, to: targets, payload: payload, reliable: reliable, namedEvent: namedEvent)
     }
-    apply(result.directives, on: node)
+    let addressed = result.undelivered + MeshNode.addressed(by: result.effects)
+    interpret(result.effects, on: node)
     return SendOutcome(addressed: addressed.sorted(), undelivered: result.undelivered)
+  }
+
+  /// Runs a session command, throwing its failure as the session book's (what the REST layer answers with).
+  func command<Result>(_ body: () throws(MeshFailure) -> Result) throws(SessionBook.Failure) -> Result {
+    do {
+      return try body()
+    } catch {
+      throw error.sessionFailure
+    }
   }
 
   /// The home of `peerID`, which must be running (a REST call to a crashed node cannot happen).
@@ -138,7 +145,7 @@ extension Simulation {
 
   /// The sessions node `node` holds (hosted ones and replicas), by id; empty for a crashed node.
   public func sessionView(node: Int) -> [String: SessionDescription] {
-    nodes[node].alive ? nodes[node].sessions.sessions : [:]
+    nodes[node].alive ? nodes[node].mesh.sessions.sessions : [:]
   }
 
   /// Node `node`'s copy of session `sessionID`.
@@ -149,13 +156,13 @@ extension Simulation {
 
   /// Node `node`'s record of invitation `invitationID`.
   public func invitation(_ invitationID: String, on node: Int) -> SessionBook.Invitation? {
-    nodes[node].alive ? nodes[node].sessions.invitations[invitationID] : nil
+    nodes[node].alive ? nodes[node].mesh.sessions.invitations[invitationID] : nil
   }
 
   /// `GET /invitations` for `peerID`: what its node knows of the invitations it sent or received, newest first.
   public func invitations(of peerID: String) -> [SessionBook.Invitation] {
     let node = home(peerID)
-    return nodes[node].alive ? nodes[node].sessions.invitations(of: peerID) : []
+    return nodes[node].alive ? nodes[node].mesh.sessions.invitations(of: peerID) : []
   }
 
   /// The pending invitations `peerID` sent or received, by id: ``invitations(of:)`` without the closed ones, which
@@ -163,7 +170,7 @@ extension Simulation {
   public func pendingInvitations(of peerID: String) -> [SessionBook.Invitation] {
     let node = home(peerID)
     guard nodes[node].alive else { return [] }
-    return nodes[node].sessions.invitations.values.filter {
+    return nodes[node].mesh.sessions.invitations.values.filter {
       $0.state == .pending && ($0.offer.fromPeerID == peerID || $0.offer.toPeerID == peerID)
     }.sorted { $0.id < $1.id }
   }
@@ -208,7 +215,7 @@ extension Simulation {
   public func sessionProblems(_ sessionID: String) -> [String] {
     guard let host = sessionHosts[sessionID] else { return ["no session \(sessionID) was created"] }
     var problems: [String] = []
-    let truth = nodes[host].alive ? nodes[host].sessions.sessions[sessionID] : nil
+    let truth = nodes[host].alive ? nodes[host].mesh.sessions.sessions[sessionID] : nil
     for member in truth?.members ?? [] {
       let memberNode = nodeIndex[member.nodeID]
       if member.state != .connected { problems.append("host lists \(member.peerID) as \(member.state.rawValue)") }
@@ -219,14 +226,14 @@ extension Simulation {
       }
     }
     for node in nodes where node.alive && node.index != host {
-      let replica = node.sessions.sessions[sessionID]
+      let replica = node.mesh.sessions.sessions[sessionID]
       let expected = truth.flatMap { truth in truth.members.contains { $0.nodeID == node.nodeID } ? truth : nil }
       if replica != expected {
         problems.append("node \(node.index) holds \(Self.summary(replica)), expected \(Self.summary(expected))")
       }
     }
     for node in nodes where node.alive {
-      let copy = node.sessions.sessions[sessionID]
+      let copy = node.mesh.sessions.sessions[sessionID]
       for peerID in node.durable.keys.sorted() {
         let isMember = copy?.members.contains { $0.peerID == peerID } ?? false
         if !isMember && departures[sessionID]?.contains(peerID) == true { continue }
@@ -253,10 +260,10 @@ extension Simulation {
   public func invitationProblems() -> [String] {
     var problems: [String] = []
     for inviter in nodes where inviter.alive {
-      for (id, invitation) in inviter.sessions.invitations.sorted(by: { $0.key < $1.key })
+      for (id, invitation) in inviter.mesh.sessions.invitations.sorted(by: { $0.key < $1.key })
       where invitation.fromNodeID == inviter.nodeID && invitation.state != .pending {
         guard let invitee = nodeIndex[invitation.toNodeID], invitee != inviter.index, nodes[invitee].alive,
-          let other = nodes[invitee].sessions.invitations[id]
+          let other = nodes[invitee].mesh.sessions.invitations[id]
         else { continue }
         if other.state != invitation.state {
           problems.append(

@@ -12,7 +12,7 @@ extension Simulation {
   /// advertisement), browse, transceive.
   public func transceive(_ peerID: String, serviceType: String) {
     let node = liveHome(peerID)
-    var info = nodes[node].directory.advertising(of: peerID)[serviceType] ?? [:]
+    var info = nodes[node].mesh.directory.advertising(of: peerID)[serviceType] ?? [:]
     info[TransceiveBook.discoveryKey] = "1"
     advertise(peerID, serviceType: serviceType, discoveryInfo: info)
     browse(peerID, serviceType: serviceType)
@@ -22,7 +22,7 @@ extension Simulation {
 
   /// The leader `peerID` sees for `serviceType` (what `POST /transceive` reports).
   public func transceiveLeader(of serviceType: String, seenBy peerID: String) -> String {
-    TransceiveBook.leader(of: serviceType, including: peerID, in: nodes[liveHome(peerID)].directory)
+    TransceiveBook.leader(of: serviceType, including: peerID, in: nodes[liveHome(peerID)].mesh.directory)
   }
 
   /// The session `peerID` transceives `serviceType` in, as its node's transceive book records it.
@@ -39,26 +39,19 @@ extension Simulation {
 
   func reconcileTransceivers(on node: Int) {
     guard nodes[node].alive, !transceiveBooks[node].transceivers.isEmpty else { return }
-    let directory = nodes[node].directory
-    let linked = Set(nodes[node].links.linkedNodeIDs)
-    let directives = transceiveBooks[node].reconcile(
-      directory: directory, sessions: &nodes[node].sessions, linkedNodes: linked, now: now,
-      newID: { self.nextTransceiveID() })
+    let effects = nodes[node].mesh.reconcile(&transceiveBooks[node], now: now, newID: { self.nextTransceiveID() })
     for sessionID in transceiveBooks[node].sessionOf.values.sorted() where sessionHosts[sessionID] == nil {
-      if nodes[node].sessions.sessions[sessionID]?.hostNodeID == nodes[node].nodeID {
+      if nodes[node].mesh.sessions.sessions[sessionID]?.hostNodeID == nodes[node].nodeID {
         sessionHosts[sessionID] = node
         transceiveSessions.insert(sessionID)
       }
     }
-    apply(directives, on: node)
+    interpret(effects, on: node)
   }
 
   func transceiverReceived(_ invitation: SessionBook.Invitation, on node: Int) {
     guard nodes[node].alive, !transceiveBooks[node].transceivers.isEmpty else { return }
-    let directory = nodes[node].directory
-    let directives = transceiveBooks[node].invitationReceived(
-      invitation, directory: directory, sessions: &nodes[node].sessions, now: now)
-    apply(directives, on: node)
+    interpret(nodes[node].mesh.transceiverInvited(invitation, book: &transceiveBooks[node], now: now), on: node)
   }
 
   /// The ids transceive books ask for, sessions and invitations alike: `t1`, `t2` …

@@ -1,28 +1,22 @@
 public import MeshCore
 
 /// A deterministic discrete-event simulator of a meshgate mesh: N nodes in one process, each running the real
-/// ``LinkManager``, ``Directory`` and ``SessionBook`` wired together the way the node runtime wires them
-/// (`Node+Mesh.swift`, `Node+Sessions.swift`), over a simulated LAN (``NetworkModel``).
+/// ``MeshNode`` (``LinkManager``, ``Directory`` and ``SessionBook`` wired together once, for the node runtime and for
+/// this simulator alike) over a simulated LAN (``NetworkModel``).
 ///
 /// Everything is driven by one virtual millisecond clock and one priority queue of events; ties run in the
 /// order they were scheduled, and every random choice (delays, loss, tick phases, node ids, the link managers'
 /// jitter) comes from generators derived from the simulation's seed. The same seed and the same calls give the
 /// same run, event for event.
 ///
-/// The runtime wiring per node:
-/// - `LinkManager.Action.connect / send / close` go to the simulated network; connection opens, frames and
-///   closes come back as `outboundOpened` / `inboundOpened` / `received` / `closed` / `outboundFailed`.
-/// - `linkUp` → `Directory.nodeLinked` (which sends the snapshot) and `SessionBook.nodeLinked`; `linkReplaced` →
-///   `Directory.nodeLinked` and `SessionBook.linkReplaced`; `linkDown` → `Directory.nodeUnlinked` and
-///   `SessionBook.nodeUnlinked`; `deliver` of directory frames → `Directory.received`, of any other frame →
-///   `SessionBook.received`.
-/// - `Directory.Directive.broadcast` is sent on the link connection of every linked node, `.send(to:)` on that
-///   node's link connection, and `.notify` is appended to the peer's event log (``events(of:)``).
-/// - `SessionBook.Directive.send(to:)` goes on that node's link connection (dropped when it is not linked), and
-///   `.notify` is appended to the peer's event log as ``PeerEvent/Kind/session(_:)`` when the peer lives on that
-///   node (the runtime keeps only its local peers' notifications).
-/// - Each node ticks its link manager and then its session book every ``NetworkModel/tickInterval`` and (with
-///   beacon discovery) announces itself every ``NetworkModel/beaconInterval``.
+/// The runtime per node only interprets ``MeshEffect``s (`Simulation+Runtime.swift`):
+/// - `connect`, `send`, `broadcast`, `sendToNode` and `close` go to the simulated network (a session frame for a
+///   node that is not linked is dropped and counted); connection opens, frames and closes come back as
+///   ``MeshInput``s (`inboundOpened`, `outboundOpened`, `frameReceived`, `closed`, `outboundFailed`).
+/// - `directoryEvent` and `sessionEvent` are appended to the peer's event log (``events(of:)``); `linkUp`,
+///   `linkReplaced` and `linkDown` are counted.
+/// - Each node ticks every ``NetworkModel/tickInterval`` and (with beacon discovery) announces itself every
+///   ``NetworkModel/beaconInterval``.
 /// - Session and invitation commands (``createSession(creator:strategy:encryption:maxPeers:)``,
 ///   ``invite(from:to:session:context:timeoutMillis:)``, ``accept(_:by:)`` …) do what the REST handlers do.
 ///
@@ -89,7 +83,7 @@ public final class Simulation {
       let nodeID = Self.hex(idGenerator.next())
       let host = "n\(index)"
       nodes.append(
-        SimulatedNode(index: index, nodeID: nodeID, host: host, links: links(for: nodeID, index: index, incarnation: 0))
+        SimulatedNode(index: index, nodeID: nodeID, host: host, mesh: mesh(for: nodeID, index: index, incarnation: 0))
       )
       nodeIndex[nodeID] = index
       hostIndex[host] = index
@@ -111,11 +105,11 @@ public final class Simulation {
 
   /// The nodes node `index` currently has a link to, in index order.
   public func linkedNodes(of index: Int) -> [Int] {
-    nodes[index].links.linkedNodeIDs.compactMap { nodeIndex[$0] }.sorted()
+    nodes[index].mesh.links.linkedNodeIDs.compactMap { nodeIndex[$0] }.sorted()
   }
 
   /// Node `index`'s link status, as `GET /api/v1/mesh/nodes` shows it.
-  public func status(of index: Int) -> [LinkManager.NodeStatus] { nodes[index].links.status(now: now) }
+  public func status(of index: Int) -> [LinkManager.NodeStatus] { nodes[index].mesh.links.status(now: now) }
 
   /// The node hosting `peerID`.
   public func home(of peerID: String) -> Int? { peerHome[peerID] }
@@ -132,12 +126,15 @@ public final class Simulation {
     return text
   }
 
-  /// A fresh link manager for node `index` in its `incarnation`-th life, with its own jitter generator.
-  func links(for nodeID: String, index: Int, incarnation: Int) -> LinkManager {
+  /// Fresh state machines for node `index` in its `incarnation`-th life, with the link manager's own jitter
+  /// generator. Simulated ids are short names, so frames' ids are not checked as UUIDs.
+  func mesh(for nodeID: String, index: Int, incarnation: Int) -> MeshNode {
     var mixer = SplitMix64(seed: seed ^ (UInt64(index) << 20) ^ UInt64(incarnation))
-    return LinkManager(
+    let links = LinkManager(
       local: NodeHello(nodeID: nodeID, name: "node\(index)", softwareVersion: "sim", port: Self.port),
       configuration: network.links, seed: mixer.next())
+    return MeshNode(
+      links: links, directory: Directory(nodeID: nodeID), sessions: SessionBook(nodeID: nodeID), checksWireIDs: false)
   }
 
   /// The port every simulated node listens on.
@@ -156,7 +153,7 @@ public final class Simulation {
     }
     changed()
     guard nodes[node].alive else { return }
-    apply(nodes[node].directory.addLocalPeer(peerID, displayName: name), on: node)
+    feed(.localPeerAdded(peerID: peerID, displayName: name), on: node)
   }
 
   /// Removes peer `peerID` (`DELETE /peers/me`).
@@ -167,46 +164,42 @@ public final class Simulation {
     beliefs[peerID] = nil
     changed()
     guard nodes[node].alive else { return }
-    apply(nodes[node].directory.removeLocalPeer(peerID), on: node)
-    apply(nodes[node].sessions.peerRemoved(peerID, now: now), on: node)
+    feed(.localPeerRemoved(peerID: peerID, now: now), on: node)
   }
 
   /// `PUT /advertising/{serviceType}`.
   public func advertise(_ peerID: String, serviceType: String, discoveryInfo: [String: String] = [:]) {
-    let node = home(peerID)
-    nodes[node].durable[peerID]!.advertising[serviceType] = discoveryInfo
-    changed()
-    guard nodes[node].alive else { return }
-    apply(
-      nodes[node].directory.startAdvertising(peerID, serviceType: serviceType, discoveryInfo: discoveryInfo), on: node)
+    peerCommand(peerID, .advertisingStarted(peerID: peerID, serviceType: serviceType, discoveryInfo: discoveryInfo)) {
+      $0.advertising[serviceType] = discoveryInfo
+    }
   }
 
   /// `DELETE /advertising/{serviceType}`.
   public func stopAdvertising(_ peerID: String, serviceType: String) {
-    let node = home(peerID)
-    nodes[node].durable[peerID]!.advertising[serviceType] = nil
-    changed()
-    guard nodes[node].alive else { return }
-    apply(nodes[node].directory.stopAdvertising(peerID, serviceType: serviceType), on: node)
+    peerCommand(peerID, .advertisingStopped(peerID: peerID, serviceType: serviceType)) {
+      $0.advertising[serviceType] = nil
+    }
   }
 
   /// `PUT /browsing/{serviceType}`.
   public func browse(_ peerID: String, serviceType: String) {
-    let node = home(peerID)
-    nodes[node].durable[peerID]!.browsing.insert(serviceType)
-    changed()
-    guard nodes[node].alive else { return }
-    apply(nodes[node].directory.startBrowsing(peerID, serviceType: serviceType), on: node)
+    peerCommand(peerID, .browsingStarted(peerID: peerID, serviceType: serviceType)) { $0.browsing.insert(serviceType) }
   }
 
   /// `DELETE /browsing/{serviceType}`: the peer forgets what it found for that service.
   public func stopBrowsing(_ peerID: String, serviceType: String) {
-    let node = home(peerID)
-    nodes[node].durable[peerID]!.browsing.remove(serviceType)
     beliefs[peerID]?[serviceType] = nil
+    peerCommand(peerID, .browsingStopped(peerID: peerID, serviceType: serviceType)) { $0.browsing.remove(serviceType) }
+  }
+
+  /// A command of peer `peerID`: kept in its durable record (`change`, what the real node stores) and, when its node
+  /// is running, reported to the node's ``MeshNode``.
+  func peerCommand(_ peerID: String, _ input: MeshInput, change: (inout DurablePeer) -> Void) {
+    let node = home(peerID)
+    change(&nodes[node].durable[peerID]!)
     changed()
     guard nodes[node].alive else { return }
-    apply(nodes[node].directory.stopBrowsing(peerID, serviceType: serviceType), on: node)
+    feed(input, on: node)
   }
 
   func home(_ peerID: String) -> Int {
@@ -290,9 +283,7 @@ public final class Simulation {
   public func restart(_ index: Int) {
     precondition(!nodes[index].alive, "node \(index) is running")
     nodes[index].alive = true
-    nodes[index].links = links(for: nodes[index].nodeID, index: index, incarnation: nodes[index].incarnation)
-    nodes[index].directory = Directory(nodeID: nodes[index].nodeID)
-    nodes[index].sessions = SessionBook(nodeID: nodes[index].nodeID)
+    nodes[index].mesh = mesh(for: nodes[index].nodeID, index: index, incarnation: nodes[index].incarnation)
     nodes[index].nextInbound = 1
     tickCount[index] = 0
     for peerID in nodes[index].durable.keys.sorted() {
@@ -301,25 +292,25 @@ public final class Simulation {
     changed()
     boot(index)
     // Transceivers come back from the advertisements the node reloads (`transceive=1`), as in `Node.init`.
-    transceiveBooks[index] = TransceiveBook(restoringFrom: nodes[index].directory)
+    transceiveBooks[index] = TransceiveBook(restoringFrom: nodes[index].mesh.directory)
   }
 
   /// Adds the node's local peers and starts discovery and its timers.
   func boot(_ index: Int) {
     for peerID in nodes[index].durable.keys.sorted() {
       let peer = nodes[index].durable[peerID]!
-      apply(nodes[index].directory.addLocalPeer(peerID, displayName: peer.displayName), on: index)
+      feed(.localPeerAdded(peerID: peerID, displayName: peer.displayName), on: index)
       for service in peer.advertising.keys.sorted() {
-        apply(
-          nodes[index].directory.startAdvertising(
-            peerID, serviceType: service, discoveryInfo: peer.advertising[service]!), on: index)
+        feed(
+          .advertisingStarted(peerID: peerID, serviceType: service, discoveryInfo: peer.advertising[service]!),
+          on: index)
       }
       for service in peer.browsing.sorted() {
-        apply(nodes[index].directory.startBrowsing(peerID, serviceType: service), on: index)
+        feed(.browsingStarted(peerID: peerID, serviceType: service), on: index)
       }
     }
     for target in seeds(of: index) {
-      perform(nodes[index].links.addSeed(host: nodes[target].host, port: Self.port, now: now), on: index)
+      feed(.seedAdded(host: nodes[target].host, port: Self.port, now: now), on: index)
     }
     let incarnation = nodes[index].incarnation
     queue.schedule(.tick(node: index, incarnation: incarnation), at: now + random.next() % network.tickInterval)
@@ -448,20 +439,17 @@ struct SimulatedNode {
   var alive = true
   /// Bumped at every crash; timers of an earlier life are ignored.
   var incarnation = 0
-  var links: LinkManager
-  var directory: Directory
-  var sessions: SessionBook
+  /// Links, directory and sessions, wired as in the node runtime.
+  var mesh: MeshNode
   var endpoints: [LinkManager.ConnectionID: WireEnd] = [:]
   var nextInbound: LinkManager.ConnectionID = 1
   var durable: [String: DurablePeer] = [:]
 
-  init(index: Int, nodeID: String, host: String, links: LinkManager) {
+  init(index: Int, nodeID: String, host: String, mesh: MeshNode) {
     self.index = index
     self.nodeID = nodeID
     self.host = host
-    self.links = links
-    self.directory = Directory(nodeID: nodeID)
-    self.sessions = SessionBook(nodeID: nodeID)
+    self.mesh = mesh
   }
 }
 

@@ -202,10 +202,11 @@ extension Node {
       // batches while a write is in flight), chosen so that small events are not stuck behind large ones.
       let batches = events.queue.next()
       // Peers deleted meanwhile get nothing (their log is gone).
-      let entries = batches.flatMap(\.entries).filter { peers[$0.peerID] != nil }
+      let entries = batches.flatMap { batch in batch.entries.map { ($0.peerID, $0.type, $0.data, batch.at) } }
+        .filter { peers[$0.0] != nil }
       do {
         if !entries.isEmpty {
-          let stored = try await store.appendEvents(entries, at: Timestamp.now())
+          let stored = try await store.appendEvents(entries)
           pushLive(stored)
         }
         for batch in batches { batch.waiter?.resume() }

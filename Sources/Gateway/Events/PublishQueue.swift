@@ -24,6 +24,8 @@ struct PublishQueue<Waiter> {
     let waiter: Waiter?
     /// About how many bytes the entries' data serializes to.
     let bytes: Int
+    /// When the entries were published (their events' `at`).
+    let at: String
   }
 
   /// Batches up to this many bytes are small.
@@ -44,10 +46,12 @@ struct PublishQueue<Waiter> {
 
   var isEmpty: Bool { batches.isEmpty }
 
-  mutating func append(_ entries: [(peerID: String, type: String, data: JSONValue)], waiter: Waiter?) {
+  mutating func append(
+    _ entries: [(peerID: String, type: String, data: JSONValue)], waiter: Waiter?, at: String = Timestamp.now()
+  ) {
     // A fan-out shares one data value; count it once.
     let size = entries.first.map { $0.data.approximateSize + 64 * entries.count } ?? 0
-    batches.append(Batch(entries: entries, waiter: waiter, bytes: size))
+    batches.append(Batch(entries: entries, waiter: waiter, bytes: size, at: at))
     bytes += size
   }
 

@@ -11,6 +11,8 @@ final class HTTPSurface {
   var routeLabels: [RequestID: String] = [:]
   /// Counters exposed on `/metrics`.
   var metrics = NodeMetrics()
+  /// What each open WebSocket is, decided once when it opens (``Node/webSocketOpened(_:head:)``).
+  var connections: [WebSocketID: ConnectionKind] = [:]
 
   init(staticFiles: StaticFiles, hostPolicy: HostPolicy) {
     self.staticFiles = staticFiles
@@ -19,6 +21,16 @@ final class HTTPSurface {
 }
 
 @available(*, unavailable) extension HTTPSurface: Sendable {}
+
+/// What a WebSocket connection is.
+enum ConnectionKind {
+  /// A link to another node (`/mesh`, accepted or dialled).
+  case mesh
+  /// A byte stream's writer or reader (`/api/v1/streams/{id}/ws`).
+  case stream
+  /// A peer's event socket (`/api/v1/ws`).
+  case events
+}
 
 extension Node {
   /// Every route of the node (``Router/standard``).

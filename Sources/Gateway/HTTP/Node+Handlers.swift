@@ -87,7 +87,7 @@ extension Node {
     try await store.insertPeer(peer)
     peers[peer.id] = peer
     peerIDsByTokenHash[peer.tokenHash] = peer.id
-    apply(mesh.directory.addLocalPeer(peer.id, displayName: peer.displayName))
+    feed(.localPeerAdded(peerID: peer.id, displayName: peer.displayName))
     logger.info("Peer created.", ["peer.id": peer.id])
     return .json(
       ["peer": peerJSON(peer), "token": .string(token)], status: 201,
@@ -114,7 +114,7 @@ extension Node {
     try await store.updatePeer(id: peer.id, displayName: peer.displayName, discoveryInfo: peer.discoveryInfo)
     guard peers[peer.id] != nil else { throw APIError.invalidToken }
     peers[peer.id] = peer
-    apply(mesh.directory.renameLocalPeer(peer.id, displayName: peer.displayName))
+    feed(.localPeerRenamed(peerID: peer.id, displayName: peer.displayName))
     try await publish([(peerID: peer.id, type: "peer.updated", data: ["peer": peerJSON(peer)])])
     return .json(["peer": peerJSON(peer)])
   }
@@ -125,8 +125,7 @@ extension Node {
     peers[peer.id] = nil
     peerIDsByTokenHash[peer.tokenHash] = nil
     guards.requestLimiter.forget(peer.id)
-    apply(mesh.directory.removeLocalPeer(peer.id))
-    apply(mesh.sessions.peerRemoved(peer.id, now: Self.monotonicMillis()))
+    feed(.localPeerRemoved(peerID: peer.id, now: Self.monotonicMillis()))
     featuresPeerRemoved(peer.id)
     for channel in events.subscribersByPeer[peer.id] ?? [] {
       if let subscriber = events.subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }

@@ -10,7 +10,8 @@
 ///   reason `not_agreed`), and it may announce only so much (``MeshLimits``, reasons `too_many_peers`,
 ///   `too_many_nodes`).
 /// Every refusal is counted in `meshgate_mesh_frames_refused_total{reason}` and logged at debug level, once per frame;
-/// the link stays up (a hostile node gains nothing by being cut off and re-linking).
+/// the link stays up (a hostile node gains nothing by being cut off and re-linking). The id and peer checks are the
+/// mesh core's (``MeshNode``, pure); this file counts, logs and answers what it refuses.
 import Crypto
 import Foundation
 import LWS
@@ -41,13 +42,18 @@ extension Node {
     return counts
   }
 
-  /// Whether a decoded frame's ids are all well-formed; counts and answers the refusal otherwise.
-  func frameIDsAreWellFormed(_ message: MeshMessage, on connection: LinkManager.ConnectionID) -> Bool {
-    guard let problem = WireIDs.check(message) else { return true }
-    let nodeID = mesh.links.nodeID(on: connection)
-    refuseFrame("invalid_id", from: nodeID, problem.description)
-    if let nodeID { answerRefusedFrame(message, to: nodeID, because: problem.description) }
-    return false
+  /// A frame refused by the mesh core's frame guard (``MeshNode``): counted, logged, and answered when it is an offer.
+  func frameRefused(_ refusal: FrameRefusal) {
+    refuseFrame(refusal.reason, from: refusal.nodeID, refusal.detail)
+    if refusal.spoofedSender { guards.spoofedFrames += 1 }
+    if refusal.reason == "not_own_peer" {
+      meshLogger.warning(
+        "Dropped a mesh frame that speaks for peers the sending node does not host.",
+        ["node.id": refusal.nodeID ?? "?", "refusal.detail": refusal.detail])
+    }
+    if let nodeID = refusal.nodeID, let answer = refusal.answer {
+      answerRefusedFrame(refusal.message, to: nodeID, because: answer)
+    }
   }
 
   /// Tells the sender of a refused offer that it was refused, so that nothing waits for an answer that never comes.
@@ -64,54 +70,6 @@ extension Node {
     }
   }
 
-  /// Whether `message` from `nodeID` speaks only for that node's own peers and names this node's peers only as
-  /// hosted here.
-  func frameSpeaksForItsOwnPeers(_ message: MeshMessage, from nodeID: String) -> Bool {
-    var senders: [String] = []
-    var members: [SessionMember] = []
-    switch message {
-    case .sessionData(_, let fromPeerID, _, _, _), .sessionEvent(_, let fromPeerID, _, _, _, _):
-      senders = [fromPeerID]
-    case .invite(let offer):
-      senders = [offer.fromPeerID]
-      members = offer.session.members
-    case .transferOffer(let offer):
-      senders = [offer.fromPeerID]
-    case .streamOpen(let offer):
-      senders = [offer.fromPeerID]
-    case .sessionState(let description):
-      members = description.members
-    case .sessionJoin(_, let member):
-      members = [member]
-    case .peerSnapshot(let announcements):
-      if let local = announcements.first(where: { peers[$0.peerID] != nil }) {
-        return refuseSpoof(nodeID, "a peer snapshot claims local peer \(local.peerID)")
-      }
-    case .peerUpdated(let announcement):
-      if peers[announcement.peerID] != nil {
-        return refuseSpoof(nodeID, "a peer update claims local peer \(announcement.peerID)")
-      }
-    default:
-      return true
-    }
-    for sender in senders where mesh.directory.peer(sender)?.nodeID != nodeID {
-      guards.spoofedFrames += 1
-      return refuseSpoof(nodeID, "the sending peer \(sender) is not a peer of the sending node")
-    }
-    for member in members where peers[member.peerID] != nil && member.nodeID != self.nodeID {
-      return refuseSpoof(nodeID, "local peer \(member.peerID) named as a peer of node \(member.nodeID)")
-    }
-    return true
-  }
-
-  private func refuseSpoof(_ nodeID: String, _ detail: String) -> Bool {
-    refuseFrame("not_own_peer", from: nodeID, detail)
-    meshLogger.warning(
-      "Dropped a mesh frame that speaks for peers the sending node does not host.",
-      ["node.id": nodeID, "refusal.detail": detail])
-    return false
-  }
-
   /// Whether a request carries this node's admin token (without counting a denial: for routes that show more to the
   /// admin, such as the addresses in `GET /api/v1/mesh/nodes`).
   func carriesAdminToken(_ head: HTTPRequestHead) -> Bool {
@@ -120,13 +78,5 @@ extension Node {
     guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
     let token = String(parts[1]).trimmingCharacters(in: .whitespaces)
     return !token.isEmpty && Crypto.sha256Hex(token) == guards.adminTokenHash
-  }
-
-  /// An invitation may only be for a peer hosted here.
-  func inviteIsForALocalPeer(_ message: MeshMessage, from nodeID: String) -> Bool {
-    guard case .invite(let offer) = message else { return true }
-    if peers[offer.toPeerID] != nil { return true }
-    refuseFrame("unknown_peer", from: nodeID, "an invitation for \(offer.toPeerID), which is not a peer of this node")
-    return false
   }
 }

@@ -1,9 +1,11 @@
-/// The node runtime's mesh wiring: mesh-link WebSockets ⇄ ``LinkManager`` ⇄ ``Directory`` ⇄ peers' event logs.
+/// The node runtime's mesh I/O: mesh-link WebSockets ⇄ ``MeshNode`` ⇄ peers' event logs.
 ///
-/// Layer 4 (node runtime). Everything runs on the lws service thread inside the ``Node`` actor. The pure state
-/// machines decide; this file carries out their actions: it dials and closes WebSockets (subprotocol
-/// `meshgate-node.v1`, path `/mesh`), encodes and decodes frames with ``MeshFrameCodec``, ticks the link manager
-/// every 100 ms, and turns directory notifications into `peer.found` / `peer.lost` events.
+/// Layer 4 (node runtime). Everything runs on the lws service thread inside the ``Node`` actor. The pure
+/// ``MeshNode`` (links, directory, sessions, and the wiring between them) decides; this file reports what happened to
+/// it (``Node/feed(_:)``) and carries out its ``MeshEffect``s in one place (``Node/interpret(_:)``): it dials and
+/// closes WebSockets (subprotocol `meshgate-node.v1`, path `/mesh`), encodes and decodes frames with
+/// ``MeshFrameCodec``, ticks the mesh every 100 ms, and turns what peers are told into `peer.*`, `session.*`,
+/// `invitation.*` and `node.*` events.
 import Dispatch
 import LWS
 import Logging
@@ -11,9 +13,13 @@ import MeshCore
 
 /// Mesh state owned by the node actor.
 struct MeshRuntime {
-  var links: LinkManager
-  var directory: Directory
-  var sessions: SessionBook
+  /// Links, directory, sessions and invitations. Change it only through ``Node/feed(_:)`` and its session commands,
+  /// and carry out what they return with ``Node/interpret(_:)``.
+  var node: MeshNode
+  /// Read-only views of ``node``'s parts, for queries.
+  var links: LinkManager { node.links }
+  var directory: Directory { node.directory }
+  var sessions: SessionBook { node.sessions }
   /// Mesh-link WebSockets and the link manager's connection ids, both ways.
   var connectionBySocket: [WebSocketID: LinkManager.ConnectionID] = [:]
   var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]
@@ -72,7 +78,7 @@ extension Node {
   func startMesh() {
     let now = Self.monotonicMillis()
     for seed in configuration.seeds {
-      apply(mesh.links.addSeed(host: seed.host, port: seed.port, now: now))
+      feed(.seedAdded(host: seed.host, port: seed.port, now: now))
     }
     meshTask = Task { [weak self] in
       while !Task.isCancelled {
@@ -84,20 +90,19 @@ extension Node {
 
   func meshTick() {
     let now = Self.monotonicMillis()
-    apply(mesh.links.tick(now: now))
-    apply(mesh.sessions.tick(now: now))
+    feed(.tick(now: now))
     admitHeldSends()
     featuresTick()
   }
 
   /// A node announced itself on the beacon (or was found by DNS-SD, `source: .dnssd`).
   func discovered(nodeID: String, host: String, port: UInt16, source: LinkManager.Source = .beacon) {
-    apply(mesh.links.discovered(nodeID: nodeID, host: host, port: port, source: source, now: Self.monotonicMillis()))
+    feed(.discovered(nodeID: nodeID, host: host, port: port, source: source, now: Self.monotonicMillis()))
   }
 
   /// Adds a static seed at run time (`POST /api/v1/mesh/nodes`).
   func addSeed(_ address: MeshAddress) {
-    apply(mesh.links.addSeed(host: address.host, port: address.port, now: Self.monotonicMillis()))
+    feed(.seedAdded(host: address.host, port: address.port, now: Self.monotonicMillis()))
   }
 
   func isMeshSocket(_ id: WebSocketID) -> Bool { mesh.connectionBySocket[id] != nil }
@@ -116,9 +121,7 @@ extension Node {
     openScheduler(id)
     server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
     if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
-    apply(
-      mesh.links.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis())
-    )
+    feed(.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis()))
   }
 
   func meshSocketConnected(_ id: WebSocketID) {
@@ -126,7 +129,7 @@ extension Node {
     guard let transport = meshTransport(id) else { return }
     server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
     if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
-    apply(mesh.links.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
+    feed(.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
   }
 
   func meshSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
@@ -139,12 +142,7 @@ extension Node {
     do {
       let frame = try MeshFrameCodec.decode(bytes)
       mesh.framesIn += 1
-      guard frameIDsAreWellFormed(frame, on: connection) else {
-        // A node that cannot even name itself properly never links.
-        if case .hello = frame { server.close(id, code: 1002, reason: "malformed node id") }
-        return
-      }
-      apply(mesh.links.received(frame, on: connection, now: Self.monotonicMillis()))
+      feed(.frameReceived(frame, on: connection, now: Self.monotonicMillis()))
     } catch {
       mesh.badFrames += 1
       meshLogger.warning("Closing a mesh link after a malformed frame.", ["error": error.description])
@@ -157,13 +155,13 @@ extension Node {
     mesh.socketByConnection[connection] = nil
     var scheduler = mesh.schedulers.removeValue(forKey: id)
     let unsent = scheduler?.removeAll() ?? []
-    apply(mesh.links.closed(connection, now: Self.monotonicMillis()))
+    feed(.closed(connection, now: Self.monotonicMillis()))
     // Reliable data accepted but never written: its senders are told, after what was written and not acknowledged.
     var reliable: [MeshMessage] = []
     for (item, _) in unsent {
       if case .reliable(let message, _) = item { reliable.append(message) }
     }
-    if !reliable.isEmpty { apply(mesh.sessions.unsent(reliable, reason: "link to node lost")) }
+    if !reliable.isEmpty { interpret(mesh.node.unsent(reliable, reason: "link to node lost")) }
     admitHeldSends()
     releaseHeldLeaves()
   }
@@ -239,12 +237,12 @@ extension Node {
           failed.append(message)
           continue
         }
-        let numbered = mesh.sessions.sequenceReliable(message, to: nodeID)
+        let numbered = mesh.node.sequenceReliable(message, to: nodeID)
         next = OutboundMessage(bytes: MeshFrameCodec.encode(numbered), binary: true)
       }
     }
     if next != nil { mesh.framesOut += 1 }
-    if !failed.isEmpty { apply(mesh.sessions.unsent(failed, reason: "link to node replaced")) }
+    if !failed.isEmpty { interpret(mesh.node.unsent(failed, reason: "link to node replaced")) }
     if freedBulk && !mesh.roomWakePending {
       // Producers waiting for room go on once this callback is over.
       mesh.roomWakePending = true
@@ -262,24 +260,57 @@ extension Node {
     for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
   }
 
-  // MARK: - Carrying out actions
+  // MARK: - Carrying out effects
 
-  func apply(_ actions: [LinkManager.Action]) {
-    for action in actions {
-      switch action {
+  /// Reports `input` to the mesh core and carries out what it returns. Inputs that change what local peers
+  /// advertise also update the DNS-SD registrations.
+  func feed(_ input: MeshInput) {
+    interpret(mesh.node.handle(input))
+    switch input {
+    case .localPeerAdded, .localPeerRenamed, .localPeerRemoved, .advertisingStarted, .advertisingStopped,
+      .browsingStarted, .browsingStopped:
+      if dnssd != nil { publishLocalServiceTypes() }
+    default:
+      break
+    }
+  }
+
+  /// Carries out the mesh core's effects, in order: socket I/O, pins, reports, and events for local peers. The
+  /// wiring between links, directory and sessions (fan-out, routing, the frame guard) is ``MeshNode``'s, shared with
+  /// the simulator; this function only does I/O, hands chat, transfer and stream frames to their handlers and link
+  /// changes to the features' hooks.
+  func interpret(_ effects: [MeshEffect]) {
+    var pending: [(peerID: String, type: String, data: JSONValue)] = []
+    var directoryTold = false
+    var received: [SessionBook.Invitation] = []
+    var ended: [SessionBook.Invitation] = []
+    var lastEvent: (event: SessionBook.Event, type: String, data: JSONValue)?
+    // Events go out in effect order: those gathered so far are published before anything else may publish.
+    func flush() {
+      if !pending.isEmpty { publishInBackground(pending) }
+      pending = []
+    }
+    for effect in effects {
+      switch effect {
       case .connect(let connection, let host, let port):
         guard
           let socket = server.connect(
             host: host, port: Int(port), path: "/mesh", subprotocol: meshSubprotocol, tls: security.meshTLS)
         else {
-          apply(mesh.links.outboundFailed(connection, now: Self.monotonicMillis()))
+          flush()
+          feed(.outboundFailed(connection, now: Self.monotonicMillis()))
           continue
         }
         mesh.connectionBySocket[socket] = connection
         mesh.socketByConnection[connection] = socket
         openScheduler(socket)
-      case .send(let connection, let message):
+      case .send(let message, let connection):
         sendMessage(message, on: connection)
+      case .broadcast(let message, let connections):
+        let frame = OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true)
+        for connection in connections { sendFrame(frame, on: connection) }
+      case .sendToNode(let message, let nodeID, let connection):
+        if let connection { sendSessionFrame(message, to: nodeID, on: connection) }
       case .close(let connection, let reason):
         if let socket = mesh.socketByConnection[connection] {
           meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
@@ -290,20 +321,23 @@ extension Node {
           }
           server.close(socket, code: 1000, reason: reason)
         }
+      case .drop(let connection, let reason):
+        if let socket = mesh.socketByConnection[connection] { server.close(socket, code: 1002, reason: reason) }
       case .pin(let nodeID, let fingerprint):
         pinCertificate(nodeID: nodeID, fingerprint: fingerprint)
       case .refused(let refusal):
+        flush()
         reportRefusal(refusal)
-      case .linkUp(let hello):
-        let security = linkSecurity(hello.nodeID)
+      case .frameRefused(let refusal):
+        frameRefused(refusal)
+      case .linkUp(let hello, let security):
         meshLogger.info(
           "Node linked.",
           [
             "node.id": hello.nodeID, "node.name": hello.name, "link.encrypted": security.encrypted,
             "tls.fingerprint": security.remoteFingerprint,
           ])
-        apply(mesh.directory.nodeLinked(hello.nodeID))
-        apply(mesh.sessions.nodeLinked(hello.nodeID, security: security))
+        flush()
         featuresNodeLinked(hello.nodeID)
         publishToAllPeers(
           type: "node.linked",
@@ -314,60 +348,22 @@ extension Node {
               "fingerprint": security.remoteFingerprint.isEmpty ? .null : .string(security.remoteFingerprint),
             ]
           ])
-      case .linkReplaced(let nodeID):
-        let security = linkSecurity(nodeID)
+      case .linkReplaced(let nodeID, let security):
         meshLogger.debug("Link moved to a new connection.", ["node.id": nodeID, "link.encrypted": security.encrypted])
-        apply(mesh.directory.nodeLinked(nodeID))
-        apply(mesh.sessions.linkReplaced(nodeID, security: security))
+        flush()
         // Frames in flight on the old connection may be lost: chat re-syncs, transfers resume from the
         // receiver's offset.
         featuresLinkReplaced(nodeID)
       case .linkDown(let nodeID):
         meshLogger.info("Node unlinked.", ["node.id": nodeID])
-        apply(mesh.directory.nodeUnlinked(nodeID))
-        apply(mesh.sessions.nodeUnlinked(nodeID))
+        flush()
         featuresNodeUnlinked(nodeID)
         publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
-      case .deliver(let message, let nodeID):
-        guard frameSpeaksForItsOwnPeers(message, from: nodeID), inviteIsForALocalPeer(message, from: nodeID) else {
-          answerRefusedFrame(message, to: nodeID, because: "the sending node does not host the sending peer")
-          continue
-        }
-        switch message {
-        case .peerSnapshot, .peerUpdated, .peerRemoved:
-          apply(mesh.directory.received(message, from: nodeID))
-        case .chat(let payload):
-          chatFrame(payload, from: nodeID)
-        case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
-          .transferFinished, .transferFailed, .transferCancel, .transferAwaitingConsent:
-          transferMessage(message, from: nodeID)
-        case .streamOpen, .streamData, .streamCredit, .streamClose:
-          streamMessage(message, from: nodeID)
-        default:
-          apply(mesh.sessions.received(message, from: nodeID, now: Self.monotonicMillis()))
-        }
-      }
-    }
-  }
-
-  func apply(_ directives: [Directory.Directive]) {
-    if dnssd != nil { publishLocalServiceTypes() }
-    var events: [(peerID: String, type: String, data: JSONValue)] = []
-    for directive in directives {
-      switch directive {
-      case .broadcast(let message):
-        let frame = OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true)
-        for nodeID in mesh.links.linkedNodeIDs {
-          if let connection = mesh.links.connection(of: nodeID) { sendFrame(frame, on: connection) }
-        }
-      case .send(let message, let nodeID):
-        if let connection = mesh.links.connection(of: nodeID) {
-          sendFrame(OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection)
-        }
-      case .notify(let peerID, let event):
+      case .directoryEvent(let peerID, let event):
+        directoryTold = true
         switch event {
         case .peerFound(let peer, let serviceType, let info):
-          events.append(
+          pending.append(
             (
               peerID, "peer.found",
               [
@@ -376,14 +372,51 @@ extension Node {
               ]
             ))
         case .peerLost(let peer, let serviceType):
-          events.append((peerID, "peer.lost", ["peer": peer.json, "serviceType": .string(serviceType)]))
+          pending.append((peerID, "peer.lost", ["peer": peer.json, "serviceType": .string(serviceType)]))
+        }
+      case .sessionEvent(let peerID, let event):
+        // A fan-out notifies many local peers of the same event in a row: build its data once for all of them (the
+        // event log stores it as one body and serializes it once, off this loop).
+        if let last = lastEvent, last.event == event {
+          pending.append((peerID, last.type, last.data))
+        } else {
+          let built = sessionEvent(event, for: peerID)
+          lastEvent = (event, built.type, built.data)
+          pending.append((peerID, built.type, built.data))
+        }
+        switch event {
+        case .invitationReceived(let invitation):
+          received.append(invitation)
+        case .invitationEnded(let invitation) where invitation.offer.fromPeerID == peerID:
+          ended.append(invitation)
+        case .namedEvent(_, let from, JobRules.transferEvent, let object):
+          Task { await self.jobArrived(for: peerID, from: from, object: object) }
+        case .sendFailed(let sessionID, _, let reason):
+          if let delivery = deliveringJobs.removeValue(forKey: sessionID) {
+            Task { await self.jobDeliveryFailed(delivery, reason: reason) }
+          }
+        default:
+          break
+        }
+      case .deliver(let message, let nodeID):
+        flush()
+        switch message {
+        case .chat(let payload):
+          chatFrame(payload, from: nodeID)
+        case .streamOpen, .streamData, .streamCredit, .streamClose:
+          streamMessage(message, from: nodeID)
+        default:
+          // The only other frames the mesh core delivers are transfer frames.
+          transferMessage(message, from: nodeID)
         }
       }
     }
-    if !events.isEmpty {
-      publishInBackground(events)
-      if !transceivers.isEmpty { reconcileTransceivers() }
+    flush()
+    if !transceivers.isEmpty {
+      if directoryTold { reconcileTransceivers() }
+      for invitation in received { autoAccept(invitation) }
     }
+    for invitation in ended where pendingJobSends[invitation.id] != nil { jobOfferEnded(invitation) }
   }
 
   /// Queues an encoded frame on `connection` in `lane` (control unless said otherwise). Links are never closed for

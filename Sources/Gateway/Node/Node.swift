@@ -101,9 +101,11 @@ public actor Node {
     // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
     sessions.deferredSequencing = true
     self.mesh = MeshRuntime(
-      links: LinkManager(
-        local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret, pins: security.pins),
-      directory: directory, sessions: sessions)
+      node: MeshNode(
+        links: LinkManager(
+          local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret,
+          pins: security.pins),
+        directory: directory, sessions: sessions))
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
@@ -300,12 +302,16 @@ public actor Node {
     }
   }
 
+  /// An accepted WebSocket: what it is (a mesh link, a stream's writer or reader, a peer's event socket) is decided
+  /// here, once, and every later callback for it goes straight to its owner.
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
     if head.path == "/mesh" {
+      surface.connections[id] = .mesh
       meshSocketOpened(id, remoteAddress: head.remoteAddress)
       return
     }
     if Self.streamSocketID(head.path) != nil {
+      surface.connections[id] = .stream
       streamSocketOpened(id, head: head)
       return
     }
@@ -313,17 +319,23 @@ public actor Node {
       server.close(id, code: 4401, reason: "token no longer valid")
       return
     }
+    surface.connections[id] = .events
     let since = (try? Self.parseCursor(head.query["since"], name: "since")) ?? nil
     let subscriber = addSubscriber(.webSocket(id), peerID: peer.id)
     Task { await self.beginDelivery(subscriber, since: since) }
   }
 
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
-    if isMeshSocket(id) {
-      meshSocketReceived(id, message)
-      return
+    switch surface.connections[id] {
+    case .mesh: meshSocketReceived(id, message)
+    case .stream: _ = streamSocketReceived(id, message)
+    case .events: eventSocketReceived(id, message)
+    case nil: break
     }
-    if streamSocketReceived(id, message) { return }
+  }
+
+  /// A message on a peer's event socket (`/api/v1/ws`): `ping`, or `send` into a session.
+  func eventSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
     guard let subscriber = events.subscribers[.webSocket(id)] else { return }
     if subscriber.holding {
       subscriber.backlog.append(message)
@@ -379,19 +391,24 @@ public actor Node {
   }
 
   func webSocketClosed(_ id: WebSocketID) {
-    if isMeshSocket(id) {
-      meshSocketClosed(id)
-      return
+    // Outbound sockets are mesh links (the only sockets this node dials); one that failed before it connected has no
+    // kind yet.
+    switch surface.connections.removeValue(forKey: id) ?? .mesh {
+    case .mesh: meshSocketClosed(id)
+    case .stream: _ = streamSocketClosed(id)
+    case .events:
+      guards.socketLimiter.forget("\(id)")
+      removeSubscriber(.webSocket(id))
     }
-    if streamSocketClosed(id) { return }
-    guards.socketLimiter.forget("\(id)")
-    removeSubscriber(.webSocket(id))
   }
 
   /// Everything queued on WebSocket `id` was written: stream readers and event replays go on.
   func webSocketDrained(_ id: WebSocketID) {
-    streamSocketDrained(id)
-    if let subscriber = events.subscribers[.webSocket(id)] { pumpReplay(subscriber) }
+    switch surface.connections[id] {
+    case .stream: streamSocketDrained(id)
+    case .events: if let subscriber = events.subscribers[.webSocket(id)] { pumpReplay(subscriber) }
+    case .mesh, nil: break
+    }
   }
 
   /// Everything queued on streaming response `id` was written: stream readers and SSE replays go on.
@@ -524,11 +541,17 @@ final class ServerBridge: ServerDelegate {
   }
 
   func webSocketConnected(_ id: WebSocketID) {
-    node.assumeIsolated { $0.meshSocketConnected(id) }
+    node.assumeIsolated { node in
+      node.surface.connections[id] = .mesh
+      node.meshSocketConnected(id)
+    }
   }
 
   func webSocketConnectFailed(_ id: WebSocketID, reason: String) {
-    node.assumeIsolated { $0.meshSocketClosed(id) }
+    node.assumeIsolated { node in
+      node.surface.connections[id] = nil
+      node.meshSocketClosed(id)
+    }
   }
 
   func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse {

@@ -27,10 +27,7 @@ extension Node {
 
   /// How the link to `nodeID` is carried, for the session book.
   func linkSecurity(_ nodeID: String) -> SessionBook.LinkSecurity {
-    guard let transport = mesh.links.transport(of: nodeID) else { return .plaintext }
-    return SessionBook.LinkSecurity(
-      encrypted: transport.encrypted, localFingerprint: transport.localFingerprint ?? "",
-      remoteFingerprint: transport.remoteFingerprint ?? "")
+    mesh.node.linkSecurity(of: nodeID)
   }
 
   /// First TLS link to `nodeID`: remember its certificate.
@@ -86,7 +83,7 @@ extension Node {
     guard existed else {
       throw APIError.notFound("no certificate is pinned for node \(nodeID); see GET /api/v1/mesh/nodes")
     }
-    _ = mesh.links.unpin(nodeID)
+    _ = mesh.node.unpin(nodeID)
     _ = try await store.deletePin(nodeID: nodeID)
     mesh.refusalsReported = mesh.refusalsReported.filter { !$0.contains("|\(nodeID)|") }
     meshLogger.notice("Removed a certificate pin.", ["node.id": nodeID, "http.remote": remote])

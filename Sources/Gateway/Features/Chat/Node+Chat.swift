@@ -81,7 +81,7 @@ extension Node {
   // MARK: - REST
 
   func chatFailure(_ failure: ChatBook.Failure) -> APIError {
-    APIError(status: failure.status, code: failure.code, message: failure.message)
+    self.failure(MeshFailure(failure))
   }
 
   func peerRef(_ peer: StoredPeer) -> Directory.PeerRef {
@@ -335,14 +335,14 @@ extension Node {
     if valid.isEmpty && !info.keys.contains(where: { !$0.hasPrefix(ChatRules.roomKeyPrefix) }) {
       guard wasAdvertising else { return }
       try await store.removeService(peerID: peerID, kind: "advertise", serviceType: ChatRules.serviceType)
-      apply(mesh.directory.stopAdvertising(peerID, serviceType: ChatRules.serviceType))
+      feed(.advertisingStopped(peerID: peerID, serviceType: ChatRules.serviceType))
       return
     }
     try await store.setService(
       NodeStore.StoredService(
         peerID: peerID, kind: "advertise", serviceType: ChatRules.serviceType, discoveryInfo: valid))
     guard peers[peerID] != nil else { return }
-    apply(mesh.directory.startAdvertising(peerID, serviceType: ChatRules.serviceType, discoveryInfo: valid))
+    feed(.advertisingStarted(peerID: peerID, serviceType: ChatRules.serviceType, discoveryInfo: valid))
   }
 
   /// A deleted peer leaves every room it is in.

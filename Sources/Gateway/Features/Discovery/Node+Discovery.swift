@@ -36,7 +36,7 @@ extension Node {
     try await store.setService(
       NodeStore.StoredService(peerID: peer.id, kind: "advertise", serviceType: type, discoveryInfo: info))
     guard peers[peer.id] != nil else { throw APIError.invalidToken }
-    apply(mesh.directory.startAdvertising(peer.id, serviceType: type, discoveryInfo: info))
+    feed(.advertisingStarted(peerID: peer.id, serviceType: type, discoveryInfo: info))
     return .json(["serviceType": .string(type), "discoveryInfo": Self.mapJSON(info)])
   }
 
@@ -47,7 +47,7 @@ extension Node {
       throw APIError.notFound("this peer is not advertising \(type); see GET /api/v1/advertising")
     }
     try await store.removeService(peerID: peer.id, kind: "advertise", serviceType: type)
-    apply(mesh.directory.stopAdvertising(peer.id, serviceType: type))
+    feed(.advertisingStopped(peerID: peer.id, serviceType: type))
     return .noContent
   }
 
@@ -63,7 +63,7 @@ extension Node {
       try await store.setService(
         NodeStore.StoredService(peerID: peer.id, kind: "browse", serviceType: type, discoveryInfo: [:]))
       guard peers[peer.id] != nil else { throw APIError.invalidToken }
-      apply(mesh.directory.startBrowsing(peer.id, serviceType: type))
+      feed(.browsingStarted(peerID: peer.id, serviceType: type))
     }
     return .json(["serviceType": .string(type), "peers": advertisersJSON(type, excluding: peer.id)])
   }
@@ -75,7 +75,7 @@ extension Node {
       throw APIError.notFound("this peer is not browsing \(type); see GET /api/v1/browsing")
     }
     try await store.removeService(peerID: peer.id, kind: "browse", serviceType: type)
-    apply(mesh.directory.stopBrowsing(peer.id, serviceType: type))
+    feed(.browsingStopped(peerID: peer.id, serviceType: type))
     return .noContent
   }
 

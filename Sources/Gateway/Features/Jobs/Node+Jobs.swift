@@ -92,7 +92,7 @@ extension Node {
     if let (invitationID, pending) = pendingJobSends.first(where: { $0.value.jobID == id }),
       pending.senderPeerID == context.authenticatedPeer.id
     {
-      apply((try? mesh.sessions.cancel(invitationID, by: pending.senderPeerID)) ?? [])
+      interpret((try? mesh.node.cancel(invitationID, by: pending.senderPeerID)) ?? [])
     }
     guard try await store.deleteJob(id: id, owner: context.authenticatedPeer.id) else {
       throw APIError.notFound("no job \(id) in this peer's list; see GET /api/v1/jobs")
@@ -130,25 +130,25 @@ extension Node {
         status: 409, code: "not_receiving_jobs",
         message: "that peer is not receiving jobs (it does not advertise jobmanager-jobs)")
     }
-    let session = mesh.sessions.createSession(
+    let session = mesh.node.createSession(
       UUID().uuidString.lowercased(), creator: member(for: sender), strategy: .pointToPoint, encryption: .optional,
       maxPeers: 2)
-    let (invitation, directives): (SessionBook.Invitation, [SessionBook.Directive])
+    let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
     do {
-      (invitation, directives) = try mesh.sessions.invite(
+      (invitation, effects) = try mesh.node.invite(
         UUID().uuidString.lowercased(), from: sender.id,
         to: SessionMember(
           peerID: receiver.peerID, displayName: receiver.displayName, nodeID: receiver.nodeID, state: .connecting),
         sessionID: session.sessionID, context: Self.invitationContext(job), timeoutMillis: UInt32(timeout * 1000),
         now: Self.monotonicMillis())
     } catch {
-      apply((try? mesh.sessions.leave(session.sessionID, peerID: sender.id)) ?? [])
+      interpret((try? mesh.node.leave(session.sessionID, peerID: sender.id)) ?? [])
       throw failure(error)
     }
     pendingJobSends[invitation.id] = PendingJobSend(
       jobID: job.id, senderPeerID: sender.id, sessionID: session.sessionID,
       receiver: receiver)
-    apply(directives)
+    interpret(effects)
     return .json(["job": job.json, "invitation": invitationJSON(invitation)], status: 202)
   }
 
@@ -174,7 +174,7 @@ extension Node {
   func jobOfferEnded(_ invitation: SessionBook.Invitation) {
     guard let pending = pendingJobSends.removeValue(forKey: invitation.id) else { return }
     guard invitation.state == .accepted else {
-      apply((try? mesh.sessions.leave(pending.sessionID, peerID: pending.senderPeerID)) ?? [])
+      interpret((try? mesh.node.leave(pending.sessionID, peerID: pending.senderPeerID)) ?? [])
       Task { await self.publishJobSendFailed(pending, reason: invitation.state.rawValue) }
       return
     }
@@ -205,10 +205,10 @@ extension Node {
         "job": job.json,
         "from": ["id": .string(sender.id), "displayName": .string(sender.displayName), "nodeId": .string(nodeID)],
       ]
-      let result = try mesh.sessions.send(
+      let result = try mesh.node.send(
         pending.sessionID, from: pending.senderPeerID, to: [pending.receiver.peerID], payload: payload.serialized(),
-        reliable: true, namedEvent: JobRules.transferEvent, linkedNodes: Set(mesh.links.linkedNodeIDs))
-      apply(result.directives)
+        reliable: true, namedEvent: JobRules.transferEvent)
+      interpret(result.effects)
       guard result.undelivered.isEmpty else {
         try await publish([
           (

@@ -24,11 +24,11 @@ extension Node {
       return
     }
     switch state {
-    case "awaitingConsent":
+    case .awaitingConsent:
       sendTransferFrame(
         .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)), to: nodeID)
       return
-    case "declined":
+    case .declined:
       sendTransferFrame(
         .transferReject(transferID: id, code: .declined, message: transfer.record.reason ?? "declined"), to: nodeID)
       return
@@ -37,7 +37,7 @@ extension Node {
     }
     // A record restored as finished has no state machine: its digest is in the record.
     var restored: TransferReceiver?
-    if transfer.receiver == nil, state == "finished", let hex = transfer.record.sha256, let digest = Self.unhex(hex) {
+    if transfer.receiver == nil, state == .finished, let hex = transfer.record.sha256, let digest = Self.unhex(hex) {
       restored = TransferReceiver.finished(size: transfer.record.size, sha256: digest)
     }
     guard var receiver = transfer.receiver ?? restored else {
@@ -50,7 +50,7 @@ extension Node {
     switch answer {
     case .accept(let offset):
       if offset > 0 { transfer.record.resumedFrom = offset }
-      transfer.record.state = "inProgress"
+      transfer.record.state = .inProgress
       persist(transfer)
       sendTransferFrame(.transferAccept(transferID: id, offset: offset), to: nodeID)
     case .finished(let digest):
@@ -77,7 +77,7 @@ extension Node {
         failTransfer(transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true)
         return
       }
-      guard transfers.incoming[id] === transfer, transfer.record.state == "awaitingConsent" else { return }
+      guard transfers.incoming[id] === transfer, transfer.record.state == .awaitingConsent else { return }
       publishTransferEvent(
         "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(consentMillisLeft(transfer) / 1000))])
       sendTransferFrame(
@@ -133,7 +133,7 @@ extension Node {
   func transferAwaitingConsent(_ context: RequestContext) throws(APIError) -> LiveTransfer {
     let transfer = try ownTransfer(context)
     let record = transfer.record
-    guard record.direction == .incoming, record.state == "awaitingConsent" else {
+    guard record.direction == .incoming, record.state == .awaitingConsent else {
       throw APIError(
         status: 409, code: "transfer_not_awaiting_consent",
         message: record.direction == .outgoing
@@ -160,7 +160,7 @@ extension Node {
     if always {
       try await addAlwaysAccept(
         peerID: transfer.record.toPeerID, sender: transfer.record.fromPeerID, name: transfer.record.fromDisplayName)
-      guard transfers.incoming[id] === transfer, transfer.record.state == "awaitingConsent" else {
+      guard transfers.incoming[id] === transfer, transfer.record.state == .awaitingConsent else {
         throw APIError(
           status: 409, code: "transfer_\(transfer.record.state)",
           message: "transfer \(id) is \(transfer.record.state) now; the sender stays on your always-accept list")
@@ -168,7 +168,7 @@ extension Node {
     }
     transfer.consentDeadline = nil
     transfer.receiver = TransferReceiver(size: transfer.record.size)
-    transfer.record.state = "inProgress"
+    transfer.record.state = .inProgress
     transfer.record.updatedAt = Timestamp.now()
     try? FileManager.default.createDirectory(
       atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
@@ -202,7 +202,7 @@ extension Node {
     transfer.consentDeadline = nil
     sendOrQueueNotice(
       .transferReject(transferID: transfer.record.id, code: .declined, message: reason), to: transfer.record.fromNodeID)
-    settle(transfer, state: "declined", reason: reason)
+    settle(transfer, state: .declined, reason: reason)
     return .json(["transfer": transferJSON(transfer.record)])
   }
 

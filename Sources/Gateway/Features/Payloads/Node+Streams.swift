@@ -37,20 +37,17 @@ final class LiveStream {
 @available(*, unavailable)
 extension LiveStream: Sendable {}
 
+/// Where a stream is: open, closed (the writer finished and the reader took everything) or failed.
+enum StreamState: String, Sendable {
+  case open, closed, failed
+}
+
 /// A stream as shown to its two peers.
-struct StreamRecord: Sendable {
+struct StreamRecord: PayloadRecord, Sendable {
   var id: String
-  var direction: TransferDirection
-  var sessionID: String
-  var fromPeerID: String
-  var fromDisplayName: String
-  var fromNodeID: String
-  var toPeerID: String
-  var toDisplayName: String
-  var toNodeID: String
+  var parties: PayloadParties
   var name: String
-  /// open, closed (the writer finished and the reader took everything) or failed.
-  var state: String
+  var state: StreamState
   var bytes: UInt64
   var reason: String?
   var createdAt: String
@@ -87,9 +84,12 @@ extension Node {
     }
     let target = try connectedRecipient(toID, in: session)
     let record = StreamRecord(
-      id: UUID().uuidString.lowercased(), direction: .outgoing, sessionID: session.sessionID, fromPeerID: peer.id,
-      fromDisplayName: peer.displayName, fromNodeID: nodeID, toPeerID: toID, toDisplayName: target.displayName,
-      toNodeID: target.nodeID, name: name, state: "open", bytes: 0, reason: nil, createdAt: Timestamp.now())
+      id: UUID().uuidString.lowercased(),
+      parties: PayloadParties(
+        direction: .outgoing, sessionID: session.sessionID,
+        from: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID),
+        to: PayloadParty(peerID: toID, displayName: target.displayName, nodeID: target.nodeID)),
+      name: name, state: .open, bytes: 0, reason: nil, createdAt: Timestamp.now())
     let stream = LiveStream(record: record)
     stream.flow = StreamFlow(window: Self.streamWindow)
     streams.outgoing[record.id] = stream
@@ -107,7 +107,7 @@ extension Node {
     guard let stream = streams.outgoing[id], stream.record.fromPeerID == context.authenticatedPeer.id else {
       throw APIError.notFound("no stream \(id) opened by this peer; open one with POST /api/v1/sessions/{id}/streams")
     }
-    guard stream.record.state == "open", stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded else {
+    guard stream.record.state == .open, stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded else {
       throw APIError(
         status: 409, code: "stream_busy",
         message: "stream \(id) is \(stream.record.state) or already has a writer; open a new stream")
@@ -128,7 +128,7 @@ extension Node {
     guard let stream = streams.incoming[id], stream.record.toPeerID == context.authenticatedPeer.id else {
       throw APIError.notFound("no stream \(id) to this peer; streams opened to it are announced as stream.opened")
     }
-    guard stream.record.state == "open" || !stream.buffer.isEmpty, stream.reader == nil, stream.readerSocket == nil
+    guard stream.record.state == .open || !stream.buffer.isEmpty, stream.reader == nil, stream.readerSocket == nil
     else {
       throw APIError(
         status: 409, code: "stream_busy", message: "stream \(id) is \(stream.record.state) or already has a reader")
@@ -168,7 +168,7 @@ extension Node {
 
   /// Sends a writer's bytes on as `streamData` frames of at most 256 KiB, then pauses the writer if it must wait.
   func forward(_ stream: LiveStream, _ bytes: [UInt8]) {
-    guard var flow = stream.flow, stream.record.state == "open" else { return }
+    guard var flow = stream.flow, stream.record.state == .open else { return }
     var start = 0
     while start < bytes.count {
       let end = min(bytes.count, start + MeshFrameCodec.maxChunkBytes)
@@ -184,7 +184,7 @@ extension Node {
   }
 
   func streamBodyEnded(_ requestID: RequestID) {
-    guard let stream = streams.byWriter[requestID], stream.record.state == "open" else { return }
+    guard let stream = streams.byWriter[requestID], stream.record.state == .open else { return }
     stream.writerEnded = true
     sendStreamFrame(.streamClose(streamID: stream.record.id, reason: ""), to: stream.record.toNodeID)
     finishWriterIfDrained(stream)
@@ -206,8 +206,8 @@ extension Node {
   }
 
   func finishWriterIfDrained(_ stream: LiveStream) {
-    guard stream.writerEnded, stream.flow?.isDrained == true, stream.record.state == "open" else { return }
-    closeStream(stream, state: "closed", reason: nil, notify: false)
+    guard stream.writerEnded, stream.flow?.isDrained == true, stream.record.state == .open else { return }
+    closeStream(stream, state: .closed, reason: nil, notify: false)
   }
 
   /// Every mesh tick: writers held back by a congested link try again.
@@ -232,7 +232,7 @@ extension Node {
         server.close(socket, code: 1000, reason: "end of stream")
         streams.bySocket[socket] = nil
         stream.readerSocket = nil
-        if stream.record.state == "open" { closeStream(stream, state: "closed", reason: nil, notify: false) }
+        if stream.record.state == .open { closeStream(stream, state: .closed, reason: nil, notify: false) }
       }
       return
     }
@@ -249,12 +249,12 @@ extension Node {
       server.endStream(reader)
       streams.byReader[reader] = nil
       stream.reader = nil
-      if stream.record.state == "open" { closeStream(stream, state: "closed", reason: nil, notify: false) }
+      if stream.record.state == .open { closeStream(stream, state: .closed, reason: nil, notify: false) }
     }
   }
 
   func sendCreditIfDue(_ stream: LiveStream) {
-    guard let delivered = stream.intake?.delivered, delivered > stream.lastCredit, stream.record.state == "open" else {
+    guard let delivered = stream.intake?.delivered, delivered > stream.lastCredit, stream.record.state == .open else {
       return
     }
     stream.lastCredit = delivered
@@ -299,9 +299,12 @@ extension Node {
         return
       }
       let record = StreamRecord(
-        id: offer.streamID, direction: .incoming, sessionID: offer.sessionID, fromPeerID: offer.fromPeerID,
-        fromDisplayName: offer.fromDisplayName, fromNodeID: nodeID, toPeerID: peer.id,
-        toDisplayName: peer.displayName, toNodeID: self.nodeID, name: offer.name, state: "open", bytes: 0,
+        id: offer.streamID,
+        parties: PayloadParties(
+          direction: .incoming, sessionID: offer.sessionID,
+          from: PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID),
+          to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: self.nodeID)),
+        name: offer.name, state: .open, bytes: 0,
         reason: nil, createdAt: Timestamp.now())
       let stream = LiveStream(record: record)
       stream.intake = StreamIntake()
@@ -309,10 +312,10 @@ extension Node {
       publishStreamEvent("stream.opened", stream)
     case .streamData(let id, let offset, let bytes):
       guard let stream = streams.incoming[id], stream.record.fromNodeID == nodeID, var intake = stream.intake,
-        stream.record.state == "open"
+        stream.record.state == .open
       else { return }
       guard intake.arrived(offset: offset, count: bytes.count) else {
-        closeStream(stream, state: "failed", reason: "protocol error: stream data out of order", notify: true)
+        closeStream(stream, state: .failed, reason: "protocol error: stream data out of order", notify: true)
         return
       }
       stream.intake = intake
@@ -329,14 +332,14 @@ extension Node {
       if let stream = streams.incoming[id], stream.record.fromNodeID == nodeID, reason.isEmpty {
         stream.senderFinished = true
         pumpReader(stream)
-        if stream.reader == nil && stream.buffer.isEmpty && stream.record.state == "open" {
-          closeStream(stream, state: "closed", reason: nil, notify: false)
+        if stream.reader == nil && stream.buffer.isEmpty && stream.record.state == .open {
+          closeStream(stream, state: .closed, reason: nil, notify: false)
         }
         return
       }
       for stream in [streams.outgoing[id], streams.incoming[id]].compactMap({ $0 })
       where stream.record.fromNodeID == nodeID || stream.record.toNodeID == nodeID {
-        closeStream(stream, state: "failed", reason: reason.isEmpty ? "closed" : reason, notify: false)
+        closeStream(stream, state: .failed, reason: reason.isEmpty ? "closed" : reason, notify: false)
       }
     default:
       break
@@ -345,8 +348,8 @@ extension Node {
 
   // MARK: - Ending
 
-  func closeStream(_ stream: LiveStream, state: String, reason: String?, notify: Bool) {
-    guard stream.record.state == "open" else { return }
+  func closeStream(_ stream: LiveStream, state: StreamState, reason: String?, notify: Bool) {
+    guard stream.record.state == .open else { return }
     stream.record.state = state
     stream.record.reason = reason
     if notify {
@@ -359,7 +362,7 @@ extension Node {
     }
     if let done = stream.writerDone {
       stream.writerDone = nil
-      if state == "closed" {
+      if state == .closed {
         done.resume()
       } else {
         done.resume(
@@ -367,7 +370,7 @@ extension Node {
             status: 502, code: "stream_failed", message: "the stream failed: \(reason ?? "no reason given")"))
       }
     }
-    if state != "closed" {
+    if state != .closed {
       for socket in [stream.writerSocket, stream.readerSocket].compactMap({ $0 }) {
         server.close(socket, code: 1011, reason: reason ?? "stream failed")
         streams.bySocket[socket] = nil
@@ -375,7 +378,7 @@ extension Node {
       stream.writerSocket = nil
       stream.readerSocket = nil
     }
-    if let reader = stream.reader, state != "closed" {
+    if let reader = stream.reader, state != .closed {
       server.endStream(reader)
       streams.byReader[reader] = nil
       stream.reader = nil
@@ -391,21 +394,21 @@ extension Node {
     if let stream = streams.byWriter.removeValue(forKey: requestID) {
       stream.writer = nil
       if !stream.writerEnded {
-        closeStream(stream, state: "failed", reason: "the writer disconnected before the end", notify: true)
+        closeStream(stream, state: .failed, reason: "the writer disconnected before the end", notify: true)
       }
     }
     if let stream = streams.byReader.removeValue(forKey: requestID) {
       stream.reader = nil
-      closeStream(stream, state: "failed", reason: "the reader disconnected", notify: true)
+      closeStream(stream, state: .failed, reason: "the reader disconnected", notify: true)
     }
   }
 
   func streamsLinkDown(_ nodeID: String) {
     for stream in Array(streams.outgoing.values) + Array(streams.incoming.values)
-    where stream.record.state == "open" && (stream.record.toNodeID == nodeID || stream.record.fromNodeID == nodeID)
+    where stream.record.state == .open && (stream.record.toNodeID == nodeID || stream.record.fromNodeID == nodeID)
       && stream.record.fromNodeID != stream.record.toNodeID
     {
-      closeStream(stream, state: "failed", reason: "the link to the other node was lost", notify: false)
+      closeStream(stream, state: .failed, reason: "the link to the other node was lost", notify: false)
     }
   }
 
@@ -426,12 +429,12 @@ extension Node {
       let peer = try authenticate(head, allowQueryToken: true)
       let id = Self.streamSocketID(head.path) ?? ""
       if let stream = streams.outgoing[id], stream.record.fromPeerID == peer.id {
-        guard stream.record.state == "open", stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded
+        guard stream.record.state == .open, stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded
         else { throw APIError(status: 409, code: "stream_busy", message: "stream \(id) already has a writer") }
         return .accept
       }
       if let stream = streams.incoming[id], stream.record.toPeerID == peer.id {
-        guard stream.reader == nil, stream.readerSocket == nil, stream.record.state == "open" else {
+        guard stream.reader == nil, stream.readerSocket == nil, stream.record.state == .open else {
           throw APIError(status: 409, code: "stream_busy", message: "stream \(id) already has a reader")
         }
         return .accept
@@ -448,13 +451,13 @@ extension Node {
       return
     }
     if let stream = streams.outgoing[id], stream.record.fromPeerID == peer.id, stream.writerSocket == nil,
-      stream.writer == nil, stream.record.state == "open"
+      stream.writer == nil, stream.record.state == .open
     {
       stream.writerSocket = socket
       streams.bySocket[socket] = stream
       throttleWriter(stream)
     } else if let stream = streams.incoming[id], stream.record.toPeerID == peer.id, stream.readerSocket == nil,
-      stream.reader == nil, stream.record.state == "open"
+      stream.reader == nil, stream.record.state == .open
     {
       stream.readerSocket = socket
       streams.bySocket[socket] = stream
@@ -481,13 +484,13 @@ extension Node {
     if stream.writerSocket == socket {
       // The writer closing its socket ends the stream.
       stream.writerSocket = nil
-      guard stream.record.state == "open", !stream.writerEnded else { return true }
+      guard stream.record.state == .open, !stream.writerEnded else { return true }
       stream.writerEnded = true
       sendStreamFrame(.streamClose(streamID: stream.record.id, reason: ""), to: stream.record.toNodeID)
       finishWriterIfDrained(stream)
     } else if stream.readerSocket == socket {
       stream.readerSocket = nil
-      closeStream(stream, state: "failed", reason: "the reader disconnected", notify: true)
+      closeStream(stream, state: .failed, reason: "the reader disconnected", notify: true)
     }
     return true
   }
@@ -507,21 +510,6 @@ extension Node {
   }
 
   func streamJSON(_ record: StreamRecord) -> JSONValue {
-    var object: JSONObject = [
-      "id": .string(record.id), "sessionId": .string(record.sessionID),
-      "direction": .string(record.direction.rawValue), "name": .string(record.name),
-      "state": .string(record.state), "bytes": .int(Int64(record.bytes)),
-      "from": [
-        "id": .string(record.fromPeerID), "displayName": .string(record.fromDisplayName),
-        "nodeId": .string(record.fromNodeID),
-      ],
-      "to": [
-        "id": .string(record.toPeerID), "displayName": .string(record.toDisplayName),
-        "nodeId": .string(record.toNodeID),
-      ],
-      "createdAt": .string(record.createdAt),
-    ]
-    object["reason"] = record.reason.map { .string($0) } ?? .null
-    return .object(object)
+    .object(record.commonJSON)
   }
 }

@@ -25,15 +25,15 @@ extension Node {
       transfer.rateUpdatedAt = Self.monotonicMillis()
       transfer.rateTokens = 0
       transfer.record.bytes = offset
-      let consented = transfer.consentDeadline != nil || transfer.record.state == "awaitingConsent"
+      let consented = transfer.consentDeadline != nil || transfer.record.state == .awaitingConsent
       transfer.consentDeadline = nil
       if let resumedFrom = sender.resumedFrom {
         transfer.record.resumedFrom = resumedFrom
-        transfer.record.state = "inProgress"
+        transfer.record.state = .inProgress
         meshLogger.info("Transfer resumed.", ["transfer.id": id, "offset": offset])
         persist(transfer)
-      } else if transfer.answer == nil && transfer.record.state != "inProgress" {
-        transfer.record.state = "inProgress"
+      } else if transfer.answer == nil && transfer.record.state != .inProgress {
+        transfer.record.state = .inProgress
         persist(transfer)
       }
       if consented { publishTransferEvent("transfer.accepted", transfer) }
@@ -50,7 +50,7 @@ extension Node {
         transfer.file?.close(remove: true)
         transfer.file = nil
         transfer.consentDeadline = nil
-        settle(transfer, state: "declined", reason: text)
+        settle(transfer, state: .declined, reason: text)
         return
       }
       if let answer = transfer.answer {
@@ -109,7 +109,7 @@ extension Node {
           if error == nil { transfer.record.path = final }
           transfer.file?.close(remove: false)
           transfer.file = nil
-          node.settle(transfer, state: "finished", reason: nil)
+          node.settle(transfer, state: .finished, reason: nil)
         }
       }
     case .transferFailed(let id, let reason):
@@ -130,8 +130,8 @@ extension Node {
       let wait = min(timeoutMillis, 86_400_000) + Self.consentGraceMillis
       transfer.consentDeadline = Self.monotonicMillis() + wait
       scheduleConsentExpiry(id, .outgoing, after: wait)
-      if transfer.record.state != "awaitingConsent" {
-        transfer.record.state = "awaitingConsent"
+      if transfer.record.state != .awaitingConsent {
+        transfer.record.state = .awaitingConsent
         persist(transfer)
       }
       if let answer = transfer.answer {
@@ -186,11 +186,14 @@ extension Node {
     let now = Timestamp.now()
     let ask = fileConsent == .ask && transfers.alwaysAccept[peer.id]?[offer.fromPeerID] == nil
     let record = TransferRecord(
-      id: id, direction: .incoming, sessionID: offer.sessionID, fromPeerID: offer.fromPeerID,
-      fromDisplayName: offer.fromDisplayName, fromNodeID: nodeID, toPeerID: peer.id, toDisplayName: peer.displayName,
-      toNodeID: self.nodeID, name: name,
+      id: id,
+      parties: PayloadParties(
+        direction: .incoming, sessionID: offer.sessionID,
+        from: PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID),
+        to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: self.nodeID)),
+      name: name,
       contentType: Self.cleanContentType(offer.contentType) ?? "application/octet-stream", size: offer.size,
-      bytes: 0, state: ask ? "awaitingConsent" : "inProgress", reason: nil, sha256: nil,
+      bytes: 0, state: ask ? .awaitingConsent : .inProgress, reason: nil, sha256: nil,
       path: partialPath(id, .incoming), resumedFrom: nil, createdAt: now, updatedAt: now)
     let transfer = LiveTransfer(record: record)
     if ask {
@@ -283,7 +286,7 @@ extension Node {
         transfer.record.sha256 = Crypto.hex(digest)
         transfer.record.bytes = transfer.record.size
         node.sendTransferFrame(.transferFinished(transferID: id, sha256: digest), to: transfer.record.fromNodeID)
-        node.settle(transfer, state: "finished", reason: nil)
+        node.settle(transfer, state: .finished, reason: nil)
       }
     }
   }
@@ -309,12 +312,12 @@ extension Node {
         transfer.answer = nil
         answer.resume(throwing: APIError.unavailable("the receiver's node went away before it answered; try again"))
       }
-      if transfer.sender?.state == .interrupted { transfer.record.state = "interrupted" }
+      if transfer.sender?.state == .interrupted { transfer.record.state = .interrupted }
     }
     for transfer in transfers.incoming.values where transfer.record.fromNodeID == nodeID && !transfer.record.isTerminal
     {
       transfer.receiver?.linkLost()
-      if transfer.receiver?.state == .interrupted { transfer.record.state = "interrupted" }
+      if transfer.receiver?.state == .interrupted { transfer.record.state = .interrupted }
     }
   }
 }

@@ -10,13 +10,13 @@ extension Node {
   // MARK: - Ending
 
   /// Records a terminal state, tells the local party, and forgets the file handle.
-  func settle(_ transfer: LiveTransfer, state: String, reason: String?) {
+  func settle(_ transfer: LiveTransfer, state: TransferState, reason: String?) {
     transfer.record.state = state
     transfer.record.reason = reason
     transfer.record.updatedAt = Timestamp.now()
     persist(transfer)
     var extra: JSONObject = [:]
-    if let sha = transfer.record.sha256, state == "finished" { extra["sha256"] = .string(sha) }
+    if let sha = transfer.record.sha256, state == .finished { extra["sha256"] = .string(sha) }
     if let reason { extra["reason"] = .string(reason) }
     publishTransferEvent("transfer.\(state)", transfer, extra: extra)
     if let answer = transfer.answer {
@@ -25,7 +25,7 @@ extension Node {
     }
     if let done = transfer.uploadDone {
       transfer.uploadDone = nil
-      let status = state == "canceled" || state == "declined" ? 409 : 502
+      let status = state == .canceled || state == .declined ? 409 : 502
       done.resume(
         throwing: APIError(
           status: status, code: "transfer_\(state)",
@@ -44,7 +44,7 @@ extension Node {
     transfer.file?.close(remove: true)
     transfer.file = nil
     if notify { notifyOtherSide(transfer, .transferFailed(transferID: transfer.record.id, reason: reason)) }
-    settle(transfer, state: "failed", reason: reason)
+    settle(transfer, state: .failed, reason: reason)
   }
 
   func cancelTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool) {
@@ -54,11 +54,11 @@ extension Node {
     transfer.file?.close(remove: true)
     transfer.file = nil
     if notify { notifyOtherSide(transfer, .transferCancel(transferID: transfer.record.id, reason: reason)) }
-    settle(transfer, state: "canceled", reason: reason)
+    settle(transfer, state: .canceled, reason: reason)
   }
 
   /// Drops a transfer that never started (its offer was refused): no events, no record kept.
-  func discard(_ transfer: LiveTransfer, state: String, reason: String) {
+  func discard(_ transfer: LiveTransfer, state: TransferState, reason: String) {
     transfer.file?.close(remove: true)
     transfer.file = nil
     transfer.record.state = state
@@ -119,24 +119,16 @@ extension Node {
   }
 
   func transferJSON(_ record: TransferRecord) -> JSONValue {
-    var object: JSONObject = [
+    // The members in the order the API has always shown them.
+    let object: JSONObject = [
       "id": .string(record.id), "sessionId": .string(record.sessionID),
       "direction": .string(record.direction.rawValue), "name": .string(record.name),
       "contentType": .string(record.contentType), "size": .int(Int64(record.size)),
-      "bytes": .int(Int64(record.bytes)), "state": .string(record.state),
-      "from": [
-        "id": .string(record.fromPeerID), "displayName": .string(record.fromDisplayName),
-        "nodeId": .string(record.fromNodeID),
-      ],
-      "to": [
-        "id": .string(record.toPeerID), "displayName": .string(record.toDisplayName),
-        "nodeId": .string(record.toNodeID),
-      ],
-      "createdAt": .string(record.createdAt), "updatedAt": .string(record.updatedAt),
+      "bytes": .int(Int64(record.bytes)), "state": .string(record.state.rawValue), "from": record.parties.from.json,
+      "to": record.parties.to.json, "createdAt": .string(record.createdAt), "updatedAt": .string(record.updatedAt),
+      "sha256": record.sha256.map { .string($0) } ?? .null, "reason": record.reason.map { .string($0) } ?? .null,
+      "resumedFrom": record.resumedFrom.map { .int(Int64($0)) } ?? .null,
     ]
-    object["sha256"] = record.sha256.map { .string($0) } ?? .null
-    object["reason"] = record.reason.map { .string($0) } ?? .null
-    object["resumedFrom"] = record.resumedFrom.map { .int(Int64($0)) } ?? .null
     return .object(object)
   }
 
@@ -185,7 +177,7 @@ extension Node {
   func transferContent(_ context: RequestContext) throws -> HTTPResponse {
     let transfer = try ownTransfer(context)
     let record = transfer.record
-    guard record.state == "finished" else {
+    guard record.state == .finished else {
       throw APIError(
         status: 409, code: "transfer_not_finished",
         message: "transfer \(record.id) is \(record.state); its content can be downloaded once it is finished")
@@ -289,21 +281,21 @@ extension Node {
           size: record.size, digest: digest, window: Self.transferWindow, chunkSize: Self.transferChunk)
         transfer.file = TransferFile(path: record.path)
         transfer.file?.open(rehash: false) { _ in }
-        record.state = "interrupted"
+        record.state = .interrupted
         transfer.record = record
       } else {
         guard !local else {
           failTransfer(transfer, reason: "the node restarted before the upload was complete", notify: false)
           continue
         }
-        if record.state == "awaitingConsent" {
+        if record.state == .awaitingConsent {
           // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before).
           startConsentWait(transfer)
           continue
         }
         let file = TransferFile(path: record.path)
         transfer.file = file
-        transfer.record.state = "interrupted"
+        transfer.record.state = .interrupted
         rehashing += 1
         let id = record.id
         let length: Result<UInt64, TransferIOError> = await withCheckedContinuation { continuation in

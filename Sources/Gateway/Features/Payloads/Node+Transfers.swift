@@ -168,9 +168,12 @@ extension Node {
       context.request.head.headers["content-type"].flatMap(Self.cleanContentType)
       ?? "application/octet-stream"
     let record = TransferRecord(
-      id: id, direction: .outgoing, sessionID: session.sessionID, fromPeerID: peer.id,
-      fromDisplayName: peer.displayName, fromNodeID: nodeID, toPeerID: toID, toDisplayName: target.displayName,
-      toNodeID: target.nodeID, name: name, contentType: contentType, size: UInt64(size), bytes: 0, state: "pending",
+      id: id,
+      parties: PayloadParties(
+        direction: .outgoing, sessionID: session.sessionID,
+        from: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID),
+        to: PayloadParty(peerID: toID, displayName: target.displayName, nodeID: target.nodeID)),
+      name: name, contentType: contentType, size: UInt64(size), bytes: 0, state: .pending,
       reason: nil, sha256: nil, path: partialPath(id, .outgoing), resumedFrom: nil, createdAt: now, updatedAt: now)
     let transfer = LiveTransfer(record: record)
     transfer.sender = TransferSender(
@@ -197,12 +200,12 @@ extension Node {
 
     if local {
       var incoming = record
-      incoming.direction = .incoming
-      incoming.state = "inProgress"
+      incoming.parties.direction = .incoming
+      incoming.state = .inProgress
       incoming.path = finalPath(id, .incoming, name: name)
       transfers.incoming[id] = LiveTransfer(record: incoming)
       try await store.saveTransfer(incoming)
-      transfer.record.state = "inProgress"
+      transfer.record.state = .inProgress
       _ = transfer.sender?.accepted(offset: 0)
       publishTransferEvent("transfer.started", transfers.incoming[id]!)
     } else {
@@ -217,11 +220,11 @@ extension Node {
           }
         }
       } catch {
-        discard(transfer, state: "failed", reason: "\(error)")
+        discard(transfer, state: .failed, reason: "\(error)")
         throw error
       }
       // Accepted (or already on its way), or waiting for the recipient's consent (awaitingConsent).
-      if transfer.record.state == "pending" { transfer.record.state = "inProgress" }
+      if transfer.record.state == .pending { transfer.record.state = .inProgress }
     }
     publishTransferEvent("transfer.started", transfer)
     transfer.uploadRequest = context.request.id
@@ -413,7 +416,7 @@ extension Node {
         for transfer in [outgoing, incoming] {
           transfer.record.sha256 = Crypto.hex(digest)
           transfer.record.bytes = transfer.record.size
-          node.settle(transfer, state: "finished", reason: nil)
+          node.settle(transfer, state: .finished, reason: nil)
         }
       }
     }

@@ -8,24 +8,21 @@ enum TransferDirection: String, Sendable {
   case outgoing, incoming
 }
 
+/// Where a transfer is, as the API and the database spell it (the raw values are the contract).
+enum TransferState: String, Sendable {
+  case pending, awaitingConsent, inProgress, interrupted, finished, failed, canceled, declined
+}
+
 /// A transfer as stored and shown (`GET /api/v1/transfers/{id}`).
-struct TransferRecord: Sendable, Equatable {
+struct TransferRecord: PayloadRecord, Sendable, Equatable {
   var id: String
-  var direction: TransferDirection
-  var sessionID: String
-  var fromPeerID: String
-  var fromDisplayName: String
-  var fromNodeID: String
-  var toPeerID: String
-  var toDisplayName: String
-  var toNodeID: String
+  var parties: PayloadParties
   var name: String
   var contentType: String
   var size: UInt64
   /// Bytes durable at the receiver (as far as this side knows).
   var bytes: UInt64
-  /// pending, awaitingConsent, inProgress, interrupted, finished, failed, canceled or declined.
-  var state: String
+  var state: TransferState
   var reason: String?
   /// Lowercase hex, once the whole content is known.
   var sha256: String?
@@ -35,7 +32,7 @@ struct TransferRecord: Sendable, Equatable {
   var createdAt: String
   var updatedAt: String
 
-  var isTerminal: Bool { state == "finished" || state == "failed" || state == "canceled" || state == "declined" }
+  var isTerminal: Bool { state == .finished || state == .failed || state == .canceled || state == .declined }
 }
 
 extension NodeStore {
@@ -80,7 +77,7 @@ extension NodeStore {
           .text(record.id), .text(record.direction.rawValue), .text(record.sessionID), .text(record.fromPeerID),
           .text(record.fromDisplayName), .text(record.fromNodeID), .text(record.toPeerID),
           .text(record.toDisplayName), .text(record.toNodeID), .text(record.name), .text(record.contentType),
-          .integer(Int64(record.size)), .integer(Int64(record.bytes)), .text(record.state),
+          .integer(Int64(record.size)), .integer(Int64(record.bytes)), .text(record.state.rawValue),
           record.reason.map { .text($0) } ?? .null, record.sha256.map { .text($0) } ?? .null, .text(record.path),
           record.resumedFrom.map { .integer(Int64($0)) } ?? .null, .text(record.createdAt), .text(record.updatedAt),
         ])
@@ -97,11 +94,14 @@ extension NodeStore {
         """
       ).map { row in
         TransferRecord(
-          id: try row.string(0), direction: TransferDirection(rawValue: try row.string(1)) ?? .incoming,
-          sessionID: try row.string(2), fromPeerID: try row.string(3), fromDisplayName: try row.string(4),
-          fromNodeID: try row.string(5), toPeerID: try row.string(6), toDisplayName: try row.string(7),
-          toNodeID: try row.string(8), name: try row.string(9), contentType: try row.string(10),
-          size: UInt64(max(0, try row.int64(11))), bytes: UInt64(max(0, try row.int64(12))), state: try row.string(13),
+          id: try row.string(0),
+          parties: PayloadParties(
+            direction: TransferDirection(rawValue: try row.string(1)) ?? .incoming, sessionID: try row.string(2),
+            from: PayloadParty(peerID: try row.string(3), displayName: try row.string(4), nodeID: try row.string(5)),
+            to: PayloadParty(peerID: try row.string(6), displayName: try row.string(7), nodeID: try row.string(8))),
+          name: try row.string(9), contentType: try row.string(10),
+          size: UInt64(max(0, try row.int64(11))), bytes: UInt64(max(0, try row.int64(12))),
+          state: TransferState(rawValue: try row.string(13)) ?? .failed,
           reason: try row.optionalString(14), sha256: try row.optionalString(15), path: try row.string(16),
           resumedFrom: try row.optionalInt64(17).map { UInt64(max(0, $0)) }, createdAt: try row.string(18),
           updatedAt: try row.string(19))

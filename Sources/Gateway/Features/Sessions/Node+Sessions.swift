@@ -17,69 +17,29 @@ extension Node {
   /// How long a reliable send waits for room in its sender's lane before it is refused with 503.
   static let maxSendWaitMillis: UInt64 = 10_000
 
-  // MARK: - Carrying out directives
+  // MARK: - Carrying out effects
 
-  func apply(_ directives: [SessionBook.Directive]) {
-    var events: [(peerID: String, type: String, data: JSONValue)] = []
-    var received: [SessionBook.Invitation] = []
-    var ended: [SessionBook.Invitation] = []
-    var lastEvent: (event: SessionBook.Event, type: String, data: JSONValue)?
-    for directive in directives {
-      switch directive {
-      case .send(let message, let nodeID):
-        guard let connection = mesh.links.connection(of: nodeID), let socket = mesh.socketByConnection[connection]
-        else { continue }
-        let lane = Self.lane(of: message)
-        switch message {
-        case .sessionData(_, let from, _, 0, _):
-          // Unreliable data never queues without bound: past the limit it is dropped (and counted).
-          let producer = "peer:" + from
-          if let scheduler = mesh.schedulers[socket],
-            scheduler.queuedBytes(of: producer) > Self.unreliableQueueLimit || !scheduler.hasRoom(for: producer)
-          {
-            mesh.unreliableDropped += 1
-            continue
-          }
-          sendMessage(message, on: connection)
-        case .sessionData(_, _, _, SessionBook.unsequenced, let payload),
-          .sessionEvent(_, _, _, SessionBook.unsequenced, _, let payload):
-          // Numbered when it goes on the wire (meshNextFrame). Room was checked before the send was accepted.
-          enqueue(.reliable(message, nodeID: nodeID), bytes: payload.count + 256, lane: lane, on: socket)
-        default:
-          sendMessage(message, on: connection)
-        }
-      case .notify(let peerID, let event):
-        guard peers[peerID] != nil else { continue }
-        // A fan-out notifies many local peers of the same event in a row: build its data once for all of them (the
-        // event log stores it as one body and serializes it once, off this loop).
-        if let last = lastEvent, last.event == event {
-          events.append((peerID, last.type, last.data))
-        } else {
-          let built = sessionEvent(event, for: peerID)
-          lastEvent = (event, built.type, built.data)
-          events.append((peerID, built.type, built.data))
-        }
-        switch event {
-        case .invitationReceived(let invitation):
-          received.append(invitation)
-        case .invitationEnded(let invitation) where invitation.offer.fromPeerID == peerID:
-          ended.append(invitation)
-        case .namedEvent(_, let from, JobRules.transferEvent, let object):
-          Task { await self.jobArrived(for: peerID, from: from, object: object) }
-        case .sendFailed(let sessionID, _, let reason):
-          if let delivery = deliveringJobs.removeValue(forKey: sessionID) {
-            Task { await self.jobDeliveryFailed(delivery, reason: reason) }
-          }
-        default:
-          break
-        }
+  /// Queues a session or invitation frame for node `nodeID` on its link `connection` (``MeshEffect/sendToNode``).
+  func sendSessionFrame(_ message: MeshMessage, to nodeID: String, on connection: LinkManager.ConnectionID) {
+    guard let socket = mesh.socketByConnection[connection] else { return }
+    switch message {
+    case .sessionData(_, let from, _, 0, _):
+      // Unreliable data never queues without bound: past the limit it is dropped (and counted).
+      let producer = "peer:" + from
+      if let scheduler = mesh.schedulers[socket],
+        scheduler.queuedBytes(of: producer) > Self.unreliableQueueLimit || !scheduler.hasRoom(for: producer)
+      {
+        mesh.unreliableDropped += 1
+        return
       }
+      sendMessage(message, on: connection)
+    case .sessionData(_, _, _, SessionBook.unsequenced, let payload),
+      .sessionEvent(_, _, _, SessionBook.unsequenced, _, let payload):
+      // Numbered when it goes on the wire (meshNextFrame). Room was checked before the send was accepted.
+      enqueue(.reliable(message, nodeID: nodeID), bytes: payload.count + 256, lane: Self.lane(of: message), on: socket)
+    default:
+      sendMessage(message, on: connection)
     }
-    if !events.isEmpty { publishInBackground(events) }
-    if !transceivers.isEmpty {
-      for invitation in received { autoAccept(invitation) }
-    }
-    for invitation in ended where pendingJobSends[invitation.id] != nil { jobOfferEnded(invitation) }
   }
 
   func sessionEvent(_ event: SessionBook.Event, for peerID: String) -> (peerID: String, type: String, data: JSONValue) {
@@ -171,7 +131,7 @@ extension Node {
     return .object(object)
   }
 
-  func failure(_ failure: SessionBook.Failure) -> APIError {
+  func failure(_ failure: MeshFailure) -> APIError {
     APIError(status: failure.status, code: failure.code, message: failure.message)
   }
 
@@ -196,7 +156,7 @@ extension Node {
     }
     if strategy == .pointToPoint { maxPeers = 2 }
     let peer = context.authenticatedPeer
-    let session = mesh.sessions.createSession(
+    let session = mesh.node.createSession(
       UUID().uuidString.lowercased(), creator: member(for: peer), strategy: strategy, encryption: encryption,
       maxPeers: maxPeers)
     return .json(["session": sessionJSON(session)], status: 201)
@@ -238,16 +198,16 @@ extension Node {
   /// frames pass queued bulk data on a link; a receiver that learns of the leave first drops the data as coming from a
   /// peer that is no longer a member. So while the peer has frames in its lane on any link, the leave waits (the
   /// session is left as soon as they are written, or the link is gone). Throws what leaving would throw, at once.
-  func leaveAfterQueuedData(_ sessionID: String, peerID: String) throws(SessionBook.Failure) {
+  func leaveAfterQueuedData(_ sessionID: String, peerID: String) throws(MeshFailure) {
     let lane = "peer:" + peerID
     guard mesh.schedulers.values.contains(where: { $0.queuedBytes(of: lane) > 0 }) else {
-      apply(try mesh.sessions.leave(sessionID, peerID: peerID))
+      interpret(try mesh.node.leave(sessionID, peerID: peerID))
       return
     }
     // The same checks as leaving now, so the caller hears of a bad request at once.
     guard let session = mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
     else {
-      apply(try mesh.sessions.leave(sessionID, peerID: peerID))
+      interpret(try mesh.node.leave(sessionID, peerID: peerID))
       return
     }
     mesh.heldLeaves.append((sessionID, peerID))
@@ -262,7 +222,7 @@ extension Node {
       if mesh.schedulers.values.contains(where: { $0.queuedBytes(of: lane) > 0 }) {
         waiting.append(leave)
       } else {
-        apply((try? mesh.sessions.leave(leave.sessionID, peerID: leave.peerID)) ?? [])
+        interpret((try? mesh.node.leave(leave.sessionID, peerID: leave.peerID)) ?? [])
       }
     }
     mesh.heldLeaves = waiting
@@ -373,22 +333,15 @@ extension Node {
     guard payload.count <= Self.maxDataBytes else {
       throw APIError(status: 413, code: "payload_too_large", message: "session data is limited to 1 MiB per message")
     }
-    let result: (directives: [SessionBook.Directive], undelivered: [String])
+    let result: (effects: [MeshEffect], undelivered: [String])
     do {
-      result = try mesh.sessions.send(
-        sessionID, from: peerID, to: targets, payload: payload, reliable: reliable, namedEvent: name,
-        linkedNodes: Set(mesh.links.linkedNodeIDs))
+      result = try mesh.node.send(
+        sessionID, from: peerID, to: targets, payload: payload, reliable: reliable, namedEvent: name)
     } catch {
       throw failure(error)
     }
-    apply(result.directives)
-    let recipients = result.directives.reduce(0) { count, directive in
-      switch directive {
-      case .send(.sessionData(_, _, let to, _, _), _), .send(.sessionEvent(_, _, let to, _, _, _), _): count + to.count
-      case .notify(_, .data), .notify(_, .namedEvent): count + 1
-      default: count
-      }
-    }
+    interpret(result.effects)
+    let recipients = MeshNode.addressed(by: result.effects).count
     return .json(
       [
         "accepted": .int(Int64(recipients)), "undelivered": .array(result.undelivered.map { .string($0) }),
@@ -528,9 +481,9 @@ extension Node {
       throw APIError.notFound("no peer \(toID) in the mesh; browse with PUT /api/v1/browsing/{serviceType}")
     }
     let now = Self.monotonicMillis()
-    let (invitation, directives): (SessionBook.Invitation, [SessionBook.Directive])
+    let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
     do {
-      (invitation, directives) = try mesh.sessions.invite(
+      (invitation, effects) = try mesh.node.invite(
         UUID().uuidString.lowercased(), from: inviter.id,
         to: SessionMember(
           peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
@@ -538,7 +491,7 @@ extension Node {
     } catch {
       throw failure(error)
     }
-    apply(directives)
+    interpret(effects)
     return .json(["invitation": invitationJSON(invitation)], status: 201)
   }
 
@@ -581,8 +534,8 @@ extension Node {
         status: 403, code: "forbidden", message: "only the invited peer can accept or decline; the inviter can cancel")
     }
     do {
-      apply(
-        try mesh.sessions.answer(
+      interpret(
+        try mesh.node.answer(
           invitation.id, by: context.authenticatedPeer.id, accept: accept, now: Self.monotonicMillis()))
     } catch {
       throw failure(error)
@@ -596,7 +549,7 @@ extension Node {
       throw APIError(status: 403, code: "forbidden", message: "only the inviter can cancel; the invitee can decline")
     }
     do {
-      apply(try mesh.sessions.cancel(invitation.id, by: context.authenticatedPeer.id))
+      interpret(try mesh.node.cancel(invitation.id, by: context.authenticatedPeer.id))
     } catch {
       throw failure(error)
     }

@@ -32,8 +32,8 @@ extension Node {
     try await store.setService(
       NodeStore.StoredService(peerID: peer.id, kind: "browse", serviceType: type, discoveryInfo: [:]))
     guard peers[peer.id] != nil else { throw APIError.invalidToken }
-    apply(mesh.directory.startAdvertising(peer.id, serviceType: type, discoveryInfo: info))
-    apply(mesh.directory.startBrowsing(peer.id, serviceType: type))
+    feed(.advertisingStarted(peerID: peer.id, serviceType: type, discoveryInfo: info))
+    feed(.browsingStarted(peerID: peer.id, serviceType: type))
     transceive.start(Transceiver(peerID: peer.id, serviceType: type))
     reconcileTransceivers()
     let session = transceive.session(of: Transceiver(peerID: peer.id, serviceType: type))
@@ -55,19 +55,12 @@ extension Node {
 
   /// Leaders make sure every transceiver they see is a member or has a pending invitation (``TransceiveBook``).
   func reconcileTransceivers() {
-    let directory = mesh.directory
-    let linked = Set(mesh.links.linkedNodeIDs)
-    apply(
-      transceive.reconcile(
-        directory: directory, sessions: &mesh.sessions, linkedNodes: linked, now: Self.monotonicMillis(),
-        newID: { UUID().uuidString.lowercased() }))
+    interpret(
+      mesh.node.reconcile(&transceive, now: Self.monotonicMillis(), newID: { UUID().uuidString.lowercased() }))
   }
 
   /// Accepts transceive invitations for local transceivers at once.
   func autoAccept(_ invitation: SessionBook.Invitation) {
-    let directory = mesh.directory
-    apply(
-      transceive.invitationReceived(
-        invitation, directory: directory, sessions: &mesh.sessions, now: Self.monotonicMillis()))
+    interpret(mesh.node.transceiverInvited(invitation, book: &transceive, now: Self.monotonicMillis()))
   }
 }

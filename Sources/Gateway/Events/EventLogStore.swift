@@ -1,0 +1,143 @@
+/// The event log: event bodies shared by a fan-out's recipients, each peer's log of sequence numbers, retention.
+import Foundation
+import MeshCore
+import Store
+import Synchronization
+
+/// One entry of a peer's event log.
+struct StoredEvent: Sendable, Equatable {
+  var sequence: Int64
+  var peerID: String
+  var type: String
+  var at: String
+  var data: JSONValue
+
+  /// The wire envelope `{"id","type","at","data"}`.
+  var envelope: JSONValue {
+    ["id": .string(String(sequence)), "type": .string(type), "at": .string(at), "data": data]
+  }
+}
+
+extension NodeStore {
+  /// Appends the entries in one transaction and returns them with their sequence numbers (their data as the serialized
+  /// bytes that were stored), trimming each log to the retention limit now and then.
+  ///
+  /// A run of entries with the same type and data for different peers (a fan-out) is stored once, as one event
+  /// body that every recipient's log points to: they share one sequence number, so their envelope is the same bytes.
+  func appendEvents(_ entries: [(peerID: String, type: String, data: JSONValue)], at: String) async throws
+    -> [StoredEvent]
+  {
+    try await appendEvents(entries.map { ($0.peerID, $0.type, $0.data, at) })
+  }
+
+  /// Appends entries that each carry their own time (when they were published, not when they are written: a store
+  /// that falls behind must not bunch up the times of what waited for it).
+  func appendEvents(_ entries: [(peerID: String, type: String, data: JSONValue, at: String)]) async throws
+    -> [StoredEvent]
+  {
+    try await database.write { connection in
+      var stored: [StoredEvent] = []
+      stored.reserveCapacity(entries.count)
+      var body: (sequence: Int64, type: String, at: String, data: JSONValue, peers: Set<String>, serialized: JSONValue)?
+      var nextID = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
+      var added: [String: Int] = [:]
+      for entry in entries {
+        if body == nil || body!.type != entry.type || body!.at != entry.at || body!.peers.contains(entry.peerID)
+          || body!.data != entry.data
+        {
+          nextID += 1
+          // Serialized here, off the node's event loop, once per body; live subscribers get these same bytes.
+          let serialized = entry.data.serialized()
+          try connection.execute(
+            "INSERT INTO event_bodies(id, type, at, data) VALUES (?, ?, ?, ?)",
+            [
+              .integer(nextID), .text(entry.type), .text(entry.at), .text(String(decoding: serialized, as: UTF8.self)),
+            ])
+          body = (nextID, entry.type, entry.at, entry.data, [], .serialized(serialized))
+        }
+        body!.peers.insert(entry.peerID)
+        try connection.execute(
+          "INSERT INTO event_log(peer_id, seq) VALUES (?, ?)", [.text(entry.peerID), .integer(body!.sequence)])
+        stored.append(
+          StoredEvent(
+            sequence: body!.sequence, peerID: entry.peerID, type: entry.type, at: entry.at, data: body!.serialized))
+        added[entry.peerID, default: 0] += 1
+      }
+      // Retention: a log longer than the limit plus a slack of 1/64 of it (none below 64) is cut back to the limit,
+      // so it never holds more than that, and the cost of trimming stays amortised.
+      let (retention, known) = self.eventLog.withLock { state in
+        (state.retention, added.keys.map { (peerID: $0, count: state.counts[$0]) })
+      }
+      var counts: [String: Int] = [:]
+      var trimmed = 0
+      for (peerID, count) in known {
+        var length = (count ?? 0) + added[peerID]!
+        if count == nil {
+          length = Int(
+            try connection.queryOne("SELECT count(*) FROM event_log WHERE peer_id = ?", [.text(peerID)])?.int64(0) ?? 0)
+        }
+        if length > retention + retention / 64 {
+          trimmed += try Self.trim(connection, peerID: peerID, excess: length - retention)
+          length = retention
+        }
+        counts[peerID] = length
+      }
+      self.eventLog.withLock { state in
+        state.counts.merge(counts) { _, new in new }
+        state.trimmed += trimmed
+      }
+      return stored
+    }
+  }
+
+  /// Deletes the `excess` oldest events of `peerID`, records how far its log was trimmed and drops bodies nobody
+  /// points to any more; returns how many log entries went.
+  static func trim(_ connection: Connection, peerID: String, excess: Int) throws -> Int {
+    guard
+      let row = try connection.queryOne(
+        "SELECT seq FROM event_log WHERE peer_id = ? ORDER BY seq LIMIT 1 OFFSET ?",
+        [.text(peerID), .integer(Int64(excess - 1))])
+    else { return 0 }
+    let cutoff = try row.int64(0)
+    try connection.execute("DELETE FROM event_log WHERE peer_id = ? AND seq <= ?", [.text(peerID), .integer(cutoff)])
+    let deleted = connection.changes
+    try connection.execute(
+      "UPDATE peers SET trimmed_through = max(trimmed_through, ?) WHERE id = ?", [.integer(cutoff), .text(peerID)])
+    // Bodies older than every log's oldest entry are referenced by no one any more.
+    try connection.execute(
+      "DELETE FROM event_bodies WHERE id < (SELECT coalesce(min(seq), 0) FROM event_log)")
+    return deleted
+  }
+
+  /// Events of `peerID` after `since`, oldest first, at most `limit`; and whether older events the caller
+  /// has not seen were already trimmed away.
+  func events(peerID: String, after since: Int64, limit: Int) async throws -> (events: [StoredEvent], truncated: Bool) {
+    try await database.read { connection in
+      let rows = try connection.query(
+        """
+        SELECT l.seq, b.type, b.at, b.data FROM event_log l JOIN event_bodies b ON b.id = l.seq
+        WHERE l.peer_id = ? AND l.seq > ? ORDER BY l.seq LIMIT ?
+        """,
+        [.text(peerID), .integer(since), .integer(Int64(limit))])
+      let events = try rows.map { row in
+        StoredEvent(
+          sequence: try row.int64(0), peerID: peerID, type: try row.string(1), at: try row.string(2),
+          // Written by this node from bounded input, which an event wraps in a level or two more: read it back
+          // without the limits for untrusted input.
+          data: (try? JSONValue.parse(try row.string(3), maxDepth: 256, maxMembers: .max)) ?? .null)
+      }
+      let trimmed = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
+      let truncated = try (trimmed?.int64(0) ?? 0) > since
+      return (events, truncated)
+    }
+  }
+
+  /// The newest sequence number in `peerID`'s log (0 when empty).
+  func latestSequence(peerID: String) async throws -> Int64 {
+    try await database.read { connection in
+      let row = try connection.queryOne(
+        "SELECT coalesce(max(seq), 0) FROM event_log WHERE peer_id = ?", [.text(peerID)])
+      return try row?.int64(0) ?? 0
+    }
+  }
+}

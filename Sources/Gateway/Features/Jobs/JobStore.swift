@@ -1,0 +1,94 @@
+/// The jobs table: a peer's jobs, paged by id.
+import Foundation
+import MeshCore
+import Store
+import Synchronization
+
+/// A jobs cursor that names no job of the caller.
+struct JobCursorError: Error {}
+
+extension NodeStore {
+  // MARK: - Jobs
+
+  static func encodeParty(_ party: JobParty?) -> SQLValue {
+    guard let party else { return .null }
+    let value: JSONValue = [
+      "id": .string(party.peerID), "displayName": .string(party.displayName), "nodeId": .string(party.nodeID),
+    ]
+    return .text(value.serializedString())
+  }
+
+  static func decodeParty(_ text: String?) -> JobParty? {
+    guard let text, case .object(let object)? = try? JSONValue.parse(text) else { return nil }
+    return JobParty(
+      peerID: object["id"]?.stringValue ?? "", displayName: object["displayName"]?.stringValue ?? "",
+      nodeID: object["nodeId"]?.stringValue ?? "")
+  }
+
+  static let jobColumns =
+    "id, owner_peer_id, name, due_date, payment_cents, notes, assigned_to, received_from, created_at, updated_at"
+
+  static func job(_ row: Row) throws -> Job {
+    Job(
+      id: try row.string(0), ownerPeerID: try row.string(1), name: try row.string(2),
+      dueDate: try row.optionalString(3),
+      paymentCents: try row.optionalInt64(4), notes: try row.optionalString(5),
+      assignedTo: decodeParty(try row.optionalString(6)), receivedFrom: decodeParty(try row.optionalString(7)),
+      createdAt: try row.string(8), updatedAt: try row.string(9))
+  }
+
+  func saveJob(_ job: Job) async throws {
+    try await database.write { connection in
+      try connection.execute(
+        """
+        INSERT INTO jobs(\(Self.jobColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(id) DO UPDATE SET name = excluded.name, due_date = excluded.due_date,
+          payment_cents = excluded.payment_cents, notes = excluded.notes, assigned_to = excluded.assigned_to,
+          updated_at = excluded.updated_at
+        """,
+        [
+          .text(job.id), .text(job.ownerPeerID), .text(job.name), job.dueDate.map { .text($0) } ?? .null,
+          job.paymentCents.map { .integer($0) } ?? .null, job.notes.map { .text($0) } ?? .null,
+          Self.encodeParty(job.assignedTo), Self.encodeParty(job.receivedFrom), .text(job.createdAt),
+          .text(job.updatedAt),
+        ])
+    }
+  }
+
+  func job(id: String, owner: String) async throws -> Job? {
+    try await database.read { connection in
+      try connection.queryOne(
+        "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(id), .text(owner)]
+      ).map(Self.job)
+    }
+  }
+
+  /// A page of `owner`'s jobs in creation order, after the job `cursor` (exclusive).
+  func jobs(owner: String, after cursor: String?, limit: Int) async throws -> [Job] {
+    try await database.read { connection in
+      if let cursor,
+        let anchor = try connection.queryOne(
+          "SELECT created_at FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(cursor), .text(owner)])
+      {
+        return try connection.query(
+          """
+          SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? AND (created_at, id) > (?, ?)
+          ORDER BY created_at, id LIMIT ?
+          """, [.text(owner), .text(try anchor.string(0)), .text(cursor), .integer(Int64(limit))]
+        ).map(Self.job)
+      }
+      if cursor != nil { throw JobCursorError() }
+      return try connection.query(
+        "SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? ORDER BY created_at, id LIMIT ?",
+        [.text(owner), .integer(Int64(limit))]
+      ).map(Self.job)
+    }
+  }
+
+  func deleteJob(id: String, owner: String) async throws -> Bool {
+    try await database.write { connection in
+      try connection.execute("DELETE FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(id), .text(owner)])
+      return connection.changes > 0
+    }
+  }
+}
