@@ -22,13 +22,15 @@
 // query the ids listed under a row inside that row.
 //
 //   Header       node-name, theme-select, connection-state [data-state], connection-label,
-//                connection-retry, retry-now
+//                connection-retry, retry-now, qr-toggle [aria-expanded], qr-panel, qr-figure,
+//                qr-code (svg) [data-version, data-mask], qr-url, qr-note, qr-close
 //   Node panel   node-panel, node-info-name, node-id, node-version, node-uptime,
 //                node-peer-count, node-open-websockets, node-status
 //   Identity     identity-panel, identity-notice, sign-in-form, name-input,
 //                name-byte-count, sign-in-error, sign-in-submit, peer-badge,
 //                peer-name, peer-id, copy-token, switch-peer, leave,
-//                token-fallback, token-field, peer-status
+//                token-fallback, token-field, peer-status, alerts, alerts-notify, alerts-chime
+//                (checkboxes, role=switch), alerts-status
 //   Tabs         tabs, tab-nearby, tab-jobs, tab-chat (hidden unless the node's
 //                OpenAPI has /api/v1/chats), tab-invitations, tab-sessions,
 //                tab-events (role=tab, aria-selected), invitations-badge, chat-badge
@@ -76,6 +78,19 @@
 //                  row chat-message [data-message-id, data-seq, data-mine,
 //                    data-pending]: chat-message-from, chat-message-body,
 //                    chat-message-pending
+//   Files        view-files, files-signed-out, files-badge, file-session, file-to, file-drop,
+//                file-input, file-error, transfers-empty, transfers-list,
+//                row transfer-row [data-transfer-id, data-state, data-direction]: transfer-name,
+//                  transfer-meta, transfer-progress, transfer-status, transfer-download,
+//                  transfer-cancel, transfer-error
+//                shared-files, shared-hint, shared-list, row shared-file,
+//                shared-send, shared-discard, shared-error; file-prompts, file-prompt-list,
+//                row file-prompt [data-transfer-id]: file-prompt-from, file-prompt-name,
+//                  file-prompt-size, file-prompt-expires, file-prompt-error, file-prompt-always,
+//                  file-prompt-always-label, file-prompt-accept, file-prompt-decline;
+//                transfer-row's transfer-consent, transfer-accept, transfer-decline, transfer-always;
+//                always-accept, always-accept-list, row always-accept-row [data-peer-id]:
+//                  always-accept-name, always-accept-remove
 //   Drafts       inputs that keep a draft carry data-draft=<name>; drafts live in
 //                localStorage under meshgate.draft.<peerId>.<name>
 //   Invitations  view-invitations, invitations-signed-out, incoming-empty,
@@ -101,6 +116,9 @@
 
 import { createDashboard } from './dashboard.js';
 import { setBase as setTitleBase } from './arrivals.js';
+import { initPhoneLink } from './phone-link.js';
+import { initAlerts } from './alerts.js';
+import { registerServiceWorker, takeSharedFiles } from './share.js';
 
 // ---------------------------------------------------------------------------
 // 1. Constants and helpers
@@ -1203,6 +1221,8 @@ function initTheme() {
 
 function boot() {
   initTheme();
+  initPhoneLink();
+  initAlerts();
   eventList.init();
   dashboard.init();
 
@@ -1233,6 +1253,12 @@ function boot() {
   } else {
     ui.nameInput.focus(); // signed out: the one thing to do here is to sign in
   }
+
+  // Files shared to the installed dashboard arrive through the service worker as ?share=<id>.
+  registerServiceWorker();
+  takeSharedFiles().then((shared) => {
+    if (shared) dashboard.receiveShared(shared);
+  });
 
   // One clock for the uptime and the retry countdown.
   window.setInterval(() => {

@@ -6,6 +6,9 @@
 //   - a polite live region (data-testid="arrivals-live") in which each arrival is said once, for screen readers
 //     and for anyone looking at another tab of the dashboard.
 // The node's name is the title's base (`setBase`, from the node panel).
+// `arrive` also alerts the person as they chose in alerts.js (a system notification, a chime).
+
+import { alertArrival } from './alerts.js';
 
 const counts = new Map(); // source → number
 let base = 'meshgate';
@@ -42,4 +45,10 @@ export function announce(text) {
   region.append(line);
   // Keep the region short: screen readers only read what is added.
   while (region.childElementCount > 5) region.firstElementChild.remove();
+}
+
+/** An arrival (offer, invitation, incoming file, chat mention): said in the live region, and alerted. */
+export function arrive(text, { tag } = {}) {
+  announce(text);
+  alertArrival(text, { tag });
 }

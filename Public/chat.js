@@ -12,6 +12,11 @@
 // localStorage, and it is cleared only once the node has taken the message.
 // Every message carries a client id chosen when it is first sent, so sending
 // again after a timeout can never post it twice.
+//
+// A message from someone else that names you with an @ ("@Bob") is an arrival: said in the live region and
+// alerted as you chose (arrivals.js, alerts.js).
+
+import { arrive } from './arrivals.js';
 
 export const CHAT_SERVICE = 'jobmanager-chat';
 const KEY_OPEN = 'meshgate.chat.open';
@@ -153,6 +158,13 @@ export function createChat(deps) {
     if (state.openId === id) renderRoom({ scroll: true });
   }
 
+  /** A message from someone else that names this peer with an @: "@Bob, can you…". */
+  function mentionsMe(message) {
+    const me = deps.me();
+    if (!me || !me.displayName || mine(message.from) || typeof message.body !== 'string') return false;
+    return message.body.toLowerCase().includes(`@${me.displayName.toLowerCase()}`);
+  }
+
   function upsertMessage(message, { count = true } = {}) {
     if (!message || !message.id || !message.chatId) return false;
     let map = state.messages.get(message.chatId);
@@ -185,13 +197,21 @@ export function createChat(deps) {
     storage.set(KEY_OPEN, id);
     state.unread.delete(id);
     render();
-    loadRoom(id);
+    const loaded = loadRoom(id);
     // Focus the composer without scrolling the page down to it: the room's top (its name, members and the
-    // newest messages) stays where the reader expects it, also on a phone.
+    // newest messages) stays where the reader expects it, also on a phone. Checked again once the room and its
+    // history have loaded: the lists above the room change height as it moves into "Your rooms".
     if (focus) {
       el.input.focus({ preventScroll: true });
-      const top = el.room.getBoundingClientRect().top;
-      if (top < 0 || top > window.innerHeight) el.room.scrollIntoView({ block: 'start' });
+      const keepTopInView = () => {
+        // The tab bar sticks to the top of the screen once scrolled: the room's top goes just below it.
+        const tabs = document.querySelector('.tabs');
+        const covered = tabs ? Math.max(0, tabs.getBoundingClientRect().bottom) : 0;
+        const top = el.room.getBoundingClientRect().top;
+        if (top < covered || top > window.innerHeight) window.scrollBy({ top: top - covered - 8, behavior: 'instant' });
+      };
+      keepTopInView();
+      Promise.resolve(loaded).finally(() => window.requestAnimationFrame(() => state.openId === id && keepTopInView()));
     }
   }
 
@@ -524,14 +544,19 @@ export function createChat(deps) {
     const data = event.data && typeof event.data === 'object' ? event.data : {};
     const chatId = data.chat && data.chat.id;
     switch (event.type) {
-      case 'chat.message':
+      case 'chat.message': {
         if (!data.message) return;
-        upsertMessage({ ...data.message, chatId: data.message.chatId || chatId });
+        const fresh = upsertMessage({ ...data.message, chatId: data.message.chatId || chatId });
+        if (fresh && mentionsMe(data.message)) {
+          const room = (state.chats.get(chatId) || data.chat || {}).name || 'a room';
+          arrive(`${deps.peerName(data.message.from)} mentioned you in ${room}: ${data.message.body}`, { tag: `chat-${data.message.id}` });
+        }
         if (!state.chats.has(chatId)) refreshChatsSoon();
         if (chatId === state.openId) renderRoom();
         renderRooms();
         renderBadge();
         return;
+      }
       case 'chat.member.joined':
       case 'chat.member.left':
         if (chatId === state.openId) refreshRoomSoon();

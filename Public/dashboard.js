@@ -10,7 +10,7 @@
 
 import { CHAT_SERVICE, createChat } from './chat.js';
 import { createFiles, formatBytes } from './files.js';
-import { announce, count as countArrivals } from './arrivals.js';
+import { arrive, count as countArrivals } from './arrivals.js';
 
 const JOBS_SERVICE = 'jobmanager-jobs';
 const MESH_REFRESH_MS = 5_000;
@@ -334,6 +334,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     me: () => state.me,
     signedIn,
     sessions: () => [...state.sessions.values()],
+    hasPath: (path) => hasPath(path),
   });
 
   // ----------------------------------------------------------- features
@@ -1187,6 +1188,14 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     return context ? [' invites you to a session: ', context] : [' invites you to a session', ''];
   }
 
+  /** What a one-step send's invitation says is coming ("slides.pdf (30 MB)", "3 files (30 MB)"), or null. */
+  function fileOffer(invitation) {
+    if (!invitation || !invitation.session || !invitation.session.id || !invitation.from) return null;
+    const lead = `${peerName(invitation.from)} wants to send you `;
+    const context = invitation.context ? String(invitation.context) : '';
+    return context.startsWith(lead) ? context.slice(lead.length) : null;
+  }
+
   /** The received job that an accepted offer became (the newest from that sender with that name). */
   function jobFromOffer(invitation) {
     const offer = jobOffer(invitation);
@@ -1229,8 +1238,6 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           'li',
           {
             className: 'prompt',
-            role: 'group',
-            'aria-labelledby': `prompt-title-${inv.id}`,
             dataset: { testid: 'invitation-prompt', invitationId: inv.id },
           },
           h(
@@ -1278,6 +1285,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           row.querySelector('[data-testid="prompt-accept"]').disabled = true;
           row.querySelector('[data-testid="prompt-decline"]').disabled = true;
           if (accept && jobOffer(current)) state.acceptedOffers.add(id);
+          const promised = accept && fileOffer(current);
+          if (promised) files.expect(current.session.id, current.from.id, promised);
           answerInvitation(current, accept);
         };
         row.querySelector('[data-testid="prompt-show-job"]').addEventListener('click', () => {
@@ -1876,7 +1885,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       case 'invitation.canceled':
         upsertInvitation(data.invitation);
         if (event.type === 'invitation.received' && data.invitation && isIncoming(data.invitation)) {
-          announce(`${offerText(data.invitation)}.`);
+          arrive(`${offerText(data.invitation)}.`, { tag: `invitation-${data.invitation.id}` });
         }
         if (event.type === 'invitation.accepted') refreshSessionsSoon();
         break;
@@ -2010,9 +2019,15 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       loadAll();
     },
     onEvent,
+    /** Files shared to the dashboard (share.js): the Files view shows them, ready to send. */
+    receiveShared(shared) {
+      files.setShared(shared);
+      selectView('files');
+    },
     /** Called twice a second by app.js: countdowns. */
     tick() {
       if (!signedIn()) return;
+      files.tick();
       for (const row of el.promptList.children) {
         const inv = state.invitations.get(row.dataset.key);
         if (inv) setText(row.querySelector('[data-testid="prompt-expires"]'), expiresText(inv));

@@ -6,25 +6,38 @@
 // REST: POST /sessions/{id}/resources?to=&name= (raw body) → 202 {transfer};
 // GET /transfers; DELETE /transfers/{id}; GET /transfers/{id}/content.
 // Events: transfer.started | progress | finished | failed | canceled, each
-// with data.transfer.
+// with data.transfer; with file consent (--file-consent ask) also
+// transfer.offered (to the recipient: Accept / Decline), transfer.accepted and
+// transfer.declined.
+//
+// File consent: an incoming file in state awaitingConsent is shown as a prompt
+// above every view (file-prompts) and as its row in Files, each with Accept,
+// Decline and "Always accept files from <name>" (POST /transfers/{id}/accept
+// {always}, /decline). The always-accept list (GET /file-consent) is shown in
+// Files with an "Ask again" button each (DELETE /file-consent/always-accept/{peerId}).
+// A file promised by an accepted one-step-send invitation ("Ann wants to send you
+// plan.pdf (2.0 KB)") is accepted without asking twice (see `expect`).
 //
 // The upload to our own node is an XMLHttpRequest (fetch has no upload
 // progress); from then on the node reports the delivery to the receiver's node.
 
-import { announce, count as countArrivals } from './arrivals.js';
+import { announce, arrive, count as countArrivals } from './arrivals.js';
 
 const HISTORY_PAGE = 200;
 const HISTORY_MAX_PAGES = 5;
-const ACTIVE = new Set(['pending', 'inProgress', 'interrupted']);
+const ACTIVE = new Set(['pending', 'awaitingConsent', 'inProgress', 'interrupted']);
+const ENDED = new Set(['finished', 'failed', 'canceled', 'declined']);
 const STATE_TEXT = {
   uploading: 'uploading to your node',
   pending: 'waiting for the receiver',
+  awaitingConsent: 'waiting for your answer',
   inProgress: 'sending',
   receiving: 'receiving',
   interrupted: 'interrupted: resumes when the link is back',
   finished: 'finished',
   failed: 'failed',
   canceled: 'canceled',
+  declined: 'declined',
 };
 
 /** "1.5 MB"-style size. */
@@ -58,6 +71,16 @@ export function createFiles(deps) {
     // transfer.started event or the upload's 202 comes first.
     rowKeys: new Map(), // transfer id → row key
     keyTransfers: new Map(), // row key → transfer id
+    // File consent.
+    deadlines: new Map(), // id of an incoming transfer awaiting consent → when its wait ends (ms), from transfer.offered
+    answering: new Set(), // ids whose Accept / Decline is on its way to the node
+    accepting: new Set(), // ids accepted without asking (promised by an accepted invitation): never prompted
+    problems: new Map(), // transfer id → why its answer failed
+    consent: null, // GET /file-consent: {mode, timeoutSeconds, alwaysAccept: [{peerId, displayName, since}]}
+    shared: [], // File objects shared to the dashboard (share target), waiting for Send
+    // Files this peer already agreed to by accepting an invitation that said what was coming ("Ann wants to send
+    // you plan.pdf (2.0 KB)"): with file consent on, they are accepted without asking twice.
+    expected: [], // {sessionId, fromId, name, prefix, count, maxBytes, bytes, until}
   };
 
   const el = {
@@ -69,6 +92,15 @@ export function createFiles(deps) {
     list: byTestId('transfers-list'),
     empty: byTestId('transfers-empty'),
     badge: byTestId('files-badge'),
+    prompts: byTestId('file-prompts'),
+    promptList: byTestId('file-prompt-list'),
+    always: byTestId('always-accept'),
+    alwaysList: byTestId('always-accept-list'),
+    shared: byTestId('shared-files'),
+    sharedList: byTestId('shared-list'),
+    sharedSend: byTestId('shared-send'),
+    sharedDiscard: byTestId('shared-discard'),
+    sharedError: byTestId('shared-error'),
   };
 
   const mine = (ref) => Boolean(ref && deps.me() && ref.id === deps.me().id);
@@ -204,6 +236,9 @@ export function createFiles(deps) {
       }
     }
     const known = state.transfers.get(transfer.id);
+    // An answer that left the node before the transfer ended may arrive after its last event (a small file
+    // accepted with Accept can finish before the accept's response is read): an ended transfer stays ended.
+    if (known && ENDED.has(known.state) && !ENDED.has(transfer.state)) return;
     // Progress events may overtake each other: never move a bar backwards within one state.
     if (known && known.state === transfer.state && (known.bytes || 0) > (transfer.bytes || 0)) {
       transfer = { ...transfer, bytes: known.bytes };
@@ -277,6 +312,249 @@ export function createFiles(deps) {
     render();
   }
 
+  // ------------------------------------------------------------ consent
+
+  const EXPECT_MS = 10 * 60_000;
+  const UNITS = { B: 1, KB: 1024, MB: 1024 ** 2, GB: 1024 ** 3, TB: 1024 ** 4 };
+
+  /** The most bytes a size written by formatBytes ("2.0 KB", "30 MB") can stand for. */
+  function sizeBound(value, unit) {
+    if (unit === 'B') return Number(value);
+    const decimals = value.includes('.') ? value.split('.')[1].length : 0;
+    return Math.floor((Number(value) + 0.5 * 10 ** -decimals) * UNITS[unit]);
+  }
+
+  /**
+   * Remembers what an accepted invitation said was coming: "<name> (<size>)" or "<n> files (<size>)", as the
+   * one-step send writes it (a name over 120 characters cut with "…").
+   */
+  function expect(sessionId, fromId, what) {
+    const many = /^(\d+) files \(([\d.]+) (B|KB|MB|GB|TB)\)$/.exec(what);
+    const one = many ? null : /^(.+) \(([\d.]+) (B|KB|MB|GB|TB)\)$/.exec(what);
+    if (!many && !one) return;
+    const entry = { sessionId, fromId, bytes: 0, until: Date.now() + EXPECT_MS };
+    if (many) Object.assign(entry, { count: Number(many[1]), maxBytes: sizeBound(many[2], many[3]) });
+    else {
+      const cut = one[1].endsWith('…');
+      Object.assign(entry, { count: 1, maxBytes: sizeBound(one[2], one[3]), name: cut ? null : one[1], prefix: cut ? one[1].slice(0, -1) : null });
+    }
+    state.expected = state.expected.filter((e) => e.until > Date.now()).concat(entry);
+  }
+
+  /** The expectation an offered file fulfils (and uses up), if any. */
+  function takeExpected(transfer) {
+    const now = Date.now();
+    state.expected = state.expected.filter((e) => e.until > now && e.count > 0);
+    const entry = state.expected.find(
+      (e) =>
+        e.sessionId === transfer.sessionId &&
+        transfer.from && e.fromId === transfer.from.id &&
+        e.bytes + (transfer.size || 0) <= e.maxBytes &&
+        (e.name == null || e.name === transfer.name) &&
+        (e.prefix == null || String(transfer.name).startsWith(e.prefix)),
+    );
+    if (!entry) return null;
+    entry.count -= 1;
+    entry.bytes += transfer.size || 0;
+    return entry;
+  }
+
+  /** Incoming files waiting for this peer's Accept or Decline, oldest first. */
+  function awaiting() {
+    return [...state.transfers.values()]
+      .filter((t) => t.direction === 'incoming' && t.state === 'awaitingConsent' && !state.accepting.has(t.id))
+      .sort((a, b) => String(a.createdAt).localeCompare(String(b.createdAt)));
+  }
+
+  function consentExpiresText(transfer) {
+    const deadline = state.deadlines.get(transfer.id);
+    if (!deadline) return '';
+    const seconds = Math.ceil((deadline - Date.now()) / 1000);
+    return seconds > 0 ? `expires in ${seconds} s` : 'expiring…';
+  }
+
+  /** The prompt's sentence: "Expires in 299 s." */
+  function promptExpiresText(transfer) {
+    const text = consentExpiresText(transfer);
+    return text ? `${text[0].toUpperCase()}${text.slice(1)}.` : '';
+  }
+
+  /** Accept (optionally always from this sender) or decline an incoming file that waits for an answer. */
+  async function answer(transfer, accept, always) {
+    if (state.answering.has(transfer.id)) return;
+    state.answering.add(transfer.id);
+    state.problems.delete(transfer.id);
+    render();
+    try {
+      const id = encodeURIComponent(transfer.id);
+      const result = accept
+        ? await call(`transfers/${id}/accept`, { method: 'POST', body: always ? { always: true } : {} })
+        : await call(`transfers/${id}/decline`, { method: 'POST' });
+      if (result && result.transfer) upsert(result.transfer);
+    } catch (err) {
+      if (err.status === 409) {
+        state.problems.set(transfer.id, `Too late: ${err.message}.`);
+        load(); // the node has its final state
+      } else {
+        state.problems.set(transfer.id, `Could not ${accept ? 'accept' : 'decline'}: ${err.message}`);
+      }
+    } finally {
+      state.answering.delete(transfer.id);
+    }
+    if (always) loadConsent(); // the sender may be on the list even when the answer came too late
+    render();
+  }
+
+  /** The node's consent mode and this peer's always-accept list. */
+  async function loadConsent() {
+    if (!deps.hasPath('/api/v1/file-consent')) return;
+    try {
+      const result = await call('file-consent');
+      state.consent = (result && result.fileConsent) || null;
+    } catch {
+      return; // shown as it was; the next hello asks again
+    }
+    render();
+  }
+
+  async function removeAlways(entry, button) {
+    button.disabled = true;
+    try {
+      const result = await call(`file-consent/always-accept/${encodeURIComponent(entry.peerId)}`, { method: 'DELETE' });
+      state.consent = (result && result.fileConsent) || state.consent;
+    } catch (err) {
+      if (err.status !== 404) showError(el.error, `Could not remove ${entry.displayName}: ${err.message}`);
+      await loadConsent();
+    }
+    render();
+  }
+
+  /** Wires one Accept / Decline / "always" group (in a prompt or a transfer row) to the transfer in `idOf()`. */
+  function consentControls(prefix, idOf) {
+    const always = h('input', { type: 'checkbox', className: 'checkbox', dataset: { testid: `${prefix}-always` } });
+    const alwaysLabel = h('span', { dataset: { testid: `${prefix}-always-label` } });
+    const accept = h('button', { type: 'button', className: 'button button-primary', dataset: { testid: `${prefix}-accept` } }, 'Accept');
+    const decline = h('button', { type: 'button', className: 'button', dataset: { testid: `${prefix}-decline` } }, 'Decline');
+    const act = (yes) => {
+      const transfer = state.transfers.get(idOf());
+      if (transfer && transfer.state === 'awaitingConsent') answer(transfer, yes, yes && always.checked);
+    };
+    accept.addEventListener('click', () => act(true));
+    decline.addEventListener('click', () => act(false));
+    return h(
+      'div',
+      { className: 'consent', dataset: { testid: `${prefix}-consent` } },
+      h('label', { className: 'check' }, always, alwaysLabel),
+      h('div', { className: 'button-row' }, accept, decline),
+    );
+  }
+
+  function updateConsentControls(root, prefix, transfer) {
+    const busy = state.answering.has(transfer.id);
+    const sender = peerName(transfer.from);
+    setText(root.querySelector(`[data-testid="${prefix}-always-label"]`), `Always accept files from ${sender}`);
+    const accept = root.querySelector(`[data-testid="${prefix}-accept"]`);
+    const decline = root.querySelector(`[data-testid="${prefix}-decline"]`);
+    accept.disabled = busy;
+    decline.disabled = busy;
+    accept.setAttribute('aria-label', `Accept ${transfer.name} from ${sender}`);
+    decline.setAttribute('aria-label', `Decline ${transfer.name} from ${sender}`);
+  }
+
+  function renderPrompts() {
+    const waiting = deps.signedIn() ? awaiting() : [];
+    syncList(
+      el.promptList,
+      waiting,
+      (t) => t.id,
+      (t) => {
+        const id = t.id;
+        const row = h(
+          'li',
+          { className: 'prompt', dataset: { testid: 'file-prompt', transferId: id } },
+          h(
+            'p',
+            { className: 'prompt-title', id: `file-prompt-title-${id}` },
+            h('strong', { dataset: { testid: 'file-prompt-from' } }),
+            ' wants to send you ',
+            h('strong', { className: 'wrap', dataset: { testid: 'file-prompt-name' } }),
+            ' (',
+            h('span', { dataset: { testid: 'file-prompt-size' } }),
+            ')',
+          ),
+          h('p', { className: 'hint' }, 'Nothing is stored until you accept. ', h('span', { dataset: { testid: 'file-prompt-expires' } })),
+          h('p', { className: 'field-error', role: 'alert', dataset: { testid: 'file-prompt-error' }, hidden: true }),
+          consentControls('file-prompt', () => id),
+        );
+        animateIn(row);
+        return row;
+      },
+      (row, t) => {
+        setText(row.querySelector('[data-testid="file-prompt-from"]'), peerName(t.from));
+        setText(row.querySelector('[data-testid="file-prompt-name"]'), t.name);
+        setText(row.querySelector('[data-testid="file-prompt-size"]'), formatBytes(t.size));
+        setText(row.querySelector('[data-testid="file-prompt-expires"]'), promptExpiresText(t));
+        showError(row.querySelector('[data-testid="file-prompt-error"]'), state.problems.get(t.id) || '');
+        updateConsentControls(row, 'file-prompt', t);
+      },
+    );
+    el.prompts.hidden = waiting.length === 0;
+    countArrivals('consent', waiting.length);
+  }
+
+  function renderAlways() {
+    const list = (deps.signedIn() && state.consent && state.consent.alwaysAccept) || [];
+    el.always.hidden = list.length === 0;
+    syncList(
+      el.alwaysList,
+      list,
+      (e) => e.peerId,
+      (e) => {
+        const button = h('button', { type: 'button', className: 'button button-small', dataset: { testid: 'always-accept-remove' } }, 'Ask again');
+        const row = h(
+          'li',
+          { className: 'row', dataset: { testid: 'always-accept-row', peerId: e.peerId } },
+          h('span', { className: 'row-main' }, h('strong', { className: 'row-title', dataset: { testid: 'always-accept-name' } })),
+          h('div', { className: 'button-row row-actions' }, button),
+        );
+        button.addEventListener('click', () => {
+          const entry = ((state.consent && state.consent.alwaysAccept) || []).find((x) => x.peerId === e.peerId);
+          if (entry) removeAlways(entry, button);
+        });
+        return row;
+      },
+      (row, e) => {
+        setText(row.querySelector('[data-testid="always-accept-name"]'), e.displayName || e.peerId);
+        row.querySelector('[data-testid="always-accept-remove"]').setAttribute('aria-label', `Ask again before accepting files from ${e.displayName}`);
+      },
+    );
+  }
+
+  // ------------------------------------------------------------- shared
+
+  function renderShared() {
+    el.shared.hidden = state.shared.length === 0;
+    el.sharedList.replaceChildren(
+      ...state.shared.map((file) =>
+        h('li', { className: 'shared-file', dataset: { testid: 'shared-file' } }, h('strong', { className: 'wrap' }, file.name), ` · ${formatBytes(file.size)}`),
+      ),
+    );
+    el.sharedSend.disabled = !deps.signedIn() || el.input.disabled;
+    setText(el.sharedSend, state.shared.length === 1 ? 'Send it' : `Send all ${state.shared.length}`);
+  }
+
+  function sendShared() {
+    if (!el.session.value || !el.to.value) {
+      showError(el.sharedError, 'Pick a session and a connected peer to send to first.');
+      return;
+    }
+    showError(el.sharedError, '');
+    const list = state.shared;
+    state.shared = [];
+    sendFiles(list);
+    renderShared();
+  }
+
   // ------------------------------------------------------------- render
 
   function rowsInOrder() {
@@ -312,6 +590,9 @@ export function createFiles(deps) {
       h('p', { className: 'field-error row-error', role: 'alert', dataset: { testid: 'transfer-error' }, hidden: true }),
     );
     const key = item.key;
+    const controls = consentControls('transfer', () => state.keyTransfers.get(key) || key);
+    controls.hidden = true;
+    row.querySelector('.row-error').before(controls);
     row.querySelector('[data-testid="transfer-cancel"]').addEventListener('click', () => {
       const transfer = transferByKey(key);
       const upload = state.uploads.get(key);
@@ -322,9 +603,11 @@ export function createFiles(deps) {
         return;
       }
       if (upload) {
-        // The node already has a transfer for it: stop the upload and cancel that transfer too.
-        if (upload.xhr) upload.xhr.abort();
+        // The node already has a transfer for it: cancel that transfer first, then stop the upload (stopped
+        // first, the cut-off upload fails the transfer and the cancel is answered 409).
         state.uploads.delete(key);
+        cancel(transfer, row).finally(() => upload.xhr && upload.xhr.abort());
+        return;
       }
       if (transfer) cancel(transfer, row);
     });
@@ -354,6 +637,7 @@ export function createFiles(deps) {
       );
       showError(row.querySelector('[data-testid="transfer-error"]'), u.error);
       download.hidden = true;
+      row.querySelector('[data-testid="transfer-consent"]').hidden = true;
       cancelButton.hidden = false;
       setText(cancelButton, u.error ? 'Dismiss' : 'Cancel');
       return;
@@ -370,13 +654,21 @@ export function createFiles(deps) {
     bar.value = t.state === 'finished' ? size : Math.min(size, t.bytes || 0);
     const stateKey = t.state === 'inProgress' && t.direction !== 'outgoing' ? 'receiving' : t.state;
     const parts = [STATE_TEXT[stateKey] || t.state];
-    if (ACTIVE.has(t.state)) parts.push(`${formatBytes(t.bytes || 0)} of ${formatBytes(t.size)}`);
+    const asking = t.state === 'awaitingConsent';
+    if (asking && t.direction === 'outgoing') parts[0] = `waiting for ${peerName(t.to)} to accept`;
+    if (asking && t.direction === 'incoming' && consentExpiresText(t)) parts.push(consentExpiresText(t));
+    if (ACTIVE.has(t.state) && !asking) parts.push(`${formatBytes(t.bytes || 0)} of ${formatBytes(t.size)}`);
     if (t.state === 'finished' && t.sha256) parts.push(`SHA-256 ${String(t.sha256).slice(0, 12)}…`);
-    if ((t.state === 'failed' || t.state === 'canceled') && t.reason) parts.push(t.reason);
+    if ((t.state === 'failed' || t.state === 'canceled' || t.state === 'declined') && t.reason) parts.push(t.reason);
     setText(row.querySelector('[data-testid="transfer-status"]'), parts.join(' · '));
     download.hidden = t.state !== 'finished';
     download.setAttribute('aria-label', `Download ${t.name}`);
-    cancelButton.hidden = !ACTIVE.has(t.state);
+    const answerable = asking && t.direction === 'incoming';
+    const controls = row.querySelector('[data-testid="transfer-consent"]');
+    controls.hidden = !answerable;
+    if (answerable) updateConsentControls(controls, 'transfer', t);
+    if (answerable) showError(row.querySelector('[data-testid="transfer-error"]'), state.problems.get(t.id) || '');
+    cancelButton.hidden = !ACTIVE.has(t.state) || answerable;
     setText(cancelButton, 'Cancel');
     cancelButton.setAttribute('aria-label', `Cancel ${t.name}`);
   }
@@ -386,6 +678,10 @@ export function createFiles(deps) {
     const items = deps.signedIn() ? rowsInOrder() : [];
     syncList(el.list, items, (i) => i.key, createRow, updateRow);
     el.empty.hidden = items.length > 0;
+    renderShared();
+    renderPrompts();
+    renderAlways();
+    renderBadge();
   }
 
   // ------------------------------------------------------------- events
@@ -396,8 +692,32 @@ export function createFiles(deps) {
     if (!data.transfer) return;
     const transfer = { ...data.transfer };
     if (event.type === 'transfer.progress' && Number.isFinite(data.bytes)) transfer.bytes = data.bytes;
+    if (event.type === 'transfer.offered' && transfer.direction === 'incoming') {
+      if (Number.isFinite(data.timeoutSeconds)) state.deadlines.set(transfer.id, Date.now() + data.timeoutSeconds * 1000);
+      if (!state.transfers.has(transfer.id) && transfer.state === 'awaitingConsent' && takeExpected(transfer)) {
+        // Already agreed to with the invitation that said it was coming: not asked a second time.
+        announce(`${peerName(transfer.from)} is sending you ${transfer.name} (${formatBytes(transfer.size)}), as you accepted.`);
+        state.accepting.add(transfer.id);
+        upsert(transfer);
+        // Should the accept fail, the file is asked about after all (with why).
+        answer(transfer, true, false).finally(() => {
+          state.accepting.delete(transfer.id);
+          render();
+        });
+        return;
+      }
+      if (!state.transfers.has(transfer.id)) {
+        arrive(`${peerName(transfer.from)} wants to send you ${transfer.name} (${formatBytes(transfer.size)}): accept or decline it.`, {
+          tag: `transfer-${transfer.id}`,
+        });
+      }
+    }
+    if (event.type === 'transfer.declined' && transfer.direction === 'outgoing') {
+      announce(`${peerName(transfer.to)} declined ${transfer.name}.`);
+    }
+    if (transfer.state !== 'awaitingConsent') state.deadlines.delete(transfer.id);
     if (event.type === 'transfer.started' && transfer.direction === 'incoming' && !state.transfers.has(transfer.id)) {
-      announce(`${peerName(transfer.from)} is sending you ${transfer.name} (${formatBytes(transfer.size)}).`);
+      arrive(`${peerName(transfer.from)} is sending you ${transfer.name} (${formatBytes(transfer.size)}).`, { tag: `transfer-${transfer.id}` });
       if (!state.visible) {
         state.unseen.add(transfer.id);
         renderBadge();
@@ -409,11 +729,17 @@ export function createFiles(deps) {
 
   /** The Files tab's badge and the title's count: incoming files not seen yet. */
   function renderBadge() {
-    const n = state.unseen.size;
+    // New files not seen yet, plus files waiting for an answer (counted in the title as "consent").
+    const fresh = state.unseen.size;
+    const asking = deps.signedIn() ? awaiting().length : 0;
+    const n = fresh + asking;
     el.badge.hidden = n === 0;
     setText(el.badge, String(n));
-    el.badge.setAttribute('aria-label', n === 1 ? '1 new file' : `${n} new files`);
-    countArrivals('files', n);
+    const words = [];
+    if (fresh > 0) words.push(fresh === 1 ? '1 new file' : `${fresh} new files`);
+    if (asking > 0) words.push(`${asking} waiting for your answer`);
+    el.badge.setAttribute('aria-label', words.join(', '));
+    countArrivals('files', fresh);
   }
 
   // ------------------------------------------------------ public surface
@@ -440,6 +766,12 @@ export function createFiles(deps) {
         event.preventDefault();
         el.drop.classList.add('is-over');
       });
+      el.sharedSend.addEventListener('click', sendShared);
+      el.sharedDiscard.addEventListener('click', () => {
+        state.shared = [];
+        showError(el.sharedError, '');
+        renderShared();
+      });
       el.drop.addEventListener('dragleave', () => el.drop.classList.remove('is-over'));
       el.drop.addEventListener('drop', (event) => {
         event.preventDefault();
@@ -455,6 +787,12 @@ export function createFiles(deps) {
       state.rowKeys.clear();
       state.keyTransfers.clear();
       state.unseen.clear();
+      state.deadlines.clear();
+      state.answering.clear();
+      state.accepting.clear();
+      state.problems.clear();
+      state.consent = null;
+      state.expected = [];
       renderBadge();
       render();
     },
@@ -469,8 +807,26 @@ export function createFiles(deps) {
     signOut() {
       this.signIn();
     },
-    load,
+    async load() {
+      await Promise.allSettled([load(), loadConsent()]);
+    },
     onEvent,
+    /** Twice a second: the consent countdowns. */
+    tick() {
+      if (state.deadlines.size === 0) return;
+      for (const row of el.promptList.children) {
+        const t = state.transfers.get(row.dataset.key);
+        if (t) setText(row.querySelector('[data-testid="file-prompt-expires"]'), promptExpiresText(t));
+      }
+    },
+    /** An invitation saying "<from> wants to send you <what>" was accepted: those files are not asked about again. */
+    expect,
+    /** Files shared to the dashboard (share target): shown ready to send, or why none arrived. */
+    setShared({ files, problem }) {
+      state.shared = [...files];
+      showError(el.sharedError, problem || '');
+      render();
+    },
     /** Sends files to `to` in session `sessionId` (the one-step send from a nearby peer's row). */
     sendTo(sessionId, to, list) {
       for (const file of list) upload(file, sessionId, to);

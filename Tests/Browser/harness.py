@@ -42,7 +42,7 @@ CHROMIUM = os.environ.get("MESHGATE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("MESHGATE_CHROMEDRIVER", "/usr/bin/chromedriver")
 
 PHONE = (390, 844)
-DESKTOP = (1280, 900)
+DESKTOP = (1280, 800)
 
 
 class TestFailure(AssertionError):
@@ -91,6 +91,7 @@ class Node:
         self.peers: list[int] = []
         self.process: subprocess.Popen | None = None
         self.node_id = ""
+        self.admin_token = ""  # printed once, on the node's first start
 
     @property
     def url(self) -> str:
@@ -124,6 +125,9 @@ class Node:
             text = self.stdout_path.read_text(errors="replace")[offset:]
             complete = text[: text.rfind("\n") + 1]
             ready = [line for line in complete.splitlines() if line.startswith("meshgate ready ")]
+            for line in complete.splitlines():
+                if line.startswith("meshgate admin-token="):
+                    self.admin_token = line.split("=", 1)[1].split()[0]
             if ready:
                 fields = dict(tok.split("=", 1) for tok in ready[0].split()[2:] if "=" in tok)
                 self.node_id = fields.get("node.id", "")

@@ -413,7 +413,10 @@ class DashboardScenario(unittest.TestCase):
         select = ann.wait("Bob in the invite picker", lambda: (s := ann.q("session-invite-peer", row)).is_enabled() and s)
         Select(select).select_by_visible_text("Bob · beta")
         ann.click("session-invite", row)
-        prompt = bob.wait("the session invitation prompt", lambda: (p := bob.qa("invitation-prompt")) and p[0])
+        # The one to answer (the file offer's prompt of test_03b may still be fading out).
+        prompt = bob.wait("the session invitation prompt", lambda: (p := [
+            x for x in bob.qa("invitation-prompt") if x.get_attribute("data-state") == "pending"
+            and "is-leaving" not in (x.get_attribute("class") or "")]) and p[0])
         self.assertEqual(bob.text("prompt-from", prompt), "Ann")
         bob.click("prompt-accept", prompt)
         bob.tab("sessions")
@@ -504,6 +507,133 @@ class DashboardScenario(unittest.TestCase):
                 "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
         self.assertFalse([r for r in bob.qa("transfer-row")
                           if bob.text("transfer-name", r) == big.name and r.get_attribute("data-state") == "finished"])
+
+    def send_in_files(self, browser: Browser, path: Path, to: str = "Bob") -> None:
+        """Sends a file from the Files view to `to` in the session of test_04."""
+        browser.tab("files")
+        Select(browser.wait("the session picker", lambda: (s := browser.q("file-session")).is_enabled() and s)).select_by_value(
+            type(self).session_id)
+        Select(browser.wait(f"{to} in the To picker", lambda: (s := browser.q("file-to")).is_enabled() and s)).select_by_visible_text(to)
+        picker = browser.q("file-input")
+        browser.js("arguments[0].hidden = false", picker)
+        picker.send_keys(str(path))
+        browser.js("arguments[0].hidden = true", picker)
+
+    def transfer_named(self, browser: Browser, name: str, direction: str):
+        return next((r for r in browser.qa("transfer-row") if browser.text("transfer-name", r) == name
+                     and r.get_attribute("data-direction") == direction), None)
+
+    def within_viewport(self, browser: Browser, element) -> bool:
+        return browser.js("const r = arguments[0].getBoundingClientRect(); return r.width > 0 && r.left >= 0 "
+                          "&& r.right <= window.innerWidth", element)
+
+    def tabs_cut_off(self, browser: Browser) -> list[str]:
+        """Tabs not wholly inside the tab bar's box (a sideways-scrolling bar hides its last tabs)."""
+        return browser.js(
+            """
+            const bar = document.querySelector('[data-testid=tabs]').getBoundingClientRect();
+            return [...document.querySelectorAll('[role=tab]')].filter((t) => t.offsetParent).filter((t) => {
+              const r = t.getBoundingClientRect();
+              return r.left < bar.left - 0.5 || r.right > bar.right + 0.5;
+            }).map((t) => t.dataset.testid);
+            """
+        )
+
+    def test_04c_file_consent(self) -> None:
+        """With file consent on (beta asks), Bob answers an incoming file: Decline on a desktop, Accept with
+        "always" on a phone; then Ann's next file goes straight through until Bob asks again."""
+        ann, bob = self.ann, self.bob
+        if not ann.q("tab-files").is_displayed():
+            self.skipTest("the node has no Files API (/api/v1/transfers) yet")
+        self.assertTrue(self.beta.admin_token, "beta printed its admin token on its first start")
+        self.beta.api("PATCH", "node/settings", {"fileConsent": "ask"}, token=self.beta.admin_token)
+        folder = Path(self.work.name)
+        try:
+            # Desktop: Bob is in Jobs when the file is offered; the question is above every view.
+            for browser in (ann, bob):
+                browser.viewport(DESKTOP)
+            bob.tab("jobs")
+            first = folder / "plan-a.txt"
+            first.write_bytes(b"a" * 2048)
+            self.send_in_files(ann, first)
+            prompt = bob.wait("the file prompt", lambda: (p := bob.qa("file-prompt")) and p[0].is_displayed() and p[0])
+            self.assertEqual(bob.text("file-prompt-from", prompt), "Ann")
+            self.assertEqual(bob.text("file-prompt-name", prompt), "plan-a.txt")
+            self.assertEqual(bob.text("file-prompt-size", prompt), "2.0 KB")
+            self.assertRegex(bob.text("file-prompt-expires", prompt), r"^Expires in \d+ s\.$")
+            self.assertEqual(bob.text("file-prompt-always-label", prompt), "Always accept files from Ann")
+            self.assertIn("Ann wants to send you plan-a.txt (2.0 KB): accept or decline it.",
+                          bob.q("arrivals-live").get_attribute("textContent"))
+            bob.wait("the file counted in the title", lambda: bob.driver.title == "(1) beta · meshgate")
+            self.assertEqual(bob.text("files-badge"), "1")
+            self.assertEqual(self.tabs_cut_off(bob), [], "every tab whole on a desktop, with a badge")
+            self.assertTrue(self.within_viewport(bob, bob.q("file-prompt-accept", prompt)))
+            sent = ann.wait("Ann's row waiting for Bob", lambda: (r := self.transfer_named(ann, first.name, "outgoing"))
+                            and r.get_attribute("data-state") == "awaitingConsent" and r)
+            self.assertEqual(ann.text("transfer-status", sent), "waiting for Bob to accept")
+            at_beta = self.beta.api("GET", "transfers", token=bob.local_storage("meshgate.token"))["transfers"]
+            self.assertEqual([t["state"] for t in at_beta if t["name"] == first.name], ["awaitingConsent"])
+            bob.screenshot("bob-file-consent-desktop")
+            self.assertEqual(self.axe_violations(bob) if AXE_SCRIPT else [], [], "axe-core with a file prompt")
+            ann.screenshot("ann-file-waiting-desktop")
+            bob.click("file-prompt-decline", prompt)
+            bob.wait("the prompt gone", lambda: not bob.q("file-prompts").is_displayed())
+            bob.wait("the title without a count", lambda: bob.driver.title == "beta · meshgate")
+            row = ann.wait("Ann's row declined", lambda: (r := self.transfer_named(ann, first.name, "outgoing"))
+                           and r.get_attribute("data-state") == "declined" and r)
+            self.assertEqual(ann.text("transfer-status", row), "declined · Bob declined the file")
+            self.assertIn("Bob declined plan-a.txt.", ann.q("arrivals-live").get_attribute("textContent"))
+
+            # Phone: Bob answers in the Files view, on the file's own row, and accepts Ann's files from now on.
+            bob.viewport(PHONE)
+            bob.tab("files")
+            second = folder / "plan-b.txt"
+            second.write_bytes(b"b" * 3000)
+            self.send_in_files(ann, second)
+            row = bob.wait("the row asking Bob", lambda: (r := self.transfer_named(bob, second.name, "incoming"))
+                           and r.get_attribute("data-state") == "awaitingConsent" and r)
+            self.assertIn("waiting for your answer", bob.text("transfer-status", row))
+            for testid in ("transfer-accept", "transfer-decline", "transfer-always"):
+                self.assertTrue(self.within_viewport(bob, bob.q(testid, row)), f"{testid} on the phone's screen")
+            self.assertFalse(bob.q("transfer-cancel", row).is_displayed(), "an offered file is declined, not canceled")
+            bob.screenshot("bob-file-consent-phone")
+            self.assertEqual(self.axe_violations(bob) if AXE_SCRIPT else [], [], "axe-core with a file to answer in Files")
+            bob.q("transfer-always", row).click()
+            bob.click("transfer-accept", row)
+            for browser, direction in ((ann, "outgoing"), (bob, "incoming")):
+                try:
+                    browser.wait(f"the {direction} accepted file finished", lambda: (r := self.transfer_named(browser, second.name, direction))
+                                 and r.get_attribute("data-state") == "finished")
+                except TestFailure as failure:
+                    states = [(node.name, [(t["state"], t["bytes"], t.get("reason")) for t in node.api(
+                        "GET", "transfers", token=who.local_storage("meshgate.token"))["transfers"] if t["name"] == second.name])
+                        for node, who in ((self.alpha, ann), (self.beta, bob))]
+                    raise TestFailure(f"{failure}; the nodes say {states}") from failure
+            always = bob.wait("Ann on Bob's always-accept list", lambda: [bob.text("always-accept-name", r)
+                                                                           for r in bob.qa("always-accept-row")] == ["Ann"])
+            self.assertTrue(always)
+            consent = self.beta.api("GET", "file-consent", token=bob.local_storage("meshgate.token"))["fileConsent"]
+            self.assertEqual([e["displayName"] for e in consent["alwaysAccept"]], ["Ann"])
+            # Ann's next file is not asked about.
+            bob.js("""
+                window.__filePrompts = 0;
+                new MutationObserver((records) => { for (const r of records) window.__filePrompts += r.addedNodes.length; })
+                  .observe(document.querySelector('[data-testid=file-prompt-list]'), { childList: true });
+            """)
+            third = folder / "plan-c.txt"
+            third.write_bytes(b"c" * 100)
+            self.send_in_files(ann, third)
+            bob.wait("the third file at Bob without a question", lambda: (r := self.transfer_named(bob, third.name, "incoming"))
+                     and r.get_attribute("data-state") == "finished")
+            self.assertEqual(bob.js("return window.__filePrompts"), 0, "no prompt for an always-accepted sender")
+            # "Ask again" takes Ann off the list.
+            bob.click("always-accept-remove", bob.qa("always-accept-row")[0])
+            bob.wait("the list empty and hidden", lambda: not bob.q("always-accept").is_displayed())
+            consent = self.beta.api("GET", "file-consent", token=bob.local_storage("meshgate.token"))["fileConsent"]
+            self.assertEqual(consent["alwaysAccept"], [])
+        finally:
+            self.beta.api("PATCH", "node/settings", {"fileConsent": "auto"}, token=self.beta.admin_token)
+            bob.viewport(DESKTOP)
 
     def test_05_live_event_log(self) -> None:
         ann, bob = self.ann, self.bob
@@ -647,6 +777,19 @@ class DashboardScenario(unittest.TestCase):
         self.assertRegex(bob.text("mesh-node-state", lost), r"^unreachable since \d{1,2}:\d{2}")
         self.assertEqual(bob.text("mesh-node-name", lost), "alpha")
         self.assertFalse(bob.q("mesh-empty").is_displayed(), "not 'No other nodes known yet'")
+        # Losses you see in sessions: Ann is greyed and "offline" in the sessions Bob shares with her.
+        ann_id = ann.js("return JSON.parse(localStorage.getItem('meshgate.peer') || '{}').id || ''")
+        bob.tab("sessions")
+        offline = bob.wait("Ann offline in Bob's sessions", lambda: [
+            m for m in bob.qa("session-member")
+            if m.get_attribute("data-peer-id") == ann_id and m.get_attribute("data-state") == "notConnected"], 30)
+        self.assertEqual(bob.text("session-member-state", offline[0]), "offline")
+        mine = next(m for m in bob.qa("session-member") if bob.text("session-member-name", m) == "Bob (you)")
+        colour = "return getComputedStyle(arguments[0].querySelector('[data-testid=session-member-name]')).color"
+        self.assertNotEqual(bob.js(colour, offline[0]), bob.js(colour, mine), "the offline member is greyed")
+        self.assertEqual(bob.js(colour, offline[0]), bob.js(
+            "const probe = document.createElement('span'); probe.style.color = 'var(--muted)'; document.body.append(probe);"
+            "const c = getComputedStyle(probe).color; probe.remove(); return c;"), "greyed with the muted colour")
         # Losses you see in chat: Ann (on the lost node) is greyed as offline in the room's members bar, and a
         # message the host has not ordered yet says it has not reached everyone.
         if bob.q("tab-chat").is_displayed():
@@ -702,6 +845,7 @@ class DashboardScenario(unittest.TestCase):
                         """
                     )
                     self.assertEqual(outside, [], f"{browser.name}: tabs or badges outside the viewport at {size}")
+                    self.assertEqual(self.tabs_cut_off(browser), [], f"{browser.name}: tabs cut off at {size}")
                     browser.screenshot(f"{browser.name}-{label}-{view}")
 
     def test_11_keyboard_navigation(self) -> None:
@@ -785,6 +929,427 @@ class DashboardScenario(unittest.TestCase):
         ann.wait("the system's (light) theme again", lambda: ann.js(background) == "rgb(244, 246, 248)")
         self.assertIsNone(ann.local_storage("meshgate.theme"))
         ann.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+    QR_VECTORS = [
+        ("http://127.0.0.1:8080/", "M"),
+        ("http://192.168.178.23:8080/", "M"),
+        ("https://lab-b.local:8443/dashboard/?x=1", "L"),
+        ("http://meshgate-" + "a" * 90 + ".lan:8080/", "M"),  # 114 bytes: version 7 (version information)
+        ("https://例え.jp/" + "é" * 40, "M"),  # UTF-8
+        ("h" * 200, "M"),  # version 10: a 16-bit length
+        ("h" * 250, "L"),
+    ]
+
+    def qr_in_page(self, browser: Browser, text: str, level: str, mask: int | None) -> dict:
+        browser.driver.set_script_timeout(30)
+        return browser.driver.execute_async_script(
+            """
+            const [text, level, mask, done] = arguments;
+            import('./qr.js').then((qr) => {
+              const code = qr.encode(text, mask === null ? { level } : { level, mask });
+              done({ version: code.version, mask: code.mask, modules: code.modules, penalty: qr.penalty(code.modules) });
+            }).catch((e) => done({ error: String(e) }));
+            """,
+            text, level, mask,
+        )
+
+    def test_14_qr_code_for_phones(self) -> None:
+        """The header's "Open on phone" shows a QR code of the dashboard's address that a decoder reads back,
+        on a phone and a desktop; the encoder matches python-qrcode module by module for every mask, and picks
+        the mask with the lowest penalty (scored by segno, an independent implementation of the rules)."""
+        try:
+            import io
+
+            import qrcode
+            import segno.encoder
+            import zxingcpp
+            from PIL import Image
+        except ImportError as error:
+            self.fail(f"{error.name} is missing: install Tests/Browser/requirements.txt")
+        ann = self.ann
+        for label, size in (("phone", PHONE), ("desktop", DESKTOP)):
+            ann.viewport(size)
+            ann.driver.execute_script("window.scrollTo(0, 0)")
+            self.assertEqual(ann.q("qr-toggle").get_attribute("aria-expanded"), "false")
+            self.assertFalse(ann.q("qr-panel").is_displayed())
+            ann.click("qr-toggle")
+            svg = ann.wait("the QR code", lambda: (e := ann.q("qr-code")).is_displayed() and e)
+            self.assertEqual(ann.q("qr-toggle").get_attribute("aria-expanded"), "true")
+            self.assertEqual(ann.text("qr-url"), self.alpha.url)
+            self.assertTrue(ann.q("qr-note").is_displayed(), "127.0.0.1 is said to work on this computer only")
+            self.assertTrue(self.within_viewport(ann, svg), f"the code fits the {label} screen")
+            self.assertGreaterEqual(svg.size["width"], 150, "big enough for a camera")
+            found = zxingcpp.read_barcodes(Image.open(io.BytesIO(svg.screenshot_as_png)))
+            self.assertEqual([(b.text, b.format.name) for b in found], [(self.alpha.url, "QRCode")],
+                             f"the code on the {label} screen decodes to the dashboard's address")
+            self.assertEqual(self.axe_violations(ann) if AXE_SCRIPT else [], [], "axe-core with the QR panel open")
+            ann.screenshot(f"ann-{label}-qr")
+            ann.click("qr-close")
+            ann.wait("the panel closed", lambda: not ann.q("qr-panel").is_displayed())
+            self.assertEqual(ann.js("return document.activeElement.dataset.testid"), "qr-toggle", "focus back on the button")
+        # The encoder itself, against reference vectors.
+        levels = {"L": qrcode.constants.ERROR_CORRECT_L, "M": qrcode.constants.ERROR_CORRECT_M}
+        for text, level in self.QR_VECTORS:
+            auto = self.qr_in_page(ann, text, level, None)
+            self.assertNotIn("error", auto)
+            scores = []
+            for mask in range(8):
+                code = self.qr_in_page(ann, text, level, mask)
+                reference = qrcode.QRCode(version=auto["version"], error_correction=levels[level], border=0, mask_pattern=mask)
+                reference.add_data(qrcode.util.QRData(text.encode("utf-8"), mode=qrcode.util.MODE_8BIT_BYTE))
+                reference.make(fit=False)
+                expected = [[1 if module else 0 for module in row] for row in reference.get_matrix()]
+                self.assertEqual(code["modules"], expected, f"{text[:30]!r} {level} mask {mask}: modules differ")
+                rows = tuple(bytearray(row) for row in code["modules"])
+                scores.append(segno.encoder.evaluate_mask(rows, len(rows), len(rows)))
+                self.assertEqual(code["penalty"], scores[-1], f"{text[:30]!r} mask {mask}: penalty differs from segno's")
+            self.assertEqual(auto["mask"], scores.index(min(scores)), f"{text[:30]!r}: the lowest-penalty mask")
+            self.assertEqual(auto["modules"], self.qr_in_page(ann, text, level, auto["mask"])["modules"])
+        too_long = self.qr_in_page(ann, "h" * 214, "M", None)
+        self.assertIn("RangeError", too_long.get("error", ""), "over version 10's 213 bytes is refused")
+        ann.viewport(DESKTOP)
+
+    def invite_bob(self, context: str) -> str:
+        """Ann invites Bob to a new session through the API (an arrival at Bob); returns the invitation id."""
+        token = self.ann.local_storage("meshgate.token")
+        session = self.alpha.api("POST", "sessions", {"strategy": "cluster"}, token=token)["session"]["id"]
+        invitation = self.alpha.api("POST", "invitations", {"to": self.bob_id(), "session": session, "context": context},
+                                    token=token)["invitation"]["id"]
+        self.bob.wait("the invitation prompt", lambda: row_by_key(self.bob, "invitation-prompt", "data-invitation-id", invitation))
+        return invitation
+
+    def decline_at_bob(self, invitation: str) -> None:
+        self.beta.api("POST", f"invitations/{invitation}/decline", token=self.bob.local_storage("meshgate.token"))
+        self.bob.wait("the prompt gone", lambda: row_by_key(self.bob, "invitation-prompt", "data-invitation-id", invitation) is None)
+
+    def observe_alerts(self, browser: Browser) -> None:
+        """Records notifications (a stand-in Notification with the real permission) and chime oscillators; the
+        page counts as not focused, as when the person is in another window."""
+        browser.js(
+            """
+            window.__notes = [];
+            window.__oscillators = window.__oscillators || 0;
+            const Real = window.__RealNotification || window.Notification;
+            window.__RealNotification = Real;
+            window.Notification = class {
+              constructor(title, options) { window.__notes.push({ title, body: options.body, tag: options.tag }); }
+              addEventListener() {}
+              close() {}
+              static get permission() { return Real.permission; }
+              static requestPermission() { return Real.requestPermission(); }
+            };
+            document.hasFocus = () => false;
+            if (!AudioContext.prototype.__counted) {
+              const create = AudioContext.prototype.createOscillator;
+              AudioContext.prototype.createOscillator = function () { window.__oscillators += 1; return create.call(this); };
+              AudioContext.prototype.__counted = true;
+            }
+            """
+        )
+
+    def test_15_arrival_alerts(self) -> None:
+        """Opt-in system notification and chime for arrivals: permission is asked only from the switch, the
+        choices are kept, a notification and a chime come with an offer (and a chat mention) only when on."""
+        bob = self.bob
+        # Count permission requests from the page's first line on: loading the page must not ask.
+        bob.driver.execute_cdp_cmd("Page.enable", {})
+        bob.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+            window.__asks = 0;
+            const ask = Notification.requestPermission.bind(Notification);
+            Notification.requestPermission = (...args) => { window.__asks += 1; return ask(...args); };
+        """})
+        bob.viewport(PHONE)
+        bob.driver.refresh()
+        bob.wait("live after reload", lambda: bob.state() == "live")
+        bob.tab("nearby")
+        self.assertEqual(bob.js("return window.__asks"), 0, "no permission asked on load")
+        self.assertEqual(bob.js("return Notification.permission"), "default")
+        notify, chime = bob.q("alerts-notify"), bob.q("alerts-chime")
+        self.assertFalse(notify.is_selected() or chime.is_selected(), "both off until chosen")
+        for element in (notify, chime):
+            self.assertTrue(self.within_viewport(bob, bob.driver.execute_script("return arguments[0].parentElement", element)))
+        # Not granted (headless Chromium answers a prompt with no one to see it as dismissed): the switch
+        # stays off and says why.
+        bob.js("arguments[0].scrollIntoView({block: 'center'})", notify)
+        bob.js("arguments[0].click()", notify)
+        bob.wait("the request answered", lambda: bob.js("return window.__asks") == 1 and not notify.get_attribute("disabled"))
+        bob.wait("the switch off with a reason", lambda: not notify.is_selected() and "blocked" in bob.text("alerts-status"))
+        self.assertEqual(self.axe_violations(bob) if AXE_SCRIPT else [], [], "axe-core with the alerts' status")
+        self.assertIsNone(bob.local_storage("meshgate.alerts.notify"))
+        # Granted (as by a person's Allow): on, and kept.
+        bob.driver.execute_cdp_cmd("Browser.grantPermissions", {"origin": self.beta.url.rstrip("/"), "permissions": ["notifications"]})
+        self.observe_alerts(bob)
+        bob.js("arguments[0].click()", notify)
+        bob.wait("notifications on", lambda: notify.is_selected() and notify.get_attribute("aria-checked") == "true")
+        self.assertEqual(bob.local_storage("meshgate.alerts.notify"), "on")
+        self.assertFalse(bob.q("alerts-status").is_displayed())
+        bob.js("arguments[0].click()", chime)
+        bob.wait("the chime on, heard once as a sample", lambda: chime.is_selected() and bob.js("return window.__oscillators") == 2)
+        self.assertEqual(bob.local_storage("meshgate.alerts.chime"), "on")
+        bob.screenshot("bob-phone-alerts")
+
+        invitation = self.invite_bob("alerts one")
+        bob.wait("a notification", lambda: bob.js("return window.__notes.length") == 1)
+        note = bob.js("return window.__notes[0]")
+        self.assertEqual(note["title"], "meshgate")
+        self.assertEqual(note["body"], "Ann invites you to a session: “alerts one”.")
+        self.assertEqual(note["tag"], f"invitation-{invitation}")
+        bob.wait("the chime", lambda: bob.js("return window.__oscillators") == 4)
+        self.decline_at_bob(invitation)
+
+        # Desktop: the chime off, then notifications off; each is honoured.
+        bob.viewport(DESKTOP)
+        bob.js("arguments[0].click()", chime)
+        bob.wait("the chime off", lambda: not chime.is_selected())
+        self.assertIsNone(bob.local_storage("meshgate.alerts.chime"))
+        invitation = self.invite_bob("alerts two")
+        bob.wait("a second notification", lambda: bob.js("return window.__notes.length") == 2)
+        self.assertEqual(bob.js("return window.__oscillators"), 4, "no chime when it is off")
+        self.decline_at_bob(invitation)
+        # A page in front of the person gets no notification (its prompt is there).
+        bob.js("document.hasFocus = () => true")
+        invitation = self.invite_bob("alerts in view")
+        self.decline_at_bob(invitation)
+        self.assertEqual(bob.js("return window.__notes.length"), 2, "no notification while the page has the focus")
+        bob.js("document.hasFocus = () => false")
+
+        # A chat mention is an arrival too.
+        if bob.q("tab-chat").is_displayed():
+            ann_token, bob_token = self.ann.local_storage("meshgate.token"), bob.local_storage("meshgate.token")
+            chat = self.alpha.api("POST", "chats", {"name": "Alerts"}, token=ann_token)["chat"]["id"]
+            wait_until("the room nearby at beta", lambda: any(
+                c["id"] == chat for c in self.beta.api("GET", "chats/nearby", token=bob_token)["chats"]))
+            self.beta.api("POST", f"chats/{chat}/join", {}, token=bob_token)
+            wait_until("Bob in the room", lambda: self.beta.api("GET", f"chats/{chat}", token=bob_token)["chat"].get("joined"))
+            self.alpha.api("POST", f"chats/{chat}/messages", {"body": "just chatting"}, token=ann_token)
+            self.alpha.api("POST", f"chats/{chat}/messages", {"body": "@bob can you check the roof?"}, token=ann_token)
+            bob.wait("the mention notified", lambda: bob.js("return window.__notes.length") == 3)
+            self.assertEqual(bob.js("return window.__notes[2].body"), "Ann mentioned you in Alerts: @bob can you check the roof?")
+            self.beta.api("POST", f"chats/{chat}/leave", {}, token=bob_token)
+            self.alpha.api("POST", f"chats/{chat}/leave", {}, token=ann_token)
+
+        # Kept across a reload: notifications on (the permission stays granted), the chime off.
+        bob.driver.refresh()
+        bob.wait("live after reload", lambda: bob.state() == "live")
+        self.assertTrue(bob.q("alerts-notify").is_selected())
+        self.assertFalse(bob.q("alerts-chime").is_selected())
+        self.assertEqual(bob.js("return window.__asks"), 0, "no permission asked on load")
+        self.observe_alerts(bob)
+        bob.js("arguments[0].click()", bob.q("alerts-notify"))
+        bob.wait("notifications off", lambda: not bob.q("alerts-notify").is_selected())
+        self.assertIsNone(bob.local_storage("meshgate.alerts.notify"))
+        invitation = self.invite_bob("alerts three")
+        self.decline_at_bob(invitation)
+        self.assertEqual(bob.js("return window.__notes.length"), 0, "no notification when it is off")
+
+    def connect_ann_and_bob(self) -> str:
+        """A new session with Ann and Bob connected, made through the API; returns its id."""
+        ann_token, bob_token = self.ann.local_storage("meshgate.token"), self.bob.local_storage("meshgate.token")
+        session = self.alpha.api("POST", "sessions", {"strategy": "cluster"}, token=ann_token)["session"]["id"]
+        invitation = self.alpha.api("POST", "invitations", {"to": self.bob_id(), "session": session},
+                                    token=ann_token)["invitation"]["id"]
+        wait_until("the invitation at beta", lambda: any(i["id"] == invitation for i in self.beta.api(
+            "GET", "invitations?direction=incoming", token=bob_token)["invitations"]))
+        self.beta.api("POST", f"invitations/{invitation}/accept", token=bob_token)
+        wait_until("both connected", lambda: sorted(m["state"] for m in self.alpha.api(
+            "GET", f"sessions/{session}", token=ann_token)["session"]["members"]) == ["connected", "connected"])
+        return session
+
+    def share_to_dashboard(self, browser: Browser, paths: list[Path]) -> None:
+        """What a phone's share sheet does with the installed app: a POST of multipart/form-data (field
+        "files") to the manifest's share_target action, as a navigation."""
+        browser.js("window.__beforeShare = true")
+        input_ = browser.js(
+            """
+            const form = document.createElement('form');
+            form.method = 'POST';
+            form.enctype = 'multipart/form-data';
+            form.action = 'share-target';
+            const input = document.createElement('input');
+            input.type = 'file';
+            input.name = 'files';
+            input.multiple = true;
+            form.append(input);
+            document.body.append(form);
+            return input;
+            """
+        )
+        if paths:
+            input_.send_keys("\n".join(str(p) for p in paths))
+        browser.js("arguments[0].form.submit()", input_)
+        browser.wait("the page loaded again after the share", lambda: not browser.js("return window.__beforeShare === true")
+                     and browser.js("return document.body.dataset.signedIn === 'true'"))
+        browser.wait("live", lambda: browser.state() == "live")
+
+    def test_16_share_target(self) -> None:
+        """The manifest's share target and its service worker: files shared to the dashboard show in Files,
+        ready to send, and go to the person picked (phone); a second share is discarded, an empty one
+        explained (desktop)."""
+        ann = self.ann
+        if not ann.q("tab-files").is_displayed():
+            self.skipTest("the node has no Files API (/api/v1/transfers) yet")
+        ann.viewport(PHONE)
+        ann.tab("nearby")
+        manifest = ann.driver.execute_async_script(
+            """
+            const done = arguments[arguments.length - 1];
+            fetch(document.querySelector('link[rel=manifest]').href).then((r) => r.json()).then(done, (e) => done(String(e)));
+            """
+        )
+        self.assertEqual(manifest["share_target"]["action"], "./share-target")
+        self.assertEqual(manifest["share_target"]["method"], "POST")
+        self.assertEqual(manifest["share_target"]["enctype"], "multipart/form-data")
+        self.assertEqual(manifest["share_target"]["params"]["files"][0]["name"], "files")
+        # 127.0.0.1 is a secure context: the worker registers and takes control of the page.
+        controlled = ann.driver.execute_async_script(
+            """
+            const done = arguments[arguments.length - 1];
+            navigator.serviceWorker.ready.then((registration) => {
+              const report = () => done({ scope: registration.scope, script: registration.active.scriptURL });
+              if (navigator.serviceWorker.controller) report();
+              else navigator.serviceWorker.addEventListener('controllerchange', report);
+            }, (e) => done({ error: String(e) }));
+            """
+        )
+        self.assertEqual(controlled.get("scope"), self.alpha.url)
+        self.assertEqual(controlled.get("script"), self.alpha.url + "sw.js")
+
+        session = self.connect_ann_and_bob()
+        payload = os.urandom(1536)
+        shared = Path(self.work.name) / "share-me.txt"
+        shared.write_bytes(payload)
+        self.share_to_dashboard(ann, [shared])
+        self.assertNotIn("share=", ann.driver.current_url, "the share id leaves the address")
+        box = ann.wait("the shared file ready to send", lambda: (b := ann.q("shared-files")).is_displayed() and b)
+        self.assertEqual(ann.q("tab-files").get_attribute("aria-selected"), "true", "the Files view is shown")
+        self.assertEqual([ann.driver.execute_script("return arguments[0].textContent", r) for r in ann.qa("shared-file")],
+                         ["share-me.txt · 1.5 KB"])
+        self.assertTrue(self.within_viewport(ann, ann.q("shared-send")))
+        ann.screenshot("ann-phone-shared")
+        self.assertEqual(self.axe_violations(ann) if AXE_SCRIPT else [], [], "axe-core with shared files ready")
+        Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(session)
+        Select(ann.wait("Bob in the To picker", lambda: (s := ann.q("file-to")).is_enabled() and s)).select_by_visible_text("Bob")
+        ann.click("shared-send")
+        ann.wait("the box gone once sent", lambda: not box.is_displayed())
+        bob_token = self.bob.local_storage("meshgate.token")
+        arrived = wait_until("the shared file finished at Bob", lambda: [
+            t for t in self.beta.api("GET", "transfers", token=bob_token)["transfers"]
+            if t["name"] == shared.name and t["state"] == "finished"])
+        self.assertEqual(arrived[0]["sha256"], hashlib.sha256(payload).hexdigest())
+        self.assertEqual(arrived[0]["size"], len(payload))
+
+        # Desktop: two files shared, then discarded; a share with no file is explained.
+        ann.viewport(DESKTOP)
+        others = [Path(self.work.name) / name for name in ("one.bin", "two.bin")]
+        for path in others:
+            path.write_bytes(b"x" * 10)
+        self.share_to_dashboard(ann, others)
+        ann.wait("both shared files listed", lambda: len(ann.qa("shared-file")) == 2)
+        self.assertEqual(ann.text("shared-send"), "Send all 2")
+        ann.click("shared-discard")
+        ann.wait("the box gone", lambda: not ann.q("shared-files").is_displayed())
+        self.share_to_dashboard(ann, [])
+        ann.wait("why nothing came", lambda: ann.text("shared-error") == "Nothing to send: only files can be shared with meshgate.")
+        self.assertFalse(ann.q("shared-files").is_displayed())
+
+    def test_17_joining_a_room_on_a_phone_keeps_its_top_in_view(self) -> None:
+        """Task-first on a phone: joining a chat room does not jump to the bottom of the page (the composer);
+        the room's name and members stay in view."""
+        bob = self.bob
+        if not bob.q("tab-chat").is_displayed():
+            self.skipTest("the node has no chat API")
+        ann_token = self.ann.local_storage("meshgate.token")
+        chat = self.alpha.api("POST", "chats", {"name": "Phone room"}, token=ann_token)["chat"]["id"]
+        for n in range(12):
+            self.alpha.api("POST", f"chats/{chat}/messages", {"body": f"line {n} " + "words " * 12}, token=ann_token)
+        try:
+            bob.viewport(PHONE)
+            bob.tab("chat")
+            room = bob.wait("the room nearby", lambda: row_by_key(bob, "chat-nearby-room", "data-chat-id", chat), 30)
+            bob.js("arguments[0].scrollIntoView({block: 'center'})", room)
+            bob.click("chat-join", room)
+            bob.wait("the room joined with its history", lambda: bob.q("chat-room").get_attribute("data-joined") == "true"
+                     and len(bob.qa("chat-message")) == 12)
+            self.assertEqual(bob.js("return document.activeElement.dataset.testid"), "chat-input", "ready to type")
+            # In view and not under the sticky tab bar: the name is what is seen at its own place.
+            seen = bob.js(
+                """
+                const name = arguments[0];
+                const r = name.getBoundingClientRect();
+                const x = r.left + Math.min(r.width, 40) / 2, y = r.top + r.height / 2;
+                const hit = y >= 0 && y < window.innerHeight ? document.elementFromPoint(x, y) : null;
+                return { top: r.top, seen: Boolean(hit && name.contains(hit)) };
+                """,
+                bob.q("chat-room-name"),
+            )
+            self.assertTrue(seen["seen"], f"the room's name is in view and not covered (top {seen['top']})")
+            bob.screenshot("bob-phone-chat-joined")
+            bob.click("chat-leave")
+            bob.wait("out of the room", lambda: not bob.q("chat-room").is_displayed())
+        finally:
+            self.alpha.api("POST", f"chats/{chat}/leave", {}, token=ann_token)
+            bob.viewport(DESKTOP)
+
+    def test_18_one_step_send_to_a_node_that_asks(self) -> None:
+        """With file consent on, a file sent in one step is asked about once: accepting the invitation that
+        said what was coming accepts that file; a later file in the same session is asked about."""
+        ann, bob = self.ann, self.bob
+        if not ann.q("tab-files").is_displayed():
+            self.skipTest("the node has no Files API (/api/v1/transfers) yet")
+        bob_token = bob.local_storage("meshgate.token")
+        bob_id = self.bob_id()
+        # No session with Bob connected, so the one-step send invites him.
+        for session in self.beta.api("GET", "sessions", token=bob_token)["sessions"]:
+            self.beta.api("DELETE", f"sessions/{session['id']}/members/me", token=bob_token)
+        ann.viewport(DESKTOP)
+        bob.viewport(PHONE)
+        ann.tab("sessions")
+        ann.wait("no session with Bob connected at Ann", lambda: not [
+            m for m in ann.qa("session-member") if m.get_attribute("data-peer-id") == bob_id
+            and m.get_attribute("data-state") == "connected"])
+        self.beta.api("PATCH", "node/settings", {"fileConsent": "ask"}, token=self.beta.admin_token)
+        try:
+            bob.tab("files")
+            bob.js("""
+                window.__filePrompts = 0;
+                new MutationObserver((records) => { for (const r of records) window.__filePrompts += r.addedNodes.length; })
+                  .observe(document.querySelector('[data-testid=file-prompt-list]'), { childList: true });
+            """)
+            first = Path(self.work.name) / "consented.txt"
+            first.write_bytes(b"k" * 5000)
+            ann.tab("nearby")
+            picker = ann.q("nearby-file-input", row_by_key(ann, "nearby-peer", "data-peer-id", bob_id))
+            ann.js("arguments[0].hidden = false", picker)
+            picker.send_keys(str(first))
+            ann.js("arguments[0].hidden = true", picker)
+            prompt = bob.wait("the file invitation", lambda: (p := [x for x in bob.qa("invitation-prompt")
+                                                                    if x.get_attribute("data-state") == "pending"]) and p[0])
+            self.assertEqual(prompt.find_element("css selector", ".prompt-title").text, "Ann wants to send you consented.txt (4.9 KB)")
+            bob.click("prompt-accept", prompt)
+            wait_until("the file finished at Bob", lambda: [t for t in self.beta.api("GET", "transfers", token=bob_token)["transfers"]
+                                                           if t["name"] == first.name and t["state"] == "finished"])
+            bob.wait("the file finished in Bob's Files", lambda: (r := self.transfer_named(bob, first.name, "incoming"))
+                     and r.get_attribute("data-state") == "finished")
+            self.assertEqual(bob.js("return window.__filePrompts"), 0, "not asked a second time")
+            self.assertIn("Ann is sending you consented.txt (4.9 KB), as you accepted.",
+                          bob.q("arrivals-live").get_attribute("textContent"))
+            # A later file in that session was not promised: it is asked about.
+            second = Path(self.work.name) / "unannounced.txt"
+            second.write_bytes(b"u" * 10)
+            picker = ann.q("nearby-file-input", row_by_key(ann, "nearby-peer", "data-peer-id", bob_id))
+            ann.js("arguments[0].hidden = false", picker)
+            picker.send_keys(str(second))
+            ann.js("arguments[0].hidden = true", picker)
+            asked = bob.wait("the second file asked about", lambda: (p := bob.qa("file-prompt")) and p[0].is_displayed() and p[0])
+            self.assertEqual(bob.text("file-prompt-name", asked), second.name)
+            self.assertTrue(self.within_viewport(bob, bob.q("file-prompt-decline", asked)))
+            bob.click("file-prompt-decline", asked)
+            ann.tab("files")
+            ann.wait("the second file declined at Ann", lambda: (r := self.transfer_named(ann, second.name, "outgoing"))
+                     and r.get_attribute("data-state") == "declined")
+        finally:
+            self.beta.api("PATCH", "node/settings", {"fileConsent": "auto"}, token=self.beta.admin_token)
+            bob.viewport(DESKTOP)
 
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
