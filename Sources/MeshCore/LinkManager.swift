@@ -398,6 +398,14 @@ public struct LinkManager: Sendable {
     return opening(id)
   }
 
+  /// Part of a frame arrived on connection `id`: the other node is alive and its bytes get through, though a large
+  /// frame on a slow or lossy link can take longer than ``Configuration/deadAfter`` to complete. Counts as hearing
+  /// from it (a heartbeat queued behind that frame cannot arrive sooner).
+  public mutating func heard(on id: ConnectionID, now: UInt64) {
+    guard connections[id] != nil, !connections[id]!.closing else { return }
+    connections[id]!.lastHeard = max(connections[id]!.lastHeard, now)
+  }
+
   /// A frame arrived on connection `id`.
   public mutating func received(_ message: MeshMessage, on id: ConnectionID, now: UInt64) -> [Action] {
     guard var connection = connections[id], !connection.closing else { return [] }

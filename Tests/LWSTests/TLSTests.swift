@@ -194,7 +194,7 @@ struct TLSTests {
       directory + "/b.key", "-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES128-SHA256",
     ]
     let log = directory + "/s_server.log"
-    FileManager.default.createFile(atPath: log, contents: nil)
+    _ = FileManager.default.createFile(atPath: log, contents: nil)
     let output = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
     process.standardOutput = output
     process.standardError = output

@@ -271,6 +271,20 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
     #expect(manager.tick(now: 2600).isEmpty)
   }
 
+  /// A large frame on a slow or lossy link takes seconds to arrive, and the heartbeats queued behind it with it: bytes
+  /// of a frame still arriving prove the node alive (the netns suite saw 20 % loss flap a link while its bytes flowed).
+  @Test func partOfAFrameArrivingKeepsTheLinkAlive() {
+    var manager = manager("a")
+    linkInbound(&manager, "b", id: 1, now: 0)
+    for now in stride(from: UInt64(100), through: 5000, by: 100) {
+      if now % 500 == 0 { manager.heard(on: 1, now: now) }
+      #expect(withoutHeartbeats(manager.tick(now: now)).isEmpty, "at \(now)")
+    }
+    #expect(manager.linkedNodeIDs == ["b"])
+    // Silence after that still kills it.
+    #expect(withoutHeartbeats(manager.tick(now: 7100)).contains(.linkDown(nodeID: "b")))
+  }
+
   @Test func anyFrameKeepsTheLinkAlive() {
     var manager = manager("a")
     linkInbound(&manager, "b", id: 1, now: 0)

@@ -132,6 +132,13 @@ extension Node {
     feed(.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
   }
 
+  /// Part of a frame arrived on mesh socket `id`: its node is alive and its bytes get through (a heartbeat queued behind
+  /// a large frame on a slow link cannot arrive before it does).
+  func meshSocketReceiving(_ id: WebSocketID) {
+    guard let connection = mesh.connectionBySocket[id] else { return }
+    feed(.frameProgress(on: connection, now: Self.monotonicMillis()))
+  }
+
   func meshSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
     guard let connection = mesh.connectionBySocket[id] else { return }
     guard case .binary(let bytes) = message else {
