@@ -782,6 +782,20 @@ extension Server {
     }
   }
 
+  /// Milliseconds since the kernel last received data on WebSocket `id`'s TCP connection (`TCP_INFO`'s
+  /// `tcpi_last_data_recv`), encrypted or not, whole message or not; nil when it is gone or the kernel does not say.
+  /// Service thread only.
+  public func millisSinceDataReceived(_ id: WebSocketID) -> UInt32? {
+    assertInLoop()
+    guard let connection = socketsByID[id] else { return nil }
+    let fd = lws_get_socket_fd(connection.wsi)
+    guard fd >= 0 else { return nil }
+    var info = tcp_info()
+    var length = socklen_t(MemoryLayout<tcp_info>.size)
+    guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return nil }
+    return info.tcpi_last_data_recv
+  }
+
   /// Pauses or resumes reading WebSocket `id` (lws rx flow control): while paused, a client sending faster than the
   /// delegate consumes is held back by TCP. Service thread only.
   public func setReceiveFlow(_ id: WebSocketID, enabled: Bool) {

@@ -318,9 +318,19 @@ class Peer:
 
     # -- files --------------------------------------------------------------------------------------
 
-    def send_file(self, session_id: str, to: "Peer", name: str, payload: bytes) -> dict:
+    def send_file(self, session_id: str, to: "Peer", name: str, payload: bytes, retry_for: float = 30) -> dict:
+        """Uploads a file. Like any client, it tries again (for up to `retry_for` s) while the API says to: `503`
+        when the receiver's node is not linked at this moment (a lossy link can flap), `409` while the receiver is
+        not a connected member (a RejoiningStream re-invites it)."""
         path = f"/api/v1/sessions/{session_id}/resources?to={to.id}&name={urllib.parse.quote(name)}"
-        return self.ok("POST", path, raw=payload, timeout=120)["transfer"]
+        deadline = time.time() + retry_for
+        while True:
+            answer = self.call("POST", path, raw=payload, timeout=120)
+            if answer.ok:
+                return answer.json()["transfer"]
+            if answer.status not in (409, 503) or time.time() > deadline:
+                raise Failure(f"POST {path} as {self}: {answer}")
+            time.sleep(0.5)
 
     def transfer(self, transfer_id: str) -> dict:
         return self.ok("GET", f"/api/v1/transfers/{transfer_id}")["transfer"]

@@ -90,6 +90,14 @@ extension Node {
 
   func meshTick() {
     let now = Self.monotonicMillis()
+    // Bytes the kernel received on a link count as hearing from its node even before they make a whole frame: over
+    // TLS nothing reaches libwebsockets until a whole record (up to 16 KiB) is in, which on a lossy link that carries
+    // a few hundred kbit/s takes more than a second, with the heartbeats queued behind it.
+    for (socket, connection) in mesh.connectionBySocket {
+      if let silent = server.millisSinceDataReceived(socket), UInt64(silent) < now {
+        feed(.frameProgress(on: connection, now: now - UInt64(silent)))
+      }
+    }
     feed(.tick(now: now))
     admitHeldSends()
     featuresTick()
