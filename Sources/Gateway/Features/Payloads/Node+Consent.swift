@@ -71,12 +71,7 @@ extension Node {
     startConsentWait(transfer)
     let record = transfer.record
     Task {
-      do {
-        try await store.saveTransfer(record)
-      } catch {
-        failTransfer(transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true)
-        return
-      }
+      guard await recordIncoming(transfer, record) else { return }
       guard transfers.incoming[id] === transfer, transfer.record.state == .awaitingConsent else { return }
       publishTransferEvent(
         "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(consentMillisLeft(transfer) / 1000))])

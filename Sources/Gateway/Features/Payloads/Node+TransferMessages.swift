@@ -9,6 +9,18 @@ import MeshCore
 extension Node {
   // MARK: - Mesh messages
 
+  /// Stores a new incoming transfer's record; when the store fails, the transfer fails (both sides are told) and this
+  /// answers false.
+  func recordIncoming(_ transfer: LiveTransfer, _ record: TransferRecord) async -> Bool {
+    do {
+      try await store.saveTransfer(record)
+      return true
+    } catch {
+      failTransfer(transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true)
+      return false
+    }
+  }
+
   func transferMessage(_ message: MeshMessage, from nodeID: String) {
     switch message {
     case .transferOffer(let offer):
@@ -207,12 +219,7 @@ extension Node {
     let file = TransferFile(path: record.path)
     transfer.file = file
     Task {
-      do {
-        try await store.saveTransfer(record)
-      } catch {
-        failTransfer(transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true)
-        return
-      }
+      guard await recordIncoming(transfer, record) else { return }
       file.open(rehash: false, exclusive: true) { [weak self] result in
         self?.onLoop { node in
           guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
