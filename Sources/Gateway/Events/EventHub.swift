@@ -37,6 +37,9 @@ final class Subscriber {
   /// While replaying from the store, live events are not queued: the replay reads on through the log until it has
   /// caught up with the newest live event (`newestLive`), then the subscriber goes live.
   var replaying = true
+  /// Whether `hello` was sent: nothing is replayed before it (a drained socket may ask for more while the node is
+  /// still reading the log's newest sequence for `hello`).
+  var greeted = false
   var newestLive: Int64 = 0
   /// Events read from the log and not yet queued on the socket (the replay queues them only as the socket drains).
   var replayPage: [StoredEvent] = []
@@ -98,6 +101,7 @@ extension Node {
       #endif
       sendFrame(hello, to: subscriber, eventName: "hello")
       subscriber.lastSent = since ?? latest
+      subscriber.greeted = true
       pumpReplay(subscriber)
     } catch {
       replayFailed(subscriber, error)
@@ -107,7 +111,9 @@ extension Node {
   /// Queues replayed events while the socket has room; reads the next page when this one is queued; goes live once
   /// the log has nothing newer than what was sent.
   func pumpReplay(_ subscriber: Subscriber) {
-    guard subscriber.replaying, events.subscribers[subscriber.channel] === subscriber else { return }
+    guard subscriber.greeted, subscriber.replaying, events.subscribers[subscriber.channel] === subscriber else {
+      return
+    }
     while subscriber.replayIndex < subscriber.replayPage.count {
       guard let queued = queuedBytes(subscriber) else { return }
       guard queued < Self.replayHighWater else { return }
