@@ -72,6 +72,12 @@ enum RouteMatch {
   case found(Route, parameters: [String: String])
   case methodNotAllowed(pattern: String, allowed: [HTTPMethod])
   case notFound
+
+  /// The matched route, if one matched.
+  var route: Route? {
+    if case .found(let route, _) = self { return route }
+    return nil
+  }
 }
 
 /// All routes of the node.
@@ -101,6 +107,9 @@ struct Router: Sendable {
     if allowed.contains(.get) { allowed.append(.head) }
     return .methodNotAllowed(pattern: pattern, allowed: allowed)
   }
+
+  /// The routes that take a raw, streamed body (uploads, stream writes): what the server asks about before routing.
+  static let rawBodyRoutes = Router(routes: standard.routes.filter(\.rawRequestBody))
 
   /// Every route of the node: the union of the features' tables, in the order of the OpenAPI document.
   static let standard = Router(

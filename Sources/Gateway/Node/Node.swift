@@ -491,9 +491,11 @@ final class ServerBridge: ServerDelegate {
   /// Raw-body routes (file uploads, stream writes) get their body streamed rather than collected.
   func streamsBody(for head: HTTPRequestHead) -> Bool { bodyKind(head) != .collected }
 
+  /// Asked twice for every request before it is routed: only the few raw-body routes are matched (not the whole
+  /// table), and only for methods that carry a body.
   func bodyKind(_ head: HTTPRequestHead) -> RequestBodyKind {
-    guard case .found(let route, _) = node.router.match(method: head.method, path: head.path) else { return .collected }
-    return route.body
+    guard head.method == .post || head.method == .put else { return .collected }
+    return Router.rawBodyRoutes.match(method: head.method, path: head.path).route?.body ?? .collected
   }
 
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
