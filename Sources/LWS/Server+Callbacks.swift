@@ -744,10 +744,7 @@ extension Server {
       connection.receiveBuffer.append(contentsOf: UnsafeRawBufferPointer(start: input, count: length))
     }
     // RECEIVE is not message-aligned: a message is complete at the final fragment with nothing left.
-    guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else {
-      delegate?.webSocketReceiving(connection.id)
-      return 0
-    }
+    guard lws_is_final_fragment(wsi) != 0, lws_remaining_packet_payload(wsi) == 0 else { return 0 }
     let bytes = connection.receiveBuffer
     connection.receiveBuffer = []
     messagesIn += 1

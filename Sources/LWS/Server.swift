@@ -34,9 +34,6 @@ public protocol ServerDelegate: AnyObject {
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead)
   /// A complete message arrived.
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage)
-  /// Part of a message arrived (more of it is still to come): the other side is alive and its bytes are getting
-  /// through, though a large message on a slow link may take seconds to complete.
-  func webSocketReceiving(_ id: WebSocketID)
   /// The connection is gone (server-side and outbound connections alike).
   func webSocketClosed(_ id: WebSocketID)
   /// An outbound connection made with ``Server/connect(host:port:path:subprotocol:)`` is open.
@@ -70,7 +67,6 @@ extension ServerDelegate {
   public func streamDrained(_ id: RequestID) {}
   public func webSocketDrained(_ id: WebSocketID) {}
   public func webSocketNextMessage(_ id: WebSocketID) -> OutboundMessage? { nil }
-  public func webSocketReceiving(_ id: WebSocketID) {}
 }
 
 /// Limits and addresses for a ``Server``.

@@ -398,7 +398,7 @@ public struct LinkManager: Sendable {
     return opening(id)
   }
 
-  /// Part of a frame arrived on connection `id`: the other node is alive and its bytes get through, though a large
+  /// Bytes arrived on connection `id`, part of a frame is enough: the other node is alive and gets through, though a large
   /// frame on a slow or lossy link can take longer than ``Configuration/deadAfter`` to complete. Counts as hearing
   /// from it (a heartbeat queued behind that frame cannot arrive sooner).
   public mutating func heard(on id: ConnectionID, now: UInt64) {

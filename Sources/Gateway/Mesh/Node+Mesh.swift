@@ -95,7 +95,7 @@ extension Node {
     // a few hundred kbit/s takes more than a second, with the heartbeats queued behind it.
     for (socket, connection) in mesh.connectionBySocket {
       if let silent = server.millisSinceDataReceived(socket), UInt64(silent) < now {
-        feed(.frameProgress(on: connection, now: now - UInt64(silent)))
+        feed(.bytesReceived(on: connection, now: now - UInt64(silent)))
       }
     }
     feed(.tick(now: now))
@@ -138,13 +138,6 @@ extension Node {
     server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
     if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
     feed(.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
-  }
-
-  /// Part of a frame arrived on mesh socket `id`: its node is alive and its bytes get through (a heartbeat queued behind
-  /// a large frame on a slow link cannot arrive before it does).
-  func meshSocketReceiving(_ id: WebSocketID) {
-    guard let connection = mesh.connectionBySocket[id] else { return }
-    feed(.frameProgress(on: connection, now: Self.monotonicMillis()))
   }
 
   func meshSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {

@@ -538,12 +538,6 @@ final class ServerBridge: ServerDelegate {
     node.assumeIsolated { $0.webSocketReceived(id, message) }
   }
 
-  func webSocketReceiving(_ id: WebSocketID) {
-    node.assumeIsolated { node in
-      if node.surface.connections[id] == .mesh { node.meshSocketReceiving(id) }
-    }
-  }
-
   func webSocketClosed(_ id: WebSocketID) {
     node.assumeIsolated { $0.webSocketClosed(id) }
   }

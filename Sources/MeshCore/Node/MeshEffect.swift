@@ -22,8 +22,8 @@ public enum MeshInput: Sendable, Hashable {
   case closed(LinkManager.ConnectionID, now: UInt64)
   /// A decoded frame arrived on a connection.
   case frameReceived(MeshMessage, on: LinkManager.ConnectionID, now: UInt64)
-  /// Part of a frame arrived on a connection (the rest is still on its way).
-  case frameProgress(on: LinkManager.ConnectionID, now: UInt64)
+  /// Bytes arrived on a connection at `now`, whole frames or not (the runtime reads this from the kernel).
+  case bytesReceived(on: LinkManager.ConnectionID, now: UInt64)
   /// A local peer was created (or restored at start).
   case localPeerAdded(peerID: String, displayName: String)
   /// A local peer changed its display name.

@@ -74,7 +74,7 @@ public struct MeshNode: Sendable {
       absorb(links.outboundFailed(id, now: now), now: now, into: &effects)
     case .closed(let id, let now):
       absorb(links.closed(id, now: now), now: now, into: &effects)
-    case .frameProgress(let id, let now):
+    case .bytesReceived(let id, let now):
       links.heard(on: id, now: now)
     case .frameReceived(let message, let id, let now):
       if checksWireIDs, let problem = WireIDs.check(message) {

@@ -199,8 +199,7 @@ extension Node {
   /// peer that is no longer a member. So while the peer has frames in its lane on any link, the leave waits (the
   /// session is left as soon as they are written, or the link is gone). Throws what leaving would throw, at once.
   func leaveAfterQueuedData(_ sessionID: String, peerID: String) throws(MeshFailure) {
-    let lane = "peer:" + peerID
-    guard mesh.schedulers.values.contains(where: { $0.queuedBytes(of: lane) > 0 }) else {
+    guard hasQueuedData(from: peerID) else {
       interpret(try mesh.node.leave(sessionID, peerID: peerID))
       return
     }
@@ -213,13 +212,18 @@ extension Node {
     mesh.heldLeaves.append((sessionID, peerID))
   }
 
+  /// Whether local peer `peerID` has data in its lane on any link.
+  func hasQueuedData(from peerID: String) -> Bool {
+    let lane = "peer:" + peerID
+    return mesh.schedulers.values.contains { $0.queuedBytes(of: lane) > 0 }
+  }
+
   /// Leaves held by ``leaveAfterQueuedData(_:peerID:)`` whose peer has nothing queued any more.
   func releaseHeldLeaves() {
     guard !mesh.heldLeaves.isEmpty else { return }
     var waiting: [(sessionID: String, peerID: String)] = []
     for leave in mesh.heldLeaves {
-      let lane = "peer:" + leave.peerID
-      if mesh.schedulers.values.contains(where: { $0.queuedBytes(of: lane) > 0 }) {
+      if hasQueuedData(from: leave.peerID) {
         waiting.append(leave)
       } else {
         interpret((try? mesh.node.leave(leave.sessionID, peerID: leave.peerID)) ?? [])
