@@ -209,7 +209,10 @@ extension Node {
       interpret(try mesh.node.leave(sessionID, peerID: peerID))
       return
     }
-    mesh.heldLeaves.append((sessionID, peerID))
+    // One held leave per member, however often it asks (the list stays bounded by the memberships).
+    if !mesh.heldLeaves.contains(where: { $0.sessionID == sessionID && $0.peerID == peerID }) {
+      mesh.heldLeaves.append((sessionID, peerID))
+    }
   }
 
   /// Whether local peer `peerID` has data in its lane on any link.
