@@ -42,6 +42,10 @@ struct MeshRuntime {
   var heldLeaves: [(sessionID: String, peerID: String)] = []
   /// Reliable sends answered 503 because their link had no room within ``Node/maxSendWaitMillis``.
   var sendsRefused = 0
+  /// Each mesh socket's `tcpi_data_segs_in` and when it last changed.
+  var dataSegmentsIn: [WebSocketID: (count: UInt32, at: UInt64)] = [:]
+  /// When the last mesh tick ran (a late tick would show in the silent-link log line).
+  var lastTick: UInt64 = 0
 }
 
 /// A frame waiting in a link's scheduler.
@@ -92,15 +96,53 @@ extension Node {
     let now = Self.monotonicMillis()
     // Bytes the kernel received on a link count as hearing from its node even before they make a whole frame: over
     // TLS nothing reaches libwebsockets until a whole record (up to 16 KiB) is in, which on a lossy link that carries
-    // a few hundred kbit/s takes more than a second, with the heartbeats queued behind it.
+    // a few hundred kbit/s takes more than a second, with the heartbeats queued behind it. Every link is sampled
+    // before the same tick's dead check.
+    var sampled: [LinkManager.ConnectionID: (status: TCPReceiveStatus, nodeID: String?)] = [:]
     for (socket, connection) in mesh.connectionBySocket {
-      if let silent = server.millisSinceDataReceived(socket), UInt64(silent) < now {
-        feed(.bytesReceived(on: connection, now: now - UInt64(silent)))
+      guard let status = server.receiveStatus(socket) else { continue }
+      sampled[connection] = (status, mesh.links.nodeID(on: connection))
+      if UInt64(status.millisSinceData) < now {
+        feed(.bytesReceived(on: connection, now: now - UInt64(status.millisSinceData)))
+      }
+      if let segments = status.dataSegmentsIn, mesh.dataSegmentsIn[socket]?.count != segments {
+        mesh.dataSegmentsIn[socket] = (segments, now)
       }
     }
-    feed(.tick(now: now))
+    let effects = mesh.node.handle(.tick(now: now))
+    logSilentLinks(effects, sampled, now: now)
+    mesh.lastTick = now
+    interpret(effects)
     admitHeldSends()
     featuresTick()
+  }
+
+  /// One line per link the tick declared dead, with what its kernel had received (docs/security.md, "Fault tests"):
+  /// in-order data (what liveness counts), any data segment (one that arrived out of order behind a lost segment
+  /// cannot be read yet), any ACK (the other kernel answers, its node may still be silent), and the retransmission
+  /// timer. The netns suite checks each declaration against its own sampling of the declaring node's socket.
+  func logSilentLinks(
+    _ effects: [MeshEffect], _ sampled: [LinkManager.ConnectionID: (status: TCPReceiveStatus, nodeID: String?)],
+    now: UInt64
+  ) {
+    for case .close(let connection, let reason) in effects where reason.hasPrefix("no heartbeat") {
+      guard let socket = mesh.socketByConnection[connection], let (status, nodeID) = sampled[connection] else {
+        continue
+      }
+      let sinceSegment: Int = mesh.dataSegmentsIn[socket].map { Int(now - $0.at) } ?? -1
+      let bytes: Int = status.bytesReceived.map { Int($0) } ?? -1
+      let ports = server.socketPorts(socket)
+      meshLogger.info(
+        "Mesh link silent: declaring it dead.",
+        [
+          "ws.connection.id": socket, "node.id": nodeID ?? "", "reason": reason,
+          "tcp.ms_since_data": Int(status.millisSinceData), "tcp.ms_since_data_segment": sinceSegment,
+          "tcp.ms_since_ack": Int(status.millisSinceAck), "tcp.bytes_received": bytes,
+          "tcp.rto_ms": Int(status.rtoMicros / 1000), "tcp.backoff": Int(status.backoff),
+          "tick.gap_ms": Int(now - mesh.lastTick), "tcp.local_port": ports.map { Int($0.local) } ?? -1,
+          "tcp.remote_port": ports.map { Int($0.remote) } ?? -1,
+        ])
+    }
   }
 
   /// A node announced itself on the beacon (or was found by DNS-SD, `source: .dnssd`).
@@ -161,6 +203,7 @@ extension Node {
   func meshSocketClosed(_ id: WebSocketID) {
     guard let connection = mesh.connectionBySocket.removeValue(forKey: id) else { return }
     mesh.socketByConnection[connection] = nil
+    mesh.dataSegmentsIn[id] = nil
     var scheduler = mesh.schedulers.removeValue(forKey: id)
     let unsent = scheduler?.removeAll() ?? []
     feed(.closed(connection, now: Self.monotonicMillis()))
