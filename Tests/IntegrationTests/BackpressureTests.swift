@@ -24,8 +24,7 @@ struct BackpressureTests {
   }
 
   @Test func aBurstOfReliableDataSlowsItsSenderAndNeverTearsDownTheLink() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let carol = try nodes[0].meshPeer("carol")
       let bob = try nodes[1].meshPeer("bob")
@@ -161,8 +160,7 @@ extension BackpressureTests {
   /// at once must not have its data dropped by the receiving node as coming from a peer that is no longer a member
   /// (a job sent on accept is delivered exactly so: the sender leaves the offer's session right after the job).
   @Test func dataQueuedBeforeALeaveArrivesBeforeIt() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let bob = try nodes[1].meshPeer("bob")
       let sessionID = try #require(try alice.createSession()["id"] as? String)
