@@ -274,6 +274,10 @@ extension BackpressureTests {
     try await Self.withPair { node, alice, bob, sessionID in
       let stream = try HTTPStreamReader(port: node.port, path: "/api/v1/events/stream", token: bob.token)
       defer { stream.close() }
+      // A stream without `since` is live from its hello's cursor on: flooding before the hello would put the first
+      // messages before that cursor, where this stream does not show them.
+      let hello = try #require(try stream.nextEvent(timeout: .seconds(30)))
+      #expect(hello.event == "hello", "first event: \(hello)")
       let before = try node.metric("meshgate_slow_consumer_disconnects_total") ?? 0
       try Self.flood(alice, bob, sessionID, count: 24)
       try await eventuallyAsync(timeout: .seconds(30), message: "the node cuts off the slow reader") {
