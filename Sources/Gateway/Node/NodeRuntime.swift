@@ -84,43 +84,16 @@ final class NodeRuntime {
     self.discovery = RuntimeDiscovery(configuration: configuration, server: server, node: node)
   }
 
+  /// Starts a node served by libwebsockets: checks the port, loads the node's parts (``NodeParts``), binds the
+  /// server and builds the node on it. The service loop runs later, in ``runUntilStopped()``.
   static func start(_ configuration: NodeConfiguration) async throws -> NodeRuntime {
     // Nothing is created (data dir, store, certificate) before the port is known to be free.
     if let problem = PortProbe.problem(address: configuration.bindAddress, port: configuration.port) {
       throw StartupError(message: problem)
     }
     let fileLimit = FileLimit.raiseToHardLimit()
-    let dataURL = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL
-    if let problem = DataDirectory.prepare(dataURL.path) {
-      throw StartupError(message: problem)
-    }
-    let store: NodeStore
-    do {
-      store = try NodeStore(
-        path: dataURL.appendingPathComponent("meshgate.sqlite").path, retention: configuration.eventRetention)
-    } catch {
-      throw StartupError(message: "cannot open the store in \(dataURL.path): \(error)")
-    }
-    let nodeID = try await store.nodeID()
-    let peers = try await store.allPeers()
-    let services = try await store.allServices()
-    let chatState = try await store.chatState()
-    let admin = try await store.adminToken()
-    let pins = try await store.allPins()
-
-    var staticFiles = StaticFiles()
     let logger = Logger(component: "node")
-    if let directory = configuration.resolvePublicDirectory() {
-      do {
-        staticFiles = try StaticFiles(directory: directory)
-      } catch {
-        throw StartupError(message: "cannot read the dashboard in \(directory): \(error)")
-      }
-      logger.debug("Dashboard loaded.", ["public.dir": directory, "files": staticFiles.files.count])
-    } else {
-      logger.warning("No dashboard found; serving the API only. Set --public-dir to the Public folder.")
-    }
-
+    let parts = try await NodeParts.load(configuration, logger: logger)
     let connections = Self.connectionLimit(requested: configuration.maxConnections, fileLimit: fileLimit.soft)
     if let requested = configuration.maxConnections, requested > connections.served {
       logger.warning(
@@ -129,27 +102,23 @@ final class NodeRuntime {
           "connections.requested": requested, "connections.max": connections.served, "files.limit": fileLimit.soft,
         ])
     }
-    let (tls, security) = try NodeIdentity.setUp(
-      configuration, dataDirectory: dataURL, nodeID: nodeID, pins: pins, logger: logger)
     let server: Server
     do {
       server = try Server(
         configuration: ServerConfiguration(
           bindAddress: configuration.bindAddress, port: configuration.port,
           maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol],
-          tls: tls, maxConnections: connections.served, overflowConnections: connections.overflow,
+          tls: parts.tls, maxConnections: connections.served, overflowConnections: connections.overflow,
           alwaysServedPaths: ["/healthz"], bodyIdleTimeoutSeconds: configuration.bodyTimeoutSeconds,
           webSocketPingSeconds: configuration.webSocketPingSeconds))
     } catch {
       throw StartupError(message: error.description)
     }
-    let node = Node(
-      server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
-      chatState: chatState, staticFiles: staticFiles, security: security, adminTokenHash: admin.hash,
-      limits: configuration.limits)
+    let node = parts.makeNode(server: server)
     let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
     server.delegate = bridge
     let runtime = NodeRuntime(server: server, node: node, bridge: bridge, configuration: configuration)
+    let (nodeID, peers, security, dataURL) = (parts.nodeID, parts.peers, parts.security, parts.dataURL)
     logger.notice(
       "Node started.",
       [
@@ -165,7 +134,7 @@ final class NodeRuntime {
       : configuration.bindAddress.contains(":")
         ? "[\(configuration.bindAddress == "::" ? "::1" : configuration.bindAddress)]" : configuration.bindAddress
     // The admin token exists in clear only now, on the first start; only its hash is kept (Admin.swift).
-    if let token = admin.newToken {
+    if let token = parts.newAdminToken {
       let line =
         "meshgate admin-token=\(token) (shown once; it guards node settings, POST /api/v1/mesh/nodes and pin removal)\n"
       FileHandle.standardOutput.write(Data(line.utf8))
@@ -242,6 +211,76 @@ final class NodeRuntime {
     }
     if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
     return nsError.localizedDescription
+  }
+}
+
+/// Everything a node is built from except the server it runs on: the prepared data directory, the opened store and
+/// what it holds (node id, peers, services, chat rooms, admin token, pins), the dashboard and the TLS identity.
+///
+/// ``NodeRuntime/start(_:)`` builds a node from these on the lws ``Server``; in-process tests build one on an
+/// in-memory ``ServerPort`` with the same wiring, without binding a port.
+struct NodeParts {
+  let configuration: NodeConfiguration
+  let dataURL: URL
+  let store: NodeStore
+  let nodeID: String
+  let peers: [StoredPeer]
+  let services: [NodeStore.StoredService]
+  let chatState: NodeStore.ChatState
+  let adminTokenHash: String
+  /// The admin token in clear, on the first start only (to be shown once).
+  let newAdminToken: String?
+  /// The certificate and key the server presents, when mesh links or HTTPS use TLS.
+  let tls: TLSConfiguration?
+  let security: NodeSecurity
+  let staticFiles: StaticFiles
+
+  /// Prepares the data directory, opens the store, loads what it holds, reads the dashboard and sets up the TLS
+  /// identity. Throws a ``StartupError`` naming what failed.
+  static func load(_ configuration: NodeConfiguration, logger: Logger) async throws -> NodeParts {
+    let dataURL = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL
+    if let problem = DataDirectory.prepare(dataURL.path) {
+      throw StartupError(message: problem)
+    }
+    let store: NodeStore
+    do {
+      store = try NodeStore(
+        path: dataURL.appendingPathComponent("meshgate.sqlite").path, retention: configuration.eventRetention)
+    } catch {
+      throw StartupError(message: "cannot open the store in \(dataURL.path): \(error)")
+    }
+    let nodeID = try await store.nodeID()
+    let peers = try await store.allPeers()
+    let services = try await store.allServices()
+    let chatState = try await store.chatState()
+    let admin = try await store.adminToken()
+    let pins = try await store.allPins()
+
+    var staticFiles = StaticFiles()
+    if let directory = configuration.resolvePublicDirectory() {
+      do {
+        staticFiles = try StaticFiles(directory: directory)
+      } catch {
+        throw StartupError(message: "cannot read the dashboard in \(directory): \(error)")
+      }
+      logger.debug("Dashboard loaded.", ["public.dir": directory, "files": staticFiles.files.count])
+    } else {
+      logger.warning("No dashboard found; serving the API only. Set --public-dir to the Public folder.")
+    }
+    let (tls, security) = try NodeIdentity.setUp(
+      configuration, dataDirectory: dataURL, nodeID: nodeID, pins: pins, logger: logger)
+    return NodeParts(
+      configuration: configuration, dataURL: dataURL, store: store, nodeID: nodeID, peers: peers, services: services,
+      chatState: chatState, adminTokenHash: admin.hash, newAdminToken: admin.newToken, tls: tls, security: security,
+      staticFiles: staticFiles)
+  }
+
+  /// The node, served by (and running on) `server`.
+  func makeNode(server: any ServerPort) -> Node {
+    Node(
+      server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
+      chatState: chatState, staticFiles: staticFiles, security: security, adminTokenHash: adminTokenHash,
+      limits: configuration.limits)
   }
 }
 
