@@ -313,28 +313,29 @@ enum PortProbe {
     // As lws does: SO_REUSEADDR, so a port held only by old connections in TIME_WAIT counts as free.
     var one: Int32 = 1
     _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-    var result: Int32
-    if isV6 {
-      var socketAddress = sockaddr_in6()
-      socketAddress.sin6_family = sa_family_t(AF_INET6)
-      socketAddress.sin6_port = in_port_t(UInt16(port).bigEndian)
-      guard inet_pton(AF_INET6, address, &socketAddress.sin6_addr) == 1 else { return nil }
-      result = withUnsafePointer(to: &socketAddress) {
+    /// Binds to `socketAddress` (a `sockaddr_in` or `sockaddr_in6` whose address `fill` parsed); nil if it did not.
+    func bind<Address>(_ socketAddress: Address, fill: (inout Address) -> Bool) -> Int32? {
+      var socketAddress = socketAddress
+      guard fill(&socketAddress) else { return nil }
+      return withUnsafePointer(to: &socketAddress) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-          bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
-        }
-      }
-    } else {
-      var socketAddress = sockaddr_in()
-      socketAddress.sin_family = sa_family_t(AF_INET)
-      socketAddress.sin_port = in_port_t(UInt16(port).bigEndian)
-      guard inet_pton(AF_INET, address, &socketAddress.sin_addr) == 1 else { return nil }
-      result = withUnsafePointer(to: &socketAddress) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-          bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+          Glibc.bind(descriptor, $0, socklen_t(MemoryLayout<Address>.size))
         }
       }
     }
+    let bound =
+      isV6
+      ? bind(sockaddr_in6()) {
+        $0.sin6_family = sa_family_t(AF_INET6)
+        $0.sin6_port = in_port_t(UInt16(port).bigEndian)
+        return inet_pton(AF_INET6, address, &$0.sin6_addr) == 1
+      }
+      : bind(sockaddr_in()) {
+        $0.sin_family = sa_family_t(AF_INET)
+        $0.sin_port = in_port_t(UInt16(port).bigEndian)
+        return inet_pton(AF_INET, address, &$0.sin_addr) == 1
+      }
+    guard let result = bound else { return nil }
     if result == 0 { return nil }
     let code = errno
     let endpoint = isV6 ? "[\(address)]:\(port)" : "\(address):\(port)"
