@@ -35,7 +35,7 @@ public actor Node {
   /// Event delivery: subscribers, the ordered publish queue, replays (Events/EventHub.swift).
   let events = EventHub()
   /// Links, directory and sessions (Mesh/).
-  var mesh: MeshRuntime
+  var mesh: MeshState
   var meshTask: Task<Void, Never>?
   /// Every feature, each the owner of its state (Node/NodeFeature.swift, Features/).
   let features: Features
@@ -100,7 +100,7 @@ public actor Node {
     var sessions = SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint)
     // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
     sessions.deferredSequencing = true
-    self.mesh = MeshRuntime(
+    self.mesh = MeshState(
       node: MeshNode(
         links: LinkManager(
           local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret,
