@@ -261,11 +261,13 @@ struct SimulatedRuntime: MeshRuntime {
   func drop(_ id: LinkManager.ConnectionID, reason: String) { simulation.close(id, on: node) }
 
   // Simulated links are plaintext and secretless (nothing is pinned or refused), the simulated peers are honest,
-  // and chat, transfers and streams are not simulated.
+  // and chat (which needs encrypted links), transfers and streams are not simulated.
   func pin(nodeID: String, fingerprint: String) {}
   func refused(_ refusal: LinkManager.Refusal) {}
   func frameRefused(_ refusal: FrameRefusal) {}
   func deliver(_ message: MeshMessage, from nodeID: String) {}
+  func chat(_ directives: [ChatBook.Directive]) {}
+  func chatFrameMalformed(nodeID: String, detail: String) {}
 
   func linkUp(_ hello: NodeHello, security: SessionBook.LinkSecurity) {
     simulation.stats.linkUps += 1

@@ -28,6 +28,8 @@ private final class RecordingRuntime: MeshRuntime {
   func linkReplaced(nodeID: String, security: SessionBook.LinkSecurity) { log.append("linkReplaced \(nodeID)") }
   func linkDown(nodeID: String) { log.append("linkDown \(nodeID)") }
   func deliver(_ message: MeshMessage, from nodeID: String) { log.append("deliver \(nodeID)") }
+  func chat(_ directives: [ChatBook.Directive]) { log.append("chat \(directives.count)") }
+  func chatFrameMalformed(nodeID: String, detail: String) { log.append("chatFrameMalformed \(nodeID)") }
   func directoryEvent(peerID: String, _ event: Directory.Event) {
     switch event {
     case .peerFound(let peer, _, _): log.append("found \(peer.peerID) → \(peerID)")

@@ -38,7 +38,7 @@ extension Node {
     for (reason, count) in mesh.sessions.refusals { counts[reason, default: 0] += count }
     for (reason, count) in mesh.directory.refusals { counts[reason, default: 0] += count }
     for (reason, count) in mesh.links.refusals { counts[reason, default: 0] += count }
-    for (reason, count) in chat.book.refusals { counts[reason, default: 0] += count }
+    for (reason, count) in mesh.chat.refusals { counts[reason, default: 0] += count }
     return counts
   }
 

@@ -5,8 +5,9 @@
 /// it (``Node/feed(_:)``) and implements the verbs of ``MeshRuntime``, whose `interpret(_:)` (in MeshCore, shared with
 /// the simulator) carries out the ``MeshEffect``s in order: the verbs dial and close WebSockets (subprotocol
 /// `meshgate-node.v1`, path `/mesh`), encode and decode frames with ``MeshFrameCodec``, tick the mesh every 100 ms,
-/// turn what peers are told into `peer.*`, `session.*`, `invitation.*` and `node.*` events, and hand chat, transfer
-/// and stream frames to their features and link changes to the features' hooks.
+/// turn what peers are told into `peer.*`, `session.*`, `invitation.*` and `node.*` events, and hand transfer and
+/// stream frames to their feature, chat batches to the chat feature's queue and link changes to the features'
+/// hooks.
 import Dispatch
 import LWS
 import Logging
@@ -22,6 +23,7 @@ struct MeshState {
   var links: LinkManager { node.links }
   var directory: Directory { node.directory }
   var sessions: SessionBook { node.sessions }
+  var chat: ChatBook { node.chat }
   /// Mesh-link WebSockets and the link manager's connection ids, both ways.
   var connectionBySocket: [WebSocketID: LinkManager.ConnectionID] = [:]
   var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]
@@ -417,17 +419,24 @@ extension Node {
     publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
   }
 
-  /// Chat, transfer and stream frames go to their features.
+  /// Transfer and stream frames go to the payloads feature.
   package func deliver(_ message: MeshMessage, from nodeID: String) {
     switch message {
-    case .chat(let payload):
-      chatFrame(payload, from: nodeID)
     case .streamOpen, .streamData, .streamCredit, .streamClose:
       streamMessage(message, from: nodeID)
     default:
       // The only other frames the mesh core delivers are transfer frames.
       transferMessage(message, from: nodeID)
     }
+  }
+
+  /// A chat batch joins the chat feature's queue (store writes, then sends and events; Features/Chat).
+  package func chat(_ directives: [ChatBook.Directive]) {
+    enqueueChat(directives)
+  }
+
+  package func chatFrameMalformed(nodeID: String, detail: String) {
+    meshLogger.warning("Ignoring a malformed chat frame.", ["node.id": nodeID, "error": detail])
   }
 
   package func directoryChanged() {

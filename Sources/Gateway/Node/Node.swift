@@ -95,7 +95,7 @@ public actor Node {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
     }
     self.features = Features(
-      chat: ChatFeature(book: chatBook),
+      chat: ChatFeature(),
       transceive: TransceiveFeature(book: TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)))
     var sessions = SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint)
     // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
@@ -105,7 +105,7 @@ public actor Node {
         links: LinkManager(
           local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret,
           pins: security.pins),
-        directory: directory, sessions: sessions))
+        directory: directory, sessions: sessions, chat: chatBook))
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the

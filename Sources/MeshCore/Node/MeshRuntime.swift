@@ -6,7 +6,8 @@
 /// - **One verb per effect, in effect order**: ``connect(_:host:port:)``, ``send(_:on:)``, ``broadcast(_:on:)``,
 ///   ``sendToNode(_:nodeID:on:)``, ``close(_:reason:)``, ``drop(_:reason:)``, ``pin(nodeID:fingerprint:)``,
 ///   ``refused(_:)``, ``frameRefused(_:)``, ``linkUp(_:security:)``, ``linkReplaced(nodeID:security:)``,
-///   ``linkDown(nodeID:)``, ``deliver(_:from:)``, ``directoryEvent(peerID:_:)`` and ``sessionEvent(peerID:_:)``.
+///   ``linkDown(nodeID:)``, ``deliver(_:from:)``, ``chat(_:)``, ``chatFrameMalformed(nodeID:detail:)``,
+///   ``directoryEvent(peerID:_:)`` and ``sessionEvent(peerID:_:)``.
 /// - **What local peers are told is published at flush points** (``flush()``): a runtime may gather the directory
 ///   and session events and publish them in one batch, but only until the next flush point. The interpreter flushes
 ///   before a dial (a failed one reports ``MeshInput/outboundFailed(_:now:)`` at once, which may publish again),
@@ -51,8 +52,12 @@ package protocol MeshRuntime {
   func linkReplaced(nodeID: String, security: SessionBook.LinkSecurity)
   /// A node is no longer linked.
   func linkDown(nodeID: String)
-  /// A chat, transfer or stream frame from a linked node, admitted by the frame guard.
+  /// A transfer or stream frame from a linked node, admitted by the frame guard.
   func deliver(_ message: MeshMessage, from nodeID: String)
+  /// Carry out a batch of chat directives after every batch before it (store writes first, in one transaction).
+  func chat(_ directives: [ChatBook.Directive])
+  /// A chat frame from `nodeID` did not decode.
+  func chatFrameMalformed(nodeID: String, detail: String)
   /// Tell local peer `peerID` something the directory found (publish it by the next ``flush()``).
   func directoryEvent(peerID: String, _ event: Directory.Event)
   /// Tell local peer `peerID` a session or invitation event (publish it by the next ``flush()``).
@@ -107,6 +112,10 @@ extension MeshRuntime {
       case .deliver(let message, let nodeID):
         flush()
         deliver(message, from: nodeID)
+      case .chat(let directives):
+        chat(directives)
+      case .chatFrameMalformed(let nodeID, let detail):
+        chatFrameMalformed(nodeID: nodeID, detail: detail)
       case .directoryEvent(let peerID, let event):
         directoryTold = true
         directoryEvent(peerID: peerID, event)
