@@ -100,20 +100,6 @@ public struct DNSSDService: Sendable, Equatable {
   public var txt: [String: String]
   /// The host's IPv4 address as dotted-quad text.
   public var address: String
-
-  public init(
-    name: String, type: String, domain: String, interfaceIndex: UInt32, hostTarget: String, port: UInt16,
-    txt: [String: String], address: String
-  ) {
-    self.name = name
-    self.type = type
-    self.domain = domain
-    self.interfaceIndex = interfaceIndex
-    self.hostTarget = hostTarget
-    self.port = port
-    self.txt = txt
-    self.address = address
-  }
 }
 
 /// What a ``DNSSDClient`` reports; delivered on its thread, in order.

@@ -20,26 +20,15 @@ import Synchronization
 /// Where and how often a ``Beacon`` announces and listens.
 public struct BeaconConfiguration: Sendable, Equatable {
   /// IPv4 multicast group (224.0.0.0/4) the beacon sends to and joins.
-  public var group: String
+  public var group = "239.255.77.77"
   /// UDP port of the group; every node of a mesh uses the same one.
-  public var port: UInt16
+  public var port: UInt16 = 8089
   /// Time between announcements (one is also sent at once on `start()`); at least 10 ms.
-  public var interval: Duration
+  public var interval: Duration = .seconds(1)
   /// IPv4 address of the interface to join and send on; nil means the kernel's default (the route to the group).
-  public var interfaceAddress: String?
+  public var interfaceAddress: String? = nil
   /// Multicast hop limit; 1 keeps announcements on the local link, 0 on this host.
-  public var ttl: UInt8
-
-  public init(
-    group: String = "239.255.77.77", port: UInt16 = 8089, interval: Duration = .seconds(1),
-    interfaceAddress: String? = nil, ttl: UInt8 = 1
-  ) {
-    self.group = group
-    self.port = port
-    self.interval = interval
-    self.interfaceAddress = interfaceAddress
-    self.ttl = ttl
-  }
+  public var ttl: UInt8 = 1
 }
 
 /// Why a ``Beacon`` could not be set up. The node logs ``message`` and falls back to static discovery.

@@ -29,13 +29,6 @@ public struct BeaconAnnouncement: Sendable, Equatable {
   public var httpPort: UInt16
   /// The node's mesh protocol version.
   public var protocolVersion: UInt8
-
-  public init(nodeID: String, name: String, httpPort: UInt16, protocolVersion: UInt8) {
-    self.nodeID = nodeID
-    self.name = name
-    self.httpPort = httpPort
-    self.protocolVersion = protocolVersion
-  }
 }
 
 /// Encoding and defensive decoding of beacon datagrams (the format is in this file's header comment).

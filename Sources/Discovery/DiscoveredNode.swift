@@ -10,12 +10,4 @@ public struct DiscoveredNode: Sendable, Equatable {
   public var httpPort: UInt16
   /// The node's mesh protocol version.
   public var protocolVersion: UInt8
-
-  public init(nodeID: String, name: String, host: String, httpPort: UInt16, protocolVersion: UInt8) {
-    self.nodeID = nodeID
-    self.name = name
-    self.host = host
-    self.httpPort = httpPort
-    self.protocolVersion = protocolVersion
-  }
 }

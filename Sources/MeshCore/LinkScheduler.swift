@@ -49,14 +49,13 @@ public struct LinkScheduler<Item> {
   }
 
   struct BulkLane {
-    var entries: [Entry] = []
-    var head = 0
+    var entries = FIFO<Entry>()
     var bytes = 0
     var deficit = 0
     /// Whether this lane already earned its quantum in the current turn.
     var credited = false
 
-    var first: Entry? { head < entries.count ? entries[head] : nil }
+    var first: Entry? { entries.first }
 
     mutating func append(_ entry: Entry) {
       entries.append(entry)
@@ -64,23 +63,14 @@ public struct LinkScheduler<Item> {
     }
 
     mutating func removeFirst() -> Entry {
-      let entry = entries[head]
-      head += 1
+      let entry = entries.removeFirst()!
       bytes -= entry.bytes
-      if head == entries.count {
-        entries.removeAll(keepingCapacity: true)
-        head = 0
-      } else if head >= 64 && head * 2 >= entries.count {
-        entries.removeFirst(head)
-        head = 0
-      }
       return entry
     }
   }
 
   public let limits: Limits
-  var control: [Entry] = []
-  var controlHead = 0
+  var control = FIFO<Entry>()
   var lanes: [String: BulkLane] = [:]
   /// Lanes with queued frames, in round-robin order (the first is the one whose turn it is).
   var active: [String] = []
@@ -94,10 +84,10 @@ public struct LinkScheduler<Item> {
   }
 
   /// Whether nothing is queued.
-  public var isEmpty: Bool { controlHead == control.count && active.isEmpty }
+  public var isEmpty: Bool { control.isEmpty && active.isEmpty }
 
   /// Frames queued, all classes.
-  public var count: Int { control.count - controlHead + lanes.values.reduce(0) { $0 + $1.entries.count - $1.head } }
+  public var count: Int { control.count + lanes.values.reduce(0) { $0 + $1.entries.count } }
 
   /// Bytes queued in bulk lane `producer`.
   public func queuedBytes(of producer: String) -> Int { lanes[producer]?.bytes ?? 0 }
@@ -125,14 +115,8 @@ public struct LinkScheduler<Item> {
 
   /// The next frame to write and its lane: control first, then bulk lanes by deficit round-robin. Nil when empty.
   public mutating func dequeue() -> (item: Item, lane: Lane)? {
-    if controlHead < control.count {
-      let entry = control[controlHead]
-      controlHead += 1
+    if let entry = control.removeFirst() {
       controlBytes -= entry.bytes
-      if controlHead == control.count {
-        control.removeAll(keepingCapacity: true)
-        controlHead = 0
-      }
       return (entry.item, .control)
     }
     // Each pass either sends the head of the lane whose turn it is or ends that lane's turn with more credit; a frame
@@ -164,9 +148,8 @@ public struct LinkScheduler<Item> {
 
   /// Removes and returns the queued control frames, in order (a link about to close sends them and nothing else).
   public mutating func removeControl() -> [Item] {
-    let items = control[controlHead...].map(\.item)
+    let items = control.elements.map(\.item)
     control.removeAll()
-    controlHead = 0
     controlBytes = 0
     return items
   }
@@ -174,10 +157,10 @@ public struct LinkScheduler<Item> {
   /// Empties the scheduler (the link closed) and returns what was queued, control first, then each bulk lane in
   /// round-robin order with its frames in order.
   public mutating func removeAll() -> [(item: Item, lane: Lane)] {
-    var items: [(item: Item, lane: Lane)] = control[controlHead...].map { ($0.item, .control) }
+    var items: [(item: Item, lane: Lane)] = control.elements.map { ($0.item, .control) }
     for producer in active {
       guard let queue = lanes[producer] else { continue }
-      items += queue.entries[queue.head...].map { ($0.item, .bulk(producer)) }
+      items += queue.entries.elements.map { ($0.item, .bulk(producer)) }
     }
     self = LinkScheduler(limits: limits)
     return items

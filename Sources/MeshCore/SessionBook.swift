@@ -604,6 +604,18 @@ public struct SessionBook: Sendable {
     return session.members.contains { $0.peerID == fromPeerID && $0.nodeID == remoteNode }
   }
 
+  /// Whether a data or event frame numbered `sequence` from `remoteNode` is new (unreliable frames, numbered 0,
+  /// always are); a new reliable one is acknowledged and recorded, so a repeat after a link loss is not delivered
+  /// twice.
+  mutating func acceptReliable(_ sequence: UInt64, from remoteNode: String, into directives: inout [Directive]) -> Bool
+  {
+    guard sequence > 0 else { return true }
+    guard sequence > incomingSequence[remoteNode] ?? 0 else { return false }
+    incomingSequence[remoteNode] = sequence
+    directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
+    return true
+  }
+
   /// Delivers session data or a named event from `remoteNode` to the listed local peers that agreed to be members;
   /// the other ids are refused (and counted).
   mutating func deliver(
@@ -718,11 +730,7 @@ public struct SessionBook: Sendable {
       }
       replace(with: withoutUnagreedLocalMembers(description), into: &directives)
     case .sessionData(let sessionID, let fromPeerID, let toPeerIDs, let sequence, let payload):
-      if sequence > 0 {
-        guard sequence > incomingSequence[remoteNode] ?? 0 else { break }
-        incomingSequence[remoteNode] = sequence
-        directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
-      }
+      guard acceptReliable(sequence, from: remoteNode, into: &directives) else { break }
       // The sender checked membership in its replica; this node may not have the host's newest description yet
       // (a join racing the data), so a local peer that accepted an invitation into the session also receives.
       // Nobody else does: a frame naming peers that never agreed reaches no one, and is counted.
@@ -731,11 +739,7 @@ public struct SessionBook: Sendable {
         event: .data(sessionID: sessionID, from: fromPeerID, payload: payload, reliable: sequence > 0),
         into: &directives)
     case .sessionEvent(let sessionID, let fromPeerID, let toPeerIDs, let sequence, let name, let object):
-      if sequence > 0 {
-        guard sequence > incomingSequence[remoteNode] ?? 0 else { break }
-        incomingSequence[remoteNode] = sequence
-        directives.append(.send(.dataAck(sequence: sequence), to: remoteNode))
-      }
+      guard acceptReliable(sequence, from: remoteNode, into: &directives) else { break }
       deliver(
         sessionID, from: fromPeerID, to: toPeerIDs, remoteNode: remoteNode,
         event: .namedEvent(sessionID: sessionID, from: fromPeerID, name: name, object: object), into: &directives)

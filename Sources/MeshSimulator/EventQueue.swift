@@ -49,33 +49,3 @@ struct EventQueue<Event> {
     return first
   }
 }
-
-/// A first-in, first-out queue with amortised O(1) operations.
-struct FIFO<Element> {
-  private var storage: [Element] = []
-  private var head = 0
-
-  var isEmpty: Bool { head == storage.count }
-  var count: Int { storage.count - head }
-
-  mutating func append(_ element: Element) { storage.append(element) }
-
-  mutating func removeFirst() -> Element? {
-    guard head < storage.count else { return nil }
-    let element = storage[head]
-    head += 1
-    if head == storage.count {
-      storage.removeAll(keepingCapacity: true)
-      head = 0
-    } else if head >= 32 && head * 2 >= storage.count {
-      storage.removeFirst(head)
-      head = 0
-    }
-    return element
-  }
-
-  mutating func removeAll() {
-    storage.removeAll()
-    head = 0
-  }
-}

@@ -36,54 +36,44 @@ extension Simulation {
   /// Whether every browser on every running node believes exactly the ground truth (advertiser ids, their nodes
   /// and their discovery info).
   public var isConverged: Bool {
-    let advertisers = groundTruth()
-    for node in nodes where node.alive {
-      for peerID in node.durable.keys.sorted() {
-        let peer = node.durable[peerID]!
-        for service in peer.browsing.sorted() {
-          let believed = beliefs[peerID]?[service] ?? [:]
-          var expected = 0
-          for advertiser in advertisers[service] ?? [] {
-            guard advertiser.peerID != peerID, visible(advertiser.node, from: node.index) else { continue }
-            expected += 1
-            guard let belief = believed[advertiser.peerID], belief.nodeID == nodes[advertiser.node].nodeID,
-              belief.discoveryInfo == advertiser.info
-            else { return false }
-          }
-          if believed.count != expected { return false }
-        }
-      }
-    }
-    return true
+    browserScores().allSatisfy { $0.correct == $0.expected && $0.believed == $0.expected }
   }
 
   /// How right the browsers are, from 0 to 1: correctly believed advertisers divided by the advertisers they
   /// should believe in plus the ones they wrongly believe in (a wrong node or discovery info counts as both).
   /// 1 when there is nothing to believe.
   public var agreement: Double {
+    let scores = browserScores()
+    let correct = scores.reduce(0) { $0 + $1.correct }
+    let total = scores.reduce(0) { $0 + $1.expected + $1.believed - $1.correct }
+    return total == 0 ? 1 : Double(correct) / Double(total)
+  }
+
+  /// For each browsing peer on a running node and each service type it browses: how many advertisers it should
+  /// believe in, how many it believes in, and how many of those it believes in correctly (right node and info).
+  func browserScores() -> [(expected: Int, believed: Int, correct: Int)] {
     let advertisers = groundTruth()
-    var correct = 0
-    var total = 0
+    var scores: [(expected: Int, believed: Int, correct: Int)] = []
     for node in nodes where node.alive {
       for (peerID, peer) in node.durable {
         for service in peer.browsing {
           let believed = beliefs[peerID]?[service] ?? [:]
-          var matched = 0
+          var expected = 0
+          var correct = 0
           for advertiser in advertisers[service] ?? [] {
             guard advertiser.peerID != peerID, visible(advertiser.node, from: node.index) else { continue }
-            total += 1
+            expected += 1
             if let belief = believed[advertiser.peerID], belief.nodeID == nodes[advertiser.node].nodeID,
               belief.discoveryInfo == advertiser.info
             {
               correct += 1
-              matched += 1
             }
           }
-          total += believed.count - matched
+          scores.append((expected, believed.count, correct))
         }
       }
     }
-    return total == 0 ? 1 : Double(correct) / Double(total)
+    return scores
   }
 
   /// Advertisers per service type on running nodes.

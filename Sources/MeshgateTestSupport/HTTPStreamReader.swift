@@ -10,13 +10,6 @@ public struct SSEEvent: Sendable, Equatable, CustomStringConvertible {
   /// The `data:` lines joined with `\n` (without a trailing newline).
   public var data: String
 
-  /// Creates an event value (for comparisons in tests).
-  public init(id: String? = nil, event: String? = nil, data: String) {
-    self.id = id
-    self.event = event
-    self.data = data
-  }
-
   /// `data` parsed as a JSON object; throws if it is not one.
   public func jsonObject() throws -> [String: Any] {
     guard let object = (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] else {

@@ -9,13 +9,6 @@ public struct SQLiteError: Error, Equatable, CustomStringConvertible {
   /// The SQL text being run when the error happened, if any. Bound values are never recorded.
   public var sql: String?
 
-  /// Creates an error from a result code, a message and optionally the SQL text.
-  public init(code: Int32, message: String, sql: String? = nil) {
-    self.code = code
-    self.message = message
-    self.sql = sql
-  }
-
   /// The primary result code (the low 8 bits of ``code``), e.g. 19 (`SQLITE_CONSTRAINT`) for 2067.
   public var primaryCode: Int32 { self.code & 0xFF }
 

@@ -8,12 +8,27 @@ struct RouterTests {
   let router = Router.standard
 
   @Test func matchesStaticAndParameterisedPatterns() {
-    let route = Route(
-      method: .get, pattern: "/api/v1/things/{id}", operationID: "x", summary: "",
-      authenticated: false, requestSchema: nil, responses: [], queryParameters: [], handler: { _, _ in .json(.null) })
+    let route = Route(.get, "/api/v1/things/{id}", "x", access: .open, "") { _, _ in .json(.null) }
     #expect(route.match(["api", "v1", "things", "42"]) == ["id": "42"])
     #expect(route.match(["api", "v1", "things"]) == nil)
     #expect(route.match(["api", "v1", "other", "42"]) == nil)
+  }
+
+  @Test func documentationIsTheSummaryThenOneLinePerAnswer() {
+    let route = Route(
+      .post, "/api/v1/things", "createThing", returns: ["type": "object"],
+      """
+      Creates a thing
+      in two lines.
+      201 Created.
+      202 Accepted; done later.
+      409 Taken.
+      """
+    ) { _, _ in .json(.null) }
+    #expect(route.summary == "Creates a thing in two lines.")
+    #expect(route.responses.map(\.status) == [201, 202, 409])
+    #expect(route.responses.map(\.description) == ["Created.", "Accepted; done later.", "Taken."])
+    #expect(route.responses.map(\.schema) == [["type": "object"], ["type": "object"], Schemas.error])
   }
 
   @Test func unknownPathIsNotFound() {

@@ -11,12 +11,16 @@ import MeshCore
 struct EventKind: Sendable {
   /// The `type` member, e.g. `peer.found`.
   let type: String
-  /// The name of its schema under `components/schemas`, e.g. `PeerFoundEvent`.
-  let schemaName: String
   /// When it is sent.
   let summary: String
   /// The JSON Schema of `data`.
   let data: JSONValue
+
+  /// The name of its schema under `components/schemas`: the type's words capitalized, then `Event`
+  /// (`peer.found` → `PeerFoundEvent`).
+  var schemaName: String {
+    type.split(separator: ".").map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined() + "Event"
+  }
 }
 
 enum EventCatalog {
@@ -38,7 +42,7 @@ enum EventCatalog {
   /// The first message on every `/api/v1/ws` socket and `/api/v1/events/stream` stream (SSE `event: hello`).
   /// Not stored in the log: it has no `id` or `at`.
   static let hello = EventKind(
-    type: "hello", schemaName: "HelloEvent",
+    type: "hello",
     summary: "First message of every WebSocket and SSE connection: who you are and the newest cursor.",
     data: object(
       ["peer", "node", "cursor"],
@@ -47,21 +51,21 @@ enum EventCatalog {
   /// Every event type stored in a peer's log and pushed live.
   static let logged: [EventKind] = [
     EventKind(
-      type: "peer.updated", schemaName: "PeerUpdatedEvent",
+      type: "peer.updated",
       summary: "This peer's display name or discovery info changed (PATCH /api/v1/peers/me).",
       data: object(["peer"], ["peer": Schemas.peer])),
     EventKind(
-      type: "peer.found", schemaName: "PeerFoundEvent",
+      type: "peer.found",
       summary: "A peer anywhere in the mesh advertises a service type this peer browses.",
       data: object(
         ["peer", "serviceType", "discoveryInfo"],
         ["peer": Schemas.peerRef, "serviceType": Schemas.serviceType, "discoveryInfo": Schemas.discoveryInfo])),
     EventKind(
-      type: "peer.lost", schemaName: "PeerLostEvent",
+      type: "peer.lost",
       summary: "A peer stopped advertising a browsed service type, left, or its node was lost.",
       data: object(["peer", "serviceType"], ["peer": Schemas.peerRef, "serviceType": Schemas.serviceType])),
     EventKind(
-      type: "node.linked", schemaName: "NodeLinkedEvent",
+      type: "node.linked",
       summary: "This node linked with another node (to every local peer).",
       data: object(
         ["node"],
@@ -74,11 +78,11 @@ enum EventCatalog {
             ])
         ])),
     EventKind(
-      type: "node.unlinked", schemaName: "NodeUnlinkedEvent",
+      type: "node.unlinked",
       summary: "The link to another node was lost (to every local peer).",
       data: object(["node"], ["node": object(["id"], ["id": ["type": "string"]])])),
     EventKind(
-      type: "node.link.refused", schemaName: "NodeLinkRefusedEvent",
+      type: "node.link.refused",
       summary: "A node was refused a link: changed certificate, missing or wrong mesh secret (to every local peer).",
       data: object(
         ["node", "code", "message", "pinnedFingerprint", "presentedFingerprint"],
@@ -87,13 +91,13 @@ enum EventCatalog {
           "code": ["type": "string"], "message": ["type": "string"], "pinnedFingerprint": nullableString,
           "presentedFingerprint": nullableString,
         ])),
-    invitationEvent("received", "InvitationReceivedEvent", "This peer was invited into a session."),
-    invitationEvent("accepted", "InvitationAcceptedEvent", "An invitation this peer sent or got was accepted."),
-    invitationEvent("declined", "InvitationDeclinedEvent", "An invitation this peer sent or got was declined."),
-    invitationEvent("expired", "InvitationExpiredEvent", "An invitation this peer sent or got timed out."),
-    invitationEvent("canceled", "InvitationCanceledEvent", "The inviter withdrew an invitation."),
+    invitationEvent("received", "This peer was invited into a session."),
+    invitationEvent("accepted", "An invitation this peer sent or got was accepted."),
+    invitationEvent("declined", "An invitation this peer sent or got was declined."),
+    invitationEvent("expired", "An invitation this peer sent or got timed out."),
+    invitationEvent("canceled", "The inviter withdrew an invitation."),
     EventKind(
-      type: "session.peer.state", schemaName: "SessionPeerStateEvent",
+      type: "session.peer.state",
       summary: "A member of one of this peer's sessions is connecting, connected or notConnected.",
       data: object(
         ["sessionId", "peer", "state"],
@@ -102,7 +106,7 @@ enum EventCatalog {
           "state": ["type": "string", "enum": ["connecting", "connected", "notConnected"]],
         ])),
     EventKind(
-      type: "session.data", schemaName: "SessionDataEvent",
+      type: "session.data",
       summary: "Data from another member (POST /api/v1/sessions/{id}/data or the WebSocket send op).",
       data: object(
         ["sessionId", "from", "mode", "bytes", "dataBase64"],
@@ -113,7 +117,7 @@ enum EventCatalog {
           "text": ["type": "string", "description": "The payload as text, present when it is valid UTF-8."],
         ])),
     EventKind(
-      type: "session.event", schemaName: "SessionEventEvent",
+      type: "session.event",
       summary: "A PeerKit named event from another member (POST /api/v1/sessions/{id}/events).",
       data: object(
         ["sessionId", "from", "event", "object"],
@@ -122,7 +126,7 @@ enum EventCatalog {
           "object": ["description": "The JSON value the sender gave (null when none)."],
         ])),
     EventKind(
-      type: "session.send.failed", schemaName: "SessionSendFailedEvent",
+      type: "session.send.failed",
       summary: "Reliable data or a named event this peer sent was not acknowledged by some recipients.",
       data: object(
         ["sessionId", "undelivered", "reason"],
@@ -131,15 +135,15 @@ enum EventCatalog {
           "reason": ["type": "string"],
         ])),
     EventKind(
-      type: "job.received", schemaName: "JobReceivedEvent",
+      type: "job.received",
       summary: "A job offered to this peer was accepted and is now in its list (with receivedFrom).",
       data: object(["job"], ["job": Schemas.job])),
     EventKind(
-      type: "job.delivered", schemaName: "JobDeliveredEvent",
+      type: "job.delivered",
       summary: "A job this peer sent was accepted; the job now shows assignedTo.",
       data: object(["job"], ["job": Schemas.job])),
     EventKind(
-      type: "job.send.failed", schemaName: "JobSendFailedEvent",
+      type: "job.send.failed",
       summary: "A job offer this peer sent was declined, expired, canceled, or could not be delivered.",
       data: object(
         ["job", "jobId", "to", "reason"],
@@ -155,59 +159,59 @@ enum EventCatalog {
           ],
         ])),
     chatEvent(
-      "chat.message", "ChatMessageEvent", "A message in a room this peer is in.", ["message": Schemas.chatMessage]),
-    chatEvent("chat.member.joined", "ChatMemberJoinedEvent", "A peer joined a room.", ["peer": Schemas.peerRef]),
-    chatEvent("chat.member.left", "ChatMemberLeftEvent", "A peer left a room.", ["peer": Schemas.peerRef]),
-    chatEvent("chat.ended", "ChatEndedEvent", "A room ended (its host left and nobody remains).", [:]),
+      "chat.message", "A message in a room this peer is in.", ["message": Schemas.chatMessage]),
+    chatEvent("chat.member.joined", "A peer joined a room.", ["peer": Schemas.peerRef]),
+    chatEvent("chat.member.left", "A peer left a room.", ["peer": Schemas.peerRef]),
+    chatEvent("chat.ended", "A room ended (its host left and nobody remains).", [:]),
     transferEvent(
-      "offered", "TransferOfferedEvent",
+      "offered",
       "A file waits for this peer's Accept or Decline (file consent; state awaitingConsent).",
       ["timeoutSeconds": ["type": "integer", "minimum": 1]]),
-    transferEvent("started", "TransferStartedEvent", "A transfer this peer sends or receives started.", [:]),
+    transferEvent("started", "A transfer this peer sends or receives started.", [:]),
     transferEvent(
-      "accepted", "TransferAcceptedEvent", "The recipient accepted a file this peer sends, which waited for consent.",
+      "accepted", "The recipient accepted a file this peer sends, which waited for consent.",
       [:]),
     transferEvent(
-      "declined", "TransferDeclinedEvent", "The recipient declined the file (both sides get it).",
+      "declined", "The recipient declined the file (both sides get it).",
       ["reason": ["type": "string"]]),
     transferEvent(
-      "progress", "TransferProgressEvent", "Bytes so far (at most 10 a second per side).",
+      "progress", "Bytes so far (at most 10 a second per side).",
       ["bytes": ["type": "integer"], "total": ["type": "integer"]]),
     transferEvent(
-      "finished", "TransferFinishedEvent", "The file arrived whole and its SHA-256 matched.",
+      "finished", "The file arrived whole and its SHA-256 matched.",
       ["sha256": ["type": "string", "pattern": "^[0-9a-f]{64}$"]]),
-    transferEvent("failed", "TransferFailedEvent", "The transfer failed.", ["reason": ["type": "string"]]),
+    transferEvent("failed", "The transfer failed.", ["reason": ["type": "string"]]),
     transferEvent(
-      "canceled", "TransferCanceledEvent", "The sender or the receiver canceled it.", ["reason": ["type": "string"]]),
+      "canceled", "The sender or the receiver canceled it.", ["reason": ["type": "string"]]),
     EventKind(
-      type: "stream.opened", schemaName: "StreamOpenedEvent",
+      type: "stream.opened",
       summary: "A member opened a byte stream to this peer (read it with GET /api/v1/streams/{id}).",
       data: object(["stream"], ["stream": Schemas.stream])),
     EventKind(
-      type: "stream.closed", schemaName: "StreamClosedEvent",
+      type: "stream.closed",
       summary: "A stream this peer writes or reads ended: closed, or failed with a reason.",
       data: object(["stream", "reason"], ["stream": Schemas.stream, "reason": nullableString])),
   ]
 
-  static func invitationEvent(_ state: String, _ name: String, _ summary: String) -> EventKind {
+  static func invitationEvent(_ state: String, _ summary: String) -> EventKind {
     EventKind(
-      type: "invitation.\(state)", schemaName: name, summary: summary,
+      type: "invitation.\(state)", summary: summary,
       data: object(["invitation"], ["invitation": Schemas.invitation]))
   }
 
-  static func chatEvent(_ type: String, _ name: String, _ summary: String, _ extra: JSONObject) -> EventKind {
+  static func chatEvent(_ type: String, _ summary: String, _ extra: JSONObject) -> EventKind {
     var properties: JSONObject = ["chat": chatRef]
     for (key, value) in extra { properties[key] = value }
     return EventKind(
-      type: type, schemaName: name, summary: summary,
+      type: type, summary: summary,
       data: object(["chat"] + extra.keys.sorted(), properties))
   }
 
-  static func transferEvent(_ state: String, _ name: String, _ summary: String, _ extra: JSONObject) -> EventKind {
+  static func transferEvent(_ state: String, _ summary: String, _ extra: JSONObject) -> EventKind {
     var properties: JSONObject = ["transfer": Schemas.transfer]
     for (key, value) in extra { properties[key] = value }
     return EventKind(
-      type: "transfer.\(state)", schemaName: name, summary: summary,
+      type: "transfer.\(state)", summary: summary,
       data: object(["transfer"] + extra.keys.sorted(), properties))
   }
 

@@ -16,13 +16,6 @@ public struct APIError: Error, Equatable, CustomStringConvertible {
   /// Extra headers (e.g. `Allow` on 405).
   public var headers: [(String, String)] = []
 
-  public init(status: Int, code: String, message: String, headers: [(String, String)] = []) {
-    self.status = status
-    self.code = code
-    self.message = message
-    self.headers = headers
-  }
-
   public static func == (lhs: APIError, rhs: APIError) -> Bool {
     lhs.status == rhs.status && lhs.code == rhs.code && lhs.message == rhs.message
   }

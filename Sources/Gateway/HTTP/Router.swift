@@ -17,8 +17,56 @@ enum RequestBodyKind: Sendable, Equatable {
   case unbounded
 }
 
+/// Who may call a route.
+enum RouteAccess: Sendable, Equatable {
+  /// Anyone who may reach the node (health, metrics, the OpenAPI document, creating a peer).
+  case open
+  /// A peer token (`Authorization: Bearer`).
+  case peer
+  /// The node's admin token (Admin.swift).
+  case admin
+}
+
+/// What a route's connection becomes, and how it takes its body.
+enum RouteKind: Sendable, Equatable {
+  /// A request with a JSON body (or none) and one answer.
+  case plain
+  /// A raw body streamed to the handler, up to `--max-transfer-bytes` (a file upload).
+  case upload
+  /// A raw body streamed with no size limit (a byte stream's writer).
+  case unboundedBody
+  /// A `200` answer starts the peer's Server-Sent Events stream; the token may come as `?token=`.
+  case eventStream
+  /// A WebSocket endpoint (a plain GET is answered `426`); the token may come as `?token=`.
+  case webSocket
+}
+
+/// A query parameter a route documents.
+struct QueryParameter: Sendable {
+  let name: String
+  let description: String
+  let schema: JSONValue
+
+  init(_ name: String, _ description: String, _ schema: JSONValue = ["type": "string"]) {
+    self.name = name
+    self.description = description
+    self.schema = schema
+  }
+
+  /// A page size from 1 to `max` (``Paging``).
+  static func limit(max: Int) -> QueryParameter {
+    QueryParameter(
+      "limit", "Page size, 1–\(max), default 100.", ["type": "integer", "minimum": 1, "maximum": .int(Int64(max))])
+  }
+  /// The opaque cursor of a paged list.
+  static let cursor = QueryParameter("cursor", "The nextCursor of the previous page.")
+}
+
 /// One REST route: where it is, who may call it, how it takes its body, what it answers (for the OpenAPI document),
 /// and the handler that runs it on the node's executor.
+///
+/// A route is documented by one text: its first lines are the summary, then one line per answer, `NNN description`.
+/// A `2xx` answer carries the `returns` schema, `101` nothing, any other the error schema.
 struct Route: Sendable {
   /// Runs the request on the node (isolated to it: handlers call node methods synchronously).
   typealias Handler = @Sendable (isolated Node, RequestContext) async throws -> HTTPResponse
@@ -26,24 +74,61 @@ struct Route: Sendable {
   let method: HTTPMethod
   let pattern: String
   let operationID: String
-  let summary: String
-  /// Whether a peer token is required.
-  let authenticated: Bool
+  let access: RouteAccess
+  let kind: RouteKind
   let requestSchema: JSONValue?
+  let queryParameters: [QueryParameter]
+  let summary: String
   let responses: [(status: Int, description: String, schema: JSONValue?)]
-  let queryParameters: [(name: String, description: String, schema: JSONValue)]
+  let handler: Handler
+
+  init(
+    _ method: HTTPMethod, _ pattern: String, _ operationID: String, access: RouteAccess = .peer,
+    kind: RouteKind = .plain, body requestSchema: JSONValue? = nil, returns: JSONValue? = nil,
+    query: [QueryParameter] = [], _ documentation: String, handler: @escaping Handler
+  ) {
+    self.method = method
+    self.pattern = pattern
+    self.operationID = operationID
+    self.access = access
+    self.kind = kind
+    self.requestSchema = requestSchema
+    self.queryParameters = query
+    self.handler = handler
+    var summary: [Substring] = []
+    var responses: [(status: Int, description: String, schema: JSONValue?)] = []
+    for line in documentation.split(separator: "\n") {
+      if let status = Int(line.prefix(3)), line.dropFirst(3).first == " ", (100..<600).contains(status) {
+        let schema = status == 101 ? nil : (200..<300).contains(status) ? returns : Schemas.error
+        responses.append((status, String(line.dropFirst(4)), schema))
+      } else {
+        precondition(responses.isEmpty, "\(operationID): the summary comes before the answers")
+        summary.append(line)
+      }
+    }
+    self.summary = summary.joined(separator: " ")
+    self.responses = responses
+  }
+
+  /// Whether a peer token is required.
+  var authenticated: Bool { access == .peer }
   /// Whether the node's admin token is required (Admin.swift).
-  var admin = false
+  var admin: Bool { access == .admin }
   /// How the request body is taken (JSON collected, or raw bytes streamed).
-  var body = RequestBodyKind.collected
+  var body: RequestBodyKind {
+    switch kind {
+    case .upload: .upload
+    case .unboundedBody: .unbounded
+    case .plain, .eventStream, .webSocket: .collected
+    }
+  }
   /// Whether the peer token may come as `?token=` (for browsers, which cannot set headers on EventSource and
   /// WebSocket).
-  var acceptsQueryToken = false
+  var acceptsQueryToken: Bool { kind == .eventStream || kind == .webSocket }
   /// A `200` answer starts the peer's Server-Sent Events stream on the connection.
-  var opensEventStream = false
+  var opensEventStream: Bool { kind == .eventStream }
   /// The route is a WebSocket endpoint (a plain GET is answered `426`).
-  var isWebSocket = false
-  let handler: Handler
+  var isWebSocket: Bool { kind == .webSocket }
 
   /// The request body is raw bytes (`application/octet-stream`), streamed rather than JSON.
   var rawRequestBody: Bool { body != .collected }

@@ -8,36 +8,34 @@ import MeshCore
 enum SystemRoutes {
   static let routes: [Route] = [
     Route(
-      method: .get, pattern: "/healthz", operationID: "getHealth",
-      summary:
-        "Liveness: 200 while the node serves requests, its store answers and its data directory is the one it opened.",
-      authenticated: false, requestSchema: nil,
-      responses: [
-        (200, "The node is healthy.", Schemas.health),
-        (
-          503,
-          "The store does not answer (unavailable), or the data directory or its database file was deleted, "
-            + "moved or replaced while the node ran (data_directory_lost; writes answer the same).", Schemas.error
-        ),
-      ],
-      queryParameters: [],
-      handler: { node, _ in try await node.healthz() }),
+      .get, "/healthz", "getHealth", access: .open, returns: Schemas.health,
+      """
+      Liveness: 200 while the node serves requests, its store answers and its data directory is the one it opened.
+      200 The node is healthy.
+      503 The store does not answer (unavailable), or the data directory or its database file was deleted, moved or replaced while the node ran (data_directory_lost; writes answer the same).
+      """
+    ) { node, _ in try await node.healthz() },
     Route(
-      method: .get, pattern: "/metrics", operationID: "getMetrics",
-      summary: "Prometheus text exposition: requests by route and status, open WebSockets, peers, events.",
-      authenticated: false, requestSchema: nil, responses: [(200, "Prometheus text format 0.0.4.", nil)],
-      queryParameters: [],
-      handler: { node, _ in node.metricsResponse() }),
+      .get, "/metrics", "getMetrics", access: .open,
+      """
+      Prometheus text exposition: requests by route and status, open WebSockets, peers, events.
+      200 Prometheus text format 0.0.4.
+      """
+    ) { node, _ in node.metricsResponse() },
     Route(
-      method: .get, pattern: "/api/v1/openapi.json", operationID: "getOpenAPI",
-      summary: "This OpenAPI 3.1 document.", authenticated: false, requestSchema: nil,
-      responses: [(200, "The OpenAPI document.", ["type": "object"])], queryParameters: [],
-      handler: { node, _ in .json(node.router.openAPIDocument(version: NodeConfiguration.version)) }),
+      .get, "/api/v1/openapi.json", "getOpenAPI", access: .open, returns: ["type": "object"],
+      """
+      This OpenAPI 3.1 document.
+      200 The OpenAPI document.
+      """
+    ) { node, _ in .json(node.router.openAPIDocument(version: NodeConfiguration.version)) },
     Route(
-      method: .get, pattern: "/api/v1/node", operationID: "getNode",
-      summary: "This node's id, name, version, uptime and peer count.", authenticated: false, requestSchema: nil,
-      responses: [(200, "Node information.", Schemas.node)], queryParameters: [],
-      handler: { node, _ in .json(node.nodeJSON()) }),
+      .get, "/api/v1/node", "getNode", access: .open, returns: Schemas.node,
+      """
+      This node's id, name, version, uptime and peer count.
+      200 Node information.
+      """
+    ) { node, _ in .json(node.nodeJSON()) },
   ]
 }
 

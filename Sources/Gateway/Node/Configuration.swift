@@ -346,11 +346,6 @@ public struct MeshAddress: Sendable, Hashable, CustomStringConvertible {
   /// The TCP port.
   public var port: UInt16
 
-  public init(host: String, port: UInt16) {
-    self.host = host
-    self.port = port
-  }
-
   /// Parses `host:port` or `[v6]:port`; nil when malformed.
   public init?(_ text: String) {
     let trimmed = text.trimmingCharacters(in: .whitespaces)

@@ -8,35 +8,35 @@ import MeshCore
 enum AdminRoutes {
   static let routes: [Route] = [
     Route(
-      method: .get, pattern: "/api/v1/node/settings", operationID: "getNodeSettings",
-      summary: "The node's limits and event retention. Needs the admin token.", authenticated: false,
-      requestSchema: nil,
-      responses: [
-        (200, "The settings.", Schemas.settingsEnvelope), (401, "Missing or unknown admin token.", Schemas.error),
-        (403, "A peer token, not the admin token.", Schemas.error),
-      ], queryParameters: [], admin: true,
-      handler: { node, _ in .json(node.settingsJSON()) }),
+      .get, "/api/v1/node/settings", "getNodeSettings", access: .admin, returns: Schemas.settingsEnvelope,
+      """
+      The node's limits and event retention. Needs the admin token.
+      200 The settings.
+      401 Missing or unknown admin token.
+      403 A peer token, not the admin token.
+      """
+    ) { node, _ in .json(node.settingsJSON()) },
     Route(
-      method: .patch, pattern: "/api/v1/node/settings", operationID: "updateNodeSettings",
-      summary: "Changes limits and event retention at run time (until the node restarts). Needs the admin token.",
-      authenticated: false, requestSchema: Schemas.settingsPatch,
-      responses: [
-        (200, "The settings now in force.", Schemas.settingsEnvelope), (400, "Invalid field.", Schemas.error),
-        (401, "Missing or unknown admin token.", Schemas.error),
-        (403, "A peer token, not the admin token.", Schemas.error),
-      ], queryParameters: [], admin: true,
-      handler: { node, context in try node.updateSettings(context) }),
+      .patch, "/api/v1/node/settings", "updateNodeSettings", access: .admin, body: Schemas.settingsPatch,
+      returns: Schemas.settingsEnvelope,
+      """
+      Changes limits and event retention at run time (until the node restarts). Needs the admin token.
+      200 The settings now in force.
+      400 Invalid field.
+      401 Missing or unknown admin token.
+      403 A peer token, not the admin token.
+      """
+    ) { node, context in try node.updateSettings(context) },
     Route(
-      method: .delete, pattern: "/api/v1/mesh/pins/{nodeId}", operationID: "deleteMeshPin",
-      summary:
-        "Forgets the pinned certificate of a node (after it was replaced on purpose); its next TLS link pins anew. "
-        + "Needs the admin token.",
-      authenticated: false, requestSchema: nil,
-      responses: [
-        (204, "Pin removed.", nil), (401, "Missing or unknown admin token.", Schemas.error),
-        (403, "A peer token, not the admin token.", Schemas.error), (404, "No pin for that node.", Schemas.error),
-      ], queryParameters: [], admin: true,
-      handler: { node, context in try await node.deletePin(context) }),
+      .delete, "/api/v1/mesh/pins/{nodeId}", "deleteMeshPin", access: .admin,
+      """
+      Forgets the pinned certificate of a node (after it was replaced on purpose); its next TLS link pins anew. Needs the admin token.
+      204 Pin removed.
+      401 Missing or unknown admin token.
+      403 A peer token, not the admin token.
+      404 No pin for that node.
+      """
+    ) { node, context in try await node.deletePin(context) },
   ]
 }
 

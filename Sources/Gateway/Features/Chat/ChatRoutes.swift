@@ -8,79 +8,84 @@ import MeshCore
 enum ChatRoutes {
   static let routes: [Route] = [
     Route(
-      method: .post, pattern: "/api/v1/chats", operationID: "createChat",
-      summary:
-        "Hosts a chat room (encryption required) advertised on jobmanager-chat with its name; the host's node orders and keeps every message.",
-      authenticated: true, requestSchema: Schemas.createChat,
-      responses: [
-        (201, "The room.", Schemas.chatEnvelope), (400, "Bad name.", Schemas.error),
-        (409, "The peer hosts too many rooms to advertise them all.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.createChat(context) }),
+      .post, "/api/v1/chats", "createChat", body: Schemas.createChat, returns: Schemas.chatEnvelope,
+      """
+      Hosts a chat room (encryption required) advertised on jobmanager-chat with its name; the host's node orders and keeps every message.
+      201 The room.
+      400 Bad name.
+      409 The peer hosts too many rooms to advertise them all.
+      """
+    ) { node, context in try await node.createChat(context) },
     Route(
-      method: .get, pattern: "/api/v1/chats", operationID: "listChats",
-      summary: "The rooms this peer is in or hosts.", authenticated: true, requestSchema: nil,
-      responses: [(200, "The rooms.", Schemas.chatList)], queryParameters: [],
-      handler: { node, context in node.listChats(context) }),
+      .get, "/api/v1/chats", "listChats", returns: Schemas.chatList,
+      """
+      The rooms this peer is in or hosts.
+      200 The rooms.
+      """
+    ) { node, context in node.listChats(context) },
     Route(
-      method: .get, pattern: "/api/v1/chats/nearby", operationID: "nearbyChats",
-      summary: "Rooms other peers host, mesh-wide, from their jobmanager-chat advertisements.", authenticated: true,
-      requestSchema: nil, responses: [(200, "The rooms.", Schemas.chatList)], queryParameters: [],
-      handler: { node, context in node.nearbyChats(context) }),
+      .get, "/api/v1/chats/nearby", "nearbyChats", returns: Schemas.chatList,
+      """
+      Rooms other peers host, mesh-wide, from their jobmanager-chat advertisements.
+      200 The rooms.
+      """
+    ) { node, context in node.nearbyChats(context) },
     Route(
-      method: .get, pattern: "/api/v1/chats/{chatId}", operationID: "getChat",
-      summary: "One room with its members.", authenticated: true, requestSchema: nil,
-      responses: [(200, "The room.", Schemas.chatDetail), (404, "Unknown room.", Schemas.error)], queryParameters: [],
-      handler: { node, context in try node.getChat(context) }),
+      .get, "/api/v1/chats/{chatId}", "getChat", returns: Schemas.chatDetail,
+      """
+      One room with its members.
+      200 The room.
+      404 Unknown room.
+      """
+    ) { node, context in try node.getChat(context) },
     Route(
-      method: .post, pattern: "/api/v1/chats/{chatId}/join", operationID: "joinChat",
-      summary:
-        "Joins a room (accepted by the host's node without a prompt); the host sends the whole history. Waits up to 10 s for the host.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "Joined.", Schemas.chatEnvelope),
-        (202, "The host's node has not answered yet; chat.member.joined follows.", Schemas.chatEnvelope),
-        (404, "Unknown room.", Schemas.error),
-        (409, "The room ended, or the link to its host is not encrypted.", Schemas.error),
-        (503, "The host's node is not linked.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.joinChat(context) }),
+      .post, "/api/v1/chats/{chatId}/join", "joinChat", returns: Schemas.chatEnvelope,
+      """
+      Joins a room (accepted by the host's node without a prompt); the host sends the whole history. Waits up to 10 s for the host.
+      200 Joined.
+      202 The host's node has not answered yet; chat.member.joined follows.
+      404 Unknown room.
+      409 The room ended, or the link to its host is not encrypted.
+      503 The host's node is not linked.
+      """
+    ) { node, context in try await node.joinChat(context) },
     Route(
-      method: .post, pattern: "/api/v1/chats/{chatId}/leave", operationID: "leaveChat",
-      summary: "Leaves a room; it ends when its host has left and no member remains.", authenticated: true,
-      requestSchema: nil,
-      responses: [
-        (200, "Left.", Schemas.chatEnvelope), (403, "Not a member.", Schemas.error),
-        (404, "Unknown room.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.leaveChat(context) }),
+      .post, "/api/v1/chats/{chatId}/leave", "leaveChat", returns: Schemas.chatEnvelope,
+      """
+      Leaves a room; it ends when its host has left and no member remains.
+      200 Left.
+      403 Not a member.
+      404 Unknown room.
+      """
+    ) { node, context in try await node.leaveChat(context) },
     Route(
-      method: .post, pattern: "/api/v1/chats/{chatId}/messages", operationID: "postChatMessage",
-      summary:
-        "Sends a message to every member. 201 once it is stored on this node; it is delivered in order, once, also across link losses and restarts. A repeated id returns the stored message (safe retries).",
-      authenticated: true, requestSchema: Schemas.postChatMessage,
-      responses: [
-        (201, "Stored; seq is set once the host has ordered it.", Schemas.chatMessageEnvelope),
-        (200, "A retry of a message already stored.", Schemas.chatMessageEnvelope),
-        (400, "Bad body or id.", Schemas.error), (403, "Not a member.", Schemas.error),
-        (404, "Unknown room.", Schemas.error), (409, "The room ended, or the id is taken.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.postChatMessage(context) }),
+      .post, "/api/v1/chats/{chatId}/messages", "postChatMessage", body: Schemas.postChatMessage,
+      returns: Schemas.chatMessageEnvelope,
+      """
+      Sends a message to every member. 201 once it is stored on this node; it is delivered in order, once, also across link losses and restarts. A repeated id returns the stored message (safe retries).
+      201 Stored; seq is set once the host has ordered it.
+      200 A retry of a message already stored.
+      400 Bad body or id.
+      403 Not a member.
+      404 Unknown room.
+      409 The room ended, or the id is taken.
+      """
+    ) { node, context in try await node.postChatMessage(context) },
     Route(
-      method: .get, pattern: "/api/v1/chats/{chatId}/messages", operationID: "listChatMessages",
-      summary:
-        "Messages in the host's order after a seq; the last page ends with this node's own messages not ordered yet (seq null).",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "A page of messages.", Schemas.chatMessagePage), (400, "Bad after or limit.", Schemas.error),
-        (403, "Not a member.", Schemas.error), (404, "Unknown room.", Schemas.error),
+      .get, "/api/v1/chats/{chatId}/messages", "listChatMessages", returns: Schemas.chatMessagePage,
+      query: [
+        QueryParameter(
+          "after", "Return messages with seq greater than this; default 0.", ["type": "integer", "minimum": 0]),
+        QueryParameter("cursor", "Alias of after (the nextCursor of the previous page)."), .limit(max: 1000),
       ],
-      queryParameters: [
-        ("after", "Return messages with seq greater than this; default 0.", ["type": "integer", "minimum": 0]),
-        ("cursor", "Alias of after (the nextCursor of the previous page).", ["type": "string"]),
-        ("limit", "Page size, 1–1000, default 100.", ["type": "integer", "minimum": 1, "maximum": 1000]),
-      ],
-      handler: { node, context in try await node.listChatMessages(context) }),
+      """
+      Messages in the host's order after a seq; the last page ends with this node's own messages not ordered yet (seq null).
+      200 A page of messages.
+      400 Bad after or limit.
+      403 Not a member.
+      404 Unknown room.
+      """
+    ) { node, context in try await node.listChatMessages(context) },
   ]
 }
 

@@ -8,87 +8,83 @@ import MeshCore
 enum DiscoveryRoutes {
   static let routes: [Route] = [
     Route(
-      method: .get, pattern: "/api/v1/advertising", operationID: "listAdvertising",
-      summary: "The service types this peer advertises, with their discovery info.", authenticated: true,
-      requestSchema: nil,
-      responses: [
-        (200, "Advertised services.", Schemas.advertisingList), (401, "Missing or unknown token.", Schemas.error),
-      ],
-      queryParameters: [],
-      handler: { node, context in node.listAdvertising(context) }),
+      .get, "/api/v1/advertising", "listAdvertising", returns: Schemas.advertisingList,
+      """
+      The service types this peer advertises, with their discovery info.
+      200 Advertised services.
+      401 Missing or unknown token.
+      """
+    ) { node, context in node.listAdvertising(context) },
     Route(
-      method: .put, pattern: "/api/v1/advertising/{serviceType}", operationID: "startAdvertising",
-      summary:
-        "Starts (or updates) advertising a service type, like MCNearbyServiceAdvertiser; browsers mesh-wide get peer.found.",
-      authenticated: true, requestSchema: Schemas.advertiseRequest,
-      responses: [
-        (200, "Advertising.", Schemas.advertisingEntry),
-        (400, "Invalid service type or discovery info.", Schemas.error),
-        (401, "Missing or unknown token.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.startAdvertising(context) }),
+      .put, "/api/v1/advertising/{serviceType}", "startAdvertising", body: Schemas.advertiseRequest,
+      returns: Schemas.advertisingEntry,
+      """
+      Starts (or updates) advertising a service type, like MCNearbyServiceAdvertiser; browsers mesh-wide get peer.found.
+      200 Advertising.
+      400 Invalid service type or discovery info.
+      401 Missing or unknown token.
+      """
+    ) { node, context in try await node.startAdvertising(context) },
     Route(
-      method: .delete, pattern: "/api/v1/advertising/{serviceType}", operationID: "stopAdvertising",
-      summary: "Stops advertising; browsers mesh-wide get peer.lost.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (204, "Stopped.", nil), (400, "Invalid service type.", Schemas.error),
-        (404, "Not advertising this service type.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.stopAdvertising(context) }),
+      .delete, "/api/v1/advertising/{serviceType}", "stopAdvertising",
+      """
+      Stops advertising; browsers mesh-wide get peer.lost.
+      204 Stopped.
+      400 Invalid service type.
+      404 Not advertising this service type.
+      """
+    ) { node, context in try await node.stopAdvertising(context) },
     Route(
-      method: .get, pattern: "/api/v1/browsing", operationID: "listBrowsing",
-      summary: "The service types this peer browses for.", authenticated: true, requestSchema: nil,
-      responses: [(200, "Browsed services.", Schemas.browsingList), (401, "Missing or unknown token.", Schemas.error)],
-      queryParameters: [],
-      handler: { node, context in node.listBrowsing(context) }),
+      .get, "/api/v1/browsing", "listBrowsing", returns: Schemas.browsingList,
+      """
+      The service types this peer browses for.
+      200 Browsed services.
+      401 Missing or unknown token.
+      """
+    ) { node, context in node.listBrowsing(context) },
     Route(
-      method: .put, pattern: "/api/v1/browsing/{serviceType}", operationID: "startBrowsing",
-      summary:
-        "Starts browsing, like MCNearbyServiceBrowser: peer.found for every current advertiser mesh-wide (self excluded), then found/lost as they change.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "Browsing, with the advertisers known now.", Schemas.browsingEntry),
-        (400, "Invalid service type.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.startBrowsing(context) }),
+      .put, "/api/v1/browsing/{serviceType}", "startBrowsing", returns: Schemas.browsingEntry,
+      """
+      Starts browsing, like MCNearbyServiceBrowser: peer.found for every current advertiser mesh-wide (self excluded), then found/lost as they change.
+      200 Browsing, with the advertisers known now.
+      400 Invalid service type.
+      """
+    ) { node, context in try await node.startBrowsing(context) },
     Route(
-      method: .delete, pattern: "/api/v1/browsing/{serviceType}", operationID: "stopBrowsing",
-      summary: "Stops browsing.", authenticated: true, requestSchema: nil,
-      responses: [
-        (204, "Stopped.", nil), (400, "Invalid service type.", Schemas.error),
-        (404, "Not browsing this service type.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.stopBrowsing(context) }),
+      .delete, "/api/v1/browsing/{serviceType}", "stopBrowsing",
+      """
+      Stops browsing.
+      204 Stopped.
+      400 Invalid service type.
+      404 Not browsing this service type.
+      """
+    ) { node, context in try await node.stopBrowsing(context) },
     Route(
-      method: .get, pattern: "/api/v1/services/{serviceType}/peers", operationID: "listServicePeers",
-      summary: "Peers advertising the service type, mesh-wide, the caller excluded.",
-      authenticated: true, requestSchema: nil,
-      responses: [(200, "Advertisers.", Schemas.servicePeers), (400, "Invalid service type.", Schemas.error)],
-      queryParameters: [
-        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
-        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
-      ],
-      handler: { node, context in try node.servicePeers(context) }),
+      .get, "/api/v1/services/{serviceType}/peers", "listServicePeers", returns: Schemas.servicePeers,
+      query: [.limit(max: 500), .cursor],
+      """
+      Peers advertising the service type, mesh-wide, the caller excluded.
+      200 Advertisers.
+      400 Invalid service type.
+      """
+    ) { node, context in try node.servicePeers(context) },
     Route(
-      method: .get, pattern: "/api/v1/mesh/nodes", operationID: "listMeshNodes",
-      summary:
-        "This node and the nodes linked to it: direction, RTT, how each was found, TLS. With the admin token "
-        + "(optional) also the addresses it is dialling, backing off from or waiting for.",
-      authenticated: false, requestSchema: nil, responses: [(200, "Known nodes.", Schemas.meshNodes)],
-      queryParameters: [],
-      handler: { node, context in .json(node.meshNodesJSON(admin: node.carriesAdminToken(context.request.head))) }),
+      .get, "/api/v1/mesh/nodes", "listMeshNodes", access: .open, returns: Schemas.meshNodes,
+      """
+      This node and the nodes linked to it: direction, RTT, how each was found, TLS. With the admin token (optional) also the addresses it is dialling, backing off from or waiting for.
+      200 Known nodes.
+      """
+    ) { node, context in .json(node.meshNodesJSON(admin: node.carriesAdminToken(context.request.head))) },
     Route(
-      method: .post, pattern: "/api/v1/mesh/nodes", operationID: "addMeshNode",
-      summary:
-        "Adds a static seed HOST:PORT; the node dials it now and re-dials it after every loss. Needs the admin token.",
-      authenticated: false, requestSchema: Schemas.addMeshNode,
-      responses: [
-        (202, "Dialling.", Schemas.meshNodes), (400, "Malformed address.", Schemas.error),
-        (401, "Missing or unknown admin token.", Schemas.error),
-        (403, "A peer token, not the admin token.", Schemas.error),
-      ], queryParameters: [], admin: true,
-      handler: { node, context in try node.addMeshNode(context) }),
+      .post, "/api/v1/mesh/nodes", "addMeshNode", access: .admin, body: Schemas.addMeshNode, returns: Schemas.meshNodes,
+      """
+      Adds a static seed HOST:PORT; the node dials it now and re-dials it after every loss. Needs the admin token.
+      202 Dialling.
+      400 Malformed address.
+      401 Missing or unknown admin token.
+      403 A peer token, not the admin token.
+      """
+    ) { node, context in try node.addMeshNode(context) },
   ]
 }
 

@@ -8,58 +8,64 @@ import MeshCore
 enum InvitationRoutes {
   static let routes: [Route] = [
     Route(
-      method: .post, pattern: "/api/v1/invitations", operationID: "createInvitation",
-      summary:
-        "Invites a peer anywhere in the mesh into a session (invitePeer(_:to:withContext:timeout:)); both sides see the same verificationCode.",
-      authenticated: true, requestSchema: Schemas.createInvitation,
-      responses: [
-        (201, "The pending invitation.", Schemas.invitationEnvelope), (400, "Invalid field.", Schemas.error),
-        (404, "Unknown peer or session.", Schemas.error),
-        (409, "Strategy, capacity or duplicate invitation.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.createInvitation(context) }),
+      .post, "/api/v1/invitations", "createInvitation", body: Schemas.createInvitation,
+      returns: Schemas.invitationEnvelope,
+      """
+      Invites a peer anywhere in the mesh into a session (invitePeer(_:to:withContext:timeout:)); both sides see the same verificationCode.
+      201 The pending invitation.
+      400 Invalid field.
+      404 Unknown peer or session.
+      409 Strategy, capacity or duplicate invitation.
+      """
+    ) { node, context in try node.createInvitation(context) },
     Route(
-      method: .get, pattern: "/api/v1/invitations", operationID: "listInvitations",
-      summary: "Invitations this peer sent or received, newest first.", authenticated: true, requestSchema: nil,
-      responses: [(200, "Invitations.", Schemas.invitationList), (400, "Bad direction.", Schemas.error)],
-      queryParameters: [
-        ("direction", "incoming or outgoing; default both.", ["type": "string", "enum": ["incoming", "outgoing"]]),
-        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
-        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
+      .get, "/api/v1/invitations", "listInvitations", returns: Schemas.invitationList,
+      query: [
+        QueryParameter(
+          "direction", "incoming or outgoing; default both.", ["type": "string", "enum": ["incoming", "outgoing"]]),
+        .limit(max: 500), .cursor,
       ],
-      handler: { node, context in try node.listInvitations(context) }),
+      """
+      Invitations this peer sent or received, newest first.
+      200 Invitations.
+      400 Bad direction.
+      """
+    ) { node, context in try node.listInvitations(context) },
     Route(
-      method: .get, pattern: "/api/v1/invitations/{invitationId}", operationID: "getInvitation",
-      summary: "One invitation.", authenticated: true, requestSchema: nil,
-      responses: [(200, "The invitation.", Schemas.invitationEnvelope), (404, "Unknown.", Schemas.error)],
-      queryParameters: [],
-      handler: { node, context in try node.getInvitation(context) }),
+      .get, "/api/v1/invitations/{invitationId}", "getInvitation", returns: Schemas.invitationEnvelope,
+      """
+      One invitation.
+      200 The invitation.
+      404 Unknown.
+      """
+    ) { node, context in try node.getInvitation(context) },
     Route(
-      method: .post, pattern: "/api/v1/invitations/{invitationId}/accept", operationID: "acceptInvitation",
-      summary: "The invitee accepts: it joins the session. Late accepts are 409.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "Accepted.", Schemas.invitationEnvelope), (403, "Not the invitee.", Schemas.error),
-        (409, "Already accepted, declined, expired or canceled.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.answerInvitation(context, accept: true) }),
+      .post, "/api/v1/invitations/{invitationId}/accept", "acceptInvitation", returns: Schemas.invitationEnvelope,
+      """
+      The invitee accepts: it joins the session. Late accepts are 409.
+      200 Accepted.
+      403 Not the invitee.
+      409 Already accepted, declined, expired or canceled.
+      """
+    ) { node, context in try node.answerInvitation(context, accept: true) },
     Route(
-      method: .post, pattern: "/api/v1/invitations/{invitationId}/decline", operationID: "declineInvitation",
-      summary: "The invitee declines.", authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "Declined.", Schemas.invitationEnvelope), (403, "Not the invitee.", Schemas.error),
-        (409, "No longer pending.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.answerInvitation(context, accept: false) }),
+      .post, "/api/v1/invitations/{invitationId}/decline", "declineInvitation", returns: Schemas.invitationEnvelope,
+      """
+      The invitee declines.
+      200 Declined.
+      403 Not the invitee.
+      409 No longer pending.
+      """
+    ) { node, context in try node.answerInvitation(context, accept: false) },
     Route(
-      method: .post, pattern: "/api/v1/invitations/{invitationId}/cancel", operationID: "cancelInvitation",
-      summary: "The inviter withdraws a pending invitation.", authenticated: true,
-      requestSchema: nil,
-      responses: [
-        (200, "Canceled.", Schemas.invitationEnvelope), (403, "Not the inviter.", Schemas.error),
-        (409, "No longer pending.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.cancelInvitation(context) }),
+      .post, "/api/v1/invitations/{invitationId}/cancel", "cancelInvitation", returns: Schemas.invitationEnvelope,
+      """
+      The inviter withdraws a pending invitation.
+      200 Canceled.
+      403 Not the inviter.
+      409 No longer pending.
+      """
+    ) { node, context in try node.cancelInvitation(context) },
   ]
 }
 

@@ -8,51 +8,55 @@ import MeshCore
 enum JobRoutes {
   static let routes: [Route] = [
     Route(
-      method: .post, pattern: "/api/v1/jobs", operationID: "createJob",
-      summary: "Adds a job to this peer's list.", authenticated: true, requestSchema: Schemas.jobInput,
-      responses: [(201, "The job.", Schemas.jobEnvelope), (400, "Invalid field.", Schemas.error)],
-      queryParameters: [],
-      handler: { node, context in try await node.createJob(context) }),
+      .post, "/api/v1/jobs", "createJob", body: Schemas.jobInput, returns: Schemas.jobEnvelope,
+      """
+      Adds a job to this peer's list.
+      201 The job.
+      400 Invalid field.
+      """
+    ) { node, context in try await node.createJob(context) },
     Route(
-      method: .get, pattern: "/api/v1/jobs", operationID: "listJobs",
-      summary: "This peer's jobs, oldest first, paged.", authenticated: true, requestSchema: nil,
-      responses: [(200, "A page of jobs.", Schemas.jobList), (400, "Bad limit.", Schemas.error)],
-      queryParameters: [
-        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
-        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
-      ],
-      handler: { node, context in try await node.listJobs(context) }),
+      .get, "/api/v1/jobs", "listJobs", returns: Schemas.jobList, query: [.limit(max: 500), .cursor],
+      """
+      This peer's jobs, oldest first, paged.
+      200 A page of jobs.
+      400 Bad limit.
+      """
+    ) { node, context in try await node.listJobs(context) },
     Route(
-      method: .get, pattern: "/api/v1/jobs/{jobId}", operationID: "getJob", summary: "One job.",
-      authenticated: true, requestSchema: nil,
-      responses: [(200, "The job.", Schemas.jobEnvelope), (404, "Not in this peer's list.", Schemas.error)],
-      queryParameters: [],
-      handler: { node, context in try await node.getJob(context) }),
+      .get, "/api/v1/jobs/{jobId}", "getJob", returns: Schemas.jobEnvelope,
+      """
+      One job.
+      200 The job.
+      404 Not in this peer's list.
+      """
+    ) { node, context in try await node.getJob(context) },
     Route(
-      method: .patch, pattern: "/api/v1/jobs/{jobId}", operationID: "updateJob",
-      summary: "Changes a job's fields (null clears an optional one).", authenticated: true,
-      requestSchema: Schemas.jobPatch,
-      responses: [
-        (200, "The job.", Schemas.jobEnvelope), (400, "Invalid field.", Schemas.error),
-        (404, "Not in this peer's list.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.updateJob(context) }),
+      .patch, "/api/v1/jobs/{jobId}", "updateJob", body: Schemas.jobPatch, returns: Schemas.jobEnvelope,
+      """
+      Changes a job's fields (null clears an optional one).
+      200 The job.
+      400 Invalid field.
+      404 Not in this peer's list.
+      """
+    ) { node, context in try await node.updateJob(context) },
     Route(
-      method: .delete, pattern: "/api/v1/jobs/{jobId}", operationID: "deleteJob",
-      summary: "Removes a job from this peer's list.", authenticated: true, requestSchema: nil,
-      responses: [(204, "Deleted.", nil), (404, "Not in this peer's list.", Schemas.error)], queryParameters: [],
-      handler: { node, context in try await node.deleteJob(context) }),
+      .delete, "/api/v1/jobs/{jobId}", "deleteJob",
+      """
+      Removes a job from this peer's list.
+      204 Deleted.
+      404 Not in this peer's list.
+      """
+    ) { node, context in try await node.deleteJob(context) },
     Route(
-      method: .post, pattern: "/api/v1/jobs/{jobId}/send", operationID: "sendJob",
-      summary:
-        "Offers the job to a peer receiving jobs (advertising jobmanager-jobs): an invitation (60 s unless timeoutSeconds says otherwise) whose context is the whole job (the name, then Due:, Payment: and Notes: lines for the fields set; at most 4 KiB); on accept the job lands in their list (job.received) and yours shows assignedTo (job.delivered).",
-      authenticated: true, requestSchema: Schemas.sendJob,
-      responses: [
-        (202, "Offered; the answer arrives as events.", Schemas.jobOffer),
-        (404, "Unknown job or peer.", Schemas.error),
-        (409, "Not receiving jobs, already assigned or already offered.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.sendJob(context) }),
+      .post, "/api/v1/jobs/{jobId}/send", "sendJob", body: Schemas.sendJob, returns: Schemas.jobOffer,
+      """
+      Offers the job to a peer receiving jobs (advertising jobmanager-jobs): an invitation (60 s unless timeoutSeconds says otherwise) whose context is the whole job (the name, then Due:, Payment: and Notes: lines for the fields set; at most 4 KiB); on accept the job lands in their list (job.received) and yours shows assignedTo (job.delivered).
+      202 Offered; the answer arrives as events.
+      404 Unknown job or peer.
+      409 Not receiving jobs, already assigned or already offered.
+      """
+    ) { node, context in try await node.sendJob(context) },
   ]
 }
 

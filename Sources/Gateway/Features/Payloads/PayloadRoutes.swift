@@ -8,168 +8,146 @@ enum PayloadRoutes {
 
   static let transferRoutes: [Route] = [
     Route(
-      method: .post, pattern: "/api/v1/sessions/{sessionId}/resources", operationID: "sendResource",
-      summary:
-        "Sends the raw body (Content-Length required) as a file to one session member (sendResource). The body is streamed to disk and on to the receiver's node with flow control; the answer comes once the whole body is stored (spooled, so the transfer resumes after a link loss or restart). Both sides get transfer.started, transfer.progress (≤ 10/s) and transfer.finished | failed | canceled.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (202, "Uploaded; delivery continues in the background.", Schemas.transferEnvelope),
-        (400, "Missing to or name, or a name with nothing usable in it.", Schemas.error),
-        (404, "Not a member of the session.", Schemas.error),
-        (409, "The receiver is not a connected member, or the transfer was canceled during the upload.", Schemas.error),
-        (411, "No Content-Length.", Schemas.error),
-        (413, "Over the sender's or the receiver's size limit.", Schemas.error),
-        (502, "The transfer failed during the upload.", Schemas.error),
-        (503, "The receiver's node is not linked or did not answer.", Schemas.error),
-        (
-          507,
-          "The receiving node's disk (or this node's, for the upload's spool) would drop below its free-space reserve, "
-            + "counting the transfers it has already accepted; nothing was read.", Schemas.error
-        ),
+      .post, "/api/v1/sessions/{sessionId}/resources", "sendResource", kind: .upload, returns: Schemas.transferEnvelope,
+      query: [
+        QueryParameter("to", "The receiving peer's id (a connected member of the session)."),
+        QueryParameter("name", "The file name; path components, control characters and leading dots are removed."),
       ],
-      queryParameters: [
-        ("to", "The receiving peer's id (a connected member of the session).", ["type": "string"]),
-        (
-          "name",
-          "The file name; path components, control characters and leading dots are removed.",
-          ["type": "string"]
-        ),
-      ], body: .upload,
-      handler: { node, context in try await node.uploadResource(context) }),
+      """
+      Sends the raw body (Content-Length required) as a file to one session member (sendResource). The body is streamed to disk and on to the receiver's node with flow control; the answer comes once the whole body is stored (spooled, so the transfer resumes after a link loss or restart). Both sides get transfer.started, transfer.progress (≤ 10/s) and transfer.finished | failed | canceled.
+      202 Uploaded; delivery continues in the background.
+      400 Missing to or name, or a name with nothing usable in it.
+      404 Not a member of the session.
+      409 The receiver is not a connected member, or the transfer was canceled during the upload.
+      411 No Content-Length.
+      413 Over the sender's or the receiver's size limit.
+      502 The transfer failed during the upload.
+      503 The receiver's node is not linked or did not answer.
+      507 The receiving node's disk (or this node's, for the upload's spool) would drop below its free-space reserve, counting the transfers it has already accepted; nothing was read.
+      """
+    ) { node, context in try await node.uploadResource(context) },
     Route(
-      method: .get, pattern: "/api/v1/transfers", operationID: "listTransfers",
-      summary: "Transfers this peer sent or received, oldest first, paged.", authenticated: true,
-      requestSchema: nil,
-      responses: [(200, "Transfers.", Schemas.transferList), (400, "Bad limit or cursor.", Schemas.error)],
-      queryParameters: [
-        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
-        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
-      ],
-      handler: { node, context in try node.listTransfers(context) }),
+      .get, "/api/v1/transfers", "listTransfers", returns: Schemas.transferList, query: [.limit(max: 500), .cursor],
+      """
+      Transfers this peer sent or received, oldest first, paged.
+      200 Transfers.
+      400 Bad limit or cursor.
+      """
+    ) { node, context in try node.listTransfers(context) },
     Route(
-      method: .get, pattern: "/api/v1/transfers/{transferId}", operationID: "getTransfer",
-      summary: "One transfer: state, bytes, size, SHA-256 once known.", authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "The transfer.", Schemas.transferEnvelope),
-        (404, "Not sent or received by this peer.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.getTransfer(context) }),
+      .get, "/api/v1/transfers/{transferId}", "getTransfer", returns: Schemas.transferEnvelope,
+      """
+      One transfer: state, bytes, size, SHA-256 once known.
+      200 The transfer.
+      404 Not sent or received by this peer.
+      """
+    ) { node, context in try node.getTransfer(context) },
     Route(
-      method: .delete, pattern: "/api/v1/transfers/{transferId}", operationID: "cancelTransfer",
-      summary: "Cancels a transfer in progress: both sides stop, partial data is removed, both get transfer.canceled.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "Canceled.", Schemas.transferEnvelope), (404, "Not sent or received by this peer.", Schemas.error),
-        (409, "Already finished, failed or canceled.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.deleteTransfer(context) }),
+      .delete, "/api/v1/transfers/{transferId}", "cancelTransfer", returns: Schemas.transferEnvelope,
+      """
+      Cancels a transfer in progress: both sides stop, partial data is removed, both get transfer.canceled.
+      200 Canceled.
+      404 Not sent or received by this peer.
+      409 Already finished, failed or canceled.
+      """
+    ) { node, context in try node.deleteTransfer(context) },
     Route(
-      method: .get, pattern: "/api/v1/transfers/{transferId}/content", operationID: "getTransferContent",
-      summary:
-        "The file of a finished transfer, for its sender or receiver, with the sent Content-Type, an attachment Content-Disposition and single byte ranges (Range: bytes=a-b, a-, -n).",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "The whole file.", nil), (206, "The requested range.", nil),
-        (404, "Not sent or received by this peer.", Schemas.error),
-        (409, "Not finished.", Schemas.error), (416, "Range outside the file.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.transferContent(context) }),
+      .get, "/api/v1/transfers/{transferId}/content", "getTransferContent",
+      """
+      The file of a finished transfer, for its sender or receiver, with the sent Content-Type, an attachment Content-Disposition and single byte ranges (Range: bytes=a-b, a-, -n).
+      200 The whole file.
+      206 The requested range.
+      404 Not sent or received by this peer.
+      409 Not finished.
+      416 Range outside the file.
+      """
+    ) { node, context in try node.transferContent(context) },
     Route(
-      method: .post, pattern: "/api/v1/transfers/{transferId}/accept", operationID: "acceptTransfer",
-      summary:
-        "The recipient accepts a file that waits for its consent (state awaitingConsent, file consent on): its node creates the file and the sender's node starts sending. With always: true, later files from the same sender are accepted without asking (see GET /api/v1/file-consent).",
-      authenticated: true, requestSchema: Schemas.acceptTransfer,
-      responses: [
-        (200, "Accepted; the transfer is inProgress.", Schemas.transferEnvelope),
-        (400, "Invalid field.", Schemas.error), (404, "Not sent or received by this peer.", Schemas.error),
-        (
-          409,
-          "Not a file waiting for this peer's answer (transfer_not_awaiting_consent), ended meanwhile, or the "
-            + "always-accept list is full (always_accept_list_full).", Schemas.error
-        ),
-        (500, "The receiving node cannot create the file.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.acceptTransfer(context) }),
+      .post, "/api/v1/transfers/{transferId}/accept", "acceptTransfer", body: Schemas.acceptTransfer,
+      returns: Schemas.transferEnvelope,
+      """
+      The recipient accepts a file that waits for its consent (state awaitingConsent, file consent on): its node creates the file and the sender's node starts sending. With always: true, later files from the same sender are accepted without asking (see GET /api/v1/file-consent).
+      200 Accepted; the transfer is inProgress.
+      400 Invalid field.
+      404 Not sent or received by this peer.
+      409 Not a file waiting for this peer's answer (transfer_not_awaiting_consent), ended meanwhile, or the always-accept list is full (always_accept_list_full).
+      500 The receiving node cannot create the file.
+      """
+    ) { node, context in try await node.acceptTransfer(context) },
     Route(
-      method: .post, pattern: "/api/v1/transfers/{transferId}/decline", operationID: "declineTransfer",
-      summary:
-        "The recipient declines a file that waits for its consent: nothing is stored, the sender's node removes its spool, and both sides get transfer.declined (state declined).",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "Declined.", Schemas.transferEnvelope), (404, "Not sent or received by this peer.", Schemas.error),
-        (409, "Not a file waiting for this peer's answer.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.declineTransfer(context) }),
+      .post, "/api/v1/transfers/{transferId}/decline", "declineTransfer", returns: Schemas.transferEnvelope,
+      """
+      The recipient declines a file that waits for its consent: nothing is stored, the sender's node removes its spool, and both sides get transfer.declined (state declined).
+      200 Declined.
+      404 Not sent or received by this peer.
+      409 Not a file waiting for this peer's answer.
+      """
+    ) { node, context in try node.declineTransfer(context) },
     Route(
-      method: .get, pattern: "/api/v1/file-consent", operationID: "getFileConsent",
-      summary:
-        "Whether this node asks before incoming files are stored (mode auto or ask, set with --file-consent or PATCH /api/v1/node/settings), how long a file waits, and this peer's always-accept list.",
-      authenticated: true, requestSchema: nil,
-      responses: [(200, "File consent for this peer.", Schemas.fileConsentEnvelope)], queryParameters: [],
-      handler: { node, context in node.fileConsentResponse(of: context.authenticatedPeer.id) }),
+      .get, "/api/v1/file-consent", "getFileConsent", returns: Schemas.fileConsentEnvelope,
+      """
+      Whether this node asks before incoming files are stored (mode auto or ask, set with --file-consent or PATCH /api/v1/node/settings), how long a file waits, and this peer's always-accept list.
+      200 File consent for this peer.
+      """
+    ) { node, context in node.fileConsentResponse(of: context.authenticatedPeer.id) },
     Route(
-      method: .delete, pattern: "/api/v1/file-consent/always-accept/{peerId}", operationID: "removeAlwaysAccept",
-      summary: "Removes a sender from this peer's always-accept list: its next file waits for an answer again.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "Removed; the list now.", Schemas.fileConsentEnvelope),
-        (404, "The sender is not on this peer's list.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try await node.removeAlwaysAccept(context) }),
+      .delete, "/api/v1/file-consent/always-accept/{peerId}", "removeAlwaysAccept",
+      returns: Schemas.fileConsentEnvelope,
+      """
+      Removes a sender from this peer's always-accept list: its next file waits for an answer again.
+      200 Removed; the list now.
+      404 The sender is not on this peer's list.
+      """
+    ) { node, context in try await node.removeAlwaysAccept(context) },
   ]
 
   static let streamRoutes: [Route] = [
     Route(
-      method: .post, pattern: "/api/v1/sessions/{sessionId}/streams", operationID: "openStream",
-      summary:
-        "Opens a byte stream to one connected session member (startStream); the receiver gets stream.opened with its id.",
-      authenticated: true, requestSchema: Schemas.openStream,
-      responses: [
-        (201, "The open stream.", Schemas.streamEnvelope), (400, "Invalid field.", Schemas.error),
-        (404, "Not a member of the session.", Schemas.error),
-        (409, "The receiver is not a connected member.", Schemas.error),
-        (503, "The receiver's node is not linked.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.openStream(context) }),
+      .post, "/api/v1/sessions/{sessionId}/streams", "openStream", body: Schemas.openStream,
+      returns: Schemas.streamEnvelope,
+      """
+      Opens a byte stream to one connected session member (startStream); the receiver gets stream.opened with its id.
+      201 The open stream.
+      400 Invalid field.
+      404 Not a member of the session.
+      409 The receiver is not a connected member.
+      503 The receiver's node is not linked.
+      """
+    ) { node, context in try node.openStream(context) },
     Route(
-      method: .put, pattern: "/api/v1/streams/{streamId}", operationID: "writeStream",
-      summary:
-        "The writer's bytes (Content-Length required: libwebsockets 4.1 cannot read chunked request bodies), forwarded as they arrive; reading pauses while the reader is behind. Answered when the reader has taken every byte.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "Every byte was delivered.", Schemas.streamEnvelope),
-        (404, "Not a stream this peer opened.", Schemas.error),
-        (409, "The stream already has a writer or is closed.", Schemas.error),
-        (411, "No Content-Length.", Schemas.error), (502, "The stream failed on the way.", Schemas.error),
-      ], queryParameters: [], body: .unbounded,
-      handler: { node, context in try await node.writeStream(context) }),
+      .put, "/api/v1/streams/{streamId}", "writeStream", kind: .unboundedBody, returns: Schemas.streamEnvelope,
+      """
+      The writer's bytes (Content-Length required: libwebsockets 4.1 cannot read chunked request bodies), forwarded as they arrive; reading pauses while the reader is behind. Answered when the reader has taken every byte.
+      200 Every byte was delivered.
+      404 Not a stream this peer opened.
+      409 The stream already has a writer or is closed.
+      411 No Content-Length.
+      502 The stream failed on the way.
+      """
+    ) { node, context in try await node.writeStream(context) },
     Route(
-      method: .get, pattern: "/api/v1/streams/{streamId}", operationID: "readStream",
-      summary:
-        "The stream's bytes for its receiver, as they arrive; the body ends (and the connection closes) when the writer finishes.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (200, "application/octet-stream, without a length.", nil),
-        (404, "Not a stream to this peer.", Schemas.error),
-        (409, "The stream already has a reader or is closed.", Schemas.error),
-      ], queryParameters: [],
-      handler: { node, context in try node.readStream(context) }),
+      .get, "/api/v1/streams/{streamId}", "readStream",
+      """
+      The stream's bytes for its receiver, as they arrive; the body ends (and the connection closes) when the writer finishes.
+      200 application/octet-stream, without a length.
+      404 Not a stream to this peer.
+      409 The stream already has a reader or is closed.
+      """
+    ) { node, context in try node.readStream(context) },
     Route(
-      method: .get, pattern: "/api/v1/streams/{streamId}/ws", operationID: "streamWebSocket",
-      summary:
-        "WebSocket upgrade for a stream: its writer sends binary frames (closing the socket ends the stream), its reader receives binary frames (closed with 1000 at the end). The token may be passed as ?token=.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (101, "Switching protocols.", nil), (401, "Missing or unknown token.", Schemas.error),
-        (404, "Not a stream this peer writes or reads.", Schemas.error),
-        (409, "The stream already has a writer or reader, or is closed.", Schemas.error),
-        (426, "Not a WebSocket upgrade request.", Schemas.error),
-      ],
-      queryParameters: [("token", "The peer token, for browsers.", ["type": "string"])], acceptsQueryToken: true,
-      isWebSocket: true,
-      handler: { node, context in
-        throw node.upgradeRequired(context, url: "ws://host:port\(context.request.head.path)?token=<token>")
-      }),
+      .get, "/api/v1/streams/{streamId}/ws", "streamWebSocket", kind: .webSocket,
+      query: [QueryParameter("token", "The peer token, for browsers.")],
+      """
+      WebSocket upgrade for a stream: its writer sends binary frames (closing the socket ends the stream), its reader receives binary frames (closed with 1000 at the end). The token may be passed as ?token=.
+      101 Switching protocols.
+      401 Missing or unknown token.
+      404 Not a stream this peer writes or reads.
+      409 The stream already has a writer or reader, or is closed.
+      426 Not a WebSocket upgrade request.
+      """
+    ) { node, context in
+      throw node.upgradeRequired(context, url: "ws://host:port\(context.request.head.path)?token=<token>")
+    },
   ]
 }
 

@@ -8,67 +8,63 @@ import MeshCore
 enum SessionRoutes {
   static let routes: [Route] = [
     Route(
-      method: .post, pattern: "/api/v1/sessions", operationID: "createSession",
-      summary: "Creates a session (MCSession) with this peer as its first member; defaults: optional, cluster, 64.",
-      authenticated: true, requestSchema: Schemas.createSession,
-      responses: [(201, "The session.", Schemas.sessionEnvelope), (400, "Invalid field.", Schemas.error)],
-      queryParameters: [],
-      handler: { node, context in try node.createSession(context) }),
+      .post, "/api/v1/sessions", "createSession", body: Schemas.createSession, returns: Schemas.sessionEnvelope,
+      """
+      Creates a session (MCSession) with this peer as its first member; defaults: optional, cluster, 64.
+      201 The session.
+      400 Invalid field.
+      """
+    ) { node, context in try node.createSession(context) },
     Route(
-      method: .get, pattern: "/api/v1/sessions", operationID: "listSessions",
-      summary: "Sessions this peer is a member of, paged.", authenticated: true, requestSchema: nil,
-      responses: [(200, "Sessions.", Schemas.sessionList), (400, "Bad limit or cursor.", Schemas.error)],
-      queryParameters: [
-        ("limit", "Page size, 1–500, default 100.", ["type": "integer", "minimum": 1, "maximum": 500]),
-        ("cursor", "The nextCursor of the previous page.", ["type": "string"]),
+      .get, "/api/v1/sessions", "listSessions", returns: Schemas.sessionList, query: [.limit(max: 500), .cursor],
+      """
+      Sessions this peer is a member of, paged.
+      200 Sessions.
+      400 Bad limit or cursor.
+      """
+    ) { node, context in try node.listSessions(context) },
+    Route(
+      .get, "/api/v1/sessions/{sessionId}", "getSession", returns: Schemas.sessionEnvelope,
+      """
+      One session with its members and their states.
+      200 The session.
+      404 Not a member.
+      """
+    ) { node, context in try node.getSession(context) },
+    Route(
+      .delete, "/api/v1/sessions/{sessionId}/members/me", "leaveSession",
+      """
+      Leaves the session; the others see session.peer.state notConnected.
+      204 Left.
+      404 Not a member.
+      """
+    ) { node, context in try node.leaveSession(context) },
+    Route(
+      .post, "/api/v1/sessions/{sessionId}/data", "sendData", returns: Schemas.sendResult,
+      query: [
+        QueryParameter("to", "Comma-separated peer ids; default every connected member."),
+        QueryParameter(
+          "mode", "reliable (default) or unreliable.", ["type": "string", "enum": ["reliable", "unreliable"]]),
       ],
-      handler: { node, context in try node.listSessions(context) }),
+      """
+      Sends the raw body (≤ 1 MiB) to ?to=id,id (default: every connected member). reliable: once and in order per sender, or session.send.failed; the answer waits while the sender's lane on a mesh link is full (503 link_busy after 10 s); unreliable: never waits, may drop.
+      202 Accepted for delivery.
+      404 Not a member.
+      409 A target is not connected, or the strategy forbids it.
+      413 Body over 1 MiB.
+      503 link_busy (reliable only): the sender's lane on a mesh link had no room for 10 s (the answer is held meanwhile); nothing was sent; retry after Retry-After.
+      """
+    ) { node, context in try await node.sendData(context) },
     Route(
-      method: .get, pattern: "/api/v1/sessions/{sessionId}", operationID: "getSession",
-      summary: "One session with its members and their states.", authenticated: true, requestSchema: nil,
-      responses: [(200, "The session.", Schemas.sessionEnvelope), (404, "Not a member.", Schemas.error)],
-      queryParameters: [],
-      handler: { node, context in try node.getSession(context) }),
-    Route(
-      method: .delete, pattern: "/api/v1/sessions/{sessionId}/members/me", operationID: "leaveSession",
-      summary: "Leaves the session; the others see session.peer.state notConnected.",
-      authenticated: true, requestSchema: nil,
-      responses: [(204, "Left.", nil), (404, "Not a member.", Schemas.error)], queryParameters: [],
-      handler: { node, context in try node.leaveSession(context) }),
-    Route(
-      method: .post, pattern: "/api/v1/sessions/{sessionId}/data", operationID: "sendData",
-      summary:
-        "Sends the raw body (≤ 1 MiB) to ?to=id,id (default: every connected member). reliable: once and in order per sender, or session.send.failed; the answer waits while the sender's lane on a mesh link is full (503 link_busy after 10 s); unreliable: never waits, may drop.",
-      authenticated: true, requestSchema: nil,
-      responses: [
-        (202, "Accepted for delivery.", Schemas.sendResult), (404, "Not a member.", Schemas.error),
-        (409, "A target is not connected, or the strategy forbids it.", Schemas.error),
-        (413, "Body over 1 MiB.", Schemas.error),
-        (
-          503,
-          "link_busy (reliable only): the sender's lane on a mesh link had no room for 10 s (the answer is held "
-            + "meanwhile); nothing was sent; retry after Retry-After.", Schemas.error
-        ),
-      ],
-      queryParameters: [
-        ("to", "Comma-separated peer ids; default every connected member.", ["type": "string"]),
-        ("mode", "reliable (default) or unreliable.", ["type": "string", "enum": ["reliable", "unreliable"]]),
-      ],
-      handler: { node, context in try await node.sendData(context) }),
-    Route(
-      method: .post, pattern: "/api/v1/sessions/{sessionId}/events", operationID: "sendEvent",
-      summary: "Sends a PeerKit-style named event {event, object, to?} to session members (session.event).",
-      authenticated: true, requestSchema: Schemas.namedEvent,
-      responses: [
-        (202, "Accepted for delivery.", Schemas.sendResult), (404, "Not a member.", Schemas.error),
-        (409, "A target is not connected.", Schemas.error),
-        (
-          503,
-          "link_busy: the sender's lane on a mesh link had no room for 10 s (the answer is held meanwhile); nothing "
-            + "was sent; retry after Retry-After.", Schemas.error
-        ),
-      ], queryParameters: [],
-      handler: { node, context in try await node.sendNamedEvent(context) }),
+      .post, "/api/v1/sessions/{sessionId}/events", "sendEvent", body: Schemas.namedEvent, returns: Schemas.sendResult,
+      """
+      Sends a PeerKit-style named event {event, object, to?} to session members (session.event).
+      202 Accepted for delivery.
+      404 Not a member.
+      409 A target is not connected.
+      503 link_busy: the sender's lane on a mesh link had no room for 10 s (the answer is held meanwhile); nothing was sent; retry after Retry-After.
+      """
+    ) { node, context in try await node.sendNamedEvent(context) },
   ]
 }
 

@@ -8,13 +8,13 @@ import MeshCore
 enum TransceiveRoutes {
   static let routes: [Route] = [
     Route(
-      method: .post, pattern: "/api/v1/transceive", operationID: "transceive",
-      summary:
-        "PeerKit / ARKit MultipeerSession: advertise + browse + auto-invite + auto-accept everyone transceiving the service type into one session (led by the smallest peer id).",
-      authenticated: true, requestSchema: Schemas.transceive,
-      responses: [(200, "Transceiving.", Schemas.transceiveResult), (400, "Invalid service type.", Schemas.error)],
-      queryParameters: [],
-      handler: { node, context in try await node.startTransceive(context) })
+      .post, "/api/v1/transceive", "transceive", body: Schemas.transceive, returns: Schemas.transceiveResult,
+      """
+      PeerKit / ARKit MultipeerSession: advertise + browse + auto-invite + auto-accept everyone transceiving the service type into one session (led by the smallest peer id).
+      200 Transceiving.
+      400 Invalid service type.
+      """
+    ) { node, context in try await node.startTransceive(context) }
   ]
 }
 
