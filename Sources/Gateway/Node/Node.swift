@@ -37,7 +37,7 @@ public actor Node {
   /// Event delivery: subscribers, the ordered publish queue, replays (Events/EventHub.swift).
   let events = EventHub()
   /// Links, directory and sessions (Mesh/).
-  var mesh: MeshRuntime
+  var mesh: MeshState
   var meshTask: Task<Void, Never>?
   /// Every feature, each the owner of its state (Node/NodeFeature.swift, Features/).
   let features: Features
@@ -97,17 +97,17 @@ public actor Node {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
     }
     self.features = Features(
-      chat: ChatFeature(book: chatBook),
+      chat: ChatFeature(),
       transceive: TransceiveFeature(book: TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)))
     var sessions = SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint)
     // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
     sessions.deferredSequencing = true
-    self.mesh = MeshRuntime(
+    self.mesh = MeshState(
       node: MeshNode(
         links: LinkManager(
           local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret,
           pins: security.pins),
-        directory: directory, sessions: sessions))
+        directory: directory, sessions: sessions, chat: chatBook))
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
