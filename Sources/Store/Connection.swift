@@ -113,9 +113,10 @@ public final class Connection {
   // MARK: - WAL
 
   /// The C type of a WAL hook: called on the committing thread after each commit with the WAL's page count.
-  typealias WALHook = @convention(c) (
-    UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, Int32
-  ) -> Int32
+  typealias WALHook =
+    @convention(c) (
+      UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, Int32
+    ) -> Int32
 
   /// Replaces SQLite's automatic checkpoint with `hook` (``Checkpointer``).
   func setWALHook(_ context: UnsafeMutableRawPointer, _ hook: WALHook) {
