@@ -409,6 +409,23 @@ public struct SessionBook: Sendable {
     }
   }
 
+  /// On the inviter's node: the invitee of an invitation accepted here is back in its session unless the session
+  /// still counts it connected (added by the host; through `sessionJoin` when the host is another node).
+  mutating func rejoin(_ invitation: Invitation, into directives: inout [Directive]) {
+    let sessionID = invitation.offer.session.sessionID
+    guard let session = sessions[sessionID],
+      member(invitation.offer.toPeerID, of: session)?.state != .connected
+    else { return }
+    let member = SessionMember(
+      peerID: invitation.offer.toPeerID, displayName: invitation.toDisplayName, nodeID: invitation.toNodeID,
+      state: .connected)
+    if session.hostNodeID == nodeID {
+      addMember(member, to: sessionID, into: &directives)
+    } else {
+      directives.append(.send(.sessionJoin(sessionID: sessionID, member: member), to: session.hostNodeID))
+    }
+  }
+
   // MARK: - Membership (host side)
 
   mutating func addMember(_ member: SessionMember, to sessionID: String, into directives: inout [Directive]) {
@@ -677,7 +694,14 @@ public struct SessionBook: Sendable {
         break
       }
       guard invitation.state == .pending else {
-        // Too late: tell the invitee's node how it really ended.
+        if invitation.state == .accepted, outcome == .accepted, let closed = closedAt[invitationID],
+          closed + Self.repeatWindow >= now
+        {
+          // The invitee's node repeats an accept this node took already: the host may have dropped the invitee
+          // since, when the link went down on this side only (the invitee's node saw it move to a new connection).
+          rejoin(invitation, into: &directives)
+        }
+        // Too late, or a repeat: tell the invitee's node how it really ended.
         directives.append(
           .send(
             .inviteClosed(invitationID: invitationID, outcome: InvitationOutcome(rawValue: invitation.state.rawValue)!),
@@ -753,6 +777,11 @@ public struct SessionBook: Sendable {
 
   /// A node was linked: a fresh link starts new sequence numbers on both sides.
   public mutating func nodeLinked(_ remoteNode: String, security: LinkSecurity = .plaintext) -> [Directive] {
+    nodeLinked(remoteNode, security: security, replaced: false)
+  }
+
+  /// `replaced`: the link moved to a new connection without going down on this side.
+  mutating func nodeLinked(_ remoteNode: String, security: LinkSecurity, replaced: Bool) -> [Directive] {
     linkSecurity[remoteNode] = security
     outgoingSequence[remoteNode] = 0
     incomingSequence[remoteNode] = 0
@@ -782,6 +811,9 @@ public struct SessionBook: Sendable {
     }
     // Outcomes that may have been lost with the old link are repeated; both handlers ignore repeats. The inviter
     // repeats what it decided (expired, canceled), the invitee its answers not yet confirmed, and only recent ones.
+    // When the link only moved here, the other side may still have seen it go down and dropped this node's members,
+    // so the invitee's node also repeats the accepts of invitees still in the session (the inviter's node adds them
+    // again, ``rejoin(_:into:)``). An accept is repeated only while its invitee has not left by its own act.
     for id in invitations.keys.sorted() {
       let invitation = invitations[id]!
       guard let closed = closedAt[id], closed + Self.repeatWindow >= lastNow else { continue }
@@ -792,8 +824,9 @@ public struct SessionBook: Sendable {
           .send(
             .inviteClosed(invitationID: id, outcome: invitation.state == .expired ? .expired : .canceled),
             to: remoteNode))
-      } else if invitation.toNodeID == nodeID, invitation.fromNodeID == remoteNode, !confirmedAnswers.contains(id),
-        invitation.state == .accepted || invitation.state == .declined
+      } else if invitation.toNodeID == nodeID, invitation.fromNodeID == remoteNode,
+        invitation.state == .declined && !confirmedAnswers.contains(id)
+          || invitation.state == .accepted && stillJoining(invitation, replaced: replaced)
       {
         directives.append(
           .send(
@@ -822,6 +855,17 @@ public struct SessionBook: Sendable {
       }
     }
     return directives
+  }
+
+  /// Invitee side: whether the accept of `invitation` is repeated on a re-link. Its invitee must still agree to be a
+  /// member (it has not left); the answer must be unconfirmed, or, when the link only moved to a new connection on
+  /// this side, the invitee still listed in the session (the inviter's side may have dropped it meanwhile).
+  func stillJoining(_ invitation: Invitation, replaced: Bool) -> Bool {
+    let sessionID = invitation.offer.session.sessionID
+    guard hasAgreed(invitation.offer.toPeerID, to: sessionID) else { return false }
+    if !confirmedAnswers.contains(invitation.id) { return true }
+    return replaced
+      && sessions[sessionID].map { self.member(invitation.offer.toPeerID, of: $0)?.state == .connected } == true
   }
 
   /// Numbers a reliable frame made with deferred sequencing (``unsequenced``) for the link to `node` and records it as
@@ -886,7 +930,7 @@ public struct SessionBook: Sendable {
   public mutating func linkReplaced(_ remoteNode: String, security: LinkSecurity = .plaintext) -> [Directive] {
     var directives: [Directive] = []
     failUnacknowledged(to: remoteNode, reason: "link to node replaced", into: &directives)
-    directives.append(contentsOf: nodeLinked(remoteNode, security: security))
+    directives.append(contentsOf: nodeLinked(remoteNode, security: security, replaced: true))
     return directives
   }
 

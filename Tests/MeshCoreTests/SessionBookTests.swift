@@ -198,6 +198,19 @@ private struct Mesh {
     perform(second) { $0.linkReplaced(first) }
   }
 
+  /// The connection between two nodes is closed and a new one comes up, and only `lossSide` saw the link go down
+  /// between the two (the other side's goodbye was lost, e.g. to a TCP reset): frames on the old connection are lost,
+  /// `lossSide` is told the link went down and came back, `other` that it moved to a new connection.
+  mutating func flapLink(_ lossSide: String, _ other: String) {
+    let onLink: (Frame) -> Bool = { Set([$0.from, $0.to]) == Set([lossSide, other]) }
+    lost += inFlight.filter(onLink) + held.filter(onLink)
+    inFlight.removeAll(where: onLink)
+    held.removeAll(where: onLink)
+    perform(lossSide) { $0.nodeUnlinked(other) }
+    perform(lossSide) { $0.nodeLinked(other) }
+    perform(other) { $0.linkReplaced(lossSide) }
+  }
+
   /// Ticks every node at `now`, in node order.
   mutating func tick() {
     let now = self.now
@@ -1474,6 +1487,91 @@ extension SessionBookTests {
       let before = mesh.sent.count
       mesh.replaceLink("A", "B")
       #expect(!mesh.sent[before...].contains { if case .invite = $0.message { true } else { false } })
+    }
+
+    /// The netns suite's "partition 10 s: invitation": b1 accepts while B is cut off (200), the answer is repeated
+    /// when the link comes back and A adds b1, but A's description and confirmation go out on a connection that B
+    /// then closes as a duplicate, and only A sees the link drop (and b1 go). B repeats its unconfirmed answer on the
+    /// new connection: A adds b1 again, so the accept takes effect on both sides.
+    @Test func anAcceptWhileCutOffJoinsEvenWhenTheRelinkFlapsOnTheInvitersSide() throws {
+      var mesh = Mesh()
+      mesh.createSession(by: "a1", on: "A")
+      mesh.now = 1000
+      let invitation = try mesh.invite("b1", on: "B", by: "a1", on: "A", timeout: 25_000)
+      mesh.deliverAll()
+      mesh.now = 4000
+      mesh.unlink("A", "B")
+      try mesh.answer(invitation.id, by: "b1", on: "B")
+      #expect(mesh.lost.last == Mesh.Frame("B", "A", .inviteAnswer(invitationID: invitation.id, outcome: .accepted)))
+      mesh.now = 15_000
+      mesh.link("A", "B")
+      // The invite A sends again, then B's repeated answer: A adds b1 and answers on the old connection.
+      mesh.deliverNext()
+      mesh.deliverNext()
+      #expect(mesh["A"].sessions["s"]?.members.map(\.peerID) == ["a1", "b1"])
+      mesh.flapLink("A", "B")
+      #expect(mesh["A"].sessions["s"]?.members.map(\.peerID) == ["a1"], "A saw B's link drop")
+      mesh.deliverAll()
+      let joined = try #require(mesh["A"].sessions["s"])
+      #expect(joined.members == [member("a1", "A"), member("b1", "B")])
+      #expect(mesh["B"].sessions["s"] == joined, "both sides agree")
+      #expect(mesh["A"].invitations[invitation.id]?.state == .accepted)
+      #expect(mesh["B"].invitations[invitation.id]?.state == .accepted)
+      #expect(mesh.log("a1").suffix(3) == ["s: b1@B connected", "s: b1@B notConnected", "s: b1@B connected"])
+      #expect(mesh.log("b1").suffix(2) == ["s: a1@A connected", "s: b1@B connected"])
+      // Confirmed and settled: a later re-link repeats nothing and changes nothing.
+      let revision = joined.revision
+      mesh.replaceLink("A", "B")
+      mesh.deliverAll()
+      #expect(mesh["A"].sessions["s"]?.revision == revision)
+    }
+
+    /// As above, but B saw A's description and confirmation before the old connection closed: B, which never saw the
+    /// link go, repeats the accepted answer of its still-joined invitee on the new connection, and A adds b1 again.
+    @Test func anInviteeStillJoinedAfterAOneSidedFlapIsAddedAgainByTheInviter() throws {
+      var mesh = Mesh()
+      mesh.createSession(by: "a1", on: "A")
+      mesh.now = 1000
+      let invitation = try mesh.invite("b1", on: "B", by: "a1", on: "A", timeout: 25_000)
+      mesh.deliverAll()
+      mesh.now = 4000
+      mesh.unlink("A", "B")
+      try mesh.answer(invitation.id, by: "b1", on: "B")
+      mesh.now = 15_000
+      mesh.link("A", "B")
+      mesh.deliverAll()
+      #expect(mesh["B"].sessions["s"]?.members.map(\.peerID) == ["a1", "b1"])
+      mesh.flapLink("A", "B")
+      mesh.deliverAll()
+      let joined = try #require(mesh["A"].sessions["s"])
+      #expect(joined.members == [member("a1", "A"), member("b1", "B")])
+      #expect(mesh["B"].sessions["s"] == joined, "both sides agree")
+      #expect(mesh.log("b1").last == "s: b1@B connected")
+    }
+
+    /// A link both sides saw drop after the join took effect is a lost member (README): it stays out, and the
+    /// invitee's node does not repeat its (confirmed) answer to get back in.
+    @Test func aMemberLostWithItsLinkAfterJoiningStaysOut() throws {
+      var mesh = Mesh()
+      mesh.createSession(by: "a1", on: "A")
+      let invitation = try mesh.invite("b1", on: "B", by: "a1", on: "A", timeout: 25_000)
+      mesh.deliverAll()
+      try mesh.answer(invitation.id, by: "b1", on: "B")
+      mesh.deliverAll()
+      mesh.unlink("A", "B")
+      mesh.link("A", "B")
+      #expect(!mesh.inFlight.contains { $0.isInvitationRepeat && $0.from == "B" })
+      mesh.deliverAll()
+      #expect(mesh["A"].sessions["s"]?.members.map(\.peerID) == ["a1"])
+      #expect(mesh["B"].sessions["s"] == nil)
+      // Nor after a flap that only the inviter saw, once b1 has left by its own act.
+      try mesh.join("b2", on: "B", by: "a1", on: "A")
+      try mesh.leave("b2", on: "B")
+      mesh.deliverAll()
+      mesh.flapLink("A", "B")
+      mesh.deliverAll()
+      #expect(mesh["A"].sessions["s"]?.members.map(\.peerID) == ["a1"])
+      #expect(mesh["B"].sessions["s"] == nil)
     }
 
     @Test func theHostLosingANodeRemovesItsMembersAndRebroadcasts() throws {
