@@ -39,8 +39,17 @@ public struct NetworkModel: Sendable {
   public var maxConnectDelay: UInt64 = 10
   /// After how long a dial into a partition (or to a vanished machine) fails.
   public var unreachableDialTimeout: UInt64 = 3000
+  /// Whether a dial into a partition waits, as TCP retransmits its SYN, and connects as soon as the partition heals
+  /// (within ``unreachableDialTimeout``; it fails after that). Nodes that both dial each other during a partition then
+  /// connect twice at the heal, as on a real network, and resolve a duplicate link.
+  public var dialsWaitAtPartitions = false
   /// Per-frame probability that the frame is lost and its connection reset (0 ... 1).
   public var loss: Double = 0
+  /// Whether a node that closes a connection resets it instead of shutting it down cleanly, as Linux does when the
+  /// closing side still has unread data: what was on its way to the other end, the closing node's `goodbye` included,
+  /// is lost, and the other end sees only the close. So a link one node closes as a duplicate (and sees move to the
+  /// new connection) may go down and come back on the other node.
+  public var closeResets = false
   /// How peers notice a crash.
   public var crashDetection: CrashDetection = .silence
   /// How addresses are discovered.

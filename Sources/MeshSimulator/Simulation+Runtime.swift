@@ -41,6 +41,7 @@ extension Simulation {
     case .establish(let wire):
       establish(wire)
     case .dialFailed(let wire):
+      guard wires[wire].state == .dialling else { return }  // It connected after waiting at a partition.
       failDial(wire)
     case .arrive(let wire, let side):
       arrive(wire, side)
@@ -110,6 +111,7 @@ extension Simulation {
         // Nobody answers: the dial times out.
         let failAt = max(now, wires[wire].dialledAt + network.unreachableDialTimeout)
         queue.schedule(.dialFailed(wire: wire), at: failAt)
+        if network.dialsWaitAtPartitions && nodes[target].alive { waitingDials.append(wire) }
       } else {
         failDial(wire)  // Refused.
       }
@@ -161,6 +163,10 @@ extension Simulation {
     guard let end = nodes[node].endpoints.removeValue(forKey: id) else { return }
     wires[end.wire].ends[end.side].open = false
     if wires[end.wire].state == .open && !wires[end.wire].broken {
+      if network.closeResets {
+        stats.framesLost += wires[end.wire].ends[1 - end.side].inbox.count
+        wires[end.wire].ends[1 - end.side].inbox.removeAll()
+      }
       transmit(.fin, on: end.wire, toward: 1 - end.side)
     }
     queue.schedule(.closedLocally(node: node, incarnation: nodes[node].incarnation, id: id), at: now)
@@ -211,6 +217,17 @@ extension Simulation {
     stalled = []
     for end in held {
       queue.schedule(.release(wire: end.wire, side: end.side), at: now + delay())
+    }
+    // A dial waiting at the partition connects with its next SYN.
+    let dials = waitingDials
+    waitingDials = []
+    for wire in dials where wires[wire].state == .dialling && wires[wire].ends[0].open {
+      let target = wires[wire].ends[1].node
+      if reachable(wires[wire].ends[0].node, target) {
+        queue.schedule(.establish(wire: wire), at: now + delay())
+      } else {
+        waitingDials.append(wire)
+      }
     }
   }
 

@@ -48,6 +48,8 @@ public final class Simulation {
   var group: [Int]
   /// Connection directions holding frames that wait for a partition to heal.
   var stalled: [WireEnd] = []
+  /// Dials waiting at a partition (``NetworkModel/dialsWaitAtPartitions``).
+  var waitingDials: [Int] = []
   var peerHome: [String: Int] = [:]
   var logs: [String: [PeerEvent]] = [:]
   /// What each browsing peer believes: service type → advertiser peer id → where and with which info.
