@@ -232,6 +232,18 @@ private let transferSamples: [MeshMessage] =
     .transferFailed(transferID: "t-1", reason: "sha256 mismatch"),
     .transferCancel(transferID: "t-1", reason: ""),
     .transferAwaitingConsent(transferID: "t-1", timeoutMillis: 300_000),
+    .transferGroupOffer(
+      TransferGroupOffer(
+        copyID: "c-1", groupID: "g-1", sessionID: "s-1", fromPeerID: "p-1", fromDisplayName: "Ada", name: "deck.pdf",
+        contentType: "application/pdf", size: 1 << 30, resume: false,
+        recipients: [
+          TransferGroupRecipient(transferID: "t-1", peerID: "p-2"),
+          TransferGroupRecipient(transferID: "t-2", peerID: "p-3"),
+        ])),
+    .transferGroupOffer(
+      TransferGroupOffer(
+        copyID: "", groupID: "", sessionID: "", fromPeerID: "", fromDisplayName: "", name: "", contentType: "",
+        size: .max, resume: true, recipients: [])),
     .transferReject(transferID: "t-1", code: .declined, message: "declined"),
     .streamOpen(
       StreamOffer(
@@ -694,6 +706,12 @@ private struct XorShift64 {
       (.transferFailed(transferID: "", reason: ""), 0x47),
       (.transferCancel(transferID: "", reason: ""), 0x48),
       (.transferAwaitingConsent(transferID: "", timeoutMillis: 0), 0x4D),
+      (
+        .transferGroupOffer(
+          TransferGroupOffer(
+            copyID: "", groupID: "", sessionID: "", fromPeerID: "", fromDisplayName: "", name: "", contentType: "",
+            size: 0, resume: false, recipients: [])), 0x4E
+      ),
       (.streamData(streamID: "", offset: 0, bytes: []), 0x4A),
       (.streamCredit(streamID: "", offset: 0), 0x4B),
       (.streamClose(streamID: "", reason: ""), 0x4C),
@@ -1066,6 +1084,17 @@ private struct XorShift64 {
     #expect(
       decodeError(frame(0x30, wire("s") + wire("p") + be16(4096) + [0, 0]))?.reason
         == .countExceedsPayload(what: "peers in toPeerIDs", count: 4096, minimumBytes: 8192, available: 2))
+  }
+
+  @Test func rejectsGroupOffersThatNameARecipientOrATransferTwice() {
+    let head = wire("c") + wire("g") + wire("s") + wire("p") + wire("n") + wire("f") + wire("t") + be64(1) + [0]
+    // The recipients start at 8 + 7 × 3 + 9 = 38; each entry is 3 + 3 bytes, after a 2-byte count.
+    let peers = decodeError(frame(0x4E, head + be16(2) + wire("1") + wire("x") + wire("2") + wire("x")))
+    #expect(peers == MeshFrameError(.duplicateListEntry(field: "recipients", peerID: "x"), offset: 46))
+    let ids = decodeError(frame(0x4E, head + be16(2) + wire("1") + wire("x") + wire("1") + wire("y")))
+    #expect(ids?.reason == .duplicateListEntry(field: "recipients.transferID", peerID: "1"))
+    #expect(
+      decodeError(frame(0x4E, head + be16(4097)))?.reason == .tooMany(what: "recipients", count: 4097, limit: 4096))
   }
 
   @Test func rejectsDuplicateMembersAndTargets() {

@@ -284,7 +284,7 @@ public struct MeshNode: Sendable {
           absorb(directory.received(message, from: nodeID), into: &effects)
         case .chat, .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
           .transferFinished, .transferFailed, .transferCancel, .transferAwaitingConsent, .streamOpen, .streamData,
-          .streamCredit, .streamClose:
+          .streamCredit, .streamClose, .transferGroupOffer:
           effects.append(.deliver(message, from: nodeID))
         default:
           absorb(sessions.received(message, from: nodeID, now: now), into: &effects)
@@ -338,6 +338,8 @@ public struct MeshNode: Sendable {
       senders = [offer.fromPeerID]
       members = offer.session.members
     case .transferOffer(let offer):
+      senders = [offer.fromPeerID]
+    case .transferGroupOffer(let offer):
       senders = [offer.fromPeerID]
     case .streamOpen(let offer):
       senders = [offer.fromPeerID]
