@@ -65,6 +65,7 @@ struct GroupSendTests {
         links.insert((info[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0)
       }
       #expect(links.count == 1, "the recipients on one node share one file")
+      try await expectNoSpoolsOrPartialFiles(nodes)
     }
   }
 
@@ -103,11 +104,7 @@ struct GroupSendTests {
       }
       #expect(try group.sender.delete("/api/v1/transfer-groups/\(groupID)").status == 409)
       // Spools and partial files are gone once everything ended.
-      try await eventuallyAsync(timeout: .seconds(10), message: "no spool or partial file left") {
-        nodes.allSatisfy { node in
-          ((try? FileManager.default.contentsOfDirectory(atPath: "\(node.dataDirectory)/transfers")) ?? []).isEmpty
-        }
-      }
+      try await expectNoSpoolsOrPartialFiles(nodes)
     }
   }
 
@@ -252,6 +249,17 @@ extension MeshPeer {
       ], check: false)
     let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
     return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+  }
+}
+
+/// Waits until no node keeps a spool or a partial file (`<data dir>/transfers` is empty everywhere).
+func expectNoSpoolsOrPartialFiles(_ nodes: [NodeProcess], isolation: isolated (any Actor)? = #isolation) async throws {
+  var left: [[String]] = []
+  try await eventuallyAsync(timeout: .seconds(10), message: "no spool or partial file left: \(left)") {
+    left = nodes.map { node in
+      (try? FileManager.default.contentsOfDirectory(atPath: "\(node.dataDirectory)/transfers")) ?? []
+    }
+    return left.allSatisfy(\.isEmpty)
   }
 }
 

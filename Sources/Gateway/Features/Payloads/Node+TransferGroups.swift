@@ -521,7 +521,9 @@ extension Node {
           return
         }
         for (riderID, path) in zip(live, paths) { node.transfers.incoming[riderID]?.record.path = path }
-        copy.file?.close(remove: false)
+        // The recipients' names hold the file now; the partial name goes.
+        copy.file?.close(remove: true)
+        copy.record.path = paths.first ?? copy.record.path
         copy.file = nil
         copy.record.sha256 = Crypto.hex(digest)
         copy.record.bytes = copy.record.size
