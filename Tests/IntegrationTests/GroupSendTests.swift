@@ -161,6 +161,8 @@ struct GroupSendBulkTests {
       let size = 200 << 20
       try await runTool("/bin/sh", ["-c", "head -c \(size) /dev/urandom > '\(path)'"])
       let digest = try await sha256OfFile(path)
+      let before = try #require(peakRSSKiB(nodes[0]))
+      print("=== sender node peak RSS before the upload: \(before / 1024) MiB")
       let started = Date()
       let (status, body) = try await group.sender.uploadGroupFile(
         group.sessionID, to: group.recipients, name: "big.bin", path: path)

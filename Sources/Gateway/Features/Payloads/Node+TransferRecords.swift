@@ -299,7 +299,8 @@ extension Node {
           continue
         }
         transfer.sender = TransferSender.restored(
-          size: record.size, digest: digest, window: Self.transferWindow, chunkSize: Self.transferChunk)
+          size: record.size, digest: digest,
+          window: record.role == .copy ? Self.groupCopyWindow : Self.transferWindow, chunkSize: Self.transferChunk)
         transfer.file = TransferFile(path: record.path)
         transfer.file?.open(rehash: false) { _ in }
         record.state = .interrupted
