@@ -103,6 +103,20 @@ struct GroupSendTests {
         #expect(try recipient.events("transfer.canceled").contains { $0.transferID == id })
       }
       #expect(try group.sender.delete("/api/v1/transfer-groups/\(groupID)").status == 409)
+      // A third group: Carol leaves the session while hers is under way; she fails alone, Bob and Bob finish.
+      let third = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "c.bin", body: bytes)
+      #expect(third.status == 202, "\(third)")
+      let thirdShares = try #require(try third.jsonObject()["transfers"] as? [[String: Any]])
+      func thirdShare(_ peer: MeshPeer) throws -> String {
+        try #require(thirdShares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
+      }
+      #expect(try carol.delete("/api/v1/sessions/\(group.sessionID)/members/me").status == 204)
+      let left = try await group.sender.awaitTransfer(try thirdShare(carol), state: "failed")
+      #expect((left["reason"] as? String ?? "").contains("left the session"), "\(left)")
+      _ = try await carol.awaitTransfer(try thirdShare(carol), state: "failed")
+      for peer in [bob1, bob2] {
+        _ = try await peer.awaitTransfer(try thirdShare(peer), state: "finished", timeout: .seconds(60))
+      }
       // Spools and partial files are gone once everything ended.
       try await expectNoSpoolsOrPartialFiles(nodes)
     }

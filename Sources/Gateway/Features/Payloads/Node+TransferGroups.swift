@@ -37,6 +37,8 @@ final class GroupSend {
   var unanswered: Set<String> = []
   var answered: CheckedContinuation<Void, Never>?
   var refusals: [String: APIError] = [:]
+  /// False once every share has ended (the membership check skips it from then on).
+  var open = true
 
   init(id: String) {
     self.id = id
@@ -345,6 +347,24 @@ extension Node {
     DispatchQueue.global().async {
       unlink(path)
       if unused { unlink(sent) }
+    }
+  }
+
+  /// Every mesh tick: a recipient that is no longer a member of the group's session (it left) fails alone; the
+  /// others go on. A member that is only not connected (its node is away) keeps its share: it resumes on relink.
+  func groupMembershipTick() {
+    for group in transfers.groups.values where group.open {
+      var live = 0
+      for id in group.shares {
+        guard let share = transfers.outgoing[id], !share.record.isTerminal else { continue }
+        live += 1
+        guard let session = mesh.sessions.sessions[share.record.sessionID],
+          !session.members.contains(where: { $0.peerID == share.record.toPeerID })
+        else { continue }
+        failTransfer(
+          share, reason: "\(share.record.toDisplayName) left the session before the file arrived", notify: true)
+      }
+      if live == 0 && transfers.outgoing[group.id]?.record.isTerminal != false { group.open = false }
     }
   }
 

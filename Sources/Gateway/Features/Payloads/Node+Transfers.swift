@@ -510,6 +510,7 @@ extension Node {
   /// Called every mesh tick: senders held back by a full link or the rate limit try again.
   func transferTick() {
     streamTick()
+    groupMembershipTick()
     for transfer in transfers.outgoing.values where transfer.sender?.state == .sending {
       pump(transfer)
     }
