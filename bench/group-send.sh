@@ -119,11 +119,13 @@ group_bytes=$(( $(mesh_bytes) - before ))
 # 30 single sends, started together.
 before=$(mesh_bytes)
 start_ns=$(date +%s%N)
+UPLOADS=()
 for i in "${!IDS[@]}"; do
   curl -s -T "$WORK/source.bin" -X POST -H "Authorization: Bearer $SENDER" -H 'content-type: application/octet-stream' \
     "127.0.0.1:$A/api/v1/sessions/$SESSION/resources?to=${IDS[$i]}&name=s$i.bin" >"$WORK/single-$i.json" &
+  UPLOADS+=("$!")
 done
-wait
+wait "${UPLOADS[@]}"  # the uploads only (a bare wait would wait for the nodes too)
 SINGLE_IDS=()
 for i in "${!IDS[@]}"; do SINGLE_IDS+=("$(json '["transfer"]["id"]' <"$WORK/single-$i.json")"); done
 wait_all "${SINGLE_IDS[@]}"
