@@ -779,18 +779,45 @@ extension Server {
     }
   }
 
-  /// Milliseconds since the kernel last received data on WebSocket `id`'s TCP connection (`TCP_INFO`'s
-  /// `tcpi_last_data_recv`), encrypted or not, whole message or not; nil when it is gone or the kernel does not say.
-  /// Service thread only.
-  public func millisSinceDataReceived(_ id: WebSocketID) -> UInt32? {
+  /// What the kernel received on WebSocket `id`'s TCP connection (Linux `TCP_INFO`), for link liveness and its log
+  /// lines; nil when it is gone or the kernel does not say. Service thread only.
+  public func receiveStatus(_ id: WebSocketID) -> TCPReceiveStatus? {
     assertInLoop()
     guard let connection = socketsByID[id] else { return nil }
     let fd = lws_get_socket_fd(connection.wsi)
     guard fd >= 0 else { return nil }
-    var info = tcp_info()
-    var length = socklen_t(MemoryLayout<tcp_info>.size)
-    guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 else { return nil }
-    return info.tcpi_last_data_recv
+    return TCPReceiveStatus(socket: fd)
+  }
+
+  /// The local and remote TCP ports of WebSocket `id`'s connection (to match it with `ss` output in log lines); nil
+  /// when it is gone. Service thread only.
+  public func socketPorts(_ id: WebSocketID) -> (local: UInt16, remote: UInt16)? {
+    assertInLoop()
+    guard let connection = socketsByID[id] else { return nil }
+    let fd = lws_get_socket_fd(connection.wsi)
+    guard fd >= 0 else { return nil }
+    func port(_ name: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> UInt16? {
+      var storage = sockaddr_storage()
+      var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+      let ok = withUnsafeMutablePointer(to: &storage) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { name(fd, $0, &length) == 0 }
+      }
+      guard ok else { return nil }
+      switch Int32(storage.ss_family) {
+      case AF_INET:
+        return withUnsafePointer(to: &storage) {
+          $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+        }
+      case AF_INET6:
+        return withUnsafePointer(to: &storage) {
+          $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+        }
+      default:
+        return nil
+      }
+    }
+    guard let local = port(getsockname), let remote = port(getpeername) else { return nil }
+    return (local, remote)
   }
 
   /// Pauses or resumes reading WebSocket `id` (lws rx flow control): while paused, a client sending faster than the

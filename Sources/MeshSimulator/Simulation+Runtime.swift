@@ -1,7 +1,7 @@
 import MeshCore
 
-// The node runtime (what `Node+Mesh.swift` does for a real node: it interprets ``MeshEffect``s) and the simulated
-// network.
+// The node runtime (the verbs of ``MeshRuntime``, as `Node+Mesh.swift` implements them for a real node) and the
+// simulated network.
 
 extension Simulation {
   // MARK: - Running
@@ -57,51 +57,10 @@ extension Simulation {
   /// Reports `input` to node `node`'s ``MeshNode`` and carries out what it returns.
   func feed(_ input: MeshInput, on node: Int) { interpret(nodes[node].mesh.handle(input), on: node) }
 
-  /// Carries out a node's effects on the simulated network and the peers' event logs. The wiring between links,
-  /// directory and sessions is ``MeshNode``'s; only I/O and bookkeeping happen here.
+  /// Carries out a node's effects on the simulated network and the peers' event logs, through the interpreter the
+  /// gateway's node uses too (``MeshRuntime/interpret(_:)``).
   func interpret(_ effects: [MeshEffect], on node: Int) {
-    var told = false
-    var received: [SessionBook.Invitation] = []
-    for effect in effects {
-      switch effect {
-      case .connect(let id, let host, _):
-        dial(from: node, id: id, host: host)
-      case .send(let message, let id):
-        send(message, from: node, on: id)
-      case .broadcast(let message, let ids):
-        for id in ids { send(message, from: node, on: id) }
-      case .sendToNode(let message, _, let id):
-        guard let id else {
-          stats.sessionFramesUnlinked += 1
-          continue
-        }
-        send(message, from: node, on: id)
-      case .close(let id, _), .drop(let id, _):
-        close(id, on: node)
-      case .pin, .refused, .frameRefused, .deliver:
-        // Simulated links are plaintext and secretless (nothing is pinned or refused), the simulated peers are
-        // honest, and chat, transfers and streams are not simulated.
-        break
-      case .linkUp:
-        stats.linkUps += 1
-        changed()
-      case .linkReplaced:
-        stats.linkReplacements += 1
-      case .linkDown:
-        stats.linkDowns += 1
-        changed()
-      case .directoryEvent(let peerID, let event):
-        record(event, for: peerID)
-        told = true
-      case .sessionEvent(let peerID, let event):
-        stats.sessionNotifications += 1
-        if case .invitationReceived(let invitation) = event { received.append(invitation) }
-        logs[peerID, default: []].append(PeerEvent(time: now, kind: .session(event)))
-        changed()
-      }
-    }
-    if told { reconcileTransceivers(on: node) }
-    for invitation in received { transceiverReceived(invitation, on: node) }
+    SimulatedRuntime(simulation: self, node: node).interpret(effects)
   }
 
   func record(_ event: Directory.Event, for peerID: String) {
@@ -268,4 +227,79 @@ extension Simulation {
     wires[wire].ends[side].held = 0
     for _ in 0..<count { deliverNext(wire, side) }
   }
+}
+
+/// Node `node`'s runtime: the verbs of ``MeshRuntime`` on the simulated network and the peers' event logs. The
+/// wiring between links, directory and sessions is ``MeshNode``'s and the order of the verbs is
+/// ``MeshRuntime/interpret(_:)``'s, both shared with the gateway's node; only I/O and bookkeeping happen here.
+struct SimulatedRuntime: MeshRuntime {
+  let simulation: Simulation
+  let node: Int
+
+  func connect(_ id: LinkManager.ConnectionID, host: String, port: UInt16) {
+    simulation.dial(from: node, id: id, host: host)
+  }
+
+  func send(_ message: MeshMessage, on id: LinkManager.ConnectionID) {
+    simulation.send(message, from: node, on: id)
+  }
+
+  func broadcast(_ message: MeshMessage, on ids: [LinkManager.ConnectionID]) {
+    for id in ids { simulation.send(message, from: node, on: id) }
+  }
+
+  func sendToNode(_ message: MeshMessage, nodeID: String, on id: LinkManager.ConnectionID?) {
+    guard let id else {
+      simulation.stats.sessionFramesUnlinked += 1
+      return
+    }
+    simulation.send(message, from: node, on: id)
+  }
+
+  func close(_ id: LinkManager.ConnectionID, reason: String) { simulation.close(id, on: node) }
+
+  func drop(_ id: LinkManager.ConnectionID, reason: String) { simulation.close(id, on: node) }
+
+  // Simulated links are plaintext and secretless (nothing is pinned or refused), the simulated peers are honest,
+  // and chat (which needs encrypted links), transfers and streams are not simulated.
+  func pin(nodeID: String, fingerprint: String) {}
+  func refused(_ refusal: LinkManager.Refusal) {}
+  func frameRefused(_ refusal: FrameRefusal) {}
+  func deliver(_ message: MeshMessage, from nodeID: String) {}
+  func chat(_ directives: [ChatBook.Directive]) {}
+  func chatFrameMalformed(nodeID: String, detail: String) {}
+
+  func linkUp(_ hello: NodeHello, security: SessionBook.LinkSecurity) {
+    simulation.stats.linkUps += 1
+    simulation.changed()
+  }
+
+  func linkReplaced(nodeID: String, security: SessionBook.LinkSecurity) {
+    simulation.stats.linkReplacements += 1
+  }
+
+  func linkDown(nodeID: String) {
+    simulation.stats.linkDowns += 1
+    simulation.changed()
+  }
+
+  func directoryEvent(peerID: String, _ event: Directory.Event) { simulation.record(event, for: peerID) }
+
+  func sessionEvent(peerID: String, _ event: SessionBook.Event) {
+    simulation.stats.sessionNotifications += 1
+    simulation.logs[peerID, default: []].append(PeerEvent(time: simulation.now, kind: .session(event)))
+    simulation.changed()
+  }
+
+  /// Events go to the logs as they are told.
+  func flush() {}
+
+  func directoryChanged() { simulation.reconcileTransceivers(on: node) }
+
+  func invitationReceived(_ invitation: SessionBook.Invitation) {
+    simulation.transceiverReceived(invitation, on: node)
+  }
+
+  /// Job offers are not simulated.
+  func invitationEnded(_ invitation: SessionBook.Invitation) {}
 }

@@ -110,6 +110,19 @@ public final class Connection {
     return try row.get(0, as: T.self)
   }
 
+  // MARK: - WAL
+
+  /// The C type of a WAL hook: called on the committing thread after each commit with the WAL's page count.
+  typealias WALHook =
+    @convention(c) (
+      UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, Int32
+    ) -> Int32
+
+  /// Replaces SQLite's automatic checkpoint with `hook` (``Checkpointer``).
+  func setWALHook(_ context: UnsafeMutableRawPointer, _ hook: WALHook) {
+    sqlite3_wal_hook(self.handle, hook, context)
+  }
+
   // MARK: - Transactions
 
   /// Runs `body` in a transaction: `BEGIN IMMEDIATE` (takes the write lock up front, so it never fails half way

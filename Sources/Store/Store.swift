@@ -42,6 +42,8 @@ import Dispatch
 public actor Database {
   private let executor: QueueExecutor
   private let connection: Connection
+  /// Checkpoints the WAL off the commit path (nil for an in-memory database, which has no WAL).
+  private let checkpointer: Checkpointer?
 
   /// The path the database was opened with (`":memory:"` for ``inMemory(migrations:)``).
   public nonisolated let path: String
@@ -58,10 +60,20 @@ public actor Database {
     let migrator = try Migrator(migrations)
     let connection = try Connection(path: path)
     try migrator.migrate(connection)
+    if path == ":memory:" {
+      self.checkpointer = nil
+    } else {
+      let checkpointer = try Checkpointer(path: path)
+      checkpointer.watch(connection)
+      self.checkpointer = checkpointer
+    }
     self.executor = QueueExecutor(label: "meshgate.store")
     self.connection = connection
     self.path = path
   }
+
+  /// Checkpoints run off the commit path so far (tests).
+  public nonisolated var checkpointsCompleted: Int { checkpointer?.completedCount ?? 0 }
 
   /// A private in-memory database for tests. WAL does not apply (its journal mode stays `memory`), and it is
   /// gone when the actor is.

@@ -1,5 +1,6 @@
 import Discovery
 import Foundation
+import Glibc
 import LWS
 import Logging
 import MeshCore
@@ -8,21 +9,29 @@ import Testing
 
 @testable import Gateway
 
-/// A node in this test process: its real router, store and libwebsockets server (on an ephemeral loopback port, with
-/// no client connected), whose route handlers the tests call directly, the way the server would, without starting a
-/// `meshgate` process or speaking HTTP.
+/// A node in this test process, built as `meshgate` builds one (``NodeParts``: data directory, store, identity) but on
+/// an ``InMemoryServerPort`` instead of libwebsockets: no socket is opened and no lws loop runs. Its route handlers
+/// can be called directly (``call(_:_:json:query:as:)``), or requests and WebSockets driven through the node's own
+/// dispatch (``request(_:_:json:query:token:)``, ``openEventSocket(token:)``), the way the lws server would.
 final class InProcessNode: Sendable {
   let node: Node
+  let port: InMemoryServerPort
   let dataDirectory: String
-  private let nextRequest = Atomic<UInt64>(1)
+  /// The admin token, shown once on a node's first start.
+  let adminToken: String?
+  private let nextID = Atomic<UInt64>(1)
 
-  init(node: Node, dataDirectory: String) {
+  init(node: Node, port: InMemoryServerPort, dataDirectory: String, adminToken: String?) {
     self.node = node
+    self.port = port
     self.dataDirectory = dataDirectory
+    self.adminToken = adminToken
   }
 
-  /// Starts a node, runs `body` with it, and stops it (also when `body` throws).
-  static func with<T>(_ body: (InProcessNode) async throws -> T) async throws -> T {
+  /// Builds and starts a node on a fresh data directory, runs `body` with it, and stops it (also when `body` throws).
+  static func with<T>(
+    configure: (inout NodeConfiguration) -> Void = { _ in }, _ body: (InProcessNode) async throws -> T
+  ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inprocess-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: directory) }
     var configuration = NodeConfiguration()
@@ -30,20 +39,78 @@ final class InProcessNode: Sendable {
     configuration.bindAddress = "127.0.0.1"
     configuration.dataDirectory = directory
     configuration.discovery = .off
-    configuration.logLevel = .warning
-    let runtime = try await NodeRuntime.start(configuration)
-    let server = runtime.server
-    let stopped = Atomic<Bool>(false)
-    let thread = Thread {
-      server.run()
-      stopped.store(true, ordering: .releasing)
+    configure(&configuration)
+    let parts = try await NodeParts.load(configuration, logger: Logger(component: "node"))
+    let port = InMemoryServerPort(port: configuration.port)
+    let node = parts.makeNode(server: port)
+    await node.start()
+    let inProcess = InProcessNode(node: node, port: port, dataDirectory: directory, adminToken: parts.newAdminToken)
+    do {
+      let result = try await body(inProcess)
+      await node.stop()
+      return result
+    } catch {
+      await node.stop()
+      throw error
     }
-    thread.start()
-    defer {
-      server.stop()
-      while !stopped.load(ordering: .acquiring) { usleep(1000) }
+  }
+
+  private func nextRequestID() -> RequestID { RequestID(nextID.wrappingAdd(1, ordering: .relaxed).oldValue) }
+
+  /// Sends `method path` through the node's dispatch (host and origin checks, routing, authentication with `token`,
+  /// the handler, error mapping) and returns the answer the node gave the port.
+  func request(
+    _ method: HTTPMethod, _ path: String, json: JSONValue? = nil, query: [(String, String)] = [],
+    token: String? = nil
+  ) async -> HTTPResponse {
+    var headers = [("host", "127.0.0.1")]
+    if json != nil { headers.append(("content-type", "application/json")) }
+    if let token { headers.append(("authorization", "Bearer \(token)")) }
+    let body = json?.serialized() ?? []
+    let id = nextRequestID()
+    let head = HTTPRequestHead(
+      method: method, path: path, query: QueryItems(query), headers: HTTPHeaders(headers),
+      contentLength: json == nil ? nil : body.count, remoteAddress: "127.0.0.1")
+    await node.handle(HTTPRequest(id: id, head: head, body: body))
+    return await port.response(to: id)
+  }
+
+  /// Opens a peer's event WebSocket (`/api/v1/ws?token=`) as the server would on an upgrade.
+  func openEventSocket(token: String) async throws -> WebSocketID {
+    let id = WebSocketID(nextID.wrappingAdd(1, ordering: .relaxed).oldValue)
+    let head = HTTPRequestHead(
+      method: .get, path: "/api/v1/ws", query: QueryItems([("token", token)]),
+      headers: HTTPHeaders([("host", "127.0.0.1")]), remoteAddress: "127.0.0.1")
+    guard case .accept = await node.shouldAccept(webSocket: head) else {
+      throw InProcessFailure("the node refused the event socket")
     }
-    return try await body(InProcessNode(node: runtime.node, dataDirectory: directory))
+    port.accept(id)
+    await node.webSocketOpened(id, head: head)
+    return id
+  }
+
+  /// Waits for the first event of `type` on socket `id` whose data passes `matching`, and returns that data.
+  func event(
+    _ type: String, on id: WebSocketID, matching: @escaping @Sendable (JSONObject) -> Bool = { _ in true }
+  ) async -> JSONObject {
+    await port.wait { recorded in
+      for frame in recorded.frames[id] ?? [] {
+        guard let object = (try? JSONValue.parse(frame.bytes))?.objectValue, object["type"]?.stringValue == type,
+          let data = object["data"]?.objectValue, matching(data)
+        else { continue }
+        return data
+      }
+      return nil
+    }
+  }
+
+  /// Creates a peer through the node's dispatch; returns its id and token.
+  func createPeerWithToken(_ name: String) async throws -> (id: String, token: String) {
+    let response = await request(.post, "/api/v1/peers", json: ["displayName": .string(name)])
+    #expect(response.status == 201)
+    let object = try #require(response.object)
+    let id = try #require(object["peer"]?.objectValue?["id"]?.stringValue)
+    return (id, try #require(object["token"]?.stringValue))
   }
 
   /// Routes `method path` with the standard router and runs the route's handler with `body` (JSON) as `peer`.
@@ -62,8 +129,7 @@ final class InProcessNode: Sendable {
         json == nil ? [("host", "127.0.0.1")] : [("host", "127.0.0.1"), ("content-type", "application/json")]),
       contentLength: json.map { $0.serialized().count }, remoteAddress: "127.0.0.1")
     let request = HTTPRequest(
-      id: RequestID(nextRequest.wrappingAdd(1, ordering: .relaxed).oldValue), head: head, body: json?.serialized() ?? []
-    )
+      id: nextRequestID(), head: head, body: json?.serialized() ?? [])
     do {
       return try await route.handler(node, RequestContext(request: request, parameters: parameters, peer: peer))
     } catch let error as APIError {
@@ -80,13 +146,20 @@ final class InProcessNode: Sendable {
   }
 }
 
+/// A harness step that could not be taken.
+struct InProcessFailure: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
+}
+
 extension HTTPResponse {
   /// The JSON body as an object.
   var object: JSONObject? { (try? JSONValue.parse(body))?.objectValue }
 }
 
-/// Route handlers driven in process (issue 15): each feature's routes run against the real router and store without a
-/// process or a socket, so a handler's behaviour can be tested where it lives.
+/// Route handlers driven in process (issue 15): each feature's routes run against the real router and store on an
+/// in-memory server port, without a process, a socket or an lws loop, so a handler's behaviour can be tested where it
+/// lives.
 @Suite(.timeLimit(.minutes(1)))
 struct InProcessNodeTests {
   @Test func createsAPeerAndReadsItBackThroughTheHandlers() async throws {
@@ -129,4 +202,162 @@ struct InProcessNodeTests {
       #expect(try await node.call(.delete, "/api/v1/sessions/\(id)/members/me", as: alice).status == 204)
     }
   }
+
+  /// The in-process node binds nothing: it is built on the very port another socket of this test already listens on
+  /// (`meshgate`'s start-up refuses that port as in use), its methods run on the in-memory port's executor, and it
+  /// answers through the port.
+  @Test func anInProcessNodeOpensNoSocketAndRunsOnThePort() async throws {
+    let listener = try LoopbackListener()
+    defer { listener.close() }
+    try await InProcessNode.with(configure: { $0.port = listener.port }) { node in
+      #expect(!(node.node.server is Server), "no libwebsockets server")
+      #expect(await node.node.runsOnItsPort(), "node methods run on the in-memory port's executor")
+      let info = await node.request(.get, "/api/v1/node")
+      #expect(info.status == 200)
+      #expect(info.object?["openWebSockets"] == 0)
+      #expect(await node.request(.get, "/api/v1/no-such-route").status == 404)
+    }
+  }
+
+  /// A published event reaches a peer's WebSocket and its SSE stream through the port: the frames the node queues are
+  /// the ones a client would read.
+  @Test func aPublishedEventReachesTheEventSocketAndStreamThroughThePort() async throws {
+    try await InProcessNode.with { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let bob = try await node.createPeerWithToken("bob")
+      let socket = try await node.openEventSocket(token: alice.token)
+      let hello = await node.event("hello", on: socket)
+      #expect(hello["peer"]?.objectValue?["id"]?.stringValue == alice.id)
+      let stream = await node.request(.get, "/api/v1/events/stream", token: alice.token)
+      #expect(stream.status == 200 && stream.isStream)
+
+      #expect(await node.request(.put, "/api/v1/browsing/demo-svc", token: alice.token).status == 200)
+      #expect(await node.request(.put, "/api/v1/advertising/demo-svc", json: [:], token: bob.token).status == 200)
+      let found = await node.event("peer.found", on: socket) { $0["peer"]?.objectValue?["id"]?.stringValue == bob.id }
+      #expect(found["serviceType"] == "demo-svc")
+      let streamed = await node.port.wait { recorded in
+        recorded.streams.values.map { String(decoding: $0, as: UTF8.self) }.first { $0.contains("event: peer.found") }
+      }
+      #expect(streamed.contains("retry: 2000") && streamed.contains("event: hello") && streamed.contains(bob.id))
+
+      // The client leaves: the node forgets the subscriber, and later events are not sent to the gone socket.
+      node.port.drop(socket)
+      await node.node.webSocketClosed(socket)
+      #expect(await !node.node.hasSubscriber(.webSocket(socket)))
+    }
+  }
+
+  /// Sessions, invitations and jobs between two peers of one node, with no mesh: a job offer is an invitation, its
+  /// acceptance delivers the job into the receiver's list and tells both sides; session data reaches the member.
+  @Test func aJobOfferAndSessionDataFlowBetweenLocalPeersWithoutTheMesh() async throws {
+    try await InProcessNode.with { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let bob = try await node.createPeerWithToken("bob")
+      let aliceSocket = try await node.openEventSocket(token: alice.token)
+      let bobSocket = try await node.openEventSocket(token: bob.token)
+      _ = await node.event("hello", on: bobSocket)
+
+      let refused = await node.request(
+        .post, "/api/v1/jobs/nope/send", json: ["to": .string(bob.id)], token: alice.token)
+      #expect(refused.status == 404)
+      let created = await node.request(.post, "/api/v1/jobs", json: ["name": "Fix the sink"], token: alice.token)
+      #expect(created.status == 201)
+      let jobID = try #require(created.object?["job"]?.objectValue?["id"]?.stringValue)
+      let notReceiving = await node.request(
+        .post, "/api/v1/jobs/\(jobID)/send", json: ["to": .string(bob.id)], token: alice.token)
+      #expect(notReceiving.status == 409, "bob does not receive jobs yet")
+      #expect(
+        await node.request(.put, "/api/v1/advertising/jobmanager-jobs", json: [:], token: bob.token).status == 200)
+      let offered = await node.request(
+        .post, "/api/v1/jobs/\(jobID)/send", json: ["to": .string(bob.id)], token: alice.token)
+      #expect(offered.status == 202)
+      let invitationID = try #require(offered.object?["invitation"]?.objectValue?["id"]?.stringValue)
+      _ = await node.event("invitation.received", on: bobSocket) {
+        $0["invitation"]?.objectValue?["id"]?.stringValue == invitationID
+      }
+      let accepted = await node.request(.post, "/api/v1/invitations/\(invitationID)/accept", token: bob.token)
+      #expect(accepted.status == 200)
+      let received = await node.event("job.received", on: bobSocket)
+      #expect(received["job"]?.objectValue?["name"] == "Fix the sink")
+      let delivered = await node.event("job.delivered", on: aliceSocket)
+      #expect(delivered["job"]?.objectValue?["id"]?.stringValue == jobID)
+      let bobJobs = await node.request(.get, "/api/v1/jobs", token: bob.token)
+      #expect(bobJobs.object?["jobs"].map { if case .array(let jobs) = $0 { jobs.count } else { -1 } } == 1)
+
+      let session = await node.request(.post, "/api/v1/sessions", json: [:], token: alice.token)
+      #expect(session.status == 201)
+      let sessionID = try #require(session.object?["session"]?.objectValue?["id"]?.stringValue)
+      let invited = await node.request(
+        .post, "/api/v1/invitations", json: ["to": .string(bob.id), "session": .string(sessionID)], token: alice.token)
+      #expect(invited.status == 201)
+      let sessionInvitation = try #require(invited.object?["invitation"]?.objectValue?["id"]?.stringValue)
+      _ = await node.event("invitation.received", on: bobSocket) {
+        $0["invitation"]?.objectValue?["id"]?.stringValue == sessionInvitation
+      }
+      #expect(
+        await node.request(.post, "/api/v1/invitations/\(sessionInvitation)/accept", token: bob.token).status == 200)
+      _ = await node.event("session.peer.state", on: aliceSocket) {
+        $0["peer"]?.objectValue?["id"]?.stringValue == bob.id && $0["state"] == "connected"
+      }
+      let sent = await node.request(
+        .post, "/api/v1/sessions/\(sessionID)/data", json: ["hi": "bob"], token: alice.token)
+      #expect(sent.status == 202)
+      let data = await node.event("session.data", on: bobSocket) { $0["sessionId"]?.stringValue == sessionID }
+      #expect(data["from"]?.objectValue?["id"]?.stringValue == alice.id)
+      #expect(data["text"] == #"{"hi":"bob"}"#)
+    }
+  }
+
+  /// A mesh dial goes to the port, not to the network: the admin adds a seed and the port records the connection the
+  /// node asked for (and refuses it, as an unreachable node would).
+  @Test func aMeshDialGoesThroughThePort() async throws {
+    try await InProcessNode.with { node in
+      let admin = try #require(node.adminToken)
+      let added = await node.request(.post, "/api/v1/mesh/nodes", json: ["address": "127.0.0.1:9"], token: admin)
+      #expect((200..<300).contains(added.status))
+      let dial = await node.port.wait { $0.dials.first { $0.port == 9 } }
+      #expect(
+        dial
+          == .init(
+            host: "127.0.0.1", port: 9, path: "/mesh", subprotocol: meshSubprotocol, tls: node.node.security.meshTLS))
+    }
+  }
+}
+
+extension Node {
+  /// Whether this runs on the executor of the node's in-memory port (checked inside the actor).
+  func runsOnItsPort() -> Bool { (server as? InMemoryServerPort)?.isCurrent == true }
+
+  /// Whether events still go to `channel`.
+  func hasSubscriber(_ channel: Subscriber.Channel) -> Bool { events.subscribers[channel] != nil }
+}
+
+/// A TCP socket listening on an ephemeral loopback port, to prove that nothing else can listen there.
+struct LoopbackListener {
+  let descriptor: Int32
+  let port: Int
+
+  init() throws {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard descriptor >= 0 else { throw InProcessFailure("socket: \(String(cString: strerror(errno)))") }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+        bind(descriptor, pointer, length) == 0 && listen(descriptor, 1) == 0
+          && getsockname(descriptor, pointer, &length) == 0
+      }
+    }
+    guard bound else {
+      let message = String(cString: strerror(errno))
+      Glibc.close(descriptor)
+      throw InProcessFailure("listen on 127.0.0.1: \(message)")
+    }
+    self.descriptor = descriptor
+    self.port = Int(UInt16(bigEndian: address.sin_port))
+  }
+
+  func close() { Glibc.close(descriptor) }
 }

@@ -24,8 +24,7 @@ struct BackpressureTests {
   }
 
   @Test func aBurstOfReliableDataSlowsItsSenderAndNeverTearsDownTheLink() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let carol = try nodes[0].meshPeer("carol")
       let bob = try nodes[1].meshPeer("bob")
@@ -161,8 +160,7 @@ extension BackpressureTests {
   /// at once must not have its data dropped by the receiving node as coming from a peer that is no longer a member
   /// (a job sent on accept is delivered exactly so: the sender leaves the offer's session right after the job).
   @Test func dataQueuedBeforeALeaveArrivesBeforeIt() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let bob = try nodes[1].meshPeer("bob")
       let sessionID = try #require(try alice.createSession()["id"] as? String)
@@ -276,6 +274,10 @@ extension BackpressureTests {
     try await Self.withPair { node, alice, bob, sessionID in
       let stream = try HTTPStreamReader(port: node.port, path: "/api/v1/events/stream", token: bob.token)
       defer { stream.close() }
+      // A stream without `since` is live from its hello's cursor on: flooding before the hello would put the first
+      // messages before that cursor, where this stream does not show them.
+      let hello = try #require(try stream.nextEvent(timeout: .seconds(30)))
+      #expect(hello.event == "hello", "first event: \(hello)")
       let before = try node.metric("meshgate_slow_consumer_disconnects_total") ?? 0
       try Self.flood(alice, bob, sessionID, count: 24)
       try await eventuallyAsync(timeout: .seconds(30), message: "the node cuts off the slow reader") {

@@ -63,8 +63,7 @@ struct ChatTests {
   // MARK: - Flows
 
   @Test func hostBrowseJoinChatLeaveAndEnd() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let hana = try nodes[0].meshPeer("hana")
       let bob = try nodes[1].meshPeer("bob")
       let chatID = try Self.host(hana, "Lobby")
@@ -174,8 +173,7 @@ struct ChatTests {
   }
 
   @Test func roomsNeverCrossAPlaintextLink() async throws {
-    try await withMesh(count: 2, arguments: ["--mesh-tls", "off"]) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, arguments: ["--mesh-tls", "off"], seeds: .allEarlier, linked: true) { nodes in
       let hana = try nodes[0].meshPeer("hana")
       let bob = try nodes[1].meshPeer("bob")
       let chatID = try Self.host(hana, "Plain")
@@ -233,8 +231,7 @@ struct ChatTests {
   // MARK: - Persistence
 
   @Test func roomsAndMessagesSurviveRestartsAndKill9() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let hana = try nodes[0].meshPeer("hana")
       let bob = try nodes[1].meshPeer("bob")
       let chatID = try Self.host(hana, "Durable")
@@ -292,8 +289,7 @@ struct ChatTests {
   /// with client ids (retried until acknowledged); node 1 is killed with SIGKILL partway and restarted. Every member
   /// ends with all 1 000 messages, in each sender's order, none twice.
   @Test func thirtyMembersFiveSendersAndAKill9() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       var members: [MeshPeer] = []
       for index in 0..<30 { members.append(try nodes[index % 3].meshPeer("m\(index)")) }
       let host = members[0]

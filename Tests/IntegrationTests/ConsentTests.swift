@@ -99,7 +99,7 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
   /// Accept; "always accept" lets the next file from that sender flow; removing it asks again; Decline ends the
   /// transfer `declined` on both sides and removes the sender's spool.
   @Test func filesWaitForTheRecipientsConsentWhenTheNodeAsks() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let admin = try nodes[1].adminToken()
       let bytes = (0..<300_001).map { UInt8(truncatingIfNeeded: $0 &* 7) }
@@ -181,7 +181,9 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
 
   /// The wait is bounded: an unanswered file fails on both sides with a reason (`--file-consent-timeout`).
   @Test func anUnansweredFileExpires() async throws {
-    try await withMesh(count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "2"]) { nodes in
+    try await withNodes(
+      count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "2"], seeds: .allEarlier
+    ) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let id = try transferID(try alice.upload(sessionID, to: bob, name: "late.txt", body: Array("late".utf8)))
       _ = try await bob.awaitEvent("transfer.offered") { $0.transferID == id }

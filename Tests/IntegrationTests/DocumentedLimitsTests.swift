@@ -20,76 +20,75 @@ struct DocumentedLimitsTests {
   }
 
   @Test func everyListsLimitCapIsEnforcedAsOpenAPIAndTheReadmeSay() async throws {
-    let node = try NodeProcess(name: "limits")
-    defer { node.cleanup() }
-    try await onDedicatedThread { try node.start() }
-    let peer = try node.createPeer("counter")
-    let chat = try HTTPClient.post(port: node.port, path: "/api/v1/chats", json: #"{"name":"Caps"}"#, token: peer.token)
-    let chatID = try #require((try chat.jsonObject()["chat"] as? [String: Any])?["id"] as? String, "\(chat)")
+    try await withNode(name: "limits") { node in
+      let peer = try node.createPeer("counter")
+      let chat = try HTTPClient.post(
+        port: node.port, path: "/api/v1/chats", json: #"{"name":"Caps"}"#, token: peer.token)
+      let chatID = try #require((try chat.jsonObject()["chat"] as? [String: Any])?["id"] as? String, "\(chat)")
 
-    let document = try HTTPClient.get(port: node.port, path: "/api/v1/openapi.json").jsonObject()
-    let paths = try #require(document["paths"] as? [String: [String: Any]])
-    let rows = try Self.limitRows()
-    var checked: [String] = []
-    for (pattern, item) in paths.sorted(by: { $0.key < $1.key }) {
-      guard let get = item["get"] as? [String: Any], let parameters = get["parameters"] as? [[String: Any]],
-        let limit = parameters.first(where: { $0["name"] as? String == "limit" }),
-        let schema = limit["schema"] as? [String: Any], let maximum = schema["maximum"] as? Int
-      else { continue }
-      #expect(schema["minimum"] as? Int == 1, "\(pattern)")
-      let path = pattern.replacingOccurrences(of: "{chatId}", with: chatID)
-        .replacingOccurrences(of: "{serviceType}", with: "jobmanager-jobs")
-      #expect(!path.contains("{"), "a list route with a path parameter this test does not fill: \(pattern)")
-      let separator = path.contains("?") ? "&" : "?"
-      for value in [1, maximum] {
-        let response = try HTTPClient.get(port: node.port, path: "\(path)\(separator)limit=\(value)", token: peer.token)
-        #expect(response.status == 200, "\(pattern) limit=\(value): \(response)")
+      let document = try HTTPClient.get(port: node.port, path: "/api/v1/openapi.json").jsonObject()
+      let paths = try #require(document["paths"] as? [String: [String: Any]])
+      let rows = try Self.limitRows()
+      var checked: [String] = []
+      for (pattern, item) in paths.sorted(by: { $0.key < $1.key }) {
+        guard let get = item["get"] as? [String: Any], let parameters = get["parameters"] as? [[String: Any]],
+          let limit = parameters.first(where: { $0["name"] as? String == "limit" }),
+          let schema = limit["schema"] as? [String: Any], let maximum = schema["maximum"] as? Int
+        else { continue }
+        #expect(schema["minimum"] as? Int == 1, "\(pattern)")
+        let path = pattern.replacingOccurrences(of: "{chatId}", with: chatID)
+          .replacingOccurrences(of: "{serviceType}", with: "jobmanager-jobs")
+        #expect(!path.contains("{"), "a list route with a path parameter this test does not fill: \(pattern)")
+        let separator = path.contains("?") ? "&" : "?"
+        for value in [1, maximum] {
+          let response = try HTTPClient.get(
+            port: node.port, path: "\(path)\(separator)limit=\(value)", token: peer.token)
+          #expect(response.status == 200, "\(pattern) limit=\(value): \(response)")
+        }
+        for value in [0, maximum + 1] {
+          let response = try HTTPClient.get(
+            port: node.port, path: "\(path)\(separator)limit=\(value)", token: peer.token)
+          #expect(response.status == 400, "\(pattern) limit=\(value): \(response)")
+          #expect(errorMessage(response)?.contains("from 1 to \(maximum)") == true, "\(pattern): \(response)")
+        }
+        // The README's table has this route in a `limit` row that gives the same cap and the default 100.
+        let row = rows.first { $0.hasPrefix("| `limit` on") && $0.contains("`GET \(pattern)`") }
+        #expect(row?.contains("1–\(maximum), default 100") == true, "README limit row for \(pattern): \(row ?? "none")")
+        checked.append(pattern)
       }
-      for value in [0, maximum + 1] {
-        let response = try HTTPClient.get(port: node.port, path: "\(path)\(separator)limit=\(value)", token: peer.token)
-        #expect(response.status == 400, "\(pattern) limit=\(value): \(response)")
-        #expect(errorMessage(response)?.contains("from 1 to \(maximum)") == true, "\(pattern): \(response)")
-      }
-      // The README's table has this route in a `limit` row that gives the same cap and the default 100.
-      let row = rows.first { $0.hasPrefix("| `limit` on") && $0.contains("`GET \(pattern)`") }
-      #expect(row?.contains("1–\(maximum), default 100") == true, "README limit row for \(pattern): \(row ?? "none")")
-      checked.append(pattern)
+      // Every paged list: events, chat messages, sessions, invitations, jobs, transfers, service peers.
+      #expect(checked.count == 7, "\(checked)")
     }
-    // Every paged list: events, chat messages, sessions, invitations, jobs, transfers, service peers.
-    #expect(checked.count == 7, "\(checked)")
-    _ = try? node.stop()
   }
 
   @Test func maxPeersIsTwoTo1024WithADefaultOf64Everywhere() async throws {
-    let node = try NodeProcess(name: "max-peers")
-    defer { node.cleanup() }
-    try await onDedicatedThread { try node.start() }
-    let peer = try node.createPeer("host")
-    func create(_ body: String) throws -> HTTPResponse {
-      try HTTPClient.post(port: node.port, path: "/api/v1/sessions", json: body, token: peer.token)
+    try await withNode(name: "max-peers") { node in
+      let peer = try node.createPeer("host")
+      func create(_ body: String) throws -> HTTPResponse {
+        try HTTPClient.post(port: node.port, path: "/api/v1/sessions", json: body, token: peer.token)
+      }
+      func maxPeers(_ response: HTTPResponse) throws -> Int? {
+        (try response.jsonObject()["session"] as? [String: Any])?["maxPeers"] as? Int
+      }
+      #expect(try maxPeers(create("{}")) == 64)
+      #expect(try maxPeers(create(#"{"maxPeers":2}"#)) == 2)
+      #expect(try maxPeers(create(#"{"maxPeers":1024}"#)) == 1024)
+      #expect(try maxPeers(create(#"{"strategy":"pointToPoint","maxPeers":9}"#)) == 2)
+      for bad in [1, 1025] {
+        let response = try create(#"{"maxPeers":\#(bad)}"#)
+        #expect(response.status == 400 && errorMessage(response)?.contains("from 2 to 1024") == true, "\(response)")
+      }
+      let document = try HTTPClient.get(port: node.port, path: "/api/v1/openapi.json").text
+      let openAPI = try #require(try JSONSerialization.jsonObject(with: Data(document.utf8)) as? [String: Any])
+      let paths = try #require(openAPI["paths"] as? [String: [String: Any]])
+      let post = try #require(paths["/api/v1/sessions"]?["post"] as? [String: Any])
+      let content = (post["requestBody"] as? [String: Any])?["content"] as? [String: Any]
+      let schema = (content?["application/json"] as? [String: Any])?["schema"] as? [String: Any]
+      let property = (schema?["properties"] as? [String: Any])?["maxPeers"] as? [String: Any]
+      #expect(property?["minimum"] as? Int == 2 && property?["maximum"] as? Int == 1024, "\(property ?? [:])")
+      #expect(property?["default"] as? Int == 64)
+      let row = try Self.limitRows().first { $0.contains("`maxPeers`") }
+      #expect(row?.contains("2–1024, default 64") == true, "README: \(row ?? "none")")
     }
-    func maxPeers(_ response: HTTPResponse) throws -> Int? {
-      (try response.jsonObject()["session"] as? [String: Any])?["maxPeers"] as? Int
-    }
-    #expect(try maxPeers(create("{}")) == 64)
-    #expect(try maxPeers(create(#"{"maxPeers":2}"#)) == 2)
-    #expect(try maxPeers(create(#"{"maxPeers":1024}"#)) == 1024)
-    #expect(try maxPeers(create(#"{"strategy":"pointToPoint","maxPeers":9}"#)) == 2)
-    for bad in [1, 1025] {
-      let response = try create(#"{"maxPeers":\#(bad)}"#)
-      #expect(response.status == 400 && errorMessage(response)?.contains("from 2 to 1024") == true, "\(response)")
-    }
-    let document = try HTTPClient.get(port: node.port, path: "/api/v1/openapi.json").text
-    let openAPI = try #require(try JSONSerialization.jsonObject(with: Data(document.utf8)) as? [String: Any])
-    let paths = try #require(openAPI["paths"] as? [String: [String: Any]])
-    let post = try #require(paths["/api/v1/sessions"]?["post"] as? [String: Any])
-    let content = (post["requestBody"] as? [String: Any])?["content"] as? [String: Any]
-    let schema = (content?["application/json"] as? [String: Any])?["schema"] as? [String: Any]
-    let property = (schema?["properties"] as? [String: Any])?["maxPeers"] as? [String: Any]
-    #expect(property?["minimum"] as? Int == 2 && property?["maximum"] as? Int == 1024, "\(property ?? [:])")
-    #expect(property?["default"] as? Int == 64)
-    let row = try Self.limitRows().first { $0.contains("`maxPeers`") }
-    #expect(row?.contains("2–1024, default 64") == true, "README: \(row ?? "none")")
-    _ = try? node.stop()
   }
 }

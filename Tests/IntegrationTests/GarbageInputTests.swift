@@ -52,8 +52,7 @@ struct GarbageInputTests {
   @Test func garbageOnMeshLinksNeverCrashesANodeAndRealLinksKeepWorking() async throws {
     let seed = UInt64.random(in: 1...UInt64.max)
     var random = Random(state: seed)
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let bob = try nodes[1].meshPeer("bob")
       let session = try alice.createSession()

@@ -12,7 +12,7 @@ struct JobTests {
   // MARK: - CRUD, validation, paging, isolation
 
   @Test func crudValidationPagingAndIsolationOverREST() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let carol = try nodes[0].meshPeer("carol")
       let bob = try nodes[1].meshPeer("bob")
@@ -216,8 +216,7 @@ struct JobTests {
   // MARK: - Sending across the mesh
 
   @Test func acceptedOfferDeliversTheJobToBothListsAndSurvivesRestarts() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let bob = try nodes[1].meshPeer("bob")
       let job = try alice.createJob(
@@ -337,8 +336,7 @@ struct JobTests {
   }
 
   @Test func declineExpiryAndCancelLeaveBothListsUnchangedAndTellTheSenderThenAResendWorks() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let bob = try nodes[1].meshPeer("bob")
       let job = try alice.createJob(#"{"name":"Paint the fence","payment":80}"#)
@@ -428,8 +426,7 @@ struct JobTests {
   @Test func aValidNameOfManyBytesCanBeOfferedAcrossTheMesh() async throws {
     // 200 characters is a valid name, but 200 family emoji are 5 000 UTF-8 bytes: more than an invitation context
     // (4 KiB) may carry. Offering such a job must neither crash the sender's node nor lose the job.
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let bob = try nodes[1].meshPeer("bob")
       let name = String(repeating: "👨‍👩‍👧‍👦", count: 200)
@@ -467,7 +464,7 @@ struct JobTests {
   }
 
   @Test func offersBetweenPeersOfTheSameNodeAndStoppingToReceive() async throws {
-    try await withMesh(count: 1) { nodes in
+    try await withNodes(count: 1) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let carol = try nodes[0].meshPeer("carol")
       let job = try alice.createJob(#"{"name":"Mow the lawn","dueDate":"2000-02-29","notes":"front and back"}"#)

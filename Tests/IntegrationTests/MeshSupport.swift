@@ -2,9 +2,10 @@ import Foundation
 import MeshgateTestSupport
 import Testing
 
-// Helpers for the multi-node mesh tests: starting linked nodes, peers, advertising and browsing, sessions,
-// invitations, data, and reading whole event logs. Every wait polls with `eventuallyAsync` (which sleeps with
-// `Task.sleep`), so a slow machine only makes tests slower, never flaky, and the cooperative pool stays free.
+// Helpers for the multi-node mesh tests (the nodes come from `withNodes` in MeshgateTestSupport): peers, advertising
+// and browsing, sessions, invitations, data, and reading whole event logs. Every wait polls with `eventuallyAsync`
+// (which sleeps with `Task.sleep`), so a slow machine only makes tests slower, never flaky, and the cooperative pool
+// stays free.
 
 // MARK: - Events
 
@@ -302,136 +303,6 @@ func inviteAndAccept(
     try inviter.memberStates(sessionID)[invitee.id] == "connected"
   }
   return invitation
-}
-
-// MARK: - Mesh nodes
-
-/// One entry of `GET /api/v1/mesh/nodes`.
-struct MeshNodeEntry {
-  let id: String?
-  let name: String?
-  let address: String?
-  let state: String
-  let rttMillis: Int?
-  let source: String?
-  let direction: String?
-}
-
-extension NodeProcess {
-  /// `GET /api/v1/mesh/nodes` → its `self` object (as `local`) and the nodes.
-  func meshNodes() throws -> (local: [String: Any], nodes: [MeshNodeEntry]) {
-    let response = try HTTPClient.get(port: port, path: "/api/v1/mesh/nodes")
-    guard response.status == 200 else {
-      throw TestSupportError.unexpectedMessage("GET /api/v1/mesh/nodes on \(describe()) answered \(response)")
-    }
-    let object = try response.jsonObject()
-    let nodes = (object["nodes"] as? [[String: Any]] ?? []).map { entry in
-      MeshNodeEntry(
-        id: entry["id"] as? String, name: entry["name"] as? String, address: entry["address"] as? String,
-        state: entry["state"] as? String ?? "?", rttMillis: entry["rttMillis"] as? Int,
-        source: entry["source"] as? String, direction: entry["direction"] as? String)
-    }
-    return (object["self"] as? [String: Any] ?? [:], nodes)
-  }
-
-  /// The ids of the nodes this node reports as `linked`.
-  func linkedNodeIDs() throws -> Set<String> {
-    Set(try meshNodes().nodes.filter { $0.state == "linked" }.compactMap(\.id))
-  }
-
-  /// `127.0.0.1:<port>`, the address other nodes dial.
-  var meshAddress: String { "127.0.0.1:\(port)" }
-}
-
-/// Waits until every node in `nodes` reports each pair in `pairs` (indices into `nodes`) as linked, both ways.
-/// With no `pairs`, every node must be linked to every other one.
-func awaitLinks(
-  _ nodes: [NodeProcess], pairs: [(Int, Int)]? = nil, timeout: Duration = .seconds(20),
-  fileID: String = #fileID, line: Int = #line, isolation: isolated (any Actor)? = #isolation
-) async throws {
-  let wanted =
-    pairs ?? nodes.indices.flatMap { a in nodes.indices.filter { $0 > a }.map { (a, $0) } }
-  var missing: [String] = []
-  do {
-    try await eventuallyAsync(timeout: timeout, interval: .milliseconds(100), fileID: fileID, line: line) {
-      missing = []
-      let linked = try nodes.map { try $0.linkedNodeIDs() }
-      for (a, b) in wanted {
-        if !linked[a].contains(nodes[b].nodeID) { missing.append("node\(a) → node\(b)") }
-        if !linked[b].contains(nodes[a].nodeID) { missing.append("node\(b) → node\(a)") }
-      }
-      return missing.isEmpty
-    }
-  } catch {
-    var state = ""
-    for (index, node) in nodes.enumerated() {
-      let entries = (try? node.meshNodes().nodes) ?? []
-      state +=
-        "\n  node\(index) \(node.nodeID): "
-        + entries.map { "\($0.id ?? "?")@\($0.address ?? "?") \($0.state) \($0.source ?? "-")" }.joined(separator: ", ")
-    }
-    throw TestSupportError.conditionNotMet("links missing after \(timeout): \(missing.joined(separator: ", "))\(state)")
-  }
-}
-
-/// Starts `count` nodes one after another so that node `i` can be given `--peer` seeds to the already running
-/// nodes `seeds(i)` (by default every lower-numbered node, a full mesh), runs `body`, and always stops and cleans up
-/// every node afterwards, printing their log tails if starting or `body` failed.
-///
-/// `withNodes` starts nodes concurrently on server-chosen ports, so a node's port is unknown when the others'
-/// arguments are built; starting in order avoids guessing free ports (another process could take them).
-func withMesh<T>(
-  count: Int = 3, seeds: (Int) -> [Int] = { Array(0..<$0) }, arguments: [String] = [],
-  isolation: isolated (any Actor)? = #isolation, _ body: ([NodeProcess]) async throws -> T
-) async throws -> T {
-  var nodes: [NodeProcess] = []
-  do {
-    for index in 0..<count {
-      let seedArguments = seeds(index).flatMap { ["--peer", nodes[$0].meshAddress] }
-      let node = try NodeProcess(arguments: arguments + seedArguments, name: "node\(index)")
-      nodes.append(node)
-      try await onDedicatedThread { try node.start() }
-    }
-  } catch {
-    dumpMeshLogs(nodes, because: "starting the mesh failed: \(error)")
-    await stopMesh(nodes)
-    throw error
-  }
-  let result: T
-  do {
-    result = try await body(nodes)
-  } catch {
-    dumpMeshLogs(nodes, because: "the test body threw: \(error)")
-    await stopMesh(nodes)
-    throw error
-  }
-  await stopMesh(nodes)
-  return result
-}
-
-private func dumpMeshLogs(_ nodes: [NodeProcess], because reason: String) {
-  var text = "=== mesh test: \(reason)\n"
-  for (index, node) in nodes.enumerated() {
-    text += "=== node \(index) \(node.describe()) stderr tail:\n\(node.logTail(lines: 30))\n"
-  }
-  print(text, terminator: "")
-}
-
-private func stopMesh(_ nodes: [NodeProcess]) async {
-  let keep = ProcessInfo.processInfo.environment["MESHGATE_KEEP_TEST_DATA"].map { !$0.isEmpty && $0 != "0" } ?? false
-  await withTaskGroup(of: Void.self) { group in
-    for node in nodes {
-      group.addTask {
-        if node.isRunning { _ = try? await onDedicatedThread { try node.stop() } }
-        if keep {
-          print("=== mesh test: kept \(node.dataDirectory), \(node.stderrPath)")
-          node.kill9()
-        } else {
-          node.cleanup()
-        }
-      }
-    }
-  }
 }
 
 // MARK: - Misc

@@ -10,8 +10,7 @@ struct MeshTests {
   @Test func staticSeedsLinkAllThreeNodes() async throws {
     // node1 seeds node0; node2 seeds node0 and node1. Address gossip may make the other side dial too; duplicate-link
     // resolution then keeps exactly one link per pair, in either direction.
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       for (index, node) in nodes.enumerated() {
         let (local, entries) = try node.meshNodes()
         #expect(local["id"] as? String == node.nodeID)
@@ -41,8 +40,7 @@ struct MeshTests {
 
   @Test func aChainOfSeedsBecomesAFullMeshAndRuntimeSeedsAreValidated() async throws {
     // node1 seeds node0 and node2 seeds node1 only; node1 passes addresses along, so node0 and node2 link too.
-    try await withMesh(count: 3, seeds: { $0 == 0 ? [] : [$0 - 1] }) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .previous, linked: true) { nodes in
       #expect(Set(try nodes[1].linkedNodeIDs()) == [nodes[0].nodeID, nodes[2].nodeID])
 
       let watcher = try nodes[2].meshPeer("watcher")
@@ -75,8 +73,7 @@ struct MeshTests {
 
   @Test func nodesSeededOnlyWithAHubLinkToEachOtherAndSeeEachOthersPeers() async throws {
     // node1 and node2 know only node0; node0 passes their addresses along (nodeDirectory).
-    try await withMesh(count: 3, seeds: { $0 == 0 ? [] : [0] }) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .first, linked: true) { nodes in
       let entry = try nodes[1].meshNodes().nodes.first { $0.id == nodes[2].nodeID }
       #expect(entry?.state == "linked")
       let type = "hub-test"
@@ -114,8 +111,7 @@ struct MeshTests {
   // MARK: Advertising and browsing
 
   @Test func browsersSeeAdvertisersOnOtherNodesAndLoseThemWhenTheyStop() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let type = "mesh-browse"
       let browser = try nodes[0].meshPeer("browser")
       let neighbour = try nodes[0].meshPeer("neighbour")
@@ -193,8 +189,7 @@ struct MeshTests {
   // MARK: Invitations
 
   @Test func anAcceptedInvitationConnectsBothSidesWithTheSameCode() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let host = try nodes[0].meshPeer("host")
       let guest = try nodes[1].meshPeer("guest")
       let session = try host.createSession(strategy: "cluster", encryption: "optional")
@@ -293,8 +288,7 @@ struct MeshTests {
   }
 
   @Test func aDeclinedInvitationTellsTheInviter() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let host = try nodes[0].meshPeer("host")
       let guest = try nodes[2].meshPeer("guest")
       let sessionID = try #require(try host.createSession()["id"] as? String)
@@ -324,8 +318,7 @@ struct MeshTests {
   }
 
   @Test func anUnansweredInvitationExpiresOnBothSidesAndALateAcceptIsRefused() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let host = try nodes[1].meshPeer("host")
       let guest = try nodes[2].meshPeer("guest")
       let sessionID = try #require(try host.createSession()["id"] as? String)
@@ -355,8 +348,7 @@ struct MeshTests {
   }
 
   @Test func theInviterCancelsAndALateAcceptIsRefused() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let host = try nodes[0].meshPeer("host")
       let guest = try nodes[1].meshPeer("guest")
       let sessionID = try #require(try host.createSession()["id"] as? String)
@@ -389,8 +381,7 @@ struct MeshTests {
   // MARK: Strategies
 
   @Test func strategyViolationsAreRefused() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       // pointToPoint: exactly two peers.
       let a = try nodes[0].meshPeer("a")
       let b = try nodes[1].meshPeer("b")
@@ -465,8 +456,7 @@ struct MeshTests {
   // MARK: Fan-out
 
   @Test func oneSenderReachesFiftyReceiversOnThreeNodesInOrderExactlyOnce() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let sender = try nodes[0].meshPeer("sender")
       let receivers = try (0..<50).map { try nodes[$0 % 3].meshPeer("receiver \($0)") }
       let sessionID = try #require(try sender.createSession(strategy: "cluster")["id"] as? String)
@@ -543,8 +533,7 @@ struct MeshTests {
   // MARK: Node loss
 
   @Test func aKilledNodeIsLostWithinThreeSecondsAndRejoinsAfterRestart() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let type = "mesh-victim"
       let victim = nodes[2]
       let victimID = victim.nodeID

@@ -13,8 +13,7 @@ struct NodeFaultTests {
   // MARK: - kill -9 mid-invitation
 
   @Test func invitee9sNodeKilledMidInvitationExpiresOnBothSidesAndTheMeshRecovers() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let bob = try nodes[1].meshPeer("bob")
       let sessionID = try #require(try alice.createSession()["id"] as? String)
@@ -48,8 +47,7 @@ struct NodeFaultTests {
   }
 
   @Test func inviter9sNodeKilledRightAfterTheAcceptLeavesNoPhantomMembership() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let bob = try nodes[1].meshPeer("bob")
       let sessionID = try #require(try alice.createSession()["id"] as? String)

@@ -33,4 +33,19 @@ struct NodeProcessTests {
     try await onDedicatedThread { try node.restart() }
     #expect(node.isRunning)
   }
+
+  /// `withNodes(seeds:)` starts the nodes in order and gives node `i` a `--peer` for each earlier node it names; a
+  /// seed that is not an earlier node is refused before any node starts.
+  @Test func seededNodesStartInOrderWithPeerArgumentsForEarlierNodes() async throws {
+    try await withNodes(count: 3, seeds: .first) { nodes in
+      #expect(!nodes[0].commandLine.contains("--peer"))
+      for node in nodes.dropFirst() {
+        let peers = node.commandLine.indices.dropLast().filter { node.commandLine[$0] == "--peer" }
+        #expect(peers.map { node.commandLine[$0 + 1] } == [nodes[0].meshAddress], "\(node.commandLine)")
+      }
+    }
+    await #expect(throws: TestSupportError.self) {
+      try await withNodes(count: 2, seeds: MeshSeeds { $0 == 0 ? [1] : [] }) { _ in }
+    }
+  }
 }

@@ -19,8 +19,7 @@ struct ScopingTests {
   }
 
   @Test func sessionsInvitationsJobsAndEventsStayWithTheirPeer() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let eve = try nodes[0].meshPeer("eve")
       let bob = try nodes[1].meshPeer("bob")
@@ -115,8 +114,7 @@ struct ScopingTests {
   }
 
   @Test func pointToPointSessionsHoldExactlyTwo() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let eve = try nodes[0].meshPeer("eve")
       let bob = try nodes[1].meshPeer("bob")
@@ -148,8 +146,7 @@ struct ScopingTests {
   }
 
   @Test func chatRoomsAndMessagesStayWithTheirMembers() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let eve = try nodes[0].meshPeer("eve")
       let bob = try nodes[1].meshPeer("bob")

@@ -6,38 +6,6 @@ import Testing
 
 // TLS mesh links, certificate pinning, the mesh secret, HTTPS serving and verification codes, with real nodes.
 
-/// Starts one node per entry of `arguments` in order (node `i` seeded with the nodes `seeds(i)`), runs `body`, and
-/// always stops and cleans up the nodes, printing their log tails when something failed.
-private func withNodes<T>(
-  _ arguments: [[String]], seeds: (Int) -> [Int] = { Array(0..<$0) },
-  isolation: isolated (any Actor)? = #isolation, _ body: ([NodeProcess]) async throws -> T
-) async throws -> T {
-  var nodes: [NodeProcess] = []
-  func finish() async {
-    for node in nodes {
-      if node.isRunning { _ = try? await onDedicatedThread { try node.stop() } }
-      node.cleanup()
-    }
-  }
-  do {
-    for (index, extra) in arguments.enumerated() {
-      let seedArguments = seeds(index).flatMap { ["--peer", nodes[$0].meshAddress] }
-      let node = try NodeProcess(arguments: extra + seedArguments, name: "node\(index)")
-      nodes.append(node)
-      try await onDedicatedThread { try node.start() }
-    }
-    let result = try await body(nodes)
-    await finish()
-    return result
-  } catch {
-    for (index, node) in nodes.enumerated() {
-      print("=== security test: node \(index) \(node.describe()) stderr tail:\n\(node.logTail(lines: 40))")
-    }
-    await finish()
-    throw error
-  }
-}
-
 extension NodeProcess {
   /// `GET /api/v1/mesh/nodes` as raw JSON objects.
   fileprivate func meshNodeObjects() throws -> (local: [String: Any], nodes: [[String: Any]]) {
@@ -69,8 +37,7 @@ private func isFingerprint(_ value: Any?) -> Bool {
 
 @Suite(.serialized) struct SecurityTests {
   @Test func linksAreTLSByDefaultAndEachNodeShowsTheOthersPinnedFingerprints() async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let fingerprints = try nodes.map { try $0.fingerprint }
       #expect(fingerprints.allSatisfy(isFingerprint))
       #expect(Set(fingerprints).count == 3)
@@ -96,8 +63,7 @@ private func isFingerprint(_ value: Any?) -> Bool {
   }
 
   @Test func aRequiredSessionWorksAcrossTLSLinksWithCodesBoundToTheCertificates() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let host = try nodes[0].meshPeer("host")
       let guest = try nodes[1].meshPeer("guest")
       let session = try host.createSession(strategy: "cluster", encryption: "required")
@@ -128,8 +94,7 @@ private func isFingerprint(_ value: Any?) -> Bool {
   }
 
   @Test func plaintextLinksKeepRequiredSessionsOnTheirNode() async throws {
-    try await withMesh(count: 2, arguments: ["--mesh-tls", "off"]) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, arguments: ["--mesh-tls", "off"], seeds: .allEarlier, linked: true) { nodes in
       let entry = try #require(try nodes[0].entry(nodes[1].nodeID))
       #expect(entry["encrypted"] as? Bool == false)
       #expect(entry["fingerprint"] is NSNull)
@@ -152,8 +117,7 @@ private func isFingerprint(_ value: Any?) -> Bool {
   }
 
   @Test func aNodeWhoseCertificateChangedIsRefusedUntilItsPinIsRemoved() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let watcher = try nodes[0].meshPeer("watcher")
       let oldPrint = try nodes[1].fingerprint
       let bID = nodes[1].nodeID
@@ -205,7 +169,7 @@ private func isFingerprint(_ value: Any?) -> Bool {
       ["--mesh-secret", "shared-secret-1"], ["--mesh-secret", "shared-secret-1"], ["--mesh-secret", "other-secret-2"],
       [],
     ]
-    try await withNodes(arguments, seeds: { $0 == 0 ? [] : [0] }) { nodes in
+    try await withNodes(count: arguments.count, perNodeArguments: { arguments[$0] }, seeds: .first) { nodes in
       try await awaitLinks(nodes, pairs: [(0, 1)])
       #expect(try nodes[0].meshNodeObjects().local["meshSecret"] as? Bool == true)
       // Node 2 (another secret) and node 3 (none) are refused by node 0, with the reason in its log.
@@ -240,7 +204,7 @@ private func isFingerprint(_ value: Any?) -> Bool {
     let certificate = try Certificate.createSelfSigned(
       certificatePath: directory + "/site.pem", keyPath: directory + "/site.key", commonName: "meshgate.test")
     let tls = ["--tls-cert", directory + "/site.pem", "--tls-key", directory + "/site.key"]
-    try await withNodes([tls, []]) { nodes in
+    try await withNodes(count: 2, perNodeArguments: { $0 == 0 ? tls : [] }, seeds: .allEarlier) { nodes in
       let node = nodes[0]
       #expect(node.readyFields["url"]?.hasPrefix("https://127.0.0.1:") == true)
       let info = try curl(["https://127.0.0.1:\(node.port)/api/v1/node"])
@@ -274,7 +238,7 @@ private func isFingerprint(_ value: Any?) -> Bool {
   }
 
   @Test func aNodeWithoutTLSCertStillServesHTTPSAndPlainHTTPOnOnePort() async throws {
-    try await withNodes([[]]) { nodes in
+    try await withNodes(count: 1) { nodes in
       let plain = try HTTPClient.get(port: nodes[0].port, path: "/healthz")
       #expect(plain.status == 200)
       let secure = try curl(["https://127.0.0.1:\(nodes[0].port)/healthz"])

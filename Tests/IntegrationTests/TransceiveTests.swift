@@ -90,8 +90,7 @@ struct TransceiveTests {
   static func withTransceivers(
     isolation: isolated (any Actor)? = #isolation, _ body: ([NodeProcess], [MeshPeer]) async throws -> Void
   ) async throws {
-    try await withMesh(count: 3) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let peers = try zip(nodes, ["alice", "bob", "carol"]).map { try $0.meshPeer($1) }
       for peer in peers { try transceive(peer) }
       let group = try await awaitGroup(peers)

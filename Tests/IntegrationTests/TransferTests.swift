@@ -9,7 +9,7 @@ struct TransferTests {
   // MARK: Sizes and integrity
 
   @Test func smallEmptyAndOddSizedFilesArriveByteIdentical() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       for size in [0, 1, 1000, 65_536, 65_537, 1_048_583] {
         let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ size) }
@@ -43,7 +43,7 @@ struct TransferTests {
   }
 
   @Test func oneGiBTransferIsByteIdenticalWithFlatMemory() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let directory = try temporaryDirectory()
       defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -78,8 +78,7 @@ struct TransferTests {
   }
 
   @Test func peersOnTheSameNodeTransferAndStreamToo() async throws {
-    try await withMesh(count: 2) { nodes in
-      try await awaitLinks(nodes)
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
       let alice = try nodes[0].meshPeer("alice")
       let carol = try nodes[0].meshPeer("carol")
       let sessionID = try #require(try alice.createSession(encryption: "none")["id"] as? String)
@@ -110,7 +109,7 @@ struct TransferTests {
   // MARK: Downloads
 
   @Test func contentHasTypeDispositionAndRanges() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: $0) }
       let upload = try alice.upload(
@@ -151,7 +150,7 @@ struct TransferTests {
   // MARK: Names and bad input
 
   @Test func fileNamesAreSanitized() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let cases: [(String, String)] = [
         ("../../etc/passwd", "passwd"), ("..\\..\\windows\\win.ini", "win.ini"),
@@ -177,7 +176,7 @@ struct TransferTests {
   }
 
   @Test func badUploadsAreRefusedWithReasons() async throws {
-    try await withMesh(count: 2, arguments: ["--max-transfer-bytes", "100000"]) { nodes in
+    try await withNodes(count: 2, arguments: ["--max-transfer-bytes", "100000"], seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let body = Array("hello".utf8)
       let unknownSession = try alice.upload("no-such-session", to: bob, name: "a", body: body)
@@ -214,7 +213,7 @@ struct TransferTests {
 
   @Test func aReceiverWithoutDiskSpaceAnswers507() async throws {
     // Every node keeps 2^50 bytes free: no disk has that much, so the receiving node refuses every file.
-    try await withMesh(count: 2, arguments: ["--min-free-bytes", "1125899906842624"]) { nodes in
+    try await withNodes(count: 2, arguments: ["--min-free-bytes", "1125899906842624"], seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let upload = try alice.upload(sessionID, to: bob, name: "a.bin", body: [1, 2, 3])
       #expect(upload.status == 507, "\(upload)")
@@ -231,7 +230,7 @@ struct TransferTests {
 
   @Test func eitherSideCancelsAndPartialDataIsRemoved() async throws {
     // 2 MB/s per transfer: a 16 MB file takes about 8 s to cross, time enough to cancel.
-    try await withMesh(count: 2, arguments: ["--transfer-rate", "2000000"]) { nodes in
+    try await withNodes(count: 2, arguments: ["--transfer-rate", "2000000"], seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let body = [UInt8](repeating: 0x5A, count: 16 << 20)
       for (canceler, other) in [(bob, alice), (alice, bob)] {
@@ -259,7 +258,7 @@ struct TransferTests {
   }
 
   @Test func cancelingDuringTheUploadAnswersItAndAnAbandonedUploadFails() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let directory = try temporaryDirectory()
       defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -295,7 +294,7 @@ struct TransferTests {
   @Test func aSenderKilledMidTransferResumesFromTheReceivedOffset() async throws {
     // 2 MB/s: the 64 MiB file takes about 34 s to cross, so the sender dies somewhere in the middle even when the
     // upload itself, or the test's polling, is slow on a loaded machine.
-    try await withMesh(count: 2, arguments: ["--transfer-rate", "2000000"]) { nodes in
+    try await withNodes(count: 2, arguments: ["--transfer-rate", "2000000"], seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let directory = try temporaryDirectory()
       defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -330,7 +329,7 @@ struct TransferTests {
   @Test func aReceiverKilledMidTransferResumesFromWhatItHadWritten() async throws {
     // 2 MB/s: the 64 MiB take about 34 s, so the receiver dies in the middle even when the test's polling is slowed
     // down for many seconds by a busy machine (a CI run once saw 48 MiB at 3 MB/s finish before the kill).
-    try await withMesh(count: 2, arguments: ["--transfer-rate", "2000000"]) { nodes in
+    try await withNodes(count: 2, arguments: ["--transfer-rate", "2000000"], seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let body = (0..<(64 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 13) }
       let digest = try sha256Hex(body)
@@ -365,7 +364,7 @@ struct TransferTests {
 @Suite(.timeLimit(.minutes(3)))
 struct StreamTests {
   @Test func a256MiBStreamArrivesWholeWithFlatMemory() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let directory = try temporaryDirectory()
       defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -399,7 +398,7 @@ struct StreamTests {
   }
 
   @Test func aSlowReaderHoldsTheWriterBack() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let directory = try temporaryDirectory()
       defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -424,7 +423,7 @@ struct StreamTests {
   }
 
   @Test func webSocketWritersAndReadersCarryBinaryFrames() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       let id = try alice.openStream(sessionID, to: bob, name: "ws")
       _ = try await bob.awaitEvent("stream.opened")
@@ -464,7 +463,7 @@ struct StreamTests {
   }
 
   @Test func badStreamRequestsAreRefused() async throws {
-    try await withMesh(count: 2) { nodes in
+    try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
       #expect(try alice.post("/api/v1/sessions/nope/streams", json: #"{"to":"\#(bob.id)"}"#).status == 404)
       let stranger = try nodes[1].meshPeer("stranger")

@@ -51,6 +51,13 @@ private struct Harness {
         for id in ids { post(message, from: End(node: node, id: id)) }
       case .sendToNode(let message, _, let id?):
         post(message, from: End(node: node, id: id))
+      case .chat(let directives):
+        // What the node's chat queue sends once the batch's writes are done.
+        for case .send(let wire, let to) in directives {
+          if let id = nodes[node]!.links.connection(of: to) {
+            post(.chat(payload: wire.encoded()), from: End(node: node, id: id))
+          }
+        }
       default:
         break
       }
@@ -63,7 +70,12 @@ private struct Harness {
   }
 
   /// `dialler` connects to `listener` and both say hello; frames are delivered until the queue is empty.
-  mutating func link(_ dialler: String, _ listener: String) {
+  mutating func link(_ dialler: String, _ listener: String, tls: Bool = false) {
+    func transport(_ local: String, _ remote: String) -> LinkManager.Transport {
+      guard tls else { return .plaintext }
+      return LinkManager.Transport(
+        encrypted: true, localFingerprint: "cert-" + local, remoteFingerprint: "cert-" + remote, challenge: [])
+    }
     let dial = feed(dialler, .seedAdded(host: listener, port: 1, now: now))
     guard case .connect(let outbound, _, _)? = dial.first else {
       Issue.record("no dial: \(dial)")
@@ -73,8 +85,8 @@ private struct Harness {
     nextInbound += 1
     wires[End(node: dialler, id: outbound)] = End(node: listener, id: inbound)
     wires[End(node: listener, id: inbound)] = End(node: dialler, id: outbound)
-    feed(listener, .inboundOpened(inbound, remoteHost: dialler, transport: .plaintext, now: now))
-    feed(dialler, .outboundOpened(outbound, transport: .plaintext, now: now))
+    feed(listener, .inboundOpened(inbound, remoteHost: dialler, transport: transport(listener, dialler), now: now))
+    feed(dialler, .outboundOpened(outbound, transport: transport(dialler, listener), now: now))
     deliverAll()
   }
 
@@ -180,9 +192,13 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
       update.contains {
         if case .directoryEvent("b1", .peerFound(let peer, "files", _)) = $0 { peer.peerID == "a1" } else { false }
       })
-    // Chat, transfer and stream frames go to the runtime untouched.
+    // Chat frames go to the chat book (which reads none over a plaintext link); transfer and stream frames go to the
+    // runtime untouched.
     let chat = mesh.feed("B", .frameReceived(.chat(payload: [1, 2, 3]), on: onB, now: mesh.now))
-    #expect(chat == [.deliver(.chat(payload: [1, 2, 3]), from: "A")])
+    #expect(chat.isEmpty)
+    let close = MeshMessage.streamClose(streamID: "s1", reason: "done")
+    let stream = mesh.feed("B", .frameReceived(close, on: onB, now: mesh.now))
+    #expect(stream == [.deliver(close, from: "A")])
     // Session frames go to the session book (an answer to an unknown invitation changes nothing).
     let answer = mesh.feed(
       "B", .frameReceived(.inviteAnswer(invitationID: "i9", outcome: .accepted), on: onB, now: mesh.now))
@@ -299,4 +315,88 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
     #expect(!mesh.nodes["A"]!.directory.isLocal("a2"))
     #expect(Set(sessionEvents(in: removed + expired).map(\.0)) == ["a1"])
   }
+
+  // MARK: - Chat
+
+  @Test func chatRoomsWorkOverTLSLinksThroughTheMeshNode() throws {
+    var mesh = chatMesh(tls: true)
+    let host = Directory.PeerRef(peerID: "a1", displayName: "A1", nodeID: "A")
+    let joiner = Directory.PeerRef(peerID: "b1", displayName: "B1", nodeID: "B")
+    _ = mesh.nodes["A"]!.hostChat("room1", name: "Room", by: host, now: "t0")
+    let joining = try mesh.nodes["B"]!.joinChat("room1", peer: joiner, name: "Room", host: host, now: "t1")
+    mesh.carry([.chat(joining)], from: "B")
+    mesh.deliverAll()
+    // The host ordered the join (its roster has b1) and B's join settled when the roster came back.
+    #expect(mesh.nodes["A"]!.chat.rooms["room1"]?.members == [host, joiner])
+    let settled = mesh.effects(of: "B").contains {
+      if case .chat(let batch) = $0 {
+        batch.contains(.joinSettled(roomID: "room1", peerID: "b1", joined: true))
+      } else {
+        false
+      }
+    }
+    #expect(settled)
+    // A post from B is ordered by the host and comes back to B with its seq.
+    let posted = try mesh.nodes["B"]!.postChat("room1", id: "message-1", from: "b1", body: "hi", sentAt: "t2")
+    mesh.carry([.chat(posted.directives)], from: "B")
+    mesh.deliverAll()
+    #expect(mesh.nodes["A"]!.chat.rooms["room1"]?.lastSeq == 1)
+    #expect(mesh.nodes["B"]!.chat.rooms["room1"]?.lastSeq == 1)
+    #expect(mesh.nodes["B"]!.chat.pending["room1"] ?? [] == [])
+    // A deleted local peer leaves its rooms: B tells the host, which drops b1 from the roster.
+    mesh.feed("B", .localPeerRemoved(peerID: "b1", now: mesh.now))
+    mesh.deliverAll()
+    #expect(mesh.nodes["A"]!.chat.rooms["room1"]?.members == [host])
+  }
+
+  @Test func chatNeedsAnEncryptedLink() throws {
+    var mesh = chatMesh(tls: false)
+    let host = Directory.PeerRef(peerID: "a1", displayName: "A1", nodeID: "A")
+    let joiner = Directory.PeerRef(peerID: "b1", displayName: "B1", nodeID: "B")
+    _ = mesh.nodes["A"]!.hostChat("room1", name: "Room", by: host, now: "t0")
+    // The book never heard of the plaintext link: the host is unreachable for chat.
+    let failure = #expect(throws: MeshFailure.self) {
+      try mesh.nodes["B"]!.joinChat("room1", peer: joiner, name: "Room", host: host, now: "t1")
+    }
+    #expect(failure?.code == "host_unreachable")
+    #expect(failure?.status == 503)
+    // A chat frame over a plaintext link is dropped unread.
+    let sync = ChatWire.sync(roomID: "room1", members: [joiner], after: 0)
+    let effects = mesh.feed("A", .frameReceived(.chat(payload: sync.encoded()), on: 1, now: mesh.now))
+    #expect(effects.isEmpty)
+    #expect(mesh.nodes["A"]!.chat.rooms["room1"]?.members == [host])
+  }
+
+  @Test func chatFramesAreCheckedBeforeTheBookSeesThem() throws {
+    var mesh = chatMesh(tls: true)
+    let host = Directory.PeerRef(peerID: "a1", displayName: "A1", nodeID: "A")
+    _ = mesh.nodes["A"]!.hostChat("room1", name: "Room", by: host, now: "t0")
+    let fromB = try #require(mesh.nodes["A"]!.links.connection(of: "B"))
+    func receive(_ payload: [UInt8]) -> [MeshEffect] {
+      mesh.feed("A", .frameReceived(.chat(payload: payload), on: fromB, now: mesh.now))
+    }
+    // B speaks for A's own peer.
+    let spoof = ChatWire.sync(
+      roomID: "room1", members: [Directory.PeerRef(peerID: "a1", displayName: "A1", nodeID: "B")], after: 0)
+    let spoofed = receive(spoof.encoded())
+    #expect(refusals(in: spoofed).map(\.reason) == ["not_own_peer"])
+    #expect(!spoofed.contains { if case .chat = $0 { true } else { false } })
+    // A room id that is a path (ids are checked as the node runtime checks them).
+    mesh.nodes["A"]!.checksWireIDs = true
+    let badID = receive(ChatWire.sync(roomID: "../x", members: [], after: 0).encoded())
+    #expect(refusals(in: badID).map(\.reason) == ["invalid_id"])
+    // Not a chat frame at all.
+    #expect(
+      receive(Array("{".utf8)).contains { if case .chatFrameMalformed(nodeID: "B", _) = $0 { true } else { false } })
+    #expect(mesh.nodes["A"]!.chat.rooms["room1"]?.members == [host])
+  }
+}
+
+/// Nodes A and B, with peers a1 on A and b1 on B, linked over TLS or plaintext.
+private func chatMesh(tls: Bool) -> Harness {
+  var mesh = Harness(["A", "B"])
+  mesh.feed("A", .localPeerAdded(peerID: "a1", displayName: "A1"))
+  mesh.feed("B", .localPeerAdded(peerID: "b1", displayName: "B1"))
+  mesh.link("B", "A", tls: tls)
+  return mesh
 }

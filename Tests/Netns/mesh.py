@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 POLL = 0.1
+LOGFMT = re.compile(r'([\w.]+)=("(?:[^"\\]|\\.)*"|\S*)')
 
 
 class Failure(AssertionError):
@@ -157,6 +159,17 @@ class Node:
             return self.stderr_path.read_text(errors="replace").count(needle)
         except FileNotFoundError:
             return 0
+
+    def log_lines(self, message: str) -> list[dict[str, str]]:
+        """The fields of every log line (logfmt, stderr) whose `msg` is `message`."""
+        try:
+            text = self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return []
+        needle = f"msg={json.dumps(message)}" if " " in message else f"msg={message}"
+        unquote = lambda value: value[1:-1].replace('\\"', '"') if value.startswith('"') else value  # noqa: E731
+        lines = [line for line in text.splitlines() if needle in line]
+        return [{key: unquote(value) for key, value in LOGFMT.findall(line)} for line in lines]
 
     # -- HTTP -------------------------------------------------------------------------------------
 

@@ -273,9 +273,10 @@ class FileCheck:
 class SocketWatch:
     """Samples the TCP connections between nodes inside their namespaces (`ss -ti`, every ~100 ms, one sampling
     shell per namespace). `bytes_received` counts the in-order bytes the socket could hand to the node
-    (out-of-order segments behind a lost one do not count), so a connection whose `bytes_received` stood still
-    for about 2 s before it closed had its heartbeats (every 500 ms) truly missing; one closed while in-order
-    data kept arriving was not a heartbeat miss."""
+    (out-of-order segments behind a lost one do not count), the same count as the node's link liveness
+    (`tcpi_last_data_recv`): a node that declared a link dead while its own socket's `bytes_received` moved within
+    the last 2 s (heartbeats every 500 ms, dead after 2 s) misjudged it; one whose count stood still for 2 s had its
+    heartbeats truly missing. The other side's count says nothing about that: it goes on receiving the goodbye."""
 
     LINE = re.compile(r"(\S+):(\d+)\s+(\S+):(\d+)")
     SCRIPT = 'while :; do echo "@ $(date +%s.%N)"; ss -tinH state established; sleep 0.1; done'
@@ -330,24 +331,39 @@ class SocketWatch:
             reader.join(timeout=10)
         self.processes.clear()
 
-    def silence_before(self, a: int, b: int, at: float) -> int:
-        """The longest in-order receive stall (ms) at the end of an a–b connection that ended around `at`."""
-        worst = 0
+    def receive_silence(self, node: int, other: int, at: float, ports: tuple[int, int] | None = None) -> dict | None:
+        """How long `node`'s socket to `other` had received no in-order byte when `node` declared it dead at `at`,
+        bounded by the samples around the last time `bytes_received` moved before `at`: `silenceMs` at least,
+        `silenceAtMostMs` at most (None: it never moved in the samples); `resumedAfterMs`: when in-order bytes came
+        in again on that socket after `at` (None: not before it closed). The connection is the one with these `ports`
+        (local, remote; the node logs them); without them, the most silent of those between the two. None when no
+        sampled connection covers `at`."""
         with self.lock:
             series = dict(self.series)
-        for (node, _, remote), samples in series.items():
-            if not (
-                (node == a and remote.startswith(self.ips[b] + ":"))
-                or (node == b and remote.startswith(self.ips[a] + ":"))
-            ):
+        found: dict | None = None
+        for (sampled, local, remote), samples in series.items():
+            if sampled != node or not remote.startswith(self.ips[other] + ":"):
                 continue
-            last_time = samples[-1][0]
-            if not at - 1.5 <= last_time <= at + 1.0:
+            if ports and not (local.endswith(f":{ports[0]}") and remote.endswith(f":{ports[1]}")):
                 continue
-            moved = [t for (t, count), (_, before) in zip(samples[1:], samples) if count != before]
-            since = moved[-1] if moved else samples[0][0]
-            worst = max(worst, int((last_time - since) * 1000))
-        return worst
+            before = [(t, count) for t, count in samples if t <= at]
+            # The connection was up for more than 2 s (the node's dead-after) and still open around `at`.
+            if len(before) < 2 or before[0][0] > at - 1.5 or samples[-1][0] < at - 0.5:
+                continue
+            moves = [i for i in range(1, len(before)) if before[i][1] != before[i - 1][1]]
+            if moves:
+                least, most = at - before[moves[-1]][0], at - before[moves[-1] - 1][0]
+            else:
+                least, most = at - before[0][0], float("inf")
+            later = [t for t, count in samples if t > at and count != before[-1][1]]
+            if found is None or most * 1000 > found["_most"]:
+                found = {
+                    "silenceMs": int(least * 1000),
+                    "silenceAtMostMs": None if most == float("inf") else int(most * 1000),
+                    "resumedAfterMs": int((later[0] - at) * 1000) if later else None,
+                    "_most": most * 1000,
+                }
+        return found
 
 
 class RejoiningStream(DataStream):

@@ -178,7 +178,7 @@ extension Node {
       ),
       (
         "meshgate_connections_max", "gauge", "Connections served at once (--max-connections).",
-        server.configuration.maxConnections
+        server.maxConnections
       ),
       (
         "meshgate_connections_refused_total", "counter",

@@ -16,7 +16,7 @@ import Crypto
 import Foundation
 import LWS
 import Logging
-import MeshCore
+package import MeshCore
 
 extension Node {
   /// The reasons `meshgate_mesh_frames_refused_total` always shows (at 0 until one happens).
@@ -38,12 +38,12 @@ extension Node {
     for (reason, count) in mesh.sessions.refusals { counts[reason, default: 0] += count }
     for (reason, count) in mesh.directory.refusals { counts[reason, default: 0] += count }
     for (reason, count) in mesh.links.refusals { counts[reason, default: 0] += count }
-    for (reason, count) in chat.book.refusals { counts[reason, default: 0] += count }
+    for (reason, count) in mesh.chat.refusals { counts[reason, default: 0] += count }
     return counts
   }
 
   /// A frame refused by the mesh core's frame guard (``MeshNode``): counted, logged, and answered when it is an offer.
-  func frameRefused(_ refusal: FrameRefusal) {
+  package func frameRefused(_ refusal: FrameRefusal) {
     refuseFrame(refusal.reason, from: refusal.nodeID, refusal.detail)
     if refusal.spoofedSender { guards.spoofedFrames += 1 }
     if refusal.reason == "not_own_peer" {

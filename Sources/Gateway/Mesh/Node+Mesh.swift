@@ -2,24 +2,28 @@
 ///
 /// Layer 4 (node runtime). Everything runs on the lws service thread inside the ``Node`` actor. The pure
 /// ``MeshNode`` (links, directory, sessions, and the wiring between them) decides; this file reports what happened to
-/// it (``Node/feed(_:)``) and carries out its ``MeshEffect``s in one place (``Node/interpret(_:)``): it dials and
-/// closes WebSockets (subprotocol `meshgate-node.v1`, path `/mesh`), encodes and decodes frames with
-/// ``MeshFrameCodec``, ticks the mesh every 100 ms, and turns what peers are told into `peer.*`, `session.*`,
-/// `invitation.*` and `node.*` events.
+/// it (``Node/feed(_:)``) and implements the verbs of ``MeshRuntime``, whose `interpret(_:)` (in MeshCore, shared with
+/// the simulator) carries out the ``MeshEffect``s in order: the verbs dial and close WebSockets (subprotocol
+/// `meshgate-node.v1`, path `/mesh`), encode and decode frames with ``MeshFrameCodec``, tick the mesh every 100 ms,
+/// turn what peers are told into `peer.*`, `session.*`, `invitation.*` and `node.*` events, and hand transfer and
+/// stream frames to their feature, chat batches to the chat feature's queue and link changes to the features'
+/// hooks.
 import Dispatch
 import LWS
 import Logging
-import MeshCore
+// Package: `Node` conforms to MeshCore's package-wide `MeshRuntime` (below).
+package import MeshCore
 
 /// Mesh state owned by the node actor.
-struct MeshRuntime {
+struct MeshState {
   /// Links, directory, sessions and invitations. Change it only through ``Node/feed(_:)`` and its session commands,
-  /// and carry out what they return with ``Node/interpret(_:)``.
+  /// and carry out what they return with `interpret(_:)` (``MeshRuntime``).
   var node: MeshNode
   /// Read-only views of ``node``'s parts, for queries.
   var links: LinkManager { node.links }
   var directory: Directory { node.directory }
   var sessions: SessionBook { node.sessions }
+  var chat: ChatBook { node.chat }
   /// Mesh-link WebSockets and the link manager's connection ids, both ways.
   var connectionBySocket: [WebSocketID: LinkManager.ConnectionID] = [:]
   var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]
@@ -42,6 +46,14 @@ struct MeshRuntime {
   var heldLeaves: [(sessionID: String, peerID: String)] = []
   /// Reliable sends answered 503 because their link had no room within ``Node/maxSendWaitMillis``.
   var sendsRefused = 0
+  /// Each mesh socket's `tcpi_data_segs_in` and when it last changed.
+  var dataSegmentsIn: [WebSocketID: (count: UInt32, at: UInt64)] = [:]
+  /// When the last mesh tick ran (a late tick would show in the silent-link log line).
+  var lastTick: UInt64 = 0
+  /// Events for local peers gathered by the mesh core's interpreter until its next flush point (``Node/flush()``).
+  var pendingEvents: [(peerID: String, type: String, data: JSONValue)] = []
+  /// The last session event built for ``pendingEvents``, reused for the next peer told the same event.
+  var lastSessionEvent: (event: SessionBook.Event, type: String, data: JSONValue)?
 }
 
 /// A frame waiting in a link's scheduler.
@@ -92,15 +104,53 @@ extension Node {
     let now = Self.monotonicMillis()
     // Bytes the kernel received on a link count as hearing from its node even before they make a whole frame: over
     // TLS nothing reaches libwebsockets until a whole record (up to 16 KiB) is in, which on a lossy link that carries
-    // a few hundred kbit/s takes more than a second, with the heartbeats queued behind it.
+    // a few hundred kbit/s takes more than a second, with the heartbeats queued behind it. Every link is sampled
+    // before the same tick's dead check.
+    var sampled: [LinkManager.ConnectionID: (status: TCPReceiveStatus, nodeID: String?)] = [:]
     for (socket, connection) in mesh.connectionBySocket {
-      if let silent = server.millisSinceDataReceived(socket), UInt64(silent) < now {
-        feed(.bytesReceived(on: connection, now: now - UInt64(silent)))
+      guard let status = server.receiveStatus(socket) else { continue }
+      sampled[connection] = (status, mesh.links.nodeID(on: connection))
+      if UInt64(status.millisSinceData) < now {
+        feed(.bytesReceived(on: connection, now: now - UInt64(status.millisSinceData)))
+      }
+      if let segments = status.dataSegmentsIn, mesh.dataSegmentsIn[socket]?.count != segments {
+        mesh.dataSegmentsIn[socket] = (segments, now)
       }
     }
-    feed(.tick(now: now))
+    let effects = mesh.node.handle(.tick(now: now))
+    logSilentLinks(effects, sampled, now: now)
+    mesh.lastTick = now
+    interpret(effects)
     admitHeldSends()
     featuresTick()
+  }
+
+  /// One line per link the tick declared dead, with what its kernel had received (docs/security.md, "Fault tests"):
+  /// in-order data (what liveness counts), any data segment (one that arrived out of order behind a lost segment
+  /// cannot be read yet), any ACK (the other kernel answers, its node may still be silent), and the retransmission
+  /// timer. The netns suite checks each declaration against its own sampling of the declaring node's socket.
+  func logSilentLinks(
+    _ effects: [MeshEffect], _ sampled: [LinkManager.ConnectionID: (status: TCPReceiveStatus, nodeID: String?)],
+    now: UInt64
+  ) {
+    for case .close(let connection, let reason) in effects where reason.hasPrefix("no heartbeat") {
+      guard let socket = mesh.socketByConnection[connection], let (status, nodeID) = sampled[connection] else {
+        continue
+      }
+      let sinceSegment: Int = mesh.dataSegmentsIn[socket].map { Int(now - $0.at) } ?? -1
+      let bytes: Int = status.bytesReceived.map { Int($0) } ?? -1
+      let ports = server.socketPorts(socket)
+      meshLogger.info(
+        "Mesh link silent: declaring it dead.",
+        [
+          "ws.connection.id": socket, "node.id": nodeID ?? "", "reason": reason,
+          "tcp.ms_since_data": Int(status.millisSinceData), "tcp.ms_since_data_segment": sinceSegment,
+          "tcp.ms_since_ack": Int(status.millisSinceAck), "tcp.bytes_received": bytes,
+          "tcp.rto_ms": Int(status.rtoMicros / 1000), "tcp.backoff": Int(status.backoff),
+          "tick.gap_ms": Int(now - mesh.lastTick), "tcp.local_port": ports.map { Int($0.local) } ?? -1,
+          "tcp.remote_port": ports.map { Int($0.remote) } ?? -1,
+        ])
+    }
   }
 
   /// A node announced itself on the beacon (or was found by DNS-SD, `source: .dnssd`).
@@ -161,6 +211,7 @@ extension Node {
   func meshSocketClosed(_ id: WebSocketID) {
     guard let connection = mesh.connectionBySocket.removeValue(forKey: id) else { return }
     mesh.socketByConnection[connection] = nil
+    mesh.dataSegmentsIn[id] = nil
     var scheduler = mesh.schedulers.removeValue(forKey: id)
     let unsent = scheduler?.removeAll() ?? []
     feed(.closed(connection, now: Self.monotonicMillis()))
@@ -268,9 +319,9 @@ extension Node {
     for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
   }
 
-  // MARK: - Carrying out effects
+  // MARK: - Reporting to the mesh core
 
-  /// Reports `input` to the mesh core and carries out what it returns. Inputs that change what local peers
+  /// Reports `input` to the mesh core and carries out what it returns (``MeshRuntime/interpret(_:)``). Inputs that change what local peers
   /// advertise also update the DNS-SD registrations.
   func feed(_ input: MeshInput) {
     interpret(mesh.node.handle(input))
@@ -283,148 +334,164 @@ extension Node {
     }
   }
 
-  /// Carries out the mesh core's effects, in order: socket I/O, pins, reports, and events for local peers. The
-  /// wiring between links, directory and sessions (fan-out, routing, the frame guard) is ``MeshNode``'s, shared with
-  /// the simulator; this function only does I/O, hands chat, transfer and stream frames to their handlers and link
-  /// changes to the features' hooks.
-  func interpret(_ effects: [MeshEffect]) {
-    var pending: [(peerID: String, type: String, data: JSONValue)] = []
-    var directoryTold = false
-    var received: [SessionBook.Invitation] = []
-    var ended: [SessionBook.Invitation] = []
-    var lastEvent: (event: SessionBook.Event, type: String, data: JSONValue)?
-    // Events go out in effect order: those gathered so far are published before anything else may publish.
-    func flush() {
-      if !pending.isEmpty { publishInBackground(pending) }
-      pending = []
+  // MARK: - The mesh runtime's verbs
+
+  /// Gathers a `peer.found` or `peer.lost` event for local peer `peerID` (published at the next ``flush()``).
+  package func directoryEvent(peerID: String, _ event: Directory.Event) {
+    switch event {
+    case .peerFound(let peer, let serviceType, let info):
+      mesh.pendingEvents.append(
+        (
+          peerID, "peer.found",
+          ["peer": peer.json, "serviceType": .string(serviceType), "discoveryInfo": Self.mapJSON(info)]
+        ))
+    case .peerLost(let peer, let serviceType):
+      mesh.pendingEvents.append((peerID, "peer.lost", ["peer": peer.json, "serviceType": .string(serviceType)]))
     }
-    for effect in effects {
-      switch effect {
-      case .connect(let connection, let host, let port):
-        guard
-          let socket = server.connect(
-            host: host, port: Int(port), path: "/mesh", subprotocol: meshSubprotocol, tls: security.meshTLS)
-        else {
-          flush()
-          feed(.outboundFailed(connection, now: Self.monotonicMillis()))
-          continue
-        }
-        mesh.connectionBySocket[socket] = connection
-        mesh.socketByConnection[connection] = socket
-        openScheduler(socket)
-      case .send(let message, let connection):
-        sendMessage(message, on: connection)
-      case .broadcast(let message, let connections):
-        let frame = OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true)
-        for connection in connections { sendFrame(frame, on: connection) }
-      case .sendToNode(let message, let nodeID, let connection):
-        if let connection { sendSessionFrame(message, to: nodeID, on: connection) }
-      case .close(let connection, let reason):
-        if let socket = mesh.socketByConnection[connection] {
-          meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
-          // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link
-          // closes (their producers are told when the socket is gone).
-          for item in mesh.schedulers[socket]?.removeControl() ?? [] {
-            if case .frame(let frame) = item { _ = server.send(frame, to: socket) }
-          }
-          server.close(socket, code: 1000, reason: reason)
-        }
-      case .drop(let connection, let reason):
-        if let socket = mesh.socketByConnection[connection] { server.close(socket, code: 1002, reason: reason) }
-      case .pin(let nodeID, let fingerprint):
-        pinCertificate(nodeID: nodeID, fingerprint: fingerprint)
-      case .refused(let refusal):
-        flush()
-        reportRefusal(refusal)
-      case .frameRefused(let refusal):
-        frameRefused(refusal)
-      case .linkUp(let hello, let security):
-        meshLogger.info(
-          "Node linked.",
-          [
-            "node.id": hello.nodeID, "node.name": hello.name, "link.encrypted": security.encrypted,
-            "tls.fingerprint": security.remoteFingerprint,
-          ])
-        flush()
-        featuresNodeLinked(hello.nodeID)
-        publishToAllPeers(
-          type: "node.linked",
-          data: [
-            "node": [
-              "id": .string(hello.nodeID), "name": .string(hello.name), "version": .string(hello.softwareVersion),
-              "encrypted": .bool(security.encrypted),
-              "fingerprint": security.remoteFingerprint.isEmpty ? .null : .string(security.remoteFingerprint),
-            ]
-          ])
-      case .linkReplaced(let nodeID, let security):
-        meshLogger.debug("Link moved to a new connection.", ["node.id": nodeID, "link.encrypted": security.encrypted])
-        flush()
-        // Frames in flight on the old connection may be lost: chat re-syncs, transfers resume from the
-        // receiver's offset.
-        featuresLinkReplaced(nodeID)
-      case .linkDown(let nodeID):
-        meshLogger.info("Node unlinked.", ["node.id": nodeID])
-        flush()
-        featuresNodeUnlinked(nodeID)
-        publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
-      case .directoryEvent(let peerID, let event):
-        directoryTold = true
-        switch event {
-        case .peerFound(let peer, let serviceType, let info):
-          pending.append(
-            (
-              peerID, "peer.found",
-              [
-                "peer": peer.json, "serviceType": .string(serviceType),
-                "discoveryInfo": Self.mapJSON(info),
-              ]
-            ))
-        case .peerLost(let peer, let serviceType):
-          pending.append((peerID, "peer.lost", ["peer": peer.json, "serviceType": .string(serviceType)]))
-        }
-      case .sessionEvent(let peerID, let event):
-        // A fan-out notifies many local peers of the same event in a row: build its data once for all of them (the
-        // event log stores it as one body and serializes it once, off this loop).
-        if let last = lastEvent, last.event == event {
-          pending.append((peerID, last.type, last.data))
-        } else {
-          let built = sessionEvent(event, for: peerID)
-          lastEvent = (event, built.type, built.data)
-          pending.append((peerID, built.type, built.data))
-        }
-        switch event {
-        case .invitationReceived(let invitation):
-          received.append(invitation)
-        case .invitationEnded(let invitation) where invitation.offer.fromPeerID == peerID:
-          ended.append(invitation)
-        case .namedEvent(_, let from, JobRules.transferEvent, let object):
-          Task { await self.jobArrived(for: peerID, from: from, object: object) }
-        case .sendFailed(let sessionID, _, let reason):
-          if let delivery = deliveringJobs.removeValue(forKey: sessionID) {
-            Task { await self.jobDeliveryFailed(delivery, reason: reason) }
-          }
-        default:
-          break
-        }
-      case .deliver(let message, let nodeID):
-        flush()
-        switch message {
-        case .chat(let payload):
-          chatFrame(payload, from: nodeID)
-        case .streamOpen, .streamData, .streamCredit, .streamClose:
-          streamMessage(message, from: nodeID)
-        default:
-          // The only other frames the mesh core delivers are transfer frames.
-          transferMessage(message, from: nodeID)
-        }
+  }
+
+  /// Gathers a `session.*` or `invitation.*` event for local peer `peerID` (published at the next ``flush()``).
+  package func sessionEvent(peerID: String, _ event: SessionBook.Event) {
+    // A fan-out notifies many local peers of the same event in a row: build its data once for all of them (the event
+    // log stores it as one body and serializes it once, off this loop).
+    if let last = mesh.lastSessionEvent, last.event == event {
+      mesh.pendingEvents.append((peerID, last.type, last.data))
+    } else {
+      let built = sessionEvent(event, for: peerID)
+      mesh.lastSessionEvent = (event, built.type, built.data)
+      mesh.pendingEvents.append((peerID, built.type, built.data))
+    }
+    switch event {
+    case .namedEvent(_, let from, JobRules.transferEvent, let object):
+      Task { await self.jobArrived(for: peerID, from: from, object: object) }
+    case .sendFailed(let sessionID, _, let reason):
+      if let delivery = deliveringJobs.removeValue(forKey: sessionID) {
+        Task { await self.jobDeliveryFailed(delivery, reason: reason) }
       }
+    default:
+      break
     }
-    flush()
-    if !transceivers.isEmpty {
-      if directoryTold { reconcileTransceivers() }
-      for invitation in received { autoAccept(invitation) }
+  }
+
+  /// Publishes the gathered events in one batch.
+  package func flush() {
+    mesh.lastSessionEvent = nil
+    guard !mesh.pendingEvents.isEmpty else { return }
+    let entries = mesh.pendingEvents
+    mesh.pendingEvents = []
+    publishInBackground(entries)
+  }
+
+  package func connect(_ connection: LinkManager.ConnectionID, host: String, port: UInt16) {
+    guard
+      let socket = server.connect(
+        host: host, port: Int(port), path: "/mesh", subprotocol: meshSubprotocol, tls: security.meshTLS)
+    else {
+      feed(.outboundFailed(connection, now: Self.monotonicMillis()))
+      return
     }
-    for invitation in ended where pendingJobSends[invitation.id] != nil { jobOfferEnded(invitation) }
+    mesh.connectionBySocket[socket] = connection
+    mesh.socketByConnection[connection] = socket
+    openScheduler(socket)
+  }
+
+  package func send(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
+    sendMessage(message, on: connection)
+  }
+
+  package func broadcast(_ message: MeshMessage, on connections: [LinkManager.ConnectionID]) {
+    let frame = OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true)
+    for connection in connections { sendFrame(frame, on: connection) }
+  }
+
+  package func sendToNode(_ message: MeshMessage, nodeID: String, on connection: LinkManager.ConnectionID?) {
+    if let connection { sendSessionFrame(message, to: nodeID, on: connection) }
+  }
+
+  package func close(_ connection: LinkManager.ConnectionID, reason: String) {
+    guard let socket = mesh.socketByConnection[connection] else { return }
+    meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
+    // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link closes
+    // (their producers are told when the socket is gone).
+    for item in mesh.schedulers[socket]?.removeControl() ?? [] {
+      if case .frame(let frame) = item { _ = server.send(frame, to: socket) }
+    }
+    server.close(socket, code: 1000, reason: reason)
+  }
+
+  package func drop(_ connection: LinkManager.ConnectionID, reason: String) {
+    if let socket = mesh.socketByConnection[connection] { server.close(socket, code: 1002, reason: reason) }
+  }
+
+  package func pin(nodeID: String, fingerprint: String) {
+    pinCertificate(nodeID: nodeID, fingerprint: fingerprint)
+  }
+
+  package func refused(_ refusal: LinkManager.Refusal) {
+    reportRefusal(refusal)
+  }
+
+  package func linkUp(_ hello: NodeHello, security: SessionBook.LinkSecurity) {
+    meshLogger.info(
+      "Node linked.",
+      [
+        "node.id": hello.nodeID, "node.name": hello.name, "link.encrypted": security.encrypted,
+        "tls.fingerprint": security.remoteFingerprint,
+      ])
+    featuresNodeLinked(hello.nodeID)
+    publishToAllPeers(
+      type: "node.linked",
+      data: [
+        "node": [
+          "id": .string(hello.nodeID), "name": .string(hello.name), "version": .string(hello.softwareVersion),
+          "encrypted": .bool(security.encrypted),
+          "fingerprint": security.remoteFingerprint.isEmpty ? .null : .string(security.remoteFingerprint),
+        ]
+      ])
+  }
+
+  package func linkReplaced(nodeID: String, security: SessionBook.LinkSecurity) {
+    meshLogger.debug("Link moved to a new connection.", ["node.id": nodeID, "link.encrypted": security.encrypted])
+    // Frames in flight on the old connection may be lost: chat re-syncs, transfers resume from the receiver's offset.
+    featuresLinkReplaced(nodeID)
+  }
+
+  package func linkDown(nodeID: String) {
+    meshLogger.info("Node unlinked.", ["node.id": nodeID])
+    featuresNodeUnlinked(nodeID)
+    publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
+  }
+
+  /// Transfer and stream frames go to the payloads feature.
+  package func deliver(_ message: MeshMessage, from nodeID: String) {
+    switch message {
+    case .streamOpen, .streamData, .streamCredit, .streamClose:
+      streamMessage(message, from: nodeID)
+    default:
+      // The only other frames the mesh core delivers are transfer frames.
+      transferMessage(message, from: nodeID)
+    }
+  }
+
+  /// A chat batch joins the chat feature's queue (store writes, then sends and events; Features/Chat).
+  package func chat(_ directives: [ChatBook.Directive]) {
+    enqueueChat(directives)
+  }
+
+  package func chatFrameMalformed(nodeID: String, detail: String) {
+    meshLogger.warning("Ignoring a malformed chat frame.", ["node.id": nodeID, "error": detail])
+  }
+
+  package func directoryChanged() {
+    if !transceivers.isEmpty { reconcileTransceivers() }
+  }
+
+  package func invitationReceived(_ invitation: SessionBook.Invitation) {
+    if !transceivers.isEmpty { autoAccept(invitation) }
+  }
+
+  package func invitationEnded(_ invitation: SessionBook.Invitation) {
+    if pendingJobSends[invitation.id] != nil { jobOfferEnded(invitation) }
   }
 
   /// Queues an encoded frame on `connection` in `lane` (control unless said otherwise). Links are never closed for
@@ -489,3 +556,9 @@ extension Node {
     return .object(object)
   }
 }
+
+/// The node is its mesh core's runtime. `@preconcurrency`: the verbs are isolated to the node (the lws service
+/// thread) while ``MeshRuntime``'s requirements are not; `interpret(_:)` is only called from the node's own isolated
+/// methods, and the Swift runtime checks on every verb that it runs on the node's executor (a call from anywhere else
+/// stops the process instead of racing).
+extension Node: @preconcurrency MeshRuntime {}

@@ -1,8 +1,9 @@
 /// The node runtime: the actor that owns peers, subscribers and metrics, pinned to the lws service thread.
 ///
-/// Layer 4 (node runtime) with the layer-6 request dispatch on top. `Node` is an actor whose executor is the
-/// ``Server`` itself, so its methods run on the lws service thread and may call the server's loop-only
-/// methods directly. lws callbacks enter it synchronously through ``ServerBridge`` with `assumeIsolated`.
+/// Layer 4 (node runtime) with the layer-6 request dispatch on top. `Node` is an actor whose executor is its
+/// ``ServerPort`` (ServerPort.swift): for a running node the lws ``Server`` itself, so its methods run on the lws
+/// service thread and may call the server's loop-only methods directly; in tests an in-memory port. lws callbacks
+/// enter it synchronously through ``ServerBridge`` with `assumeIsolated`.
 /// Blocking work (SQLite) hops to the ``NodeStore``'s database actor; after every `await` the code
 /// re-checks state it read before (a peer may have been deleted meanwhile).
 import Crypto
@@ -26,7 +27,8 @@ struct NodeMetrics {
 
 /// The node actor.
 public actor Node {
-  nonisolated let server: Server
+  /// What the node serves on and runs on: the lws ``Server``, or a test's in-memory port (Node/ServerPort.swift).
+  nonisolated let server: any ServerPort
   let store: NodeStore
   let configuration: NodeConfiguration
   let nodeID: String
@@ -35,7 +37,7 @@ public actor Node {
   /// Event delivery: subscribers, the ordered publish queue, replays (Events/EventHub.swift).
   let events = EventHub()
   /// Links, directory and sessions (Mesh/).
-  var mesh: MeshRuntime
+  var mesh: MeshState
   var meshTask: Task<Void, Never>?
   /// Every feature, each the owner of its state (Node/NodeFeature.swift, Features/).
   let features: Features
@@ -58,7 +60,7 @@ public actor Node {
   }
 
   init(
-    server: Server, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
+    server: any ServerPort, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
     services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
     security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
@@ -95,31 +97,30 @@ public actor Node {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
     }
     self.features = Features(
-      chat: ChatFeature(book: chatBook),
+      chat: ChatFeature(),
       transceive: TransceiveFeature(book: TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)))
     var sessions = SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint)
     // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
     sessions.deferredSequencing = true
-    self.mesh = MeshRuntime(
+    self.mesh = MeshState(
       node: MeshNode(
         links: LinkManager(
           local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret,
           pins: security.pins),
-        directory: directory, sessions: sessions))
+        directory: directory, sessions: sessions, chat: chatBook))
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
   /// service thread.
   func start() {
+    // A sleep that `stop()` cancels ends the loop at once, without one more round.
     events.keepAliveTask = Task { [weak self] in
-      while !Task.isCancelled {
-        try? await Task.sleep(for: .seconds(5))
+      while (try? await Task.sleep(for: .seconds(5))) != nil {
         await self?.sendKeepAlives()
       }
     }
     dataWatchTask = Task { [weak self] in
-      while !Task.isCancelled {
-        try? await Task.sleep(for: .seconds(1))
+      while (try? await Task.sleep(for: .seconds(1))) != nil {
         await self?.checkDataDirectory()
       }
     }

@@ -84,43 +84,16 @@ final class NodeRuntime {
     self.discovery = RuntimeDiscovery(configuration: configuration, server: server, node: node)
   }
 
+  /// Starts a node served by libwebsockets: checks the port, loads the node's parts (``NodeParts``), binds the
+  /// server and builds the node on it. The service loop runs later, in ``runUntilStopped()``.
   static func start(_ configuration: NodeConfiguration) async throws -> NodeRuntime {
     // Nothing is created (data dir, store, certificate) before the port is known to be free.
     if let problem = PortProbe.problem(address: configuration.bindAddress, port: configuration.port) {
       throw StartupError(message: problem)
     }
     let fileLimit = FileLimit.raiseToHardLimit()
-    let dataURL = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL
-    if let problem = DataDirectory.prepare(dataURL.path) {
-      throw StartupError(message: problem)
-    }
-    let store: NodeStore
-    do {
-      store = try NodeStore(
-        path: dataURL.appendingPathComponent("meshgate.sqlite").path, retention: configuration.eventRetention)
-    } catch {
-      throw StartupError(message: "cannot open the store in \(dataURL.path): \(error)")
-    }
-    let nodeID = try await store.nodeID()
-    let peers = try await store.allPeers()
-    let services = try await store.allServices()
-    let chatState = try await store.chatState()
-    let admin = try await store.adminToken()
-    let pins = try await store.allPins()
-
-    var staticFiles = StaticFiles()
     let logger = Logger(component: "node")
-    if let directory = configuration.resolvePublicDirectory() {
-      do {
-        staticFiles = try StaticFiles(directory: directory)
-      } catch {
-        throw StartupError(message: "cannot read the dashboard in \(directory): \(error)")
-      }
-      logger.debug("Dashboard loaded.", ["public.dir": directory, "files": staticFiles.files.count])
-    } else {
-      logger.warning("No dashboard found; serving the API only. Set --public-dir to the Public folder.")
-    }
-
+    let parts = try await NodeParts.load(configuration, logger: logger)
     let connections = Self.connectionLimit(requested: configuration.maxConnections, fileLimit: fileLimit.soft)
     if let requested = configuration.maxConnections, requested > connections.served {
       logger.warning(
@@ -129,27 +102,23 @@ final class NodeRuntime {
           "connections.requested": requested, "connections.max": connections.served, "files.limit": fileLimit.soft,
         ])
     }
-    let (tls, security) = try NodeIdentity.setUp(
-      configuration, dataDirectory: dataURL, nodeID: nodeID, pins: pins, logger: logger)
     let server: Server
     do {
       server = try Server(
         configuration: ServerConfiguration(
           bindAddress: configuration.bindAddress, port: configuration.port,
           maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol],
-          tls: tls, maxConnections: connections.served, overflowConnections: connections.overflow,
+          tls: parts.tls, maxConnections: connections.served, overflowConnections: connections.overflow,
           alwaysServedPaths: ["/healthz"], bodyIdleTimeoutSeconds: configuration.bodyTimeoutSeconds,
           webSocketPingSeconds: configuration.webSocketPingSeconds))
     } catch {
       throw StartupError(message: error.description)
     }
-    let node = Node(
-      server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
-      chatState: chatState, staticFiles: staticFiles, security: security, adminTokenHash: admin.hash,
-      limits: configuration.limits)
+    let node = parts.makeNode(server: server)
     let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
     server.delegate = bridge
     let runtime = NodeRuntime(server: server, node: node, bridge: bridge, configuration: configuration)
+    let (nodeID, peers, security, dataURL) = (parts.nodeID, parts.peers, parts.security, parts.dataURL)
     logger.notice(
       "Node started.",
       [
@@ -165,7 +134,7 @@ final class NodeRuntime {
       : configuration.bindAddress.contains(":")
         ? "[\(configuration.bindAddress == "::" ? "::1" : configuration.bindAddress)]" : configuration.bindAddress
     // The admin token exists in clear only now, on the first start; only its hash is kept (Admin.swift).
-    if let token = admin.newToken {
+    if let token = parts.newAdminToken {
       let line =
         "meshgate admin-token=\(token) (shown once; it guards node settings, POST /api/v1/mesh/nodes and pin removal)\n"
       FileHandle.standardOutput.write(Data(line.utf8))
@@ -245,6 +214,76 @@ final class NodeRuntime {
   }
 }
 
+/// Everything a node is built from except the server it runs on: the prepared data directory, the opened store and
+/// what it holds (node id, peers, services, chat rooms, admin token, pins), the dashboard and the TLS identity.
+///
+/// ``NodeRuntime/start(_:)`` builds a node from these on the lws ``Server``; in-process tests build one on an
+/// in-memory ``ServerPort`` with the same wiring, without binding a port.
+struct NodeParts {
+  let configuration: NodeConfiguration
+  let dataURL: URL
+  let store: NodeStore
+  let nodeID: String
+  let peers: [StoredPeer]
+  let services: [NodeStore.StoredService]
+  let chatState: NodeStore.ChatState
+  let adminTokenHash: String
+  /// The admin token in clear, on the first start only (to be shown once).
+  let newAdminToken: String?
+  /// The certificate and key the server presents, when mesh links or HTTPS use TLS.
+  let tls: TLSConfiguration?
+  let security: NodeSecurity
+  let staticFiles: StaticFiles
+
+  /// Prepares the data directory, opens the store, loads what it holds, reads the dashboard and sets up the TLS
+  /// identity. Throws a ``StartupError`` naming what failed.
+  static func load(_ configuration: NodeConfiguration, logger: Logger) async throws -> NodeParts {
+    let dataURL = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL
+    if let problem = DataDirectory.prepare(dataURL.path) {
+      throw StartupError(message: problem)
+    }
+    let store: NodeStore
+    do {
+      store = try NodeStore(
+        path: dataURL.appendingPathComponent("meshgate.sqlite").path, retention: configuration.eventRetention)
+    } catch {
+      throw StartupError(message: "cannot open the store in \(dataURL.path): \(error)")
+    }
+    let nodeID = try await store.nodeID()
+    let peers = try await store.allPeers()
+    let services = try await store.allServices()
+    let chatState = try await store.chatState()
+    let admin = try await store.adminToken()
+    let pins = try await store.allPins()
+
+    var staticFiles = StaticFiles()
+    if let directory = configuration.resolvePublicDirectory() {
+      do {
+        staticFiles = try StaticFiles(directory: directory)
+      } catch {
+        throw StartupError(message: "cannot read the dashboard in \(directory): \(error)")
+      }
+      logger.debug("Dashboard loaded.", ["public.dir": directory, "files": staticFiles.files.count])
+    } else {
+      logger.warning("No dashboard found; serving the API only. Set --public-dir to the Public folder.")
+    }
+    let (tls, security) = try NodeIdentity.setUp(
+      configuration, dataDirectory: dataURL, nodeID: nodeID, pins: pins, logger: logger)
+    return NodeParts(
+      configuration: configuration, dataURL: dataURL, store: store, nodeID: nodeID, peers: peers, services: services,
+      chatState: chatState, adminTokenHash: admin.hash, newAdminToken: admin.newToken, tls: tls, security: security,
+      staticFiles: staticFiles)
+  }
+
+  /// The node, served by (and running on) `server`.
+  func makeNode(server: any ServerPort) -> Node {
+    Node(
+      server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
+      chatState: chatState, staticFiles: staticFiles, security: security, adminTokenHash: adminTokenHash,
+      limits: configuration.limits)
+  }
+}
+
 /// The process's open-file limit (`RLIMIT_NOFILE`).
 enum FileLimit {
   /// Raises the soft limit to the hard limit (at most 1,048,576: lws sizes a table by it) and returns both.
@@ -274,28 +313,29 @@ enum PortProbe {
     // As lws does: SO_REUSEADDR, so a port held only by old connections in TIME_WAIT counts as free.
     var one: Int32 = 1
     _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-    var result: Int32
-    if isV6 {
-      var socketAddress = sockaddr_in6()
-      socketAddress.sin6_family = sa_family_t(AF_INET6)
-      socketAddress.sin6_port = in_port_t(UInt16(port).bigEndian)
-      guard inet_pton(AF_INET6, address, &socketAddress.sin6_addr) == 1 else { return nil }
-      result = withUnsafePointer(to: &socketAddress) {
+    /// Binds to `socketAddress` (a `sockaddr_in` or `sockaddr_in6` whose address `fill` parsed); nil if it did not.
+    func bind<Address>(_ socketAddress: Address, fill: (inout Address) -> Bool) -> Int32? {
+      var socketAddress = socketAddress
+      guard fill(&socketAddress) else { return nil }
+      return withUnsafePointer(to: &socketAddress) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-          bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
-        }
-      }
-    } else {
-      var socketAddress = sockaddr_in()
-      socketAddress.sin_family = sa_family_t(AF_INET)
-      socketAddress.sin_port = in_port_t(UInt16(port).bigEndian)
-      guard inet_pton(AF_INET, address, &socketAddress.sin_addr) == 1 else { return nil }
-      result = withUnsafePointer(to: &socketAddress) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-          bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+          Glibc.bind(descriptor, $0, socklen_t(MemoryLayout<Address>.size))
         }
       }
     }
+    let bound =
+      isV6
+      ? bind(sockaddr_in6()) {
+        $0.sin6_family = sa_family_t(AF_INET6)
+        $0.sin6_port = in_port_t(UInt16(port).bigEndian)
+        return inet_pton(AF_INET6, address, &$0.sin6_addr) == 1
+      }
+      : bind(sockaddr_in()) {
+        $0.sin_family = sa_family_t(AF_INET)
+        $0.sin_port = in_port_t(UInt16(port).bigEndian)
+        return inet_pton(AF_INET, address, &$0.sin_addr) == 1
+      }
+    guard let result = bound else { return nil }
     if result == 0 { return nil }
     let code = errno
     let endpoint = isV6 ? "[\(address)]:\(port)" : "\(address):\(port)"

@@ -4,7 +4,8 @@
 ///
 /// Session and invitation commands that answer something (a new invitation, a failure the REST layer shows) are
 /// typed methods of ``MeshNode`` instead (``MeshNode/invite(_:from:to:sessionID:context:timeoutMillis:now:)`` …);
-/// they return effects of the same type.
+/// they return effects of the same type. Chat commands (``MeshNode/postChat(_:id:from:body:sentAt:)`` …) return their
+/// ``ChatBook`` batch, which the runtime carries out like a ``MeshEffect/chat(_:)`` and waits on.
 public enum MeshInput: Sendable, Hashable {
   /// The periodic tick (every 100 ms in the runtime): heartbeats, dials, timeouts, invitation expiry.
   case tick(now: UInt64)
@@ -74,9 +75,14 @@ public enum MeshEffect: Sendable, Hashable {
   case directoryEvent(peerID: String, Directory.Event)
   /// Tell local peer `peerID` a session or invitation event (only ever for peers hosted here).
   case sessionEvent(peerID: String, SessionBook.Event)
-  /// A frame from a linked node for a part of the runtime outside the mesh core (chat, transfers, streams), after
-  /// the frame guard admitted it.
+  /// A frame from a linked node for a part of the runtime outside the mesh core (transfers, streams), after the frame
+  /// guard admitted it.
   case deliver(MeshMessage, from: String)
+  /// Carry out a batch of chat directives (``ChatBook/Directive``) after every batch before it: the batch's store
+  /// writes first, in one transaction, then its sends (only over links chat may use), events and settled joins.
+  case chat([ChatBook.Directive])
+  /// A chat frame from node `nodeID` did not decode; it is ignored (log it).
+  case chatFrameMalformed(nodeID: String, detail: String)
 }
 
 /// A frame refused before any state machine saw it (docs/security.md, "What a linked node may do").

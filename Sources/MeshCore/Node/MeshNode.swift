@@ -1,18 +1,20 @@
-/// One mesh node's pure state: its links (``LinkManager``), what it knows of every peer (``Directory``) and its
-/// sessions and invitations (``SessionBook``), wired together once for every runtime.
+/// One mesh node's pure state: its links (``LinkManager``), what it knows of every peer (``Directory``), its
+/// sessions and invitations (``SessionBook``) and its chat rooms (``ChatBook``), wired together once for every
+/// runtime.
 ///
 /// A sans-I/O composite in the style of SWIM's `SWIM.Instance`: the runtime reports what happened as a
 /// ``MeshInput`` (``handle(_:)``) or calls a session command, and carries out the ``MeshEffect``s returned, in
 /// order. The gateway's `Node` turns them into WebSocket writes and events; the simulator into simulated network
 /// traffic and event logs. Both share everything decided here:
-/// - **Fan-out.** A link coming up tells the directory (which sends its snapshot) and the session book (fresh
-///   sequence numbers, replicas back), then reports ``MeshEffect/linkUp(_:security:)``; a replaced link re-sends the
-///   snapshot and fails unacknowledged data (``MeshEffect/linkReplaced(nodeID:security:)``); a link going down
-///   loses the node's peers and members (``MeshEffect/linkDown(nodeID:)``). A deleted local peer leaves the
-///   directory, then its sessions.
-/// - **Routing.** Directory frames go to the directory, chat, transfer and stream frames to the runtime
-///   (``MeshEffect/deliver(_:from:)``), every other frame to the session book; directory and session frames are
-///   addressed to the link connection of their node.
+/// - **Fan-out.** A link coming up tells the directory (which sends its snapshot), the session book (fresh
+///   sequence numbers, replicas back) and, over TLS, the chat book (rooms re-sync), then reports
+///   ``MeshEffect/linkUp(_:security:)``; a replaced link re-sends the snapshot, fails unacknowledged data and re-syncs
+///   chat (``MeshEffect/linkReplaced(nodeID:security:)``); a link going down loses the node's peers and members
+///   (``MeshEffect/linkDown(nodeID:)``). A deleted local peer leaves the directory, then its sessions, then its chat
+///   rooms.
+/// - **Routing.** Directory frames go to the directory, chat frames to the chat book (`MeshNode+Chat.swift`, with its
+///   own checks), transfer and stream frames to the runtime (``MeshEffect/deliver(_:from:)``), every other frame to
+///   the session book; directory and session frames are addressed to the link connection of their node.
 /// - **The frame guard** (docs/security.md, "What a linked node may do"). With ``checksWireIDs``, a frame whose ids
 ///   are malformed (``WireIDs``) is refused before anything sees it (reason `invalid_id`; a `hello` with one also
 ///   drops its connection). A frame delivered by a linked node must speak only for the peers that node hosts in this
@@ -22,7 +24,7 @@
 ///   that live on other nodes).
 /// - **Link security.** The session book learns how each link is carried from the link manager's transport.
 ///
-/// Chat ordering (``ChatBook``), transfers and streams stay in the runtime for now; their frames are delivered to it.
+/// Transfers and streams stay in the runtime for now; their frames are delivered to it.
 public struct MeshNode: Sendable {
   /// The links (read-only: change them through ``handle(_:)``).
   public private(set) var links: LinkManager
@@ -30,14 +32,20 @@ public struct MeshNode: Sendable {
   public private(set) var directory: Directory
   /// Sessions and invitations (read-only: change them through ``handle(_:)`` and the session commands).
   public private(set) var sessions: SessionBook
+  /// Chat rooms (read-only: change them through ``handle(_:)`` and the chat commands, `MeshNode+Chat.swift`).
+  public internal(set) var chat: ChatBook
   /// Whether every frame's ids are checked with ``WireIDs/check(_:)`` before anything sees it: yes for the node
   /// runtime; the simulator and unit tests use short ids.
   public var checksWireIDs: Bool
 
-  public init(links: LinkManager, directory: Directory, sessions: SessionBook, checksWireIDs: Bool = true) {
+  /// `chat`: the chat book as restored from the store (nil: no rooms yet).
+  public init(
+    links: LinkManager, directory: Directory, sessions: SessionBook, chat: ChatBook? = nil, checksWireIDs: Bool = true
+  ) {
     self.links = links
     self.directory = directory
     self.sessions = sessions
+    self.chat = chat ?? ChatBook(nodeID: directory.nodeID)
     self.checksWireIDs = checksWireIDs
   }
 
@@ -96,6 +104,7 @@ public struct MeshNode: Sendable {
     case .localPeerRemoved(let peerID, let now):
       absorb(directory.removeLocalPeer(peerID), into: &effects)
       absorb(sessions.peerRemoved(peerID, now: now), into: &effects)
+      chatPeerRemoved(peerID, into: &effects)
     case .advertisingStarted(let peerID, let serviceType, let discoveryInfo):
       absorb(
         directory.startAdvertising(peerID, serviceType: serviceType, discoveryInfo: discoveryInfo), into: &effects)
@@ -262,17 +271,21 @@ public struct MeshNode: Sendable {
         let security = linkSecurity(of: hello.nodeID)
         absorb(directory.nodeLinked(hello.nodeID), into: &effects)
         absorb(sessions.nodeLinked(hello.nodeID, security: security), into: &effects)
+        chatNodeLinked(hello.nodeID, into: &effects)
         effects.append(.linkUp(hello, security: security))
       case .linkReplaced(let nodeID):
         // Frames sent on the replaced connection may be lost: the directory re-sends its snapshot, unacknowledged
-        // reliable data fails and hosted sessions are re-sent.
+        // reliable data fails, hosted sessions are re-sent and chat re-syncs.
         let security = linkSecurity(of: nodeID)
         absorb(directory.nodeLinked(nodeID), into: &effects)
         absorb(sessions.linkReplaced(nodeID, security: security), into: &effects)
+        chatNodeUnlinked(nodeID)
+        chatNodeLinked(nodeID, into: &effects)
         effects.append(.linkReplaced(nodeID: nodeID, security: security))
       case .linkDown(let nodeID):
         absorb(directory.nodeUnlinked(nodeID), into: &effects)
         absorb(sessions.nodeUnlinked(nodeID), into: &effects)
+        chatNodeUnlinked(nodeID)
         effects.append(.linkDown(nodeID: nodeID))
       case .deliver(let message, let nodeID):
         if let refusal = refusal(of: message, from: nodeID) {
@@ -282,7 +295,9 @@ public struct MeshNode: Sendable {
         switch message {
         case .peerSnapshot, .peerUpdated, .peerRemoved:
           absorb(directory.received(message, from: nodeID), into: &effects)
-        case .chat, .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
+        case .chat(let payload):
+          chatReceived(payload, from: nodeID, into: &effects)
+        case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
           .transferFinished, .transferFailed, .transferCancel, .transferAwaitingConsent, .streamOpen, .streamData,
           .streamCredit, .streamClose, .transferGroupOffer:
           effects.append(.deliver(message, from: nodeID))

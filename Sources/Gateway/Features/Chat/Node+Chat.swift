@@ -1,33 +1,26 @@
-/// The chat app: REST handlers and the runtime that carries out ``ChatBook``'s directives.
+/// The chat app: REST handlers, storage and events, and the queue that carries out ``ChatBook``'s directives.
 ///
 /// Layer 5 (apps) over the mesh. A room is hosted by a peer and advertised on `jobmanager-chat` with one
 /// discovery-info pair `r.<roomId>` = room name per live room that peer hosts and is still in; its traffic only
-/// crosses links chat may use (rooms are `encryption: required`). Directives run one batch at a time, in order,
-/// on the node actor (``drainChat()``): store writes first, in one transaction, then sends and events, so a
-/// message is durable before a 2xx or a send says it exists. See ``ChatBook`` for the protocol.
+/// crosses links chat may use (rooms are `encryption: required`). The ordering and resync machine is part of the
+/// mesh core (``MeshNode``'s chat book: links, chat frames and the checks on them, deleted peers); its batches come
+/// here as ``MeshEffect/chat(_:)`` or from the REST commands. Batches run one at a time, in order, on the node actor
+/// (``drainChat()``): store writes first, in one transaction, then sends and events, so a message is durable before
+/// a 2xx or a send says it exists. See ``ChatBook`` for the protocol.
 import Crypto
 import Foundation
 import LWS
 import Logging
 import MeshCore
 
-/// The chat feature: host-ordered rooms (``ChatBook``) and the queue their directives go through; owned by the node
-/// actor and only touched on its executor.
+/// The chat feature: the queue the chat book's directives go through (the book itself is ``MeshNode/chat``); owned by
+/// the node actor and only touched on its executor. Links and deleted peers reach the book through the mesh core.
 final class ChatFeature: NodeFeature {
-  var book: ChatBook
   /// Directive batches waiting for their turn; `continuation` resumes a request once its batch is done.
   var queue: [(directives: [ChatBook.Directive], continuation: CheckedContinuation<Void, any Error>?)] = []
   var draining = false
   /// Join requests waiting for the host's roster, by room id and peer id.
   var joinWaiters: [String: [CheckedContinuation<Bool?, Never>]] = [:]
-  var messagesIn = 0
-  var badFrames = 0
-
-  init(book: ChatBook) { self.book = book }
-
-  func nodeLinked(_ nodeID: String, node: isolated Node) { node.chatNodeLinked(nodeID) }
-  func nodeUnlinked(_ nodeID: String, node: isolated Node) { node.chatNodeUnlinked(nodeID) }
-  func peerRemoved(_ peerID: String, node: isolated Node) { node.chatPeerRemoved(peerID) }
 }
 
 @available(*, unavailable) extension ChatFeature: Sendable {}
@@ -120,17 +113,17 @@ extension Node {
           + "leave a room or use a shorter name")
     }
     guard peers[peer.id] != nil else { throw APIError.invalidToken }
-    let directives = chat.book.host(roomID, name: name, by: peerRef(peer), now: Timestamp.now())
+    let directives = mesh.node.hostChat(roomID, name: name, by: peerRef(peer), now: Timestamp.now())
     try await runChat(directives)
     try await advertiseRooms(of: peer.id)
-    guard let room = chat.book.rooms[roomID] else { throw APIError.invalidToken }
+    guard let room = mesh.chat.rooms[roomID] else { throw APIError.invalidToken }
     return .json(
       ["chat": chatJSON(room, for: peer.id)], status: 201, headers: [("location", "/api/v1/chats/\(roomID)")])
   }
 
   func listChats(_ context: RequestContext) -> HTTPResponse {
     let peerID = context.authenticatedPeer.id
-    let rooms = chat.book.rooms(of: peerID).sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
+    let rooms = mesh.chat.rooms(of: peerID).sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
     return .json(["chats": .array(rooms.map { chatJSON($0, for: peerID) })])
   }
 
@@ -142,7 +135,7 @@ extension Node {
       for (key, name) in advertiser.discoveryInfo where key.hasPrefix(ChatRules.roomKeyPrefix) {
         let id = String(key.dropFirst(ChatRules.roomKeyPrefix.count))
         guard !id.isEmpty else { continue }
-        let room = chat.book.rooms[id]
+        let room = mesh.chat.rooms[id]
         var json: JSONObject = [
           "id": .string(id), "name": .string(name), "host": advertiser.peer.json,
           "joined": .bool(room?.members.contains { $0.peerID == peerID } ?? false), "ended": false,
@@ -158,7 +151,7 @@ extension Node {
   /// A room this peer may see: one it is in or hosts, or one advertised nearby.
   func visibleRoom(_ context: RequestContext) throws(APIError) -> ChatRoom {
     let id = context.parameters["chatId"] ?? ""
-    guard let room = chat.book.rooms[id],
+    guard let room = mesh.chat.rooms[id],
       room.localMembers.contains(where: { $0.peerID == context.authenticatedPeer.id })
         || room.host.peerID == context.authenticatedPeer.id || advertisedRoom(id) != nil
     else {
@@ -189,17 +182,17 @@ extension Node {
     let peer = context.authenticatedPeer
     let advertised = advertisedRoom(roomID)
     // The host as this node knows the room, else as it is advertised.
-    if let host = chat.book.rooms[roomID]?.host ?? advertised?.host, host.nodeID != nodeID,
+    if let host = mesh.chat.rooms[roomID]?.host ?? advertised?.host, host.nodeID != nodeID,
       !chatLinkUsable(host.nodeID), mesh.links.linkedNodeIDs.contains(host.nodeID)
     {
       throw encryptionUnavailable(host)
     }
     let directives: [ChatBook.Directive]
     do {
-      directives = try chat.book.join(
+      directives = try mesh.node.joinChat(
         roomID, peer: peerRef(peer), name: advertised?.name, host: advertised?.host, now: Timestamp.now())
     } catch {
-      throw chatFailure(error)
+      throw failure(error)
     }
     let key = roomID + "/" + peer.id
     let joined: Bool? = await withCheckedContinuation { continuation in
@@ -210,7 +203,7 @@ extension Node {
         self.settleJoin(key, joined: nil)
       }
     }
-    guard let room = chat.book.rooms[roomID] else { throw APIError.notFound("no chat room \(roomID)") }
+    guard let room = mesh.chat.rooms[roomID] else { throw APIError.notFound("no chat room \(roomID)") }
     switch joined {
     case true?:
       if room.host.peerID == peer.id { try await advertiseRooms(of: peer.id) }
@@ -241,13 +234,15 @@ extension Node {
     _ = try RequestBody(context.request, allowEmpty: true)
     let roomID = context.parameters["chatId"] ?? ""
     let peer = context.authenticatedPeer
+    let directives: [ChatBook.Directive]
     do {
-      try await runChat(try chat.book.leave(roomID, peerID: peer.id))
-    } catch let failure as ChatBook.Failure {
-      throw chatFailure(failure)
+      directives = try mesh.node.leaveChat(roomID, peerID: peer.id)
+    } catch {
+      throw failure(error)
     }
-    if chat.book.rooms[roomID]?.host.peerID == peer.id { try await advertiseRooms(of: peer.id) }
-    guard let room = chat.book.rooms[roomID] else { throw APIError.notFound("no chat room \(roomID)") }
+    try await runChat(directives)
+    if mesh.chat.rooms[roomID]?.host.peerID == peer.id { try await advertiseRooms(of: peer.id) }
+    guard let room = mesh.chat.rooms[roomID] else { throw APIError.notFound("no chat room \(roomID)") }
     return .json(["chat": chatJSON(room, for: peer.id)])
   }
 
@@ -257,8 +252,8 @@ extension Node {
     let text = try ChatRules.body(try body.requiredString("body"))
     let roomID = context.parameters["chatId"] ?? ""
     let peer = context.authenticatedPeer
-    guard chat.book.isMember(peer.id, of: roomID) else {
-      throw chatFailure(chat.book.rooms[roomID] == nil ? .notFound(roomID) : .notMember(roomID))
+    guard mesh.chat.isMember(peer.id, of: roomID) else {
+      throw chatFailure(mesh.chat.rooms[roomID] == nil ? .notFound(roomID) : .notMember(roomID))
     }
     var id = UUID().uuidString.lowercased()
     if body.object["id"] != nil {
@@ -274,9 +269,9 @@ extension Node {
     }
     let posted: (message: ChatMessage, directives: [ChatBook.Directive])
     do {
-      posted = try chat.book.post(roomID, id: id, from: peer.id, body: text, sentAt: Timestamp.now())
+      posted = try mesh.node.postChat(roomID, id: id, from: peer.id, body: text, sentAt: Timestamp.now())
     } catch {
-      throw chatFailure(error)
+      throw failure(error)
     }
     try await runChat(posted.directives)
     return .json(
@@ -289,8 +284,8 @@ extension Node {
   func listChatMessages(_ context: RequestContext) async throws -> HTTPResponse {
     let roomID = context.parameters["chatId"] ?? ""
     let peerID = context.authenticatedPeer.id
-    guard chat.book.isMember(peerID, of: roomID) else {
-      throw chatFailure(chat.book.rooms[roomID] == nil ? .notFound(roomID) : .notMember(roomID))
+    guard mesh.chat.isMember(peerID, of: roomID) else {
+      throw chatFailure(mesh.chat.rooms[roomID] == nil ? .notFound(roomID) : .notMember(roomID))
     }
     let query = context.request.head.query
     let limit = try query.limit(maximum: 1000)
@@ -318,7 +313,7 @@ extension Node {
   /// `r.<id>` = name for every live room the peer hosts and is still in.
   func hostedRoomsInfo(_ peerID: String) -> [String: String] {
     var info: [String: String] = [:]
-    for room in chat.book.rooms.values
+    for room in mesh.chat.rooms.values
     where room.host.peerID == peerID && !room.ended && room.localMembers.contains(where: { $0.peerID == peerID }) {
       info[ChatRules.roomKeyPrefix + room.id] = room.name
     }
@@ -345,64 +340,11 @@ extension Node {
     feed(.advertisingStarted(peerID: peerID, serviceType: ChatRules.serviceType, discoveryInfo: valid))
   }
 
-  /// A deleted peer leaves every room it is in.
-  func chatPeerRemoved(_ peerID: String) {
-    for room in chat.book.rooms(of: peerID) where room.localMembers.contains(where: { $0.peerID == peerID }) {
-      if let directives = try? chat.book.leave(room.id, peerID: peerID) { enqueueChat(directives) }
-    }
-  }
-
   // MARK: - Mesh
 
   /// Whether chat traffic may use the link to `nodeID`: rooms are `encryption: required`.
   func chatLinkUsable(_ nodeID: String) -> Bool {
-    linkIsEncrypted(nodeID)
-  }
-
-  func chatNodeLinked(_ nodeID: String) {
-    guard chatLinkUsable(nodeID) else { return }
-    enqueueChat(chat.book.nodeLinked(nodeID))
-  }
-
-  func chatNodeUnlinked(_ nodeID: String) {
-    chat.book.nodeUnlinked(nodeID)
-  }
-
-  func chatFrame(_ payload: [UInt8], from nodeID: String) {
-    guard chatLinkUsable(nodeID), chat.book.linked.contains(nodeID) else {
-      chat.badFrames += 1
-      return
-    }
-    do {
-      let wire = try ChatWire.decode(payload)
-      chat.messagesIn += 1
-      if let problem = WireIDs.check(wire) {
-        refuseFrame("invalid_id", from: nodeID, problem.description)
-        return
-      }
-      guard chatFrameSpeaksForItsOwnPeers(wire, from: nodeID) else { return }
-      enqueueChat(chat.book.received(wire, from: nodeID))
-    } catch {
-      chat.badFrames += 1
-      meshLogger.warning("Ignoring a malformed chat frame.", ["node.id": nodeID, "error": error.description])
-    }
-  }
-
-  /// A member node speaks for its own peers only: the members of its `sync` and the sender of its `post` must be its
-  /// peers in this node's directory (never a peer of this node).
-  func chatFrameSpeaksForItsOwnPeers(_ wire: ChatWire, from nodeID: String) -> Bool {
-    let claimed: [Directory.PeerRef]
-    switch wire {
-    case .sync(_, let members, _): claimed = members.filter { $0.nodeID == nodeID }
-    case .post(_, let message): claimed = [message.from]
-    default: return true
-    }
-    for peer in claimed where mesh.directory.peer(peer.peerID)?.nodeID != nodeID {
-      refuseFrame(
-        "not_own_peer", from: nodeID, "a chat frame speaks for \(peer.peerID), not a peer of the sending node")
-      return false
-    }
-    return true
+    mesh.node.chatLinkUsable(nodeID)
   }
 
   // MARK: - Carrying out directives, in order
@@ -462,7 +404,7 @@ extension Node {
       case .sendHistory(let roomID, let node, let after):
         try await sendHistory(roomID, to: node, after: after)
       case .notify(let peerID, let roomID, let event):
-        guard peers[peerID] != nil, let room = chat.book.rooms[roomID] else { continue }
+        guard peers[peerID] != nil, let room = mesh.chat.rooms[roomID] else { continue }
         // A fan-out tells many local members the same thing in a row: build its data once, pre-serialized, so the
         // event log stores it once for all of them.
         if let last = lastEvent, last.roomID == roomID, last.event == event {

@@ -23,19 +23,29 @@ extension Node {
     guard let target = mesh.directory.peer(toID) else {
       throw APIError.notFound("no peer \(toID) in the mesh; browse with PUT /api/v1/browsing/{serviceType}")
     }
-    let now = Self.monotonicMillis()
     let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
     do {
-      (invitation, effects) = try mesh.node.invite(
-        UUID().uuidString.lowercased(), from: inviter.id,
-        to: SessionMember(
-          peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
-        sessionID: sessionID, context: Array(contextText.utf8), timeoutMillis: UInt32(timeout * 1000), now: now)
+      (invitation, effects) = try invite(
+        target.peerID, displayName: target.displayName, nodeID: target.nodeID, from: inviter.id, into: sessionID,
+        context: Array(contextText.utf8), timeoutSeconds: timeout)
     } catch {
       throw failure(error)
     }
     interpret(effects)
     return .json(["invitation": invitationJSON(invitation)], status: 201)
+  }
+
+  /// Invites peer `peerID` (on node `nodeID`) from local peer `inviter` into a session: the one way both the
+  /// invitations API and job sending invite. The caller carries out the effects once it has noted the invitation.
+  func invite(
+    _ peerID: String, displayName: String, nodeID: String, from inviter: String, into sessionID: String,
+    context: [UInt8], timeoutSeconds: Int
+  ) throws(MeshFailure) -> (SessionBook.Invitation, [MeshEffect]) {
+    try mesh.node.invite(
+      UUID().uuidString.lowercased(), from: inviter,
+      to: SessionMember(peerID: peerID, displayName: displayName, nodeID: nodeID, state: .connecting),
+      sessionID: sessionID, context: context, timeoutMillis: UInt32(timeoutSeconds) * 1000,
+      now: Self.monotonicMillis())
   }
 
   func listInvitations(_ context: RequestContext) throws -> HTTPResponse {

@@ -135,12 +135,9 @@ extension Node {
       maxPeers: 2)
     let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
     do {
-      (invitation, effects) = try mesh.node.invite(
-        UUID().uuidString.lowercased(), from: sender.id,
-        to: SessionMember(
-          peerID: receiver.peerID, displayName: receiver.displayName, nodeID: receiver.nodeID, state: .connecting),
-        sessionID: session.sessionID, context: Self.invitationContext(job), timeoutMillis: UInt32(timeout * 1000),
-        now: Self.monotonicMillis())
+      (invitation, effects) = try invite(
+        receiver.peerID, displayName: receiver.displayName, nodeID: receiver.nodeID, from: sender.id,
+        into: session.sessionID, context: Self.invitationContext(job), timeoutSeconds: timeout)
     } catch {
       interpret((try? mesh.node.leave(session.sessionID, peerID: sender.id)) ?? [])
       throw failure(error)

@@ -1,0 +1,72 @@
+internal import CSQLite
+import Dispatch
+import Synchronization
+
+/// Checkpoints a database's WAL on a connection and a thread of its own, so that no commit waits for a checkpoint.
+///
+/// SQLite's automatic checkpoint runs inside the commit that crosses the WAL threshold: that commit (and every write
+/// queued behind it on the database's one writer queue) waits while pages are copied into the database file and
+/// both files are synced, several milliseconds on a busy disk, every few hundred commits. Here the writer's WAL hook
+/// only asks for a checkpoint once the WAL holds ``pagesThreshold`` pages, and a `PASSIVE` checkpoint runs on the
+/// checkpointer's own serial queue: it copies what no reader still needs, never blocks the writer, and the next
+/// writer after a complete checkpoint starts the WAL from the beginning again.
+///
+/// Durability is unchanged: a commit is in the WAL file (the OS cache) when it returns, as before; the checkpoint
+/// only moves pages into the database file.
+final class Checkpointer: Sendable {
+  /// WAL pages after which a checkpoint is asked for (SQLite's default automatic threshold).
+  static let pagesThreshold: Int32 = 1000
+  /// WAL pages after which the writer checkpoints itself, once: under writes that never pause, background
+  /// checkpoints copy pages but never finish before the next commit, and only a checkpoint with no commit running
+  /// beside it lets the WAL start again from the beginning. This keeps the WAL bounded (about 32 MiB) at the cost of
+  /// one inline checkpoint per this many pages, instead of one per ``pagesThreshold``.
+  static let writerPagesThreshold: Int32 = 8 * pagesThreshold
+
+  private let queue = DispatchQueue(label: "meshgate.store.checkpoint")
+  /// The checkpointer's connection. Only touched on `queue`, which is serial.
+  private nonisolated(unsafe) let connection: Connection
+  /// A checkpoint is queued and has not started yet (asks while one waits are folded into it).
+  private let pending = Atomic<Bool>(false)
+  private let completed = Atomic<Int>(0)
+
+  /// Checkpoints run so far.
+  var completedCount: Int { completed.load(ordering: .relaxed) }
+
+  /// Opens the checkpointer's connection to the database at `path` (already created and migrated).
+  init(path: String) throws(SQLiteError) {
+    connection = try Connection(path: path)
+  }
+
+  /// Installs the WAL hook on `writer`, the connection that commits. `self` must outlive the writer's use.
+  func watch(_ writer: Connection) {
+    writer.setWALHook(Unmanaged.passUnretained(self).toOpaque()) { context, handle, _, pages in
+      guard pages >= Checkpointer.pagesThreshold, let context else { return SQLITE_OK }
+      let checkpointer = Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue()
+      if pages >= Checkpointer.writerPagesThreshold {
+        // Most pages are copied already by the background checkpoints; once the running one is done (only one
+        // checkpoint runs at a time), this copies the rest and lets the next commit restart the WAL.
+        checkpointer.drain()
+        sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+      } else {
+        checkpointer.request()
+      }
+      return SQLITE_OK
+    }
+  }
+
+  /// Queues one checkpoint unless one is already waiting to start.
+  func request() {
+    guard pending.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+      return
+    }
+    queue.async {
+      self.pending.store(false, ordering: .releasing)
+      // PASSIVE never waits for readers or the writer; a busy database just means a later checkpoint does more.
+      try? self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)")
+      self.completed.add(1, ordering: .relaxed)
+    }
+  }
+
+  /// Waits until queued checkpoints have run (tests, shutdown).
+  func drain() { queue.sync {} }
+}

@@ -1,0 +1,28 @@
+import Foundation
+import Testing
+
+@testable import Store
+
+/// The WAL is checkpointed off the commit path (``Checkpointer``), and it still is checkpointed: the WAL does not grow
+/// without bound under sustained writes, and every committed row is there.
+@Suite struct CheckpointerTests {
+  @Test func sustainedWritesAreCheckpointedOffTheCommitPathAndTheWALStaysBounded() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let path = directory.path()
+    let database = try Database(
+      path: path,
+      migrations: [Migration(version: 1, name: "blob", sql: "CREATE TABLE blob (id INTEGER PRIMARY KEY, data BLOB)")])
+    let payload = SQLValue.blob([UInt8](repeating: 7, count: 1024))
+    // 40 MiB committed one row at a time: without checkpoints the WAL would hold all of it.
+    let rows = 40 * 1024
+    for _ in 0..<rows {
+      try await database.write { try $0.execute("INSERT INTO blob (data) VALUES (?)", [payload]) }
+    }
+    #expect(database.checkpointsCompleted >= 1, "no checkpoint ran")
+    let walBytes = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
+    // The WAL starts again after about Checkpointer.writerPagesThreshold pages (~33 MiB); it never holds everything.
+    #expect(walBytes < 48 << 20, "the WAL grew to \(walBytes >> 20) MiB over 40 MiB of rows (~300 MiB of pages)")
+    #expect(try await database.read { try $0.scalar("SELECT count(*) FROM blob", as: Int.self) } == rows)
+  }
+}
