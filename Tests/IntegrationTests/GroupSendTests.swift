@@ -8,7 +8,7 @@ import Testing
 @Suite(.timeLimit(.minutes(4)))
 struct GroupSendTests {
   @Test func oneUploadReachesEveryRecipientWithOneCopyPerNode() async throws {
-    try await withMesh(count: 3) { nodes in
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let group = try await groupSession(nodes, perNode: [2, 3, 3])
       let size = 8 << 20 + 12_345
       let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 11) }
@@ -71,7 +71,8 @@ struct GroupSendTests {
 
   @Test func aRecipientCancelsOnlyItsOwnCopyAndTheSenderCancelsTheGroup() async throws {
     // 3 MB/s per copy: 12 MiB take about 4 s, time enough to cancel in the middle.
-    try await withMesh(count: 3, arguments: ["--transfer-rate", "3000000"]) { nodes in
+    try await withNodes(count: 3, arguments: ["--transfer-rate", "3000000"], seeds: .allEarlier, linked: true) {
+      nodes in
       let group = try await groupSession(nodes, perNode: [0, 2, 1])
       let size = 12 << 20
       let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
@@ -123,7 +124,8 @@ struct GroupSendTests {
   }
 
   @Test func aReceivingNodeKilledMidGroupFinishesAfterRestartAndTheOthersAreUnaffected() async throws {
-    try await withMesh(count: 3, arguments: ["--transfer-rate", "2000000"]) { nodes in
+    try await withNodes(count: 3, arguments: ["--transfer-rate", "2000000"], seeds: .allEarlier, linked: true) {
+      nodes in
       let group = try await groupSession(nodes, perNode: [1, 2, 1])
       let size = 24 << 20
       let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 9) }
@@ -166,7 +168,7 @@ struct GroupSendTests {
 @Suite(.timeLimit(.minutes(8)))
 struct GroupSendBulkTests {
   @Test func twoHundredMiBToThirtyRecipientsOnThreeNodes() async throws {
-    try await withMesh(count: 3) { nodes in
+    try await withNodes(count: 3, seeds: .allEarlier, linked: true) { nodes in
       let group = try await groupSession(nodes, perNode: [10, 10, 10])
       let directory = NSTemporaryDirectory() + "meshgate-group-\(UUID().uuidString)"
       try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
