@@ -39,6 +39,9 @@ final class GroupSend {
   var refusals: [String: APIError] = [:]
   /// False once every share has ended (the membership check skips it from then on).
   var open = true
+  /// Nodes whose link went down during the group send: the session's host drops their members, so their recipients'
+  /// absence from the session is no sign that they left (their copies resume on relink).
+  var nodesAway: Set<String> = []
 
   init(id: String) {
     self.id = id
@@ -351,14 +354,17 @@ extension Node {
   }
 
   /// Every mesh tick: a recipient that is no longer a member of the group's session (it left) fails alone; the
-  /// others go on. A member that is only not connected (its node is away) keeps its share: it resumes on relink.
+  /// others go on. A recipient whose node went away keeps its share (the host drops such members; the copy resumes
+  /// on relink).
   func groupMembershipTick() {
     for group in transfers.groups.values where group.open {
       var live = 0
       for id in group.shares {
         guard let share = transfers.outgoing[id], !share.record.isTerminal else { continue }
         live += 1
-        guard let session = mesh.sessions.sessions[share.record.sessionID],
+        let node = share.record.toNodeID
+        guard !group.nodesAway.contains(node), node == nodeID || mesh.links.connection(of: node) != nil,
+          let session = mesh.sessions.sessions[share.record.sessionID],
           !session.members.contains(where: { $0.peerID == share.record.toPeerID })
         else { continue }
         failTransfer(

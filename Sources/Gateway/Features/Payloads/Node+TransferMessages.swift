@@ -345,6 +345,7 @@ extension Node {
 
   func transfersLinkDown(_ nodeID: String) {
     streamsLinkDown(nodeID)
+    for group in transfers.groups.values where group.open { group.nodesAway.insert(nodeID) }
     for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID && !transfer.record.isTerminal {
       transfer.sender?.linkLost()
       if let answer = transfer.answer {
