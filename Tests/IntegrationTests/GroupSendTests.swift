@@ -123,6 +123,41 @@ struct GroupSendTests {
     }
   }
 
+  @Test func aNodeThatRefusesTheFileFailsOnlyItsRecipients() async throws {
+    // Node 2 takes files of at most 1000 bytes: its recipient's share fails with the reason, the others finish; a
+    // group that only node 2's recipients would get is refused with its 413, before any byte is read.
+    try await withNodes(
+      count: 3, perNodeArguments: { $0 == 2 ? ["--max-transfer-bytes", "1000"] : [] }, seeds: .allEarlier,
+      linked: true
+    ) { nodes in
+      let group = try await groupSession(nodes, perNode: [1, 1, 2])
+      let bytes = (0..<5000).map { UInt8(truncatingIfNeeded: $0) }
+      let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "big.txt", body: bytes)
+      #expect(upload.status == 202, "\(upload)")
+      let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
+      for (recipient, share) in zip(group.recipients, shares) {
+        let id = try #require(share["id"] as? String)
+        if recipient.node === nodes[2] {
+          #expect(share["state"] as? String == "failed", "\(share)")
+          #expect((share["reason"] as? String ?? "").contains("accepts at most 1000"), "\(share)")
+          #expect(try recipient.transfer(id) == nil, "the refusing node keeps no record for \(recipient)")
+        } else {
+          _ = try await recipient.awaitTransfer(id, state: "finished")
+        }
+      }
+      let summary = try #require(try upload.jsonObject()["group"] as? [String: Any])
+      let groupID = try #require(summary["id"] as? String)
+      let final = try #require(
+        try group.sender.get("/api/v1/transfer-groups/\(groupID)").jsonObject()["group"] as? [String: Any])
+      #expect(final["finished"] as? Int == 2 && final["failed"] as? Int == 2, "\(final)")
+      let refused = try group.sender.uploadGroup(
+        group.sessionID, to: Array(group.recipients.suffix(2)), name: "big.txt", body: bytes)
+      #expect(refused.status == 413, "\(refused)")
+      #expect(errorCode(refused) == "payload_too_large")
+      try await expectNoSpoolsOrPartialFiles(nodes)
+    }
+  }
+
   @Test func aReceivingNodeKilledMidGroupFinishesAfterRestartAndTheOthersAreUnaffected() async throws {
     try await withNodes(count: 3, arguments: ["--transfer-rate", "2000000"], seeds: .allEarlier, linked: true) {
       nodes in
