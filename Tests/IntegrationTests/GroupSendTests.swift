@@ -123,6 +123,38 @@ struct GroupSendTests {
     }
   }
 
+  @Test func aSenderKilledMidGroupResumesEveryCopyAfterRestart() async throws {
+    try await withNodes(count: 3, arguments: ["--transfer-rate", "2000000"], seeds: .allEarlier, linked: true) {
+      nodes in
+      let group = try await groupSession(nodes, perNode: [1, 2, 1])
+      let size = 16 << 20
+      let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ $0 >> 10) }
+      let digest = try sha256OfBytes(bytes)
+      let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "s.bin", body: bytes)
+      #expect(upload.status == 202, "\(upload)")
+      let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
+      let ids = shares.compactMap { $0["id"] as? String }
+      #expect(ids.count == 4)
+      try await eventuallyAsync(timeout: .seconds(30), message: "the remote recipients hold a few MB") {
+        try group.recipients.dropFirst().allSatisfy { recipient in
+          let id = ids[group.recipients.firstIndex { $0.id == recipient.id }!]
+          return (try recipient.transfer(id)?["bytes"] as? Int ?? 0) > 2 << 20
+        }
+      }
+      nodes[0].kill9()
+      try await onDedicatedThread { try nodes[0].restart() }
+      for (recipient, id) in zip(group.recipients, ids) {
+        let done = try await recipient.awaitTransfer(id, state: "finished", timeout: .seconds(90))
+        #expect(done["sha256"] as? String == digest, "\(recipient)")
+        _ = try await group.sender.awaitTransfer(id, state: "finished")
+      }
+      for (recipient, id) in zip(group.recipients, ids).dropFirst() {
+        #expect((try recipient.transfer(id)?["resumedFrom"] as? Int ?? 0) > 0, "\(recipient)")
+      }
+      try await expectNoSpoolsOrPartialFiles(nodes)
+    }
+  }
+
   @Test func aNodeThatRefusesTheFileFailsOnlyItsRecipients() async throws {
     // Node 2 takes files of at most 1000 bytes: its recipient's share fails with the reason, the others finish; a
     // group that only node 2's recipients would get is refused with its 413, before any byte is read.

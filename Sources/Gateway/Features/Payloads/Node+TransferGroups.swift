@@ -635,6 +635,8 @@ extension Node {
       guard let groupID = record.groupID else { continue }
       let group = transfers.groups[groupID] ?? GroupSend(id: groupID)
       transfers.groups[groupID] = group
+      // Every link was down across the restart: no recipient's absence from a session means it left.
+      if record.toNodeID != nodeID { group.nodesAway.insert(record.toNodeID) }
       switch record.role {
       case .copy: group.copies.append(record.id)
       case .transfer: group.shares.append(record.id)
