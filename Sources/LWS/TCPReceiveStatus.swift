@@ -1,3 +1,4 @@
+internal import CLibWebSockets
 import Glibc
 
 /// What the kernel received on one TCP connection, from Linux `TCP_INFO` (`struct tcp_info` of linux/tcp.h; glibc's
