@@ -37,7 +37,8 @@ LINT_PATHS := Sources Tests Package.swift Fuzz
 # process itself (its polling and kill -9 steps come many seconds late), which is noise, not a finding.
 BULK_SUITES := IntegrationTests.TransferTests IntegrationTests.StreamTests IntegrationTests.BackpressureTests \
   IntegrationTests.ConnectionLimitTests IntegrationTests.HostileNodeTests IntegrationTests.SurfaceGuardTests \
-  IntegrationTests.NodeProcessTests MeshCoreTests.JSONParserCostTests
+  IntegrationTests.NodeProcessTests MeshCoreTests.JSONParserCostTests \
+  IntegrationTests.GroupSendTests IntegrationTests.GroupSendBulkTests
 BULK_SUITES_REGEX := $(subst $(eval) ,|,$(foreach suite,$(BULK_SUITES),$(suite)/))
 
 # Browser tests (Tests/Browser): Python + selenium in a virtual environment (Debian's python3 is

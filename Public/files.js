@@ -90,6 +90,7 @@ export function createFiles(deps) {
     input: byTestId('file-input'),
     error: byTestId('file-error'),
     list: byTestId('transfers-list'),
+    groups: byTestId('group-summaries'),
     empty: byTestId('transfers-empty'),
     badge: byTestId('files-badge'),
     prompts: byTestId('file-prompts'),
@@ -140,7 +141,15 @@ export function createFiles(deps) {
     );
     const session = sessions.find((s) => s.id === el.session.value);
     const members = session ? (session.members || []).filter((m) => !mine(m) && m.state === 'connected') : [];
-    fillSelect(el.to, members, (m) => m.id, (m) => peerName(m), 'No one connected');
+    // A group send (?to=all): one upload, one copy per node, a transfer (and a row) per recipient.
+    const choices = members.length > 1 ? [...members, { id: 'all', everyone: members.length }] : members;
+    fillSelect(
+      el.to,
+      choices,
+      (m) => m.id,
+      (m) => (m.everyone ? `Everyone connected (${m.everyone})` : peerName(m)),
+      'No one connected',
+    );
     const ready = members.length > 0;
     el.drop.setAttribute('aria-disabled', ready ? 'false' : 'true');
     el.drop.classList.toggle('is-disabled', !ready);
@@ -163,7 +172,9 @@ export function createFiles(deps) {
   function upload(file, sessionId, to) {
     state.uploadSeq += 1;
     const key = `u${state.uploadSeq}`;
-    const member = deps.sessions().find((s) => s.id === sessionId)?.members?.find((m) => m.id === to);
+    const member = to === 'all'
+      ? { id: 'all', displayName: 'everyone connected' }
+      : deps.sessions().find((s) => s.id === sessionId)?.members?.find((m) => m.id === to);
     const entry = { key, name: file.name, size: file.size, loaded: 0, xhr: null, error: '', to: member || { id: to } };
     state.uploads.set(key, entry);
     const url = deps.apiUrl(`sessions/${encodeURIComponent(sessionId)}/resources`, { to, name: file.name });
@@ -186,7 +197,11 @@ export function createFiles(deps) {
       } catch {
         payload = null;
       }
-      if (xhr.status >= 200 && xhr.status < 300 && payload && payload.transfer) {
+      if (xhr.status >= 200 && xhr.status < 300 && payload && payload.group && Array.isArray(payload.transfers)) {
+        // A group send: the upload's row gives way to a row per recipient and the group's summary line.
+        state.uploads.delete(key);
+        for (const transfer of payload.transfers) upsert(transfer);
+      } else if (xhr.status >= 200 && xhr.status < 300 && payload && payload.transfer) {
         state.uploads.delete(key);
         adopt(payload.transfer.id, key);
         upsert(payload.transfer);
@@ -224,7 +239,7 @@ export function createFiles(deps) {
 
   function upsert(transfer) {
     if (!transfer || !transfer.id) return;
-    if (transfer.direction === 'outgoing' && !state.rowKeys.has(transfer.id)) {
+    if (transfer.direction === 'outgoing' && !transfer.groupId && !state.rowKeys.has(transfer.id)) {
       // The node's transfer for an upload still in flight here (its event overtook the 202): same row.
       for (const upload of state.uploads.values()) {
         if (!upload.transferId && upload.name === transfer.name && upload.size === transfer.size
@@ -673,8 +688,39 @@ export function createFiles(deps) {
     cancelButton.setAttribute('aria-label', `Cancel ${t.name}`);
   }
 
+  /** One line per group send of ours: how many recipients, finished, failed, still going. */
+  function renderGroups() {
+    const groups = new Map();
+    for (const t of state.transfers.values()) {
+      if (!t.groupId || t.direction !== 'outgoing') continue;
+      const group = groups.get(t.groupId) || { id: t.groupId, name: t.name, createdAt: t.createdAt, all: [] };
+      group.all.push(t);
+      groups.set(t.groupId, group);
+    }
+    const items = [...groups.values()].sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
+    syncList(
+      el.groups,
+      items,
+      (g) => g.id,
+      () => h('li', { className: 'row group-summary', dataset: { testid: 'group-summary' } }),
+      (row, g) => {
+        const count = (state) => g.all.filter((t) => t.state === state).length;
+        const failed = count('failed') + count('declined');
+        const going = g.all.filter((t) => ACTIVE.has(t.state)).length;
+        row.dataset.groupId = g.id;
+        row.dataset.finished = String(count('finished'));
+        setText(
+          row,
+          `${g.name} to ${g.all.length} people: ${count('finished')} finished, ${failed} failed, `
+            + `${count('canceled')} canceled, ${going} in progress`,
+        );
+      },
+    );
+  }
+
   function render() {
     renderPickers();
+    renderGroups();
     const items = deps.signedIn() ? rowsInOrder() : [];
     syncList(el.list, items, (i) => i.key, createRow, updateRow);
     el.empty.hidden = items.length > 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks, bounded in time, loopback only. Each prints ratios against a baseline measured in the same run.
 #   make bench                 all of them
-#   bench/run.sh mesh-scale    one of them: mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle | transfer
+#   bench/run.sh mesh-scale    one of them: mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle | transfer | group-send
 #
 # Knobs (environment):
 #   BENCH_SCRATCH=DIR    swift --scratch-path for the meshgate build (default .build)
@@ -18,14 +18,20 @@ SWIFT=${SWIFT:-$(command -v swift || echo /opt/swift/usr/bin/swift)}
 which=${1:-all}
 want() { [[ $which == all || $which == "$1" ]]; }
 case $which in
-  all | mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle | transfer) ;;
-  *) echo "usage: bench/run.sh [all|mesh-scale|ws-broadcast|ws-fanout|rest|startup|ws-idle|transfer]" >&2; exit 2 ;;
+  all | mesh-scale | ws-broadcast | ws-fanout | rest | startup | ws-idle | transfer | group-send) ;;
+  *) echo "usage: bench/run.sh [all|mesh-scale|ws-broadcast|ws-fanout|rest|startup|ws-idle|transfer|group-send]" >&2; exit 2 ;;
 esac
 
 if want transfer; then
   # File-transfer goodput (2 GiB, node to node vs raw TCP) and peak RSS; its own script.
   bash bench/transfer.sh
   [[ $which == transfer ]] && exit 0
+fi
+
+if want group-send; then
+  # One file to 30 recipients on 3 nodes: one group send vs 30 single sends (wall time, mesh bytes); its own script.
+  bash bench/group-send.sh
+  [[ $which == group-send ]] && exit 0
 fi
 
 if want mesh-scale; then

@@ -145,6 +145,17 @@ public enum MeshFrameCodec {
       writer.string(offer.contentType, field: "contentType")
       writer.u64(offer.size)
       writer.u8(offer.resume ? 1 : 0)
+    case .transferGroupOffer(let offer):
+      writer.string(offer.copyID, field: "copyID")
+      writer.string(offer.groupID, field: "groupID")
+      writer.string(offer.sessionID, field: "sessionID")
+      writer.string(offer.fromPeerID, field: "fromPeerID")
+      writer.string(offer.fromDisplayName, field: "fromDisplayName")
+      writer.string(offer.name, field: "name")
+      writer.string(offer.contentType, field: "contentType")
+      writer.u64(offer.size)
+      writer.u8(offer.resume ? 1 : 0)
+      writer.recipients(offer.recipients)
     case .transferAccept(let transferID, let offset), .transferCredit(let transferID, let offset),
       .transferAwaitingConsent(let transferID, let offset):
       writer.string(transferID, field: "transferID")
@@ -308,6 +319,22 @@ public enum MeshFrameCodec {
         TransferOffer(
           transferID: transferID, sessionID: sessionID, fromPeerID: fromPeerID, fromDisplayName: fromDisplayName,
           toPeerID: toPeerID, name: name, contentType: contentType, size: size, resume: resume))
+    case .transferGroupOffer:
+      let copyID = try reader.string(field: "copyID")
+      let groupID = try reader.string(field: "groupID")
+      let sessionID = try reader.string(field: "sessionID")
+      let fromPeerID = try reader.string(field: "fromPeerID")
+      let fromDisplayName = try reader.string(field: "fromDisplayName")
+      let name = try reader.string(field: "name")
+      let contentType = try reader.string(field: "contentType")
+      let size = try reader.u64(field: "size")
+      let resume = try reader.flag(field: "resume")
+      let recipients = try reader.recipients()
+      message = .transferGroupOffer(
+        TransferGroupOffer(
+          copyID: copyID, groupID: groupID, sessionID: sessionID, fromPeerID: fromPeerID,
+          fromDisplayName: fromDisplayName, name: name, contentType: contentType, size: size, resume: resume,
+          recipients: recipients))
     case .transferAccept:
       let transferID = try reader.string(field: "transferID")
       message = .transferAccept(transferID: transferID, offset: try reader.u64(field: "offset"))
@@ -487,7 +514,7 @@ public struct MeshFrameError: Error, Equatable, Sendable, CustomStringConvertibl
 
 /// The frame type byte (header offset 3). 0x01–0x0F are the link itself (0x04–0x05 the mesh-secret handshake).
 /// 0x20–0x6F are reserved for sessions, invitations, data and apps: 0x20–0x27 invitations, 0x28–0x2F session
-/// membership, 0x30–0x3F data and events, 0x40–0x48 and 0x4D resource transfers, 0x49–0x4C byte streams, 0x50 the chat app
+/// membership, 0x30–0x3F data and events, 0x40–0x48, 0x4D and 0x4E resource transfers, 0x49–0x4C byte streams, 0x50 the chat app
 /// (the rest of the range is unassigned).
 enum MeshFrameType: UInt8 {
   case hello = 0x01
@@ -522,6 +549,7 @@ enum MeshFrameType: UInt8 {
   case streamCredit = 0x4B
   case streamClose = 0x4C
   case transferAwaitingConsent = 0x4D
+  case transferGroupOffer = 0x4E
   case chat = 0x50
   case goodbye = 0x7F
 
@@ -557,6 +585,7 @@ enum MeshFrameType: UInt8 {
     case .transferFailed: self = .transferFailed
     case .transferCancel: self = .transferCancel
     case .transferAwaitingConsent: self = .transferAwaitingConsent
+    case .transferGroupOffer: self = .transferGroupOffer
     case .streamOpen: self = .streamOpen
     case .streamData: self = .streamData
     case .streamCredit: self = .streamCredit
@@ -780,6 +809,17 @@ struct MeshFrameWriter {
   }
 
   /// Target peers: u16 count, then that many distinct peer id strings.
+  /// A group send's recipients: u16 count, then (transferID, peerID) string pairs; peers and ids distinct.
+  mutating func recipients(_ recipients: [TransferGroupRecipient]) {
+    Self.checkList(recipients.map(\.peerID), field: "recipients", limit: MeshFrameCodec.maxTargetPeers)
+    Self.checkList(recipients.map(\.transferID), field: "recipients.transferID", limit: MeshFrameCodec.maxTargetPeers)
+    self.u16(UInt16(recipients.count))
+    for recipient in recipients {
+      self.string(recipient.transferID, field: "transferID")
+      self.string(recipient.peerID, field: "peerID")
+    }
+  }
+
   mutating func targets(_ peerIDs: [String]) {
     Self.checkList(peerIDs, field: "toPeerIDs", limit: MeshFrameCodec.maxTargetPeers)
     self.u16(UInt16(peerIDs.count))
@@ -976,6 +1016,32 @@ struct MeshFrameReader {
   }
 
   /// Target peers: u16 count (at most ``MeshFrameCodec/maxTargetPeers``), then that many distinct peer ids.
+  /// A group send's recipients (see the writer's `recipients(_:)`): no peer and no transfer id twice.
+  mutating func recipients() throws(MeshFrameError) -> [TransferGroupRecipient] {
+    let start = self.offset
+    let count = try self.count(
+      Int(try self.u16(field: "recipients count")), at: start, what: "recipients", limit: MeshFrameCodec.maxTargetPeers,
+      minimumBytes: 4)
+    var recipients: [TransferGroupRecipient] = []
+    recipients.reserveCapacity(count)
+    var peers: Set<String> = []
+    var ids: Set<String> = []
+    for _ in 0..<count {
+      let entryStart = self.offset
+      let transferID = try self.string(field: "transferID")
+      let peerID = try self.string(field: "peerID")
+      guard ids.insert(transferID).inserted else {
+        throw MeshFrameError(
+          .duplicateListEntry(field: "recipients.transferID", peerID: transferID), offset: entryStart)
+      }
+      guard peers.insert(peerID).inserted else {
+        throw MeshFrameError(.duplicateListEntry(field: "recipients", peerID: peerID), offset: entryStart)
+      }
+      recipients.append(TransferGroupRecipient(transferID: transferID, peerID: peerID))
+    }
+    return recipients
+  }
+
   mutating func targets() throws(MeshFrameError) -> [String] {
     let start = self.offset
     let count = try self.count(

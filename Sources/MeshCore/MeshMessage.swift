@@ -217,6 +217,11 @@ public enum MeshMessage: Sendable, Hashable {
   /// Receiver's node → sender's node: the offer waits for the recipient's Accept or Decline (file consent), for at
   /// most `timeoutMillis`; `transferAccept` or `transferReject` (`declined`) follows. The sender sends nothing yet.
   case transferAwaitingConsent(transferID: String, timeoutMillis: UInt64)
+  /// Sender's node → a receiving node: one copy of a group send for the recipients on that node (again, with
+  /// `resume`, after a re-link or restart). The copy then runs as a transfer with id `copyID`: the same accept,
+  /// chunk, credit, end and finished frames; `transferFailed`/`transferCancel` with a recipient's transfer id end
+  /// that recipient's share alone.
+  case transferGroupOffer(TransferGroupOffer)
   /// Sender's node → receiver's node: a byte stream opens.
   case streamOpen(StreamOffer)
   /// Sender's node → receiver's node: the stream's bytes at `offset` (at most ``MeshFrameCodec/maxChunkBytes``).
@@ -277,6 +282,53 @@ public struct TransferOffer: Sendable, Hashable {
     self.contentType = contentType
     self.size = size
     self.resume = resume
+  }
+}
+
+/// One recipient of a group send on the receiving node: its own transfer id and its peer id.
+public struct TransferGroupRecipient: Sendable, Hashable {
+  public var transferID: String
+  public var peerID: String
+
+  public init(transferID: String, peerID: String) {
+    self.transferID = transferID
+    self.peerID = peerID
+  }
+}
+
+/// One node's copy of a group send (one upload to many recipients) as the sender's node offers it: the file crosses
+/// the link once, and the receiving node gives each listed recipient its own transfer record and download.
+public struct TransferGroupOffer: Sendable, Hashable {
+  /// The id of this node's copy (the transfer id the chunk, credit and end frames carry).
+  public var copyID: String
+  /// The group every recipient's transfer belongs to.
+  public var groupID: String
+  public var sessionID: String
+  public var fromPeerID: String
+  public var fromDisplayName: String
+  /// The sanitized file name.
+  public var name: String
+  public var contentType: String
+  public var size: UInt64
+  /// True when the sender offers the copy again after a link loss or restart.
+  public var resume: Bool
+  /// The recipients on the receiving node (at most ``MeshFrameCodec/maxTargetPeers``, distinct peers and ids).
+  public var recipients: [TransferGroupRecipient]
+
+  public init(
+    copyID: String, groupID: String, sessionID: String, fromPeerID: String, fromDisplayName: String, name: String,
+    contentType: String, size: UInt64, resume: Bool, recipients: [TransferGroupRecipient]
+  ) {
+    self.copyID = copyID
+    self.groupID = groupID
+    self.sessionID = sessionID
+    self.fromPeerID = fromPeerID
+    self.fromDisplayName = fromDisplayName
+    self.name = name
+    self.contentType = contentType
+    self.size = size
+    self.resume = resume
+    self.recipients = recipients
   }
 }
 

@@ -108,6 +108,15 @@ public enum WireIDs {
       try uuid(offer.sessionID, field: "transferOffer.sessionID")
       try uuid(offer.fromPeerID, field: "transferOffer.fromPeerID")
       try uuid(offer.toPeerID, field: "transferOffer.toPeerID")
+    case .transferGroupOffer(let offer):
+      try uuid(offer.copyID, field: "transferGroupOffer.copyID")
+      try uuid(offer.groupID, field: "transferGroupOffer.groupID")
+      try uuid(offer.sessionID, field: "transferGroupOffer.sessionID")
+      try uuid(offer.fromPeerID, field: "transferGroupOffer.fromPeerID")
+      for recipient in offer.recipients {
+        try uuid(recipient.transferID, field: "transferGroupOffer.recipients.transferID")
+        try uuid(recipient.peerID, field: "transferGroupOffer.recipients.peerID")
+      }
     case .transferAccept(let id, _), .transferReject(let id, _, _), .transferChunk(let id, _, _),
       .transferCredit(let id, _), .transferEnd(let id, _, _), .transferFinished(let id, _), .transferFailed(let id, _),
       .transferCancel(let id, _), .transferAwaitingConsent(let id, _):

@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 import unittest
+import urllib.error
 from pathlib import Path
 
 from selenium.webdriver.common.keys import Keys
@@ -634,6 +635,59 @@ class DashboardScenario(unittest.TestCase):
         finally:
             self.beta.api("PATCH", "node/settings", {"fileConsent": "auto"}, token=self.beta.admin_token)
             bob.viewport(DESKTOP)
+
+    def test_04d_group_send_to_everyone(self) -> None:
+        """One upload to everyone connected in the session: a row per recipient and a summary line."""
+        ann, bob = self.ann, self.bob
+        if not ann.q("tab-files").is_displayed():
+            self.skipTest("the node has no Files API (/api/v1/transfers) yet")
+        # A third member, Cleo, on Bob's node (through the REST API: the scenario has two browsers).
+        cleo = self.beta.api("POST", "peers", {"displayName": "Cleo"})
+        cleo_token, cleo_id = cleo["token"], cleo["peer"]["id"]
+        session = type(self).session_id
+        invitation = self.alpha.api("POST", "invitations", {"to": cleo_id, "session": session},
+                                    token=ann.local_storage("meshgate.token"))["invitation"]["id"]
+        def accepted() -> bool:
+            try:
+                self.beta.api("POST", f"invitations/{invitation}/accept", token=cleo_token)
+                return True
+            except urllib.error.HTTPError:
+                return False  # not at Bob's node yet
+
+        wait_until("Cleo's invitation accepted", accepted)
+        wait_until("Ann connected in Cleo's view", lambda: any(
+            m.get("displayName") == "Ann" and m.get("state") == "connected"
+            for m in self.beta.api("GET", f"sessions/{session}", token=cleo_token)["session"]["members"]))
+        try:
+            source = Path(self.work.name) / "handout.bin"
+            payload = os.urandom(1024 * 1024 + 3)
+            source.write_bytes(payload)
+            ann.tab("files")
+            Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(
+                session)
+            Select(ann.wait("Everyone in the To picker", lambda: (s := ann.q("file-to")).is_enabled()
+                            and any(o.get_attribute("value") == "all" for o in s.find_elements("tag name", "option"))
+                            and s)).select_by_value("all")
+            picker = ann.q("file-input")
+            ann.js("arguments[0].hidden = false", picker)
+            picker.send_keys(str(source))
+            ann.js("arguments[0].hidden = true", picker)
+            summary = ann.wait("the group's summary line with both finished", lambda: next(
+                (r for r in ann.qa("group-summary") if r.get_attribute("data-finished") == "2"), None))
+            self.assertIn("handout.bin to 2 people: 2 finished, 0 failed", summary.text)
+            rows = ann.wait("a finished row per recipient", lambda: (rows := [
+                r for r in ann.qa("transfer-row") if ann.text("transfer-name", r) == source.name
+                and r.get_attribute("data-state") == "finished"]) and len(rows) == 2 and rows)
+            self.assertEqual(sorted(ann.text("transfer-meta", r).split(" · ")[0] for r in rows), ["to Bob", "to Cleo"])
+            bob.tab("files")
+            bob.wait("Bob's copy finished", lambda: (r := self.transfer_named(bob, source.name, "incoming"))
+                     and r.get_attribute("data-state") == "finished")
+            at_cleo = self.beta.api("GET", "transfers", token=cleo_token)["transfers"]
+            self.assertEqual([(t["name"], t["state"]) for t in at_cleo], [(source.name, "finished")])
+            self.assertEqual(at_cleo[0]["sha256"], hashlib.sha256(payload).hexdigest())
+            ann.screenshot("ann-files-group-send")
+        finally:
+            self.beta.api("DELETE", f"sessions/{session}/members/me", token=cleo_token)
 
     def test_05_live_event_log(self) -> None:
         ann, bob = self.ann, self.bob

@@ -232,6 +232,18 @@ private let transferSamples: [MeshMessage] =
     .transferFailed(transferID: "t-1", reason: "sha256 mismatch"),
     .transferCancel(transferID: "t-1", reason: ""),
     .transferAwaitingConsent(transferID: "t-1", timeoutMillis: 300_000),
+    .transferGroupOffer(
+      TransferGroupOffer(
+        copyID: "c-1", groupID: "g-1", sessionID: "s-1", fromPeerID: "p-1", fromDisplayName: "Ada", name: "deck.pdf",
+        contentType: "application/pdf", size: 1 << 30, resume: false,
+        recipients: [
+          TransferGroupRecipient(transferID: "t-1", peerID: "p-2"),
+          TransferGroupRecipient(transferID: "t-2", peerID: "p-3"),
+        ])),
+    .transferGroupOffer(
+      TransferGroupOffer(
+        copyID: "", groupID: "", sessionID: "", fromPeerID: "", fromDisplayName: "", name: "", contentType: "",
+        size: .max, resume: true, recipients: [])),
     .transferReject(transferID: "t-1", code: .declined, message: "declined"),
     .streamOpen(
       StreamOffer(
@@ -251,7 +263,7 @@ private let samples: [MeshMessage] = linkSamples + sessionSamples + transferSamp
 /// Every frame type byte of protocol version 1.
 private let knownTypes: [UInt8] = [
   0x01, 0x02, 0x03, 0x04, 0x05, 0x10, 0x11, 0x12, 0x13, 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x40,
-  0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x50, 0x7F,
+  0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x50, 0x7F,
 ]
 
 /// A seeded xorshift64 generator (Marsaglia 2003), so every run fuzzes the same inputs.
@@ -658,7 +670,7 @@ private struct XorShift64 {
   @Test func rejectsTheUnassignedRestOf0x20Through0x6F() {
     let assigned: Set<UInt8> = [
       0x20, 0x21, 0x22, 0x28, 0x29, 0x2A, 0x30, 0x31, 0x32, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,
-      0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x50,
+      0x49, 0x4A, 0x4B, 0x4C, 0x4D, 0x4E, 0x50,
     ]
     #expect(Set(knownTypes).intersection(0x20...0x6F) == assigned)
     for type in UInt8(0x20)...UInt8(0x6F) where !assigned.contains(type) {
@@ -694,6 +706,12 @@ private struct XorShift64 {
       (.transferFailed(transferID: "", reason: ""), 0x47),
       (.transferCancel(transferID: "", reason: ""), 0x48),
       (.transferAwaitingConsent(transferID: "", timeoutMillis: 0), 0x4D),
+      (
+        .transferGroupOffer(
+          TransferGroupOffer(
+            copyID: "", groupID: "", sessionID: "", fromPeerID: "", fromDisplayName: "", name: "", contentType: "",
+            size: 0, resume: false, recipients: [])), 0x4E
+      ),
       (.streamData(streamID: "", offset: 0, bytes: []), 0x4A),
       (.streamCredit(streamID: "", offset: 0), 0x4B),
       (.streamClose(streamID: "", reason: ""), 0x4C),
@@ -1066,6 +1084,17 @@ private struct XorShift64 {
     #expect(
       decodeError(frame(0x30, wire("s") + wire("p") + be16(4096) + [0, 0]))?.reason
         == .countExceedsPayload(what: "peers in toPeerIDs", count: 4096, minimumBytes: 8192, available: 2))
+  }
+
+  @Test func rejectsGroupOffersThatNameARecipientOrATransferTwice() {
+    let head = wire("c") + wire("g") + wire("s") + wire("p") + wire("n") + wire("f") + wire("t") + be64(1) + [0]
+    // The recipients start at 8 + 7 × 3 + 9 = 38; each entry is 3 + 3 bytes, after a 2-byte count.
+    let peers = decodeError(frame(0x4E, head + be16(2) + wire("1") + wire("x") + wire("2") + wire("x")))
+    #expect(peers == MeshFrameError(.duplicateListEntry(field: "recipients", peerID: "x"), offset: 46))
+    let ids = decodeError(frame(0x4E, head + be16(2) + wire("1") + wire("x") + wire("1") + wire("y")))
+    #expect(ids?.reason == .duplicateListEntry(field: "recipients.transferID", peerID: "1"))
+    #expect(
+      decodeError(frame(0x4E, head + be16(4097)))?.reason == .tooMany(what: "recipients", count: 4097, limit: 4096))
   }
 
   @Test func rejectsDuplicateMembersAndTargets() {

@@ -63,6 +63,9 @@ extension Node {
     case .transferOffer(let offer):
       sendTransferFrame(
         .transferReject(transferID: offer.transferID, code: .refused, message: "refused: \(reason)"), to: nodeID)
+    case .transferGroupOffer(let offer):
+      sendTransferFrame(
+        .transferReject(transferID: offer.copyID, code: .refused, message: "refused: \(reason)"), to: nodeID)
     case .streamOpen(let offer):
       sendStreamFrame(.streamClose(streamID: offer.streamID, reason: "refused: \(reason)"), to: nodeID)
     default:

@@ -104,6 +104,7 @@ final class NodeStore: Sendable {
     NodeStore.transfersMigration,
     NodeStore.adminMigration,
     NodeStore.alwaysAcceptMigration,
+    NodeStore.transferGroupsMigration,
   ]
 
   init(path: String, retention: Int) throws {

@@ -299,7 +299,7 @@ public struct MeshNode: Sendable {
           chatReceived(payload, from: nodeID, into: &effects)
         case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
           .transferFinished, .transferFailed, .transferCancel, .transferAwaitingConsent, .streamOpen, .streamData,
-          .streamCredit, .streamClose:
+          .streamCredit, .streamClose, .transferGroupOffer:
           effects.append(.deliver(message, from: nodeID))
         default:
           absorb(sessions.received(message, from: nodeID, now: now), into: &effects)
@@ -353,6 +353,8 @@ public struct MeshNode: Sendable {
       senders = [offer.fromPeerID]
       members = offer.session.members
     case .transferOffer(let offer):
+      senders = [offer.fromPeerID]
+    case .transferGroupOffer(let offer):
       senders = [offer.fromPeerID]
     case .streamOpen(let offer):
       senders = [offer.fromPeerID]

@@ -29,6 +29,12 @@ extension Node {
         return
       }
       offerReceived(offer, from: nodeID)
+    case .transferGroupOffer(let offer):
+      guard transfers.restored else {
+        transfers.deferredGroupOffers.append((offer, nodeID))
+        return
+      }
+      groupOfferReceived(offer, from: nodeID)
     case .transferAccept(let id, let offset):
       guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID, var sender = transfer.sender
       else { return }
@@ -53,9 +59,16 @@ extension Node {
         transfer.answer = nil
         answer.resume()
       }
+      copyAnswered(transfer, error: nil)
       pump(transfer)
     case .transferReject(let id, let code, let text):
       guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID else { return }
+      if transfer.record.role == .copy, let groupID = transfer.record.groupID,
+        transfers.groups[groupID]?.unanswered.contains(id) == true
+      {
+        copyAnswered(transfer, error: rejectionError(code, text))
+        return
+      }
       if code == .declined {
         guard !transfer.record.isTerminal else { return }
         transfer.sender?.cancel()
@@ -114,6 +127,13 @@ extension Node {
         return
       }
       transfer.record.bytes = transfer.record.size
+      if transfer.record.role == .copy {
+        // The group's spool stays where it is for the other copies (and is removed when the last one ends).
+        transfer.file?.close(remove: false)
+        transfer.file = nil
+        settle(transfer, state: .finished, reason: nil)
+        return
+      }
       let final = finalPath(id, .outgoing, name: transfer.record.name)
       transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
         self?.onLoop { node in
@@ -279,6 +299,10 @@ extension Node {
       if case .failed(let reason) = receiver.state { failTransfer(transfer, reason: reason, notify: true) }
       return
     }
+    if transfer.record.role == .copy {
+      copyVerified(transfer, digest: digest)
+      return
+    }
     let final = finalPath(id, .incoming, name: transfer.record.name)
     transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
       self?.onLoop { node in
@@ -307,12 +331,21 @@ extension Node {
     for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID {
       guard var sender = transfer.sender, sender.linkRestored() else { continue }
       transfer.sender = sender
+      if transfer.record.role == .copy {
+        let recipients = riders(of: transfer).map {
+          TransferGroupRecipient(transferID: $0.record.id, peerID: $0.record.toPeerID)
+        }
+        sendTransferFrame(
+          .transferGroupOffer(groupOffer(for: transfer, resume: true, recipients: recipients)), to: nodeID)
+        continue
+      }
       sendTransferFrame(.transferOffer(offer(for: transfer.record, resume: true)), to: nodeID)
     }
   }
 
   func transfersLinkDown(_ nodeID: String) {
     streamsLinkDown(nodeID)
+    for group in transfers.groups.values where group.open { group.nodesAway.insert(nodeID) }
     for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID && !transfer.record.isTerminal {
       transfer.sender?.linkLost()
       if let answer = transfer.answer {
@@ -320,11 +353,17 @@ extension Node {
         answer.resume(throwing: APIError.unavailable("the receiver's node went away before it answered; try again"))
       }
       if transfer.sender?.state == .interrupted { transfer.record.state = .interrupted }
+      if transfer.record.role == .copy {
+        copyAnswered(
+          transfer, error: APIError.unavailable("the receiving node went away before it answered; try again"))
+        syncRiders(transfer)
+      }
     }
     for transfer in transfers.incoming.values where transfer.record.fromNodeID == nodeID && !transfer.record.isTerminal
     {
       transfer.receiver?.linkLost()
       if transfer.receiver?.state == .interrupted { transfer.record.state = .interrupted }
+      if transfer.record.role == .copy { syncRiders(transfer) }
     }
   }
 }

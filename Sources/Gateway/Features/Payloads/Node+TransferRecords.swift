@@ -35,13 +35,14 @@ extension Node {
       transfers.byUpload[request] = nil
       transfer.uploadRequest = nil
     }
+    if transfer.record.groupID != nil { groupSettled(transfer, state: state, reason: reason) }
   }
 
   func failTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool) {
     guard !transfer.record.isTerminal else { return }
     transfer.sender?.fail(reason)
     transfer.receiver?.fail(reason)
-    transfer.file?.close(remove: true)
+    transfer.file?.close(remove: transfer.ownsFile)
     transfer.file = nil
     if notify { notifyOtherSide(transfer, .transferFailed(transferID: transfer.record.id, reason: reason)) }
     settle(transfer, state: .failed, reason: reason)
@@ -51,7 +52,7 @@ extension Node {
     guard !transfer.record.isTerminal else { return }
     transfer.sender?.cancel()
     transfer.receiver?.cancel()
-    transfer.file?.close(remove: true)
+    transfer.file?.close(remove: transfer.ownsFile)
     transfer.file = nil
     if notify { notifyOtherSide(transfer, .transferCancel(transferID: transfer.record.id, reason: reason)) }
     settle(transfer, state: .canceled, reason: reason)
@@ -87,6 +88,7 @@ extension Node {
   }
 
   func persist(_ transfer: LiveTransfer) {
+    if transfer.record.role == .copy { syncRiders(transfer) }
     let record = transfer.record
     Task {
       do {
@@ -105,13 +107,20 @@ extension Node {
 
   func publishTransferEvent(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:]) {
     let peerID = localParty(transfer.record)
-    guard peers[peerID] != nil else { return }
+    guard transfer.record.role == .transfer, peers[peerID] != nil else { return }
     var data: JSONObject = ["transfer": transferJSON(transfer.record)]
     for (key, value) in extra { data[key] = value }
     publishInBackground([(peerID: peerID, type: type, data: .object(data))])
   }
 
   func reportProgress(_ transfer: LiveTransfer) {
+    if transfer.record.role == .copy {
+      for rider in riders(of: transfer) where !rider.record.isTerminal {
+        rider.record.bytes = transfer.record.bytes
+        reportProgress(rider)
+      }
+      return
+    }
     guard transfer.throttle.shouldReport(bytes: transfer.record.bytes, now: Self.monotonicMillis()) else { return }
     publishTransferEvent(
       "transfer.progress", transfer,
@@ -120,7 +129,7 @@ extension Node {
 
   func transferJSON(_ record: TransferRecord) -> JSONValue {
     // The members in the order the API has always shown them.
-    let object: JSONObject = [
+    var object: JSONObject = [
       "id": .string(record.id), "sessionId": .string(record.sessionID),
       "direction": .string(record.direction.rawValue), "name": .string(record.name),
       "contentType": .string(record.contentType), "size": .int(Int64(record.size)),
@@ -129,14 +138,16 @@ extension Node {
       "sha256": record.sha256.map { .string($0) } ?? .null, "reason": record.reason.map { .string($0) } ?? .null,
       "resumedFrom": record.resumedFrom.map { .int(Int64($0)) } ?? .null,
     ]
+    // Only a group send's transfers carry the member (a single transfer's view is as it always was).
+    if let groupID = record.groupID { object["groupId"] = .string(groupID) }
     return .object(object)
   }
 
   // MARK: - REST
 
   func visibleTransfers(of peerID: String) -> [TransferRecord] {
-    let outgoing = transfers.outgoing.values.map(\.record).filter { $0.fromPeerID == peerID }
-    let incoming = transfers.incoming.values.map(\.record).filter { $0.toPeerID == peerID }
+    let outgoing = transfers.outgoing.values.map(\.record).filter { $0.fromPeerID == peerID && $0.role == .transfer }
+    let incoming = transfers.incoming.values.map(\.record).filter { $0.toPeerID == peerID && $0.role == .transfer }
     return (outgoing + incoming).sorted {
       ($0.createdAt, $0.id, $0.direction.rawValue) < ($1.createdAt, $1.id, $1.direction.rawValue)
     }
@@ -145,13 +156,18 @@ extension Node {
   func ownTransfer(_ context: RequestContext) throws(APIError) -> LiveTransfer {
     let id = context.parameters["transferId"] ?? ""
     let peerID = context.authenticatedPeer.id
-    if let transfer = transfers.outgoing[id], transfer.record.fromPeerID == peerID { return transfer }
-    if let transfer = transfers.incoming[id], transfer.record.toPeerID == peerID { return transfer }
+    if let transfer = transfers.outgoing[id], transfer.record.fromPeerID == peerID, transfer.record.role == .transfer {
+      return transfer
+    }
+    if let transfer = transfers.incoming[id], transfer.record.toPeerID == peerID, transfer.record.role == .transfer {
+      return transfer
+    }
     throw APIError.notFound("no transfer \(id) sent or received by this peer; see GET /api/v1/transfers")
   }
 
   func listTransfers(_ context: RequestContext) throws -> HTTPResponse {
-    let list = visibleTransfers(of: context.authenticatedPeer.id)
+    var list = visibleTransfers(of: context.authenticatedPeer.id)
+    if let group = context.request.head.query["group"] { list = list.filter { $0.groupID == group } }
     let page = try Page(list, id: { "\($0.id).\($0.direction.rawValue)" }, query: context.request.head.query)
     return .json(["transfers": .array(page.items.map(transferJSON)), "nextCursor": page.nextCursorJSON])
   }
@@ -268,6 +284,11 @@ extension Node {
       case .incoming: transfers.incoming[record.id] = transfer
       }
       guard !record.isTerminal else { continue }
+      if record.copyID != nil {
+        // A group recipient's share: its node's copy holds the bytes and the state machine (see restoreGroups).
+        transfer.record.state = .interrupted
+        continue
+      }
       let local = record.fromNodeID == nodeID && record.toNodeID == nodeID
       if record.direction == .outgoing {
         guard !local, let hex = record.sha256, let digest = Self.unhex(hex),
@@ -278,7 +299,8 @@ extension Node {
           continue
         }
         transfer.sender = TransferSender.restored(
-          size: record.size, digest: digest, window: Self.transferWindow, chunkSize: Self.transferChunk)
+          size: record.size, digest: digest,
+          window: record.role == .copy ? Self.groupCopyWindow : Self.transferWindow, chunkSize: Self.transferChunk)
         transfer.file = TransferFile(path: record.path)
         transfer.file?.open(rehash: false) { _ in }
         record.state = .interrupted
@@ -320,10 +342,14 @@ extension Node {
     } catch {
       logger.error("Could not load the always-accept lists.", ["error": String(describing: error)])
     }
+    restoreGroups()
     transfers.restored = true
     let deferred = transfers.deferredOffers
     transfers.deferredOffers = []
     for (offer, from) in deferred { offerReceived(offer, from: from) }
+    let deferredGroups = transfers.deferredGroupOffers
+    transfers.deferredGroupOffers = []
+    for (offer, from) in deferredGroups { groupOfferReceived(offer, from: from) }
     for nodeID in mesh.links.linkedNodeIDs { transfersLinkUp(nodeID) }
   }
 

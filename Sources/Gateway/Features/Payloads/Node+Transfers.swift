@@ -42,6 +42,9 @@ final class LiveTransfer {
   init(record: TransferRecord) {
     self.record = record
   }
+
+  /// Whether ending the transfer removes its file: a group copy on the sender's node reads the group's shared spool.
+  var ownsFile: Bool { !(record.role == .copy && record.direction == .outgoing) }
 }
 
 @available(*, unavailable)
@@ -62,6 +65,12 @@ struct TransferRuntime {
   var consentTimeout: Int?
   /// Per local recipient: the senders whose files it accepts without being asked, by sender peer id.
   var alwaysAccept: [String: [String: AlwaysAccepted]] = [:]
+  /// Group sends this node sends, by group id; and the recipients' transfers riding on each group copy, by copy id.
+  var groups: [String: GroupSend] = [:]
+  var riders: [String: [String]] = [:]
+  var deferredGroupOffers: [(TransferGroupOffer, String)] = []
+  /// File bytes sent over each mesh link, by receiving node id (`meshgate_mesh_payload_bytes_total`).
+  var payloadBytes: [String: UInt64] = [:]
 }
 
 extension Node {
@@ -153,6 +162,9 @@ extension Node {
       throw APIError(
         status: 413, code: "payload_too_large",
         message: "the file is \(size) bytes; this node sends at most \(configuration.maxTransferBytes) bytes")
+    }
+    if toID == "all" || toID.contains(",") {
+      return try await uploadGroup(context, session: session, to: toID, name: name, size: UInt64(size))
     }
     guard toID != peer.id else {
       throw APIError.badRequest("to is the sender itself; send the file to another member of the session")
@@ -267,11 +279,15 @@ extension Node {
   /// all be accepted against the same free space (and then all fail when the disk fills).
   func promisedBytes() -> UInt64 {
     var total: UInt64 = 0
-    for transfer in transfers.incoming.values where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID
-    {
+    // A group's file is promised once: by its copy (receiving node) or its spool (sending node), not per recipient.
+    for transfer in transfers.incoming.values
+    where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID && transfer.record.copyID == nil {
       total += transfer.record.size - min(transfer.record.bytes, transfer.record.size)
     }
-    for transfer in transfers.outgoing.values where !transfer.record.isTerminal && transfer.record.sha256 == nil {
+    for transfer in transfers.outgoing.values
+    where !transfer.record.isTerminal && transfer.record.sha256 == nil
+      && (transfer.record.groupID == nil || transfer.record.role == .spool)
+    {
       total += transfer.record.size - min(transfer.uploadSpooled, transfer.record.size)
     }
     return total
@@ -344,6 +360,7 @@ extension Node {
         server.setBodyFlow(request, enabled: true)
       }
       transfer.sender?.spooled(upTo: length)
+      if transfer.record.role == .spool { groupSpooled(transfer, upTo: length) }
       pump(transfer)
     }
   }
@@ -376,7 +393,9 @@ extension Node {
       transfer.sender?.uploadCompleted(sha256: digest)
       transfer.uploadDone?.resume()
       transfer.uploadDone = nil
-      if let incoming = transfers.incoming[id], incoming.record.fromNodeID == nodeID {
+      if transfer.record.role == .spool {
+        groupUploadCompleted(transfer, digest: digest)
+      } else if let incoming = transfers.incoming[id], incoming.record.fromNodeID == nodeID {
         finishLocal(transfer, incoming, digest: digest)
       } else {
         pump(transfer)
@@ -468,6 +487,7 @@ extension Node {
       }
       sender.chunkSent(offset: offset, count: bytes.count)
       transfer.sender = sender
+      transfers.payloadBytes[transfer.record.toNodeID, default: 0] += UInt64(bytes.count)
       transfer.rateTokens -= Double(bytes.count)
       pump(transfer)
     }
@@ -490,6 +510,7 @@ extension Node {
   /// Called every mesh tick: senders held back by a full link or the rate limit try again.
   func transferTick() {
     streamTick()
+    groupMembershipTick()
     for transfer in transfers.outgoing.values where transfer.sender?.state == .sending {
       pump(transfer)
     }

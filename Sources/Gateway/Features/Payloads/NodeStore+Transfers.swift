@@ -31,6 +31,12 @@ struct TransferRecord: PayloadRecord, Sendable, Equatable {
   var resumedFrom: UInt64?
   var createdAt: String
   var updatedAt: String
+  /// The group send this transfer is part of (each recipient's transfer, its node's copy, the upload spool).
+  var groupID: String? = nil
+  /// What the record stands for; only `transfer` records are shown to peers.
+  var role: TransferRole = .transfer
+  /// A recipient's transfer in a group send that crosses the mesh: the id of its node's copy, which carries the bytes.
+  var copyID: String? = nil
 
   var isTerminal: Bool { state == .finished || state == .failed || state == .canceled || state == .declined }
 }
@@ -64,14 +70,23 @@ extension NodeStore {
       );
       """)
 
+  /// Migration 10: group sends (one upload to many recipients): the group, the record's role, the copy it rides on.
+  static let transferGroupsMigration = Migration(
+    version: 10, name: "group sends",
+    sql: """
+      ALTER TABLE transfers ADD COLUMN group_id TEXT;
+      ALTER TABLE transfers ADD COLUMN role TEXT NOT NULL DEFAULT 'transfer';
+      ALTER TABLE transfers ADD COLUMN copy_id TEXT;
+      """)
+
   func saveTransfer(_ record: TransferRecord) async throws {
     try await database.write { connection in
       try connection.execute(
         """
         INSERT OR REPLACE INTO transfers(id, direction, session_id, from_peer_id, from_display_name, from_node_id,
           to_peer_id, to_display_name, to_node_id, name, content_type, size, bytes, state, reason, sha256, path,
-          resumed_from, created_at, updated_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          resumed_from, created_at, updated_at, group_id, role, copy_id)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         [
           .text(record.id), .text(record.direction.rawValue), .text(record.sessionID), .text(record.fromPeerID),
@@ -80,6 +95,8 @@ extension NodeStore {
           .integer(Int64(record.size)), .integer(Int64(record.bytes)), .text(record.state.rawValue),
           record.reason.map { .text($0) } ?? .null, record.sha256.map { .text($0) } ?? .null, .text(record.path),
           record.resumedFrom.map { .integer(Int64($0)) } ?? .null, .text(record.createdAt), .text(record.updatedAt),
+          record.groupID.map { .text($0) } ?? .null, .text(record.role.rawValue),
+          record.copyID.map { .text($0) } ?? .null,
         ])
     }
   }
@@ -89,7 +106,8 @@ extension NodeStore {
       try connection.query(
         """
         SELECT id, direction, session_id, from_peer_id, from_display_name, from_node_id, to_peer_id, to_display_name,
-          to_node_id, name, content_type, size, bytes, state, reason, sha256, path, resumed_from, created_at, updated_at
+          to_node_id, name, content_type, size, bytes, state, reason, sha256, path, resumed_from, created_at, updated_at,
+          group_id, role, copy_id
         FROM transfers ORDER BY created_at, id
         """
       ).map { row in
@@ -104,7 +122,8 @@ extension NodeStore {
           state: TransferState(rawValue: try row.string(13)) ?? .failed,
           reason: try row.optionalString(14), sha256: try row.optionalString(15), path: try row.string(16),
           resumedFrom: try row.optionalInt64(17).map { UInt64(max(0, $0)) }, createdAt: try row.string(18),
-          updatedAt: try row.string(19))
+          updatedAt: try row.string(19), groupID: try row.optionalString(20),
+          role: TransferRole(rawValue: try row.string(21)) ?? .transfer, copyID: try row.optionalString(22))
       }
     }
   }

@@ -8,13 +8,16 @@ enum PayloadRoutes {
 
   static let transferRoutes: [Route] = [
     Route(
-      .post, "/api/v1/sessions/{sessionId}/resources", "sendResource", kind: .upload, returns: Schemas.transferEnvelope,
+      .post, "/api/v1/sessions/{sessionId}/resources", "sendResource", kind: .upload, returns: Schemas.transferSent,
       query: [
-        QueryParameter("to", "The receiving peer's id (a connected member of the session)."),
+        QueryParameter(
+          "to",
+          "The receiving peer's id (a connected member of the session); or several ids separated by commas, or all (every other connected member), for a group send."
+        ),
         QueryParameter("name", "The file name; path components, control characters and leading dots are removed."),
       ],
       """
-      Sends the raw body (Content-Length required) as a file to one session member (sendResource). The body is streamed to disk and on to the receiver's node with flow control; the answer comes once the whole body is stored (spooled, so the transfer resumes after a link loss or restart). Both sides get transfer.started, transfer.progress (≤ 10/s) and transfer.finished | failed | canceled.
+      Sends the raw body (Content-Length required) as a file to one session member (sendResource). The body is streamed to disk and on to the receiver's node with flow control; the answer comes once the whole body is stored (spooled, so the transfer resumes after a link loss or restart). Both sides get transfer.started, transfer.progress (≤ 10/s) and transfer.finished | failed | canceled. With several recipients (to=a,b or to=all) it is a group send: one upload, one copy over the mesh per receiving node, a transfer per recipient (each with groupId); the answer is {group, transfers}, and a receiving node that refuses (413, 507) fails only its recipients.
       202 Uploaded; delivery continues in the background.
       400 Missing to or name, or a name with nothing usable in it.
       404 Not a member of the session.
@@ -27,9 +30,10 @@ enum PayloadRoutes {
       """
     ) { node, context in try await node.uploadResource(context) },
     Route(
-      .get, "/api/v1/transfers", "listTransfers", returns: Schemas.transferList, query: [.limit(max: 500), .cursor],
+      .get, "/api/v1/transfers", "listTransfers", returns: Schemas.transferList,
+      query: [.limit(max: 500), .cursor, QueryParameter("group", "Only the transfers of this group send.")],
       """
-      Transfers this peer sent or received, oldest first, paged.
+      Transfers this peer sent or received, oldest first, paged; with group, only that group send's.
       200 Transfers.
       400 Bad limit or cursor.
       """
@@ -51,6 +55,23 @@ enum PayloadRoutes {
       409 Already finished, failed or canceled.
       """
     ) { node, context in try node.deleteTransfer(context) },
+    Route(
+      .get, "/api/v1/transfer-groups/{groupId}", "getTransferGroup", returns: Schemas.transferGroupEnvelope,
+      """
+      A group send's summary for its sender: recipients, node copies, how many are pending, finished, failed or canceled, and the bytes delivered over all recipients (of totalBytes).
+      200 The group.
+      404 Not a group send by this peer.
+      """
+    ) { node, context in try node.getTransferGroup(context) },
+    Route(
+      .delete, "/api/v1/transfer-groups/{groupId}", "cancelTransferGroup", returns: Schemas.transferGroupEnvelope,
+      """
+      Cancels every recipient's transfer of a group send that has not ended (one recipient alone: DELETE /api/v1/transfers/{transferId}); each gets transfer.canceled.
+      200 Canceled; the group now.
+      404 Not a group send by this peer.
+      409 Every transfer of the group has already ended.
+      """
+    ) { node, context in try node.cancelTransferGroup(context) },
     Route(
       .get, "/api/v1/transfers/{transferId}/content", "getTransferContent",
       """
@@ -199,7 +220,34 @@ extension Schemas {
         "type": ["integer", "null"], "description": "The offset the last resume continued from.",
       ],
       "createdAt": ["type": "string", "format": "date-time"], "updatedAt": ["type": "string", "format": "date-time"],
+      "groupId": ["type": "string", "description": "The group send this transfer is part of (absent otherwise)."],
     ],
+  ]
+  static let transferGroup: JSONValue = [
+    "type": "object",
+    "required": [
+      "id", "sessionId", "name", "size", "sha256", "recipients", "copies", "pending", "finished", "failed", "canceled",
+      "bytes", "totalBytes", "createdAt",
+    ],
+    "properties": [
+      "id": ["type": "string"], "sessionId": ["type": "string"], "name": ["type": "string"],
+      "size": ["type": "integer"], "sha256": ["type": ["string", "null"]],
+      "recipients": ["type": "integer"],
+      "copies": ["type": "integer", "description": "Copies sent over the mesh: one per receiving node."],
+      "pending": ["type": "integer"], "finished": ["type": "integer"],
+      "failed": ["type": "integer", "description": "Failed or declined."], "canceled": ["type": "integer"],
+      "bytes": ["type": "integer", "description": "Bytes durable at the recipients, summed over them."],
+      "totalBytes": ["type": "integer", "description": "size × recipients."],
+      "createdAt": ["type": "string", "format": "date-time"],
+    ],
+  ]
+  static let transferGroupEnvelope: JSONValue = [
+    "type": "object", "required": ["group"], "properties": ["group": transferGroup],
+  ]
+  static let transferSent: JSONValue = [
+    "type": "object",
+    "description": "{transfer} for one recipient; {group, transfers} for a group send.",
+    "properties": ["transfer": transfer, "group": transferGroup, "transfers": ["type": "array", "items": transfer]],
   ]
   static let acceptTransfer: JSONValue = [
     "type": "object", "additionalProperties": false,

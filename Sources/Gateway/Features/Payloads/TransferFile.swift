@@ -138,6 +138,25 @@ final class TransferFile: @unchecked Sendable {
     }
   }
 
+  /// Hard-links the file at each of `destinations` (creating their directories): one file on disk, one name per
+  /// recipient of a group send. Each must resolve inside `root` (the data directory), and none may exist yet.
+  func hardLink(
+    to destinations: [String], within root: String, completion: @escaping @Sendable (TransferIOError?) -> Void
+  ) {
+    queue.async { [self] in
+      for target in destinations {
+        let directory = (target as NSString).deletingLastPathComponent
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        guard Self.resolves(directory, inside: root) else {
+          return completion(
+            TransferIOError("refusing to write \(target): it is outside the data directory", errno: EPERM))
+        }
+        guard link(path, target) == 0 else { return completion(TransferIOError("cannot link \(target)")) }
+      }
+      completion(nil)
+    }
+  }
+
   /// Closes the file; with `remove`, deletes it (partial data of a canceled or failed transfer).
   func close(remove: Bool) {
     queue.async { [self] in

@@ -1,0 +1,146 @@
+/// Group sends, the receiving node's side: a group offer (``TransferGroupOffer``) brings one copy of the file for
+/// several local recipients; the copy is stored once and hard-linked as each recipient's file when it is verified.
+///
+/// Layers 4 and 6, on the service thread inside the ``Node`` actor; the sender's side is `Node+TransferGroups.swift`.
+import Crypto
+import Foundation
+import LWS
+import Logging
+import MeshCore
+
+extension Node {
+  // MARK: - Receiving node
+
+  func groupOfferReceived(_ offer: TransferGroupOffer, from nodeID: String) {
+    let id = offer.copyID
+    func reject(_ code: TransferRejection, _ message: String) {
+      sendTransferFrame(.transferReject(transferID: id, code: code, message: message), to: nodeID)
+    }
+    if let copy = transfers.incoming[id] {
+      guard copy.record.role == .copy else { return reject(.refused, "transfer id \(id) is in use here") }
+      reofferReceived(copy, from: nodeID)
+      return
+    }
+    if offer.resume { return reject(.unknownTransfer, "this node has no transfer \(id)") }
+    let ids = [id] + offer.recipients.map(\.transferID)
+    guard ids.allSatisfy({ transfers.incoming[$0] == nil && transfers.outgoing[$0] == nil }) else {
+      refuseFrame("invalid_id", from: nodeID, "a group transfer offer reuses a transfer id")
+      return reject(.refused, "a transfer id of group \(offer.groupID) is in use here")
+    }
+    guard let session = mesh.sessions.sessions[offer.sessionID],
+      session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
+    else { return reject(.notMember, "the sender is not in session \(offer.sessionID) on the receiving node") }
+    var accepted: [(TransferGroupRecipient, StoredPeer)] = []
+    var refused: [(String, String)] = []
+    for recipient in offer.recipients {
+      if peers[recipient.peerID] != nil && !mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID) {
+        refuseFrame("not_agreed", from: nodeID, "a group offer to \(recipient.peerID), not a member by its own act")
+      }
+      guard let peer = peers[recipient.peerID],
+        session.members.contains(where: { $0.peerID == recipient.peerID && $0.nodeID == self.nodeID }),
+        mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID)
+      else {
+        refused.append(
+          (
+            recipient.transferID,
+            "peer \(recipient.peerID) is not in session \(offer.sessionID) on the receiving node"
+          ))
+        continue
+      }
+      if fileConsent == .ask && transfers.alwaysAccept[peer.id]?[offer.fromPeerID] == nil {
+        refused.append(
+          (
+            recipient.transferID,
+            "the recipient's node asks before a file is stored (--file-consent ask) and this recipient does not "
+              + "always accept files from the sender; send it the file on its own"
+          ))
+        continue
+      }
+      accepted.append((recipient, peer))
+    }
+    guard !accepted.isEmpty else {
+      return reject(.notMember, refused.first?.1 ?? "no recipient of the group is on the receiving node")
+    }
+    if let rejection = receivability(size: offer.size) { return reject(rejection.code, rejection.message) }
+    let name = Self.sanitizedFileName(offer.name) ?? "file"
+    let now = Timestamp.now()
+    let from = PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID)
+    func record(_ id: String, _ role: TransferRole, to: PayloadParty) -> TransferRecord {
+      TransferRecord(
+        id: id, parties: PayloadParties(direction: .incoming, sessionID: offer.sessionID, from: from, to: to),
+        name: name, contentType: Self.cleanContentType(offer.contentType) ?? "application/octet-stream",
+        size: offer.size, bytes: 0, state: .inProgress, reason: nil, sha256: nil, path: partialPath(id, .incoming),
+        resumedFrom: nil, createdAt: now, updatedAt: now, groupID: offer.groupID, role: role,
+        copyID: role == .copy ? nil : offer.copyID)
+    }
+    let copy = LiveTransfer(
+      record: record(id, .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: self.nodeID)))
+    copy.receiver = TransferReceiver(size: offer.size)
+    transfers.incoming[id] = copy
+    var records = [copy.record]
+    for (recipient, peer) in accepted {
+      let rider = LiveTransfer(
+        record: record(
+          recipient.transferID, .transfer,
+          to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: self.nodeID)))
+      transfers.incoming[recipient.transferID] = rider
+      transfers.riders[id, default: []].append(recipient.transferID)
+      records.append(rider.record)
+    }
+    for (transferID, reason) in refused {
+      sendTransferFrame(.transferFailed(transferID: transferID, reason: reason), to: nodeID)
+    }
+    try? FileManager.default.createDirectory(
+      atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
+    let file = TransferFile(path: copy.record.path)
+    copy.file = file
+    Task {
+      for item in records {
+        guard await recordIncoming(copy, item) else { return }
+      }
+      file.open(rehash: false, exclusive: true) { [weak self] result in
+        self?.onLoop { node in
+          guard let copy = node.transfers.incoming[id], !copy.record.isTerminal else { return }
+          if case .failure(let error) = result {
+            node.failTransfer(copy, reason: "the receiving node cannot write: \(error)", notify: true)
+            return
+          }
+          for rider in node.riders(of: copy) where !rider.record.isTerminal {
+            node.publishTransferEvent("transfer.started", rider)
+          }
+          node.sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: nodeID)
+        }
+      }
+    }
+  }
+
+  /// The copy is verified and in place: each recipient gets its own name for the one file, then the copy settles
+  /// (and with it every rider).
+  func copyVerified(_ copy: LiveTransfer, digest: [UInt8]) {
+    let id = copy.record.id
+    let live = riders(of: copy).filter { !$0.record.isTerminal }.map(\.record.id)
+    let paths = riders(of: copy).filter { !$0.record.isTerminal }.map {
+      finalPath($0.record.id, .incoming, name: $0.record.name)
+    }
+    guard let file = copy.file else { return }
+    file.hardLink(to: paths, within: dataDirectoryPath) { [weak self] error in
+      self?.onLoop { node in
+        guard let copy = node.transfers.incoming[id], !copy.record.isTerminal else { return }
+        if let error {
+          node.failTransfer(
+            copy, reason: "the finished file could not be linked for a recipient: \(error)", notify: true)
+          return
+        }
+        for (riderID, path) in zip(live, paths) { node.transfers.incoming[riderID]?.record.path = path }
+        // The recipients' names hold the file now; the partial name goes.
+        copy.file?.close(remove: true)
+        copy.record.path = paths.first ?? copy.record.path
+        copy.file = nil
+        copy.record.sha256 = Crypto.hex(digest)
+        copy.record.bytes = copy.record.size
+        node.sendTransferFrame(.transferFinished(transferID: id, sha256: digest), to: copy.record.fromNodeID)
+        node.settle(copy, state: .finished, reason: nil)
+      }
+    }
+  }
+}
