@@ -86,6 +86,8 @@ export function createFiles(deps) {
   const el = {
     session: byTestId('file-session'),
     to: byTestId('file-to'),
+    some: byTestId('file-to-some'),
+    someList: byTestId('file-to-some-list'),
     drop: byTestId('file-drop'),
     input: byTestId('file-input'),
     error: byTestId('file-error'),
@@ -141,19 +143,49 @@ export function createFiles(deps) {
     );
     const session = sessions.find((s) => s.id === el.session.value);
     const members = session ? (session.members || []).filter((m) => !mine(m) && m.state === 'connected') : [];
-    // A group send (?to=all): one upload, one copy per node, a transfer (and a row) per recipient.
-    const choices = members.length > 1 ? [...members, { id: 'all', everyone: members.length }] : members;
+    // A group send (?to=a,b or ?to=all): one upload, one copy per node, a transfer (and a row) per recipient.
+    const choices = members.length > 1
+      ? [...members, { id: 'some', several: true }, { id: 'all', everyone: members.length }]
+      : members;
     fillSelect(
       el.to,
       choices,
       (m) => m.id,
-      (m) => (m.everyone ? `Everyone connected (${m.everyone})` : peerName(m)),
+      (m) => (m.everyone ? `Everyone connected (${m.everyone})` : m.several ? 'Choose people…' : peerName(m)),
       'No one connected',
     );
+    renderRecipients(members);
     const ready = members.length > 0;
     el.drop.setAttribute('aria-disabled', ready ? 'false' : 'true');
     el.drop.classList.toggle('is-disabled', !ready);
     el.input.disabled = !ready;
+  }
+
+  /** The tick boxes of "Choose people…": one per connected member, ticks kept across renders. */
+  function renderRecipients(members) {
+    const choosing = el.to.value === 'some';
+    el.some.hidden = !choosing;
+    if (!choosing) return;
+    const signature = members.map((m) => `${m.id}\u0000${peerName(m)}`).join('\u0001');
+    if (el.someList.dataset.signature === signature) return;
+    el.someList.dataset.signature = signature;
+    const ticked = new Set([...el.someList.querySelectorAll('input:checked')].map((box) => box.value));
+    el.someList.replaceChildren(
+      ...members.map((m) =>
+        h(
+          'label',
+          { className: 'recipient' },
+          h('input', { type: 'checkbox', value: m.id, checked: ticked.has(m.id), dataset: { testid: 'file-to-person' } }),
+          ` ${peerName(m)}`,
+        ),
+      ),
+    );
+  }
+
+  /** The `to` of an upload: a peer id, `all`, or the ticked people's ids joined by commas ('' when none). */
+  function recipients() {
+    if (el.to.value !== 'some') return el.to.value;
+    return [...el.someList.querySelectorAll('input:checked')].map((box) => box.value).join(',');
   }
 
   // ------------------------------------------------------------- upload
@@ -161,9 +193,13 @@ export function createFiles(deps) {
   function sendFiles(files) {
     showError(el.error, '');
     const sessionId = el.session.value;
-    const to = el.to.value;
-    if (!sessionId || !to) {
+    const to = recipients();
+    if (!sessionId || !el.to.value) {
       showError(el.error, 'Pick a session and a connected peer to send to first.');
+      return;
+    }
+    if (!to) {
+      showError(el.error, 'Tick at least one person to send to.');
       return;
     }
     for (const file of files) upload(file, sessionId, to);
@@ -172,9 +208,15 @@ export function createFiles(deps) {
   function upload(file, sessionId, to) {
     state.uploadSeq += 1;
     const key = `u${state.uploadSeq}`;
+    const members = deps.sessions().find((s) => s.id === sessionId)?.members || [];
     const member = to === 'all'
       ? { id: 'all', displayName: 'everyone connected' }
-      : deps.sessions().find((s) => s.id === sessionId)?.members?.find((m) => m.id === to);
+      : to.includes(',')
+        ? {
+          id: to,
+          displayName: to.split(',').map((id) => peerName(members.find((m) => m.id === id) || { id })).join(', '),
+        }
+        : members.find((m) => m.id === to);
     const entry = { key, name: file.name, size: file.size, loaded: 0, xhr: null, error: '', to: member || { id: to } };
     state.uploads.set(key, entry);
     const url = deps.apiUrl(`sessions/${encodeURIComponent(sessionId)}/resources`, { to, name: file.name });
@@ -793,6 +835,7 @@ export function createFiles(deps) {
   return {
     init() {
       el.session.addEventListener('change', renderPickers);
+      el.to.addEventListener('change', renderPickers);
       el.input.addEventListener('change', () => {
         sendFiles([...el.input.files]);
         el.input.value = '';

@@ -686,6 +686,29 @@ class DashboardScenario(unittest.TestCase):
             self.assertEqual([(t["name"], t["state"]) for t in at_cleo], [(source.name, "finished")])
             self.assertEqual(at_cleo[0]["sha256"], hashlib.sha256(payload).hexdigest())
             ann.screenshot("ann-files-group-send")
+
+            # "Choose people…": tick boxes per connected member; nothing ticked is refused before any upload, and
+            # the ticked people get one group send.
+            Select(ann.q("file-to")).select_by_value("some")
+            boxes = ann.wait("a tick box per connected member", lambda: len(b := ann.qa("file-to-person")) == 2 and b)
+            self.assertTrue(ann.q("file-to-some").is_displayed())
+            notes = Path(self.work.name) / "notes.bin"
+            notes.write_bytes(os.urandom(256 * 1024))
+            picker = ann.q("file-input")
+            ann.js("arguments[0].hidden = false", picker)
+            picker.send_keys(str(notes))
+            ann.js("arguments[0].hidden = true", picker)
+            ann.wait("the nobody-ticked error", lambda: "Tick at least one person" in ann.q("file-error").text)
+            for box in boxes:
+                box.click()
+            ann.js("arguments[0].hidden = false", picker)
+            picker.send_keys(str(notes))
+            ann.js("arguments[0].hidden = true", picker)
+            chosen = ann.wait("the chosen people's summary line with both finished", lambda: next(
+                (r for r in ann.qa("group-summary") if notes.name in r.text and r.get_attribute("data-finished") == "2"),
+                None))
+            self.assertIn("notes.bin to 2 people: 2 finished, 0 failed", chosen.text)
+            ann.screenshot("ann-files-choose-people")
         finally:
             self.beta.api("DELETE", f"sessions/{session}/members/me", token=cleo_token)
 

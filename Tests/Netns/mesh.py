@@ -198,6 +198,12 @@ class Node:
                 return Response(answer.status, answer.read())
         except urllib.error.HTTPError as error:
             return Response(error.code, error.read())
+        except urllib.error.URLError as error:
+            # An upload the node refuses before reading its body (an error status, then the connection closes):
+            # urllib is still writing the body and sees the close, not the answer (curl would show the answer).
+            if raw is not None and isinstance(error.reason, (BrokenPipeError, ConnectionResetError)):
+                return Response(0, b"the node closed the connection before taking the body (an early refusal)")
+            raise
 
     def mesh_nodes(self) -> list[dict]:
         return self.request("GET", "/api/v1/mesh/nodes").json().get("nodes", [])
@@ -334,14 +340,15 @@ class Peer:
     def send_file(self, session_id: str, to: "Peer", name: str, payload: bytes, retry_for: float = 30) -> dict:
         """Uploads a file. Like any client, it tries again (for up to `retry_for` s) while the API says to: `503`
         when the receiver's node is not linked at this moment (a lossy link can flap), `409` while the receiver is
-        not a connected member (a RejoiningStream re-invites it)."""
+        not a connected member and `404` while the sender is not a member (a link drop ends the membership across
+        it; a RejoiningStream re-invites), and an early refusal seen as a closed connection (status 0)."""
         path = f"/api/v1/sessions/{session_id}/resources?to={to.id}&name={urllib.parse.quote(name)}"
         deadline = time.time() + retry_for
         while True:
             answer = self.call("POST", path, raw=payload, timeout=120)
             if answer.ok:
                 return answer.json()["transfer"]
-            if answer.status not in (409, 503) or time.time() > deadline:
+            if answer.status not in (0, 404, 409, 503) or time.time() > deadline:
                 raise Failure(f"POST {path} as {self}: {answer}")
             time.sleep(0.5)
 
