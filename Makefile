@@ -135,6 +135,9 @@ test: deps-test swift-check ## Build the debug binary and run all tests (Swift, 
 timing-tests:
 	$(call step,timing tests against release-built nodes (a small message beside a 24 MiB burst: p99 < 100 ms))
 	@$(SWIFT) build -c release $(BUILD_ARGS) --product meshgate
+	@# The bulk suites before this write gigabytes; flush what is still dirty so the nodes' disk writes do not queue
+	@# behind that writeback while latency is measured.
+	@sync
 	@MESHGATE_BINARY="$$($(SWIFT) build -c release $(BUILD_ARGS) --show-bin-path)/meshgate" MESHGATE_STRICT_TIMING=1 \
 	  $(SWIFT) test $(BUILD_ARGS) --skip-build --filter 'BackpressureTests/aBurstOfReliableData'
 
