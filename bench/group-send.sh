@@ -12,41 +12,10 @@ SWIFT=${SWIFT:-$(command -v swift || echo /opt/swift/usr/bin/swift)}
 BYTES=${GROUP_BYTES:-33554432}
 PER_NODE=${GROUP_PER_NODE:-10}
 
-WORK=$(mktemp -d /tmp/meshgate-group.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-if [[ -n ${MESHGATE_BIN:-} ]]; then
-  MESHGATE=$MESHGATE_BIN
-else
-  scratch=${BENCH_SCRATCH:-.build}
-  echo "==> building meshgate (release, scratch $scratch)"
-  "$SWIFT" build -c release --scratch-path "$scratch" --product meshgate >/dev/null
-  MESHGATE=$scratch/release/meshgate
-fi
-
-# start NAME [ARGS...]: a node on a free loopback port; sets PORT.
-start() {
-  local dir=$WORK/$1
-  shift
-  mkdir -p "$dir"
-  : >"$dir/out.log"
-  "$MESHGATE" --port 0 --bind 127.0.0.1 --data-dir "$dir/data" --discovery static --log-level warning \
-    --peer-create-rate 0 "$@" >"$dir/out.log" 2>"$dir/err.log" &
-  PIDS+=("$!")
-  PORT=
-  for _ in $(seq 100); do
-    PORT=$(sed -n 's/^meshgate ready .*port=\([0-9]*\).*/\1/p' "$dir/out.log")
-    [[ -n $PORT ]] && break
-    sleep 0.1
-  done
-  [[ -n $PORT ]] || { echo "meshgate did not start:" >&2; cat "$dir/err.log" >&2; exit 1; }
-}
+source bench/common.sh
+bench_setup group
+# The set-up creates 3 × GROUP_PER_NODE peers from one address as fast as it can.
+start() { start_node "$@" --peer-create-rate 0; }
 
 echo "==> group-send: $BYTES bytes to $((3 * PER_NODE)) recipients on 3 nodes, one group send vs single sends"
 head -c "$BYTES" /dev/urandom >"$WORK/source.bin"
@@ -116,7 +85,7 @@ wait_all "${GROUP_IDS[@]}"
 group_seconds=$(( ($(date +%s%N) - start_ns) / 1000000 ))
 group_bytes=$(( $(mesh_bytes) - before ))
 
-# 30 single sends, started together.
+# One single send per recipient, started together.
 before=$(mesh_bytes)
 start_ns=$(date +%s%N)
 UPLOADS=()
@@ -132,11 +101,11 @@ wait_all "${SINGLE_IDS[@]}"
 single_seconds=$(( ($(date +%s%N) - start_ns) / 1000000 ))
 single_bytes=$(( $(mesh_bytes) - before ))
 
-python3 - "$BYTES" "$group_seconds" "$group_bytes" "$single_seconds" "$single_bytes" <<'PY'
+python3 - "$BYTES" "$group_seconds" "$group_bytes" "$single_seconds" "$single_bytes" "${#SINGLE_IDS[@]}" <<'PY'
 import sys
-size, gs, gb, ss, sb = (int(x) for x in sys.argv[1:6])
+size, gs, gb, ss, sb, n = (int(x) for x in sys.argv[1:7])
 mib = 1 << 20
 print(f"group send:       {gs / 1000:7.2f} s, {gb / mib:8.1f} MiB over the mesh ({gb / size:.2f}x the file)")
-print(f"30 single sends:  {ss / 1000:7.2f} s, {sb / mib:8.1f} MiB over the mesh ({sb / size:.2f}x the file)")
+print(f"{n} single sends:  {ss / 1000:7.2f} s, {sb / mib:8.1f} MiB over the mesh ({sb / size:.2f}x the file)")
 print(f"ratio single / group: wall time {ss / max(gs, 1):.2f}x, mesh bytes {sb / max(gb, 1):.2f}x")
 PY

@@ -50,46 +50,19 @@ if ! python3 -c 'import websockets.asyncio.server' 2>/dev/null; then
   python3 -m pip install -q -r bench/requirements.txt
 fi
 
-WORK=$(mktemp -d /tmp/meshgate-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source bench/common.sh
+bench_setup bench
 
 WSLOAD=$WORK/wsload
 gcc -O2 -Wall -o "$WSLOAD" bench/wsload/wsload.c
-
-if [[ -n ${MESHGATE_BIN:-} ]]; then
-  MESHGATE=$MESHGATE_BIN
-else
-  scratch=${BENCH_SCRATCH:-.build}
-  echo "==> building meshgate (release, scratch $scratch)"
-  "$SWIFT" build -c release --scratch-path "$scratch" --product meshgate >/dev/null
-  MESHGATE=$scratch/release/meshgate
-fi
 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # start_meshgate NAME [ARGS...]: starts a node on a free loopback port; sets MG_PID, MG_PORT, MG_BASE.
 start_meshgate() {
-  local dir=$WORK/$1
-  shift
-  mkdir -p "$dir"
   # The setups create up to IDLE_CLIENTS peers from one address as fast as they can: no creation rate, the largest cap.
-  "$MESHGATE" --port 0 --bind 127.0.0.1 --data-dir "$dir/data" --discovery static --log-level warning \
-    --peer-create-rate 0 --max-peers 50000 "$@" \
-    >"$dir/out.log" 2>"$dir/err.log" &
-  MG_PID=$!
-  PIDS+=("$MG_PID")
-  for _ in $(seq 100); do
-    MG_PORT=$(sed -n 's/^meshgate ready .*port=\([0-9]*\).*/\1/p' "$dir/out.log" 2>/dev/null || true)
-    [[ -n $MG_PORT ]] && break
-    sleep 0.1
-  done
-  [[ -n $MG_PORT ]] || { echo "meshgate did not start:" >&2; cat "$dir/err.log" >&2; exit 1; }
+  start_node "$1" --peer-create-rate 0 --max-peers 50000 "${@:2}"
+  MG_PID=$PID MG_PORT=$PORT
   MG_BASE=http://127.0.0.1:$MG_PORT
 }
 

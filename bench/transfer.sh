@@ -10,42 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SWIFT=${SWIFT:-$(command -v swift || echo /opt/swift/usr/bin/swift)}
 BYTES=${TRANSFER_BYTES:-2147483648}
 
-WORK=$(mktemp -d /tmp/meshgate-transfer.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-if [[ -n ${MESHGATE_BIN:-} ]]; then
-  MESHGATE=$MESHGATE_BIN
-else
-  scratch=${BENCH_SCRATCH:-.build}
-  echo "==> building meshgate (release, scratch $scratch)"
-  "$SWIFT" build -c release --scratch-path "$scratch" --product meshgate >/dev/null
-  MESHGATE=$scratch/release/meshgate
-fi
-
-# start NAME [ARGS...]: a node on a free loopback port; sets PORT and PID.
-start() {
-  local dir=$WORK/$1
-  shift
-  mkdir -p "$dir"
-  : >"$dir/out.log"
-  "$MESHGATE" --port 0 --bind 127.0.0.1 --data-dir "$dir/data" --discovery static --log-level warning "$@" \
-    >"$dir/out.log" 2>"$dir/err.log" &
-  PID=$!
-  PIDS+=("$PID")
-  PORT=
-  for _ in $(seq 100); do
-    PORT=$(sed -n 's/^meshgate ready .*port=\([0-9]*\).*/\1/p' "$dir/out.log")
-    [[ -n $PORT ]] && break
-    sleep 0.1
-  done
-  [[ -n $PORT ]] || { echo "meshgate did not start:" >&2; cat "$dir/err.log" >&2; exit 1; }
-}
+source bench/common.sh
+bench_setup transfer
 
 echo "==> transfer: $BYTES bytes, node to node vs a raw TCP copy (loopback)"
 head -c "$BYTES" /dev/urandom >"$WORK/source.bin"
@@ -80,9 +46,9 @@ PY
 tcp_seconds=$(cat "$WORK/tcp.txt")
 rm -f "$WORK/tcp-copy.bin"
 
-start a
+start_node a
 A_PORT=$PORT A_PID=$PID
-start b --peer "127.0.0.1:$A_PORT"
+start_node b --peer "127.0.0.1:$A_PORT"
 B_PORT=$PORT B_PID=$PID
 for _ in $(seq 100); do
   curl -s "127.0.0.1:$B_PORT/api/v1/mesh/nodes" | grep -q '"state":"linked"' && break

@@ -1,0 +1,42 @@
+# Shared by bench/run.sh, bench/transfer.sh and bench/group-send.sh (sourced, after SWIFT is set).
+#
+# bench_setup NAME: a work directory (WORK, /tmp/meshgate-NAME.*) and the started processes (PIDS), both removed on
+# exit; MESHGATE, the meshgate binary: MESHGATE_BIN, else a release build in BENCH_SCRATCH (default .build).
+bench_setup() {
+  WORK=$(mktemp -d "/tmp/meshgate-$1.XXXXXX")
+  PIDS=()
+  trap bench_cleanup EXIT
+  if [[ -n ${MESHGATE_BIN:-} ]]; then
+    MESHGATE=$MESHGATE_BIN
+  else
+    local scratch=${BENCH_SCRATCH:-.build}
+    echo "==> building meshgate (release, scratch $scratch)"
+    "$SWIFT" build -c release --scratch-path "$scratch" --product meshgate >/dev/null
+    MESHGATE=$scratch/release/meshgate
+  fi
+}
+
+bench_cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+
+# start_node NAME [ARGS...]: a node on a free loopback port, data in $WORK/NAME; sets PORT and PID.
+start_node() {
+  local dir=$WORK/$1
+  shift
+  mkdir -p "$dir"
+  : >"$dir/out.log"
+  "$MESHGATE" --port 0 --bind 127.0.0.1 --data-dir "$dir/data" --discovery static --log-level warning "$@" \
+    >"$dir/out.log" 2>"$dir/err.log" &
+  PID=$!
+  PIDS+=("$PID")
+  PORT=
+  for _ in $(seq 100); do
+    PORT=$(sed -n 's/^meshgate ready .*port=\([0-9]*\).*/\1/p' "$dir/out.log")
+    [[ -n $PORT ]] && break
+    sleep 0.1
+  done
+  [[ -n $PORT ]] || { echo "meshgate did not start:" >&2; cat "$dir/err.log" >&2; exit 1; }
+}
