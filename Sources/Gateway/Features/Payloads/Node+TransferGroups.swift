@@ -222,12 +222,7 @@ extension Node {
         publishTransferEvent("transfer.started", incoming)
       }
     }
-    spool.uploadRequest = context.request.id
-    transfers.byUpload[context.request.id] = spool
-    server.setBodyFlow(context.request.id, enabled: true)
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-      spool.uploadDone = continuation
-    }
+    try await receiveUpload(context, into: spool)
     return .json(
       [
         "group": groupJSON(group),

@@ -239,14 +239,19 @@ extension Node {
       if transfer.record.state == .pending { transfer.record.state = .inProgress }
     }
     publishTransferEvent("transfer.started", transfer)
+    try await receiveUpload(context, into: transfer)
+    return .json(["transfer": transferJSON(transfer.record)], status: 202)
+  }
+
+  /// Lets the request's body flow into `transfer` (a single transfer, or a group send's spool) and waits until the
+  /// whole body is on disk and hashed (or the upload breaks, or someone cancels).
+  func receiveUpload(_ context: RequestContext, into transfer: LiveTransfer) async throws {
     transfer.uploadRequest = context.request.id
     transfers.byUpload[context.request.id] = transfer
     server.setBodyFlow(context.request.id, enabled: true)
-    // Wait until the whole body is on disk and hashed (or the upload breaks, or someone cancels).
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
       transfer.uploadDone = continuation
     }
-    return .json(["transfer": transferJSON(transfer.record)], status: 202)
   }
 
   static func cleanContentType(_ value: String) -> String? {

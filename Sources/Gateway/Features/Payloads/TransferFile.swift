@@ -119,13 +119,8 @@ final class TransferFile: @unchecked Sendable {
     completion: @escaping @Sendable (TransferIOError?) -> Void
   ) {
     queue.async { [self] in
-      for target in [destination] + (alsoAt.map { [$0] } ?? []) {
-        let directory = (target as NSString).deletingLastPathComponent
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        guard Self.resolves(directory, inside: root) else {
-          return completion(
-            TransferIOError("refusing to write \(target): it is outside the data directory", errno: EPERM))
-        }
+      if let error = Self.makeDirectories(for: [destination] + (alsoAt.map { [$0] } ?? []), within: root) {
+        return completion(error)
       }
       // link + unlink rather than rename: link fails (EEXIST) where rename would replace an existing file.
       guard link(path, destination) == 0 else { return completion(TransferIOError("cannot move \(path)")) }
@@ -144,17 +139,24 @@ final class TransferFile: @unchecked Sendable {
     to destinations: [String], within root: String, completion: @escaping @Sendable (TransferIOError?) -> Void
   ) {
     queue.async { [self] in
+      if let error = Self.makeDirectories(for: destinations, within: root) { return completion(error) }
       for target in destinations {
-        let directory = (target as NSString).deletingLastPathComponent
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        guard Self.resolves(directory, inside: root) else {
-          return completion(
-            TransferIOError("refusing to write \(target): it is outside the data directory", errno: EPERM))
-        }
         guard link(path, target) == 0 else { return completion(TransferIOError("cannot link \(target)")) }
       }
       completion(nil)
     }
+  }
+
+  /// Creates the directory of each of `targets`, refusing any that does not resolve inside `root`.
+  private static func makeDirectories(for targets: [String], within root: String) -> TransferIOError? {
+    for target in targets {
+      let directory = (target as NSString).deletingLastPathComponent
+      try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+      guard resolves(directory, inside: root) else {
+        return TransferIOError("refusing to write \(target): it is outside the data directory", errno: EPERM)
+      }
+    }
+    return nil
   }
 
   /// Closes the file; with `remove`, deletes it (partial data of a canceled or failed transfer).
