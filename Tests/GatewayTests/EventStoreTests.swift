@@ -96,4 +96,62 @@ struct EventStoreTests {
     let next = try await store.appendEvents([("p", "x", .null)], at: "t")
     #expect(next[0].sequence == 4)
   }
+
+  /// The WAL bytes one fan-out's commit adds: the body and its recipients, not one log page per recipient.
+  @Test func aFanOutCommitWritesAFewPagesNotOnePerRecipient() async throws {
+    let path = temporaryPath()
+    defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+    let store = try NodeStore(path: path, retention: 100_000)
+    let peers = (0..<50).map { _ in "peer-\(UUID().uuidString.lowercased())" }
+    try await addPeers(store, peers)
+    let data: JSONValue = ["session": "s", "from": "p", "text": .string(String(repeating: "a", count: 64))]
+    // Give every peer a log longer than a page, so their newest entries sit on different pages.
+    for _ in 0..<200 { _ = try await store.appendEvents(peers.map { ($0, "session.data", data) }, at: "t") }
+    _ = try await store.latestSequence(peerID: peers[0])
+    // Frames each commit adds to the WAL: a full checkpoint before it (from a second connection) lets the commit
+    // start the WAL again from its beginning, and the next checkpoint reports how many frames the WAL then holds.
+    let observer = try Connection(path: path)
+    func walFrames() throws -> Int64 {
+      try observer.queryOne("PRAGMA wal_checkpoint(PASSIVE)")?.int64(1) ?? -1
+    }
+    var commits: [Int64] = []
+    for _ in 0..<20 {
+      _ = try walFrames()
+      _ = try await store.appendEvents(peers.map { ($0, "session.data", data) }, at: "t")
+      commits.append(try walFrames())
+    }
+    let median = commits.sorted()[commits.count / 2]
+    // The body, its recipients and the two tables' upper pages: a few pages, not one per recipient (~70 before).
+    #expect(median <= 4, "a 50-recipient fan-out's commit wrote \(median) WAL pages (\(commits))")
+  }
+
+  /// Entries written but not yet indexed per peer (the node was killed before it got to them) are in the peers' logs
+  /// after a restart, and a deleted peer's log gets none of them.
+  @Test func unindexedEntriesSurviveARestartAndSkipADeletedPeer() async throws {
+    let path = temporaryPath()
+    defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+    var sequences: [Int64] = []
+    do {
+      let store = try NodeStore(path: path, retention: 100)
+      try await addPeers(store, ["a", "b", "c"])
+      for index in 0..<5 {
+        let stored = try await store.appendEvents(
+          [("a", "n", .int(Int64(index))), ("b", "n", .int(Int64(index))), ("c", "n", .int(Int64(index)))], at: "t")
+        sequences.append(stored[0].sequence)
+      }
+      let waiting = try await store.database.read { try $0.scalar("SELECT count(*) FROM event_pending", as: Int64.self) }
+      #expect(waiting == 5, "five bodies, fewer than the indexing threshold, wait to be indexed")
+    }
+    let reopened = try NodeStore(path: path, retention: 100)
+    #expect(try await reopened.latestSequence(peerID: "a") == sequences.last)
+    #expect(try await reopened.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence) == sequences)
+    _ = try await reopened.appendEvents([("c", "n", .int(9))], at: "t")
+    try await reopened.deletePeer(id: "c")
+    _ = try await reopened.latestSequence(peerID: "a")
+    let left = try await reopened.database.read {
+      try $0.scalar("SELECT count(*) FROM event_log WHERE peer_id = 'c'", as: Int64.self)
+    }
+    #expect(left == 0)
+  }
 }
+

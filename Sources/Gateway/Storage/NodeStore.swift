@@ -20,6 +20,8 @@ final class NodeStore: Sendable {
     var retention: Int
     var counts: [String: Int] = [:]
     var trimmed = 0
+    /// Bodies whose recipients wait in `event_pending` (nil until counted after a start: see ``appendEvents(_:)``).
+    var pendingBodies: Int?
   }
 
   /// Events kept per peer; an admin can change it at run time.
@@ -105,6 +107,7 @@ final class NodeStore: Sendable {
     NodeStore.adminMigration,
     NodeStore.alwaysAcceptMigration,
     NodeStore.transferGroupsMigration,
+    NodeStore.pendingEventLogMigration,
   ]
 
   init(path: String, retention: Int) throws {

@@ -37,7 +37,7 @@ extension NodeStore {
       createdAt: try row.string(8), updatedAt: try row.string(9))
   }
 
-  func saveJob(_ job: Job) async throws {
+  nonisolated(nonsending) func saveJob(_ job: Job) async throws {
     try await database.write { connection in
       try connection.execute(
         """
@@ -55,7 +55,7 @@ extension NodeStore {
     }
   }
 
-  func job(id: String, owner: String) async throws -> Job? {
+  nonisolated(nonsending) func job(id: String, owner: String) async throws -> Job? {
     try await database.read { connection in
       try connection.queryOne(
         "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(id), .text(owner)]
@@ -64,7 +64,7 @@ extension NodeStore {
   }
 
   /// A page of `owner`'s jobs in creation order, after the job `cursor` (exclusive).
-  func jobs(owner: String, after cursor: String?, limit: Int) async throws -> [Job] {
+  nonisolated(nonsending) func jobs(owner: String, after cursor: String?, limit: Int) async throws -> [Job] {
     try await database.read { connection in
       if let cursor,
         let anchor = try connection.queryOne(
@@ -85,7 +85,7 @@ extension NodeStore {
     }
   }
 
-  func deleteJob(id: String, owner: String) async throws -> Bool {
+  nonisolated(nonsending) func deleteJob(id: String, owner: String) async throws -> Bool {
     try await database.write { connection in
       try connection.execute("DELETE FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(id), .text(owner)])
       return connection.changes > 0
