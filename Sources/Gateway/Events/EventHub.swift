@@ -199,7 +199,9 @@ extension Node {
     if events.queue.bytes > PublishQueue<CheckedContinuation<Void, any Error>>.highWater { pauseMeshReads(true) }
     guard !events.publishing else { return }
     events.publishing = true
-    Task { await self.drainPublishQueue() }
+    // Started at once on this executor (the lws thread), so the batch leaves for the store queue now instead of
+    // after another pass of the service loop.
+    Task.immediate { await self.drainPublishQueue() }
   }
 
   func drainPublishQueue() async {
