@@ -115,19 +115,21 @@ if want ws-broadcast; then
   stop_pid "$MG_PID"
 
   echo
-  printf '%-18s %12s %12s %9s %9s %10s %10s %s\n' server "deliveries/s" "msgs/s" "p99 ms" "paced p50" "paced p99" \
-    "µs/deliv" "complete/load-cpu-vs-server"
+  printf '%-18s %12s %12s %9s %9s %10s %10s %12s %s\n' server "deliveries/s" "msgs/s" "p99 ms" "paced p50" "paced p99" \
+    "µs/deliv" "paced µs/dl" "complete/load-cpu-vs-server"
   for l in c python meshgate; do
-    printf '%-18s %12s %12s %9s %9s %10s %10s %s/%s\n' "$l" "$(field "$out" $l deliveries_per_s)" \
+    printf '%-18s %12s %12s %9s %9s %10s %10s %12s %s/%s\n' "$l" "$(field "$out" $l deliveries_per_s)" \
       "$(field "$out" $l msgs_per_s)" "$(field "$out" $l p99_ms)" "$(field "$out" $l-paced p50_ms)" \
-      "$(field "$out" $l-paced p99_ms)" "$(field "$out" $l server_us_per_delivery)" "$(field "$out" $l complete)" \
+      "$(field "$out" $l-paced p99_ms)" "$(field "$out" $l server_us_per_delivery)" \
+      "$(field "$out" $l-paced server_us_per_delivery)" "$(field "$out" $l complete)" \
       "$(field "$out" $l load_vs_server_cpu)"
   done
   m=$(field "$out" meshgate deliveries_per_s) c=$(field "$out" c deliveries_per_s) p=$(field "$out" python deliveries_per_s)
   echo "ratios: meshgate/C msgs/s $(ratio "$m" "$c") (target >= 0.8x), meshgate/python msgs/s $(ratio "$m" "$p") (target >= 5x)"
   echo "        meshgate/C paced p99 $(ratio "$(field "$out" meshgate-paced p99_ms)" "$(field "$out" c-paced p99_ms)") (target <= 1.5x)," \
     "saturated p99 $(ratio "$(field "$out" meshgate p99_ms)" "$(field "$out" c p99_ms)")," \
-    "server CPU per delivery $(ratio "$(field "$out" meshgate server_us_per_delivery)" "$(field "$out" c server_us_per_delivery)")"
+    "server CPU per delivery $(ratio "$(field "$out" meshgate server_us_per_delivery)" "$(field "$out" c server_us_per_delivery)"),"
+  echo "        paced server CPU per delivery $(ratio "$(field "$out" meshgate-paced server_us_per_delivery)" "$(field "$out" c-paced server_us_per_delivery)") (target <= 1.5x)"
 fi
 
 # ---------------------------------------------------------------------------------------------------------------

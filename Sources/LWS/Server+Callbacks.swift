@@ -904,7 +904,8 @@ extension Server {
       connection.queuedBytes -= message.count
       messagesOut += 1
       budget -= 1
-      if lws_send_pipe_choked(wsi) != 0 { break }
+      // lws_send_pipe_choked polls the socket (a syscall): only ask when there is more to write.
+      if (!connection.queue.isEmpty || connection.pulls) && lws_send_pipe_choked(wsi) != 0 { break }
     }
     if !connection.queue.isEmpty || (connection.pulls && !pulledDry && connection.closeRequest == nil) {
       lws_callback_on_writable(wsi)
