@@ -148,7 +148,9 @@ public actor Node {
     switch router.match(method: request.head.method, path: request.head.path) {
     case .found(let route, let parameters):
       routeLabels[request.id] = route.pattern
-      Task { await self.perform(route, parameters: parameters, request: request) }
+      // Started at once on this executor (the lws thread): a handler that needs no store answers within this
+      // callback, and one that does leaves for the store queue now, not after another pass of the service loop.
+      Task.immediate { await self.perform(route, parameters: parameters, request: request) }
     case .methodNotAllowed(let pattern, let allowed):
       routeLabels[request.id] = pattern
       let allow = allowed.map(\.rawValue).joined(separator: ", ")

@@ -110,6 +110,17 @@ final class NodeStore: Sendable {
     NodeStore.pendingEventLogMigration,
   ]
 
+  /// Job writes waiting for the next group commit (``saveJob(_:)``).
+  let jobWrites = Mutex(JobWriteQueue())
+
+  struct JobWriteQueue {
+    var waiting: [(job: Job, waiter: CheckedContinuation<Void, any Error>)] = []
+    /// A task is writing a batch; writes that arrive meanwhile wait for the next one.
+    var writing = false
+    /// Batches (transactions) written so far (tests).
+    var batches = 0
+  }
+
   init(path: String, retention: Int) throws {
     self.database = try Database(path: path, migrations: Self.migrations)
     self.eventLog = Mutex(EventLogState(retention: retention))
