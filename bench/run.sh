@@ -169,7 +169,19 @@ fi
 # ---------------------------------------------------------------------------------------------------------------
 if want rest; then
   secs=${REST_SECONDS:-10} paced=${REST_PACED_RATE:-5000}
-  echo "==> rest: ${secs}s per run; GET /healthz is the baseline; closed loop (wrk -t1 -c16) and paced (~$paced req/s, wrk -t2)"
+  # paced: C connections each waiting D = 11 ms between requests: C*1000/(D + latency + wrk's own timer lag) req/s.
+  # 13 % over paced/100 connections: with 10 % and 10 ms (sessions 2-5) wrk reached only 4 350-4 800 req/s here even
+  # against a trivial C server, whose cycle measured ~12.7 ms; 66 x 11 ms reached 5 000-5 400. Two wrk threads (one
+  # could not drive 5 000 req/s; more than the 2 cores only add switching).
+  pconns=$(( paced * 13 / 1000 + 1 )) pdelay=11
+  echo "==> rest: ${secs}s per run; GET /healthz is the baseline; closed loop (wrk -t1 -c16) and paced (~$paced req/s," \
+    "wrk -t2 -c$pconns, ${pdelay} ms between a connection's requests); machine baseline: a minimal C HTTP responder"
+  # The machine's own limit at this rate: a one-thread epoll C server answering a fixed body, same wrk settings.
+  gcc -O2 -Wall -o "$WORK/minihttp" bench/minihttp/minihttp.c
+  cport=$(free_port)
+  "$WORK/minihttp" "$cport" >"$WORK/minihttp.log" 2>&1 &
+  cpid=$!; PIDS+=("$cpid")
+  for _ in $(seq 50); do grep -q ready "$WORK/minihttp.log" && break; sleep 0.1; done
   start_meshgate rest
   tok() { curl -sf -X POST -H 'Content-Type: application/json' -d "{\"displayName\":\"$1\"}" "$MG_BASE/api/v1/peers" \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'; }
@@ -179,24 +191,22 @@ if want rest; then
       -d "{\"name\":\"job $i\",\"payment\":12.5,\"notes\":\"bench\"}" "$MG_BASE/api/v1/jobs"
   done
   out=$WORK/rest.txt
-  # wrk_run LABEL CONNS DELAY_MS TOKEN METHOD PATH
+  # wrk_run LABEL CONNS DELAY_MS TOKEN METHOD PATH [BASE]
   wrk_run() {
-    local label=$1 conns=$2 delay=$3 token=$4 method=$5 path=$6
+    local label=$1 conns=$2 delay=$3 token=$4 method=$5 path=$6 base=${7:-$MG_BASE}
     MG_TOKEN=$token MG_METHOD=$method MG_DELAY_MS=$delay timeout $((secs + 20)) \
-      wrk -t"$threads" -c"$conns" -d"${secs}s" --latency -s bench/wrk/request.lua "$MG_BASE$path" >"$WORK/wrk-$label.txt" 2>&1 || true
+      wrk -t"$threads" -c"$conns" -d"${secs}s" --latency -s bench/wrk/request.lua "$base$path" >"$WORK/wrk-$label.txt" 2>&1 || true
     python3 bench/wrk_summary.py "$label" "$WORK/wrk-$label.txt" | tee -a "$out"
   }
-  # paced: C connections each waiting D = 10 ms between requests: C*1000/(D + latency) req/s. C is 10 % over
-  # paced/100, so the rate reaches the target while requests take up to ~1 ms; two wrk threads, because one thread
-  # could not drive 5 000 req/s here.
-  pconns=$(( paced * 11 / 1000 )) pdelay=10
   for mode in closed paced; do
     if [[ $mode == closed ]]; then conns=16 delay=0 threads=1; else conns=$pconns delay=$pdelay threads=2; fi
+    [[ $mode == paced ]] && wrk_run "c-responder-$mode" "$conns" "$delay" "" GET /healthz "http://127.0.0.1:$cport"
     wrk_run "healthz-$mode" "$conns" "$delay" "$reader" GET /healthz
     wrk_run "get-jobs-$mode" "$conns" "$delay" "$reader" GET /api/v1/jobs
     wrk_run "post-jobs-$mode" "$conns" "$delay" "$writer" POST /api/v1/jobs
   done
   stop_pid "$MG_PID"
+  stop_pid "$cpid"
   rget() { awk -v l="label=$1" -v k="$2" '$2 == l { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v = kv[2] } } END { print v }' "$out"; }
   for mode in closed paced; do
     for ep in get-jobs post-jobs; do
@@ -204,6 +214,8 @@ if want rest; then
         "p99 $(ratio "$(rget $ep-$mode p99_ms)" "$(rget healthz-$mode p99_ms)") (p99 $(rget $ep-$mode p99_ms) ms at $(rget $ep-$mode rps) req/s; target < 3 ms at 5000 req/s)"
     done
   done
+  echo "machine baseline (paced): minimal C responder p99 $(rget c-responder-paced p99_ms) ms at $(rget c-responder-paced rps) req/s;" \
+    "meshgate healthz p99 $(rget healthz-paced p99_ms) ms at $(rget healthz-paced rps) req/s"
 fi
 
 # ---------------------------------------------------------------------------------------------------------------

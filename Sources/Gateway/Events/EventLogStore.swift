@@ -184,9 +184,7 @@ extension NodeStore {
   nonisolated(nonsending) func events(peerID: String, after since: Int64, limit: Int) async throws
     -> (events: [StoredEvent], truncated: Bool)
   {
-    // A write transaction: the waiting per-peer entries are indexed first, on the same hop.
-    try await database.write { connection in
-      try self.indexPendingEvents(connection)
+    try await readLog { connection in
       let rows = try connection.query(
         """
         SELECT l.seq, b.type, b.at, b.data FROM event_log l JOIN event_bodies b ON b.id = l.seq
@@ -208,11 +206,25 @@ extension NodeStore {
 
   /// The newest sequence number in `peerID`'s log (0 when empty).
   nonisolated(nonsending) func latestSequence(peerID: String) async throws -> Int64 {
-    try await database.write { connection in
-      try self.indexPendingEvents(connection)
+    try await readLog { connection in
       let row = try connection.queryOne(
         "SELECT coalesce(max(seq), 0) FROM event_log WHERE peer_id = ?", [.text(peerID)])
       return try row?.int64(0) ?? 0
+    }
+  }
+
+  /// Runs `body` on a read of the per-peer log that sees every committed event: a plain read when no entries wait
+  /// to be indexed (decided on the store's queue, after every append before it), else a write that indexes them
+  /// first.
+  nonisolated(nonsending) func readLog<T: Sendable>(_ body: @Sendable (Connection) throws -> T) async throws -> T {
+    let read: T? = try await database.read { connection in
+      guard self.eventLog.withLock({ $0.pendingBodies == 0 }) else { return nil }
+      return try body(connection)
+    }
+    if let read { return read }
+    return try await database.write { connection in
+      try self.indexPendingEvents(connection)
+      return try body(connection)
     }
   }
 }
