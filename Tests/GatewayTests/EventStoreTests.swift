@@ -121,8 +121,9 @@ struct EventStoreTests {
       commits.append(try walFrames())
     }
     let median = commits.sorted()[commits.count / 2]
-    // The body, its recipients and the two tables' upper pages: a few pages, not one per recipient (~70 before).
-    #expect(median <= 4, "a 50-recipient fan-out's commit wrote \(median) WAL pages (\(commits))")
+    // The body, its recipients, the two tables' upper pages and the header page: a few pages, not one per recipient
+    // (72 before the per-peer log was indexed apart from the commit).
+    #expect(median <= 8, "a 50-recipient fan-out's commit wrote \(median) WAL pages (\(commits))")
   }
 
   /// Entries written but not yet indexed per peer (the node was killed before it got to them) are in the peers' logs

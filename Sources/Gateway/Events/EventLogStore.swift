@@ -100,49 +100,62 @@ extension NodeStore {
       try finishBody()
       let due = self.eventLog.withLock { state in
         state.pendingBodies = (state.pendingBodies ?? 0) + bodies
-        return state.pendingBodies! >= Self.pendingIndexBodies
+        guard !state.indexing, state.pendingBodies! >= Self.pendingIndexBodies else { return false }
+        state.indexing = true
+        return true
       }
       return (stored, due)
     }
     if indexDue {
       // Queued behind this append on the store's queue; the caller delivers meanwhile. Should it fail, the rows
       // stay in event_pending and the next read of a log (or the next due append) indexes them.
-      Task { try? await self.database.write { try self.indexPendingEvents($0) } }
+      Task { try? await self.indexPendingEventsInSteps() }
     }
     return stored
   }
 
-  /// Moves every waiting `event_pending` row into the per-peer log (peer by peer, so each peer's B-tree page is
-  /// written once for many events) and trims logs past the retention limit. Inside the caller's transaction.
-  func indexPendingEvents(_ connection: Connection) throws {
-    let known = self.eventLog.withLock { $0.pendingBodies }
-    if known == 0 { return }
+  /// Log entries written per step of a background indexing (one transaction, about a millisecond): the store's
+  /// queue is free between steps, so an append never waits behind a whole batch of entries.
+  static let indexStepRows = 512
+
+  /// The waiting `event_pending` rows, peer by peer (each peer's entries in sequence order), up to `through`.
+  func pendingEntries(_ connection: Connection) throws -> (byPeer: [(String, [Int64])], through: Int64) {
     let rows = try connection.query("SELECT seq, peers FROM event_pending ORDER BY seq")
     var byPeer: [String: [Int64]] = [:]
+    var through: Int64 = 0
     for row in rows {
       let sequence = try row.int64(0)
+      through = sequence
       // Written by this node: a JSON array of peer ids.
       guard case .array(let peers)? = try? JSONValue.parse(try row.string(1), maxDepth: 4, maxMembers: .max) else {
         continue
       }
       for case .string(let peerID) in peers { byPeer[peerID, default: []].append(sequence) }
     }
-    for (peerID, sequences) in byPeer {
+    return (byPeer.sorted { $0.key < $1.key }, through)
+  }
+
+  /// Inserts the entries of these peers into the per-peer log (peer by peer, so each peer's B-tree page is written
+  /// once for many events) and trims logs past the retention limit. Entries already there are skipped, so a step
+  /// that runs after a full indexing (or after a crash between steps) changes nothing.
+  func insertLogEntries(_ connection: Connection, _ entries: ArraySlice<(String, [Int64])>) throws {
+    var added: [String: Int] = [:]
+    for (peerID, sequences) in entries {
       for sequence in sequences {
         try connection.execute(
           "INSERT OR IGNORE INTO event_log(peer_id, seq) VALUES (?, ?)", [.text(peerID), .integer(sequence)])
+        added[peerID, default: 0] += connection.changes
       }
     }
-    try connection.execute("DELETE FROM event_pending")
     // Retention: a log longer than the limit plus a slack of 1/64 of it (none below 64) is cut back to the limit,
     // so it never holds more than that, and the cost of trimming stays amortised.
     let (retention, counted) = self.eventLog.withLock { state in
-      (state.retention, byPeer.keys.map { (peerID: $0, count: state.counts[$0]) })
+      (state.retention, added.keys.map { (peerID: $0, count: state.counts[$0]) })
     }
     var counts: [String: Int] = [:]
     var trimmed = 0
     for (peerID, count) in counted {
-      var length = (count ?? 0) + byPeer[peerID]!.count
+      var length = (count ?? 0) + added[peerID]!
       if count == nil {
         length = Int(
           try connection.queryOne("SELECT count(*) FROM event_log WHERE peer_id = ?", [.text(peerID)])?.int64(0) ?? 0)
@@ -156,8 +169,43 @@ extension NodeStore {
     self.eventLog.withLock { state in
       state.counts.merge(counts) { _, new in new }
       state.trimmed += trimmed
-      state.pendingBodies = 0
     }
+  }
+
+  /// Deletes the `event_pending` rows up to `through` (their entries are in the log) and counts what still waits.
+  func finishIndexing(_ connection: Connection, through: Int64) throws {
+    try connection.execute("DELETE FROM event_pending WHERE seq <= ?", [.integer(through)])
+    let left = Int(try connection.queryOne("SELECT count(*) FROM event_pending")?.int64(0) ?? 0)
+    self.eventLog.withLock { $0.pendingBodies = left }
+  }
+
+  /// Moves every waiting `event_pending` row into the per-peer log, inside the caller's transaction: before a read or
+  /// a delete of a log, and at the first one after a restart.
+  func indexPendingEvents(_ connection: Connection) throws {
+    if self.eventLog.withLock({ $0.pendingBodies }) == 0 { return }
+    let (byPeer, through) = try pendingEntries(connection)
+    try insertLogEntries(connection, byPeer[...])
+    try finishIndexing(connection, through: through)
+  }
+
+  /// The same in steps of about ``indexStepRows`` entries, each its own transaction (after an append that left
+  /// ``pendingIndexBodies`` waiting).
+  func indexPendingEventsInSteps() async throws {
+    defer { self.eventLog.withLock { $0.indexing = false } }
+    let (byPeer, through) = try await database.write { try self.pendingEntries($0) }
+    var start = byPeer.startIndex
+    while start < byPeer.endIndex {
+      var end = start
+      var rows = 0
+      while end < byPeer.endIndex && (rows == 0 || rows + byPeer[end].1.count <= Self.indexStepRows) {
+        rows += byPeer[end].1.count
+        end += 1
+      }
+      let step = byPeer[start..<end]
+      try await database.write { try self.insertLogEntries($0, step) }
+      start = end
+    }
+    try await database.write { try self.finishIndexing($0, through: through) }
   }
 
   /// Deletes the `excess` oldest events of `peerID`, records how far its log was trimmed and drops bodies nobody

@@ -22,6 +22,8 @@ final class NodeStore: Sendable {
     var trimmed = 0
     /// Bodies whose recipients wait in `event_pending` (nil until counted after a start: see ``appendEvents(_:)``).
     var pendingBodies: Int?
+    /// A background indexing of those entries is under way (one at a time).
+    var indexing = false
   }
 
   /// Events kept per peer; an admin can change it at run time.
