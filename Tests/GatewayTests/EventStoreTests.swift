@@ -140,7 +140,9 @@ struct EventStoreTests {
           [("a", "n", .int(Int64(index))), ("b", "n", .int(Int64(index))), ("c", "n", .int(Int64(index)))], at: "t")
         sequences.append(stored[0].sequence)
       }
-      let waiting = try await store.database.read { try $0.scalar("SELECT count(*) FROM event_pending", as: Int64.self) }
+      let waiting = try await store.database.read {
+        try $0.scalar("SELECT count(*) FROM event_pending", as: Int64.self)
+      }
       #expect(waiting == 5, "five bodies, fewer than the indexing threshold, wait to be indexed")
     }
     let reopened = try NodeStore(path: path, retention: 100)
@@ -155,4 +157,3 @@ struct EventStoreTests {
     #expect(left == 0)
   }
 }
-
