@@ -11,7 +11,7 @@ private let session = SessionDescription(
   revision: 3, members: [member, SessionMember(peerID: "p2", displayName: "", nodeID: "n2", state: .notConnected)])
 private let digest = Array(UInt8(0)..<32)
 
-/// One sample per frame type (a few types twice, to cover each enum and flag), with its recorded encoding.
+/// One sample per frame type, with its recorded encoding.
 private let goldenFrames: [(MeshMessage, [String])] = [
   (
     .hello(NodeHello(nodeID: "n1", name: "Ada", softwareVersion: "0.1.0", port: 8080)),
