@@ -150,7 +150,7 @@ public actor Node {
       routeLabels[request.id] = route.pattern
       // Started at once on this executor (the lws thread): a handler that needs no store answers within this
       // callback, and one that does leaves for the store queue now, not after another pass of the service loop.
-      Task.immediate { await self.perform(route, parameters: parameters, request: request) }
+      Task { await self.perform(route, parameters: parameters, request: request) }
     case .methodNotAllowed(let pattern, let allowed):
       routeLabels[request.id] = pattern
       let allow = allowed.map(\.rawValue).joined(separator: ", ")
