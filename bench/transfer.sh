@@ -120,9 +120,12 @@ PY
     sleep 0.5
 
     # Time to first byte: the first moment the receiving node's partial file holds a byte (CLOCK_REALTIME ns).
-    python3 - "$ROOT/$R/data/transfers" >"$ROOT/ttfb.txt" <<'PY' &
+    # The poller says when it runs (its own start-up on a busy machine took up to 0.5 s): the clock starts after that.
+    rm -f "$ROOT/ttfb.ready"
+    python3 - "$ROOT/$R/data/transfers" "$ROOT/ttfb.ready" >"$ROOT/ttfb.txt" <<'PY' &
 import os, sys, time
 directory = sys.argv[1]
+open(sys.argv[2], "w").close()
 deadline = time.monotonic() + 120
 while time.monotonic() < deadline:
     try:
@@ -135,6 +138,7 @@ while time.monotonic() < deadline:
     time.sleep(0.0005)
 PY
     watcher=$!
+    for _ in $(seq 500); do [[ -e $ROOT/ttfb.ready ]] && break; sleep 0.01; done
     perf_pids=()
     if [[ -n ${TRANSFER_PERF:-} ]]; then
       mkdir -p "${TRANSFER_PERF_DIR:=/tmp/meshgate-transfer-perf}"

@@ -52,7 +52,11 @@ def relay(listener, b_address):
         tls.sendall(view[:n])
     os.fsync(fd)
     os.close(fd)
+    # Read what B sent (TLS 1.3 session tickets) until it closes: closing with unread bytes would reset the
+    # connection and drop the tail of the file.
     tls.shutdown(socket.SHUT_WR)
+    while tls.recv(65536):
+        pass
     tls.close()
 
 

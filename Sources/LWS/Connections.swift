@@ -37,6 +37,21 @@ public final class OutboundMessage: @unchecked Sendable {
     }
   }
 
+  /// A message of `count` bytes that `fill` writes in place (a file read straight into the frame, without an
+  /// intermediate array). Nil when `fill` returns false (its read failed); the storage is then freed.
+  public static func filled(
+    count: Int, binary: Bool, _ fill: (UnsafeMutableRawBufferPointer) -> Bool
+  ) -> OutboundMessage? {
+    let message = OutboundMessage(uninitializedCount: count, binary: binary)
+    return fill(UnsafeMutableRawBufferPointer(start: message.payload, count: count)) ? message : nil
+  }
+
+  private init(uninitializedCount count: Int, binary: Bool) {
+    self.count = count
+    self.isBinary = binary
+    self.storage = .allocate(byteCount: Int(CLWS_PRE) + max(count, 1), alignment: 16)
+  }
+
   /// A text message.
   public convenience init(text: String) {
     self.init(bytes: text.utf8, binary: false)

@@ -732,6 +732,12 @@ extension Server {
     guard let connection = sockets[wsi], connection.closeRequest == nil else { return 0 }
     if connection.receiveBuffer.isEmpty {
       connection.receivingBinary = lws_frame_is_binary(wsi) != 0
+      // The rest of this frame is known: reserve it once rather than let the buffer grow by doubling (a 256 KiB
+      // file chunk arrives in 64 KiB pieces; each growth would copy what came so far).
+      let frame = length + Int(lws_remaining_packet_payload(wsi))
+      if frame > length && frame <= configuration.maxWebSocketMessageBytes {
+        connection.receiveBuffer.reserveCapacity(frame)
+      }
     }
     if connection.receiveBuffer.count + length > configuration.maxWebSocketMessageBytes {
       connection.receiveBuffer = []

@@ -8,6 +8,7 @@ import Crypto
 import Dispatch
 import Foundation
 import Glibc
+import LWS
 
 /// A file operation that failed, with the system's reason.
 struct TransferIOError: Error, CustomStringConvertible {
@@ -101,6 +102,33 @@ final class TransferFile: @unchecked Sendable {
         got += n
       }
       completion(.success(bytes))
+    }
+  }
+
+  /// Reads `count` bytes at `offset` into a new outgoing frame right after `prefix` (the frame's first bytes), so
+  /// a chunk goes from the page cache to the link without an intermediate copy.
+  func readFrame(
+    prefix: [UInt8], offset: UInt64, count: Int,
+    completion: @escaping @Sendable (Result<OutboundMessage, TransferIOError>) -> Void
+  ) {
+    queue.async { [self] in
+      var failure: TransferIOError?
+      let frame = OutboundMessage.filled(count: prefix.count + count, binary: true) { buffer in
+        prefix.withUnsafeBytes { buffer.copyMemory(from: $0) }
+        let base = buffer.baseAddress! + prefix.count
+        var got = 0
+        while got < count {
+          let n = pread(descriptor, base + got, count - got, off_t(offset) + off_t(got))
+          if n < 0 && errno == EINTR { continue }
+          guard n > 0 else {
+            failure = TransferIOError("cannot read \(path) at \(offset)")
+            return false
+          }
+          got += n
+        }
+        return true
+      }
+      if let frame { completion(.success(frame)) } else { completion(.failure(failure!)) }
     }
   }
 
