@@ -900,7 +900,7 @@ extension Server {
       }
       guard let message = connection.queue.first else { break }
       let kind = message.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
-      if connection.isClient {
+      if connection.isClient && !message.singleUse {
         // Client frames are masked in place (LWS-NOTES pitfall 9): write a private copy, never the shared buffer.
         if writeCopy(message, wsi: wsi, kind: kind) < 0 { return -1 }
       } else if lws_write(wsi, message.payload, message.count, kind) < 0 {

@@ -113,7 +113,8 @@ final class TransferFile: @unchecked Sendable {
   ) {
     queue.async { [self] in
       var failure: TransferIOError?
-      let frame = OutboundMessage.filled(count: prefix.count + count, binary: true) { buffer in
+      // Single use: the frame goes to one link once, so a dialling node masks it in place rather than copy it.
+      let frame = OutboundMessage.filled(count: prefix.count + count, binary: true, singleUse: true) { buffer in
         prefix.withUnsafeBytes { buffer.copyMemory(from: $0) }
         let base = buffer.baseAddress! + prefix.count
         var got = 0
