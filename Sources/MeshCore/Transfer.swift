@@ -88,7 +88,8 @@ public struct TransferSender: Sendable, Equatable {
   /// A new transfer of `size` bytes, waiting for the receiver's answer to the first offer.
   public init(size: UInt64, window: UInt64 = 4 << 20, chunkSize: Int = 64 << 10, readAhead: Int = 1) {
     precondition(
-      window > 0 && chunkSize > 0 && readAhead > 0, "TransferSender: window, chunk size and read-ahead must be positive")
+      window > 0 && chunkSize > 0 && readAhead > 0, "TransferSender: window, chunk size and read-ahead must be positive"
+    )
     self.size = size
     self.window = window
     self.chunkSize = chunkSize

@@ -240,7 +240,10 @@ private func drainInFlight(_ sender: inout TransferSender, _ offsets: [UInt64]) 
     sender.chunkAbandoned(offset: 16)
     sender.chunkAbandoned(offset: 32)
     #expect(sender.sent == 0)
-    #expect(sender.pump(canSend: true) == [.readChunk(offset: 0, count: 16), .readChunk(offset: 16, count: 16), .readChunk(offset: 32, count: 16)])
+    #expect(
+      sender.pump(canSend: true) == [
+        .readChunk(offset: 0, count: 16), .readChunk(offset: 16, count: 16), .readChunk(offset: 32, count: 16),
+      ])
     #expect(drainInFlight(&sender, [0, 16, 32]) == 48)
   }
 
