@@ -57,9 +57,19 @@ public final class DNSSDClient: Sendable {
 
   /// Publishes a service instance; the outcome arrives as ``DNSSDEvent/registered(_:name:)`` or
   /// ``DNSSDEvent/registrationFailed(_:_:)``.
+  ///
+  /// - Parameters:
+  ///   - name: Instance name (1–63 UTF-8 bytes). The daemon picks an alternative ("name #2") on a conflict.
+  ///   - type: Service type with protocol, e.g. `_meshgate._tcp`.
+  ///   - port: TCP port of the service.
+  ///   - txt: The TXT record, as encoded by ``TXTRecord/encode(_:)``.
+  ///   - interfaceIndex: Interface to publish on; 0 publishes on every interface the daemon uses.
   @discardableResult
-  public func register(_ registration: DNSSDRegistration) -> DNSSDHandle {
+  public func register(name: String, type: String, port: UInt16, txt: [UInt8], interfaceIndex: UInt32 = 0)
+    -> DNSSDHandle
+  {
     let handle = makeHandle()
+    let registration = DNSSDRegistration(name: name, type: type, port: port, txt: txt, interfaceIndex: interfaceIndex)
     shared.submit(.register(handle, registration))
     return handle
   }

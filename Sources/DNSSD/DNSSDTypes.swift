@@ -60,26 +60,13 @@ public struct DNSSDHandle: Hashable, Sendable, CustomStringConvertible {
   public var description: String { "dnssd#\(raw)" }
 }
 
-/// A service instance to publish.
-public struct DNSSDRegistration: Sendable, Equatable {
-  /// Instance name (1–63 UTF-8 bytes). The daemon picks an alternative ("name #2") on a conflict.
-  public var name: String
-  /// Service type with protocol, e.g. `_meshgate._tcp`.
-  public var type: String
-  /// TCP port of the service.
-  public var port: UInt16
-  /// The TXT record, as encoded by ``TXTRecord/encode(_:)``.
-  public var txt: [UInt8]
-  /// Interface to publish on; 0 publishes on every interface the daemon uses.
-  public var interfaceIndex: UInt32
-
-  public init(name: String, type: String, port: UInt16, txt: [UInt8], interfaceIndex: UInt32 = 0) {
-    self.name = name
-    self.type = type
-    self.port = port
-    self.txt = txt
-    self.interfaceIndex = interfaceIndex
-  }
+/// A service instance to publish, as ``DNSSDClient/register(name:type:port:txt:interfaceIndex:)`` queues it.
+struct DNSSDRegistration: Sendable, Equatable {
+  var name: String
+  var type: String
+  var port: UInt16
+  var txt: [UInt8]
+  var interfaceIndex: UInt32
 }
 
 /// A browsed service instance, resolved to a host, port, TXT record and IPv4 address.

@@ -131,9 +131,8 @@ package final class DNSSDDiscovery: Sendable {
       state.timer = timer
       // The handle is known before any event about it can arrive (events come after the command is queued).
       state.meshRegistration = client.register(
-        DNSSDRegistration(
-          name: announcement.name, type: Self.meshServiceType, port: announcement.port, txt: txt,
-          interfaceIndex: announcement.interfaceIndex))
+        name: announcement.name, type: Self.meshServiceType, port: announcement.port, txt: txt,
+        interfaceIndex: announcement.interfaceIndex)
       return true
     }
     guard started else {
@@ -177,9 +176,8 @@ package final class DNSSDDiscovery: Sendable {
         state.withLock { $0.serviceTypes[type]?.peers = peers }
       } else {
         let handle = client.register(
-          DNSSDRegistration(
-            name: announcement.name, type: "_\(type)._tcp", port: announcement.port, txt: txt,
-            interfaceIndex: announcement.interfaceIndex))
+          name: announcement.name, type: "_\(type)._tcp", port: announcement.port, txt: txt,
+          interfaceIndex: announcement.interfaceIndex)
         state.withLock { $0.serviceTypes[type] = (handle, peers) }
       }
     }

@@ -7,15 +7,11 @@ public enum LogLevel: Int, Sendable, Comparable, CaseIterable, CustomStringConve
 
   /// Parses `trace|debug|info|notice|warning|error` (and `warn`), case-insensitively.
   public init?(name: String) {
-    switch name.lowercased() {
-    case "trace": self = .trace
-    case "debug": self = .debug
-    case "info": self = .info
-    case "notice": self = .notice
-    case "warning", "warn": self = .warning
-    case "error": self = .error
-    default: return nil
+    let name = name.lowercased()
+    guard let level = name == "warn" ? .warning : Self.allCases.first(where: { $0.description == name }) else {
+      return nil
     }
+    self = level
   }
 
   public var description: String {

@@ -348,25 +348,40 @@ struct JSONParser {
     return value
   }
 
-  mutating func enter() throws(JSONParseError) {
+  /// Steps into an object or array at its opening bracket, one level deeper; true when `close` follows at once (the
+  /// container is empty, and closed).
+  mutating func open(closing close: Unicode.Scalar) throws(JSONParseError) -> Bool {
     depth += 1
     if depth > maxDepth {
       throw fail("nesting deeper than \(maxDepth) levels (the limit); flatten the document", limit: true)
     }
+    index += 1
+    skipWhitespace()
+    guard index < bytes.count, bytes[index] == UInt8(ascii: close) else { return false }
+    index += 1
+    depth -= 1
+    return true
+  }
+
+  /// After a member or element: true when `close` ends the container (read, one level up), false after a `,`.
+  mutating func closes(_ close: Unicode.Scalar, container: String) throws(JSONParseError) -> Bool {
+    skipWhitespace()
+    guard index < bytes.count else { throw fail("unterminated \(container)") }
+    if bytes[index] == UInt8(ascii: ",") {
+      index += 1
+      return false
+    }
+    guard bytes[index] == UInt8(ascii: close) else { throw fail("expected ',' or '\(close)'") }
+    index += 1
+    depth -= 1
+    return true
   }
 
   mutating func parseObject() throws(JSONParseError) -> JSONValue {
-    try enter()
-    index += 1
+    if try open(closing: "}") { return .object(JSONObject()) }
     var members: [(key: String, value: JSONValue)] = []
     // Duplicate keys are found by comparing with the few members of a small object, then through an index.
     var positions: [String: Int]?
-    skipWhitespace()
-    if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-      index += 1
-      depth -= 1
-      return .object(JSONObject())
-    }
     while true {
       skipWhitespace()
       guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
@@ -400,42 +415,19 @@ struct JSONParser {
       skipWhitespace()
       let value = try parseValue()
       members.append((key: key, value: value))
-      skipWhitespace()
-      guard index < bytes.count else { throw fail("unterminated object") }
-      if bytes[index] == UInt8(ascii: ",") {
-        index += 1
-        continue
+      if try closes("}", container: "object") {
+        return .object(JSONObject(distinctMembers: members, positions: positions))
       }
-      guard bytes[index] == UInt8(ascii: "}") else { throw fail("expected ',' or '}'") }
-      index += 1
-      depth -= 1
-      return .object(JSONObject(distinctMembers: members, positions: positions))
     }
   }
 
   mutating func parseArray() throws(JSONParseError) -> JSONValue {
-    try enter()
-    index += 1
     var values: [JSONValue] = []
-    skipWhitespace()
-    if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-      index += 1
-      depth -= 1
-      return .array(values)
-    }
+    if try open(closing: "]") { return .array(values) }
     while true {
       skipWhitespace()
       values.append(try parseValue())
-      skipWhitespace()
-      guard index < bytes.count else { throw fail("unterminated array") }
-      if bytes[index] == UInt8(ascii: ",") {
-        index += 1
-        continue
-      }
-      guard bytes[index] == UInt8(ascii: "]") else { throw fail("expected ',' or ']'") }
-      index += 1
-      depth -= 1
-      return .array(values)
+      if try closes("]", container: "array") { return .array(values) }
     }
   }
 

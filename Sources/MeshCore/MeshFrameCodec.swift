@@ -125,7 +125,7 @@ public enum MeshFrameCodec {
       writer.string(offer.verificationCode, field: "verificationCode")
     case .inviteAnswer(let invitationID, let outcome), .inviteClosed(let invitationID, let outcome):
       writer.string(invitationID, field: "invitationID")
-      writer.u8(outcome.wireCode)
+      writer.code(outcome)
     case .sessionJoin(let sessionID, let member):
       writer.string(sessionID, field: "sessionID")
       writer.member(member)
@@ -178,7 +178,7 @@ public enum MeshFrameCodec {
       writer.u64(offset)
     case .transferReject(let transferID, let code, let message):
       writer.string(transferID, field: "transferID")
-      writer.u8(code.wireCode)
+      writer.code(code)
       writer.string(message, field: "message")
     case .transferChunk(let transferID, let offset, let bytes):
       writer.string(transferID, field: "transferID")
@@ -287,10 +287,10 @@ public enum MeshFrameCodec {
       message = .invite(try reader.invitation())
     case .inviteAnswer:
       let invitationID = try reader.string(field: "invitationID")
-      message = .inviteAnswer(invitationID: invitationID, outcome: try reader.outcome())
+      message = .inviteAnswer(invitationID: invitationID, outcome: try reader.code(field: "outcome"))
     case .inviteClosed:
       let invitationID = try reader.string(field: "invitationID")
-      message = .inviteClosed(invitationID: invitationID, outcome: try reader.outcome())
+      message = .inviteClosed(invitationID: invitationID, outcome: try reader.code(field: "outcome"))
     case .sessionJoin:
       let sessionID = try reader.string(field: "sessionID")
       message = .sessionJoin(sessionID: sessionID, member: try reader.member())
@@ -356,7 +356,7 @@ public enum MeshFrameCodec {
       message = .transferAccept(transferID: transferID, offset: try reader.u64(field: "offset"))
     case .transferReject:
       let transferID = try reader.string(field: "transferID")
-      let code = try reader.rejection()
+      let code: TransferRejection = try reader.code(field: "code")
       message = .transferReject(transferID: transferID, code: code, message: try reader.string(field: "message"))
     case .transferChunk:
       let transferID = try reader.string(field: "transferID")
@@ -612,107 +612,44 @@ enum MeshFrameType: UInt8 {
 
 // The one-byte wire codes of the protocol's enums. Codes are part of the wire contract: never renumber them.
 
-extension SessionStrategy {
+/// An enum carried as a one-byte code: a value's code is its position in ``wireOrder``.
+protocol MeshWireEnum: Equatable {
+  /// Every value, in the order of its wire code (0, 1, 2 …). Append new values; never reorder or remove one.
+  static var wireOrder: [Self] { get }
+}
+
+extension MeshWireEnum {
   var wireCode: UInt8 {
-    switch self {
-    case .cluster: 0
-    case .star: 1
-    case .pointToPoint: 2
+    guard let code = Self.wireOrder.firstIndex(of: self) else {
+      preconditionFailure("\(Self.self).wireOrder lacks \(self)")
     }
+    return UInt8(code)
   }
 
   init?(wireCode: UInt8) {
-    switch wireCode {
-    case 0: self = .cluster
-    case 1: self = .star
-    case 2: self = .pointToPoint
-    default: return nil
-    }
+    guard Int(wireCode) < Self.wireOrder.count else { return nil }
+    self = Self.wireOrder[Int(wireCode)]
   }
 }
 
-extension SessionEncryption {
-  var wireCode: UInt8 {
-    switch self {
-    case .none: 0
-    case .optional: 1
-    case .required: 2
-    }
-  }
-
-  init?(wireCode: UInt8) {
-    switch wireCode {
-    case 0: self = .none
-    case 1: self = .optional
-    case 2: self = .required
-    default: return nil
-    }
-  }
+extension SessionStrategy: MeshWireEnum {
+  static let wireOrder: [Self] = [.cluster, .star, .pointToPoint]
 }
 
-extension MemberState {
-  var wireCode: UInt8 {
-    switch self {
-    case .connecting: 0
-    case .connected: 1
-    case .notConnected: 2
-    }
-  }
-
-  init?(wireCode: UInt8) {
-    switch wireCode {
-    case 0: self = .connecting
-    case 1: self = .connected
-    case 2: self = .notConnected
-    default: return nil
-    }
-  }
+extension SessionEncryption: MeshWireEnum {
+  static let wireOrder: [Self] = [.none, .optional, .required]
 }
 
-extension InvitationOutcome {
-  var wireCode: UInt8 {
-    switch self {
-    case .accepted: 0
-    case .declined: 1
-    case .expired: 2
-    case .canceled: 3
-    }
-  }
-
-  init?(wireCode: UInt8) {
-    switch wireCode {
-    case 0: self = .accepted
-    case 1: self = .declined
-    case 2: self = .expired
-    case 3: self = .canceled
-    default: return nil
-    }
-  }
+extension MemberState: MeshWireEnum {
+  static let wireOrder: [Self] = [.connecting, .connected, .notConnected]
 }
 
-extension TransferRejection {
-  var wireCode: UInt8 {
-    switch self {
-    case .tooLarge: 0
-    case .insufficientStorage: 1
-    case .notMember: 2
-    case .unknownTransfer: 3
-    case .refused: 4
-    case .declined: 5
-    }
-  }
+extension InvitationOutcome: MeshWireEnum {
+  static let wireOrder: [Self] = [.accepted, .declined, .expired, .canceled]
+}
 
-  init?(wireCode: UInt8) {
-    switch wireCode {
-    case 0: self = .tooLarge
-    case 1: self = .insufficientStorage
-    case 2: self = .notMember
-    case 3: self = .unknownTransfer
-    case 4: self = .refused
-    case 5: self = .declined
-    default: return nil
-    }
-  }
+extension TransferRejection: MeshWireEnum {
+  static let wireOrder: [Self] = [.tooLarge, .insufficientStorage, .notMember, .unknownTransfer, .refused, .declined]
 }
 
 /// Builds one frame: writes the header with a placeholder length, appends the payload, then patches the length.
@@ -725,6 +662,11 @@ struct MeshFrameWriter {
 
   mutating func u8(_ value: UInt8) {
     self.bytes.append(value)
+  }
+
+  /// An enum as its one-byte wire code.
+  mutating func code(_ value: some MeshWireEnum) {
+    self.u8(value.wireCode)
   }
 
   mutating func u16(_ value: UInt16) {
@@ -808,15 +750,15 @@ struct MeshFrameWriter {
     self.string(member.peerID, field: "peerID")
     self.string(member.displayName, field: "displayName")
     self.string(member.nodeID, field: "nodeID")
-    self.u8(member.state.wireCode)
+    self.code(member.state)
   }
 
   mutating func session(_ session: SessionDescription) {
     self.string(session.sessionID, field: "sessionID")
     self.string(session.hostNodeID, field: "hostNodeID")
     self.string(session.creatorPeerID, field: "creatorPeerID")
-    self.u8(session.strategy.wireCode)
-    self.u8(session.encryption.wireCode)
+    self.code(session.strategy)
+    self.code(session.encryption)
     self.u16(session.maxPeers)
     self.u64(session.revision)
     Self.checkList(session.members.lazy.map(\.peerID), field: "members", limit: MeshFrameCodec.maxSessionMembers)
@@ -960,13 +902,14 @@ struct MeshFrameReader {
     return value
   }
 
+  /// An enum from its one-byte wire code.
+  mutating func code<T: MeshWireEnum>(field: StaticString) throws(MeshFrameError) -> T {
+    try self.code(field: field, T.init(wireCode:))
+  }
+
   /// A boolean: one byte, 0 or 1 (anything else is an unknown code, keeping the encoding canonical).
   mutating func flag(field: StaticString) throws(MeshFrameError) -> Bool {
     try self.code(field: field) { $0 == 0 ? false : $0 == 1 ? true : nil }
-  }
-
-  mutating func rejection() throws(MeshFrameError) -> TransferRejection {
-    try self.code(field: "code", TransferRejection.init(wireCode:))
   }
 
   /// A SHA-256 digest: exactly 32 raw bytes.
@@ -974,16 +917,12 @@ struct MeshFrameReader {
     Array(self.bytes[try self.take(MeshFrameCodec.digestBytes, field: "sha256")])
   }
 
-  mutating func outcome() throws(MeshFrameError) -> InvitationOutcome {
-    try self.code(field: "outcome", InvitationOutcome.init(wireCode:))
-  }
-
   /// A session member: peerID, displayName, nodeID, state u8.
   mutating func member() throws(MeshFrameError) -> SessionMember {
     let peerID = try self.string(field: "peerID")
     let displayName = try self.string(field: "displayName")
     let nodeID = try self.string(field: "nodeID")
-    let state = try self.code(field: "state", MemberState.init(wireCode:))
+    let state: MemberState = try self.code(field: "state")
     return SessionMember(peerID: peerID, displayName: displayName, nodeID: nodeID, state: state)
   }
 
@@ -992,30 +931,14 @@ struct MeshFrameReader {
     let sessionID = try self.string(field: "sessionID")
     let hostNodeID = try self.string(field: "hostNodeID")
     let creatorPeerID = try self.string(field: "creatorPeerID")
-    let strategy = try self.code(field: "strategy", SessionStrategy.init(wireCode:))
-    let encryption = try self.code(field: "encryption", SessionEncryption.init(wireCode:))
+    let strategy: SessionStrategy = try self.code(field: "strategy")
+    let encryption: SessionEncryption = try self.code(field: "encryption")
     let maxPeers = try self.u16(field: "maxPeers")
     let revision = try self.u64(field: "revision")
-    let start = self.offset
-    let count = try self.count(
-      Int(try self.u16(field: "member count")),
-      at: start,
-      what: "members in session",
-      limit: MeshFrameCodec.maxSessionMembers,
-      minimumBytes: 7
-    )
-    var members: [SessionMember] = []
-    members.reserveCapacity(count)
-    var seen: Set<String> = []
-    seen.reserveCapacity(count)
-    for _ in 0..<count {
-      let memberStart = self.offset
-      let member = try self.member()
-      guard seen.insert(member.peerID).inserted else {
-        throw MeshFrameError(.duplicateListEntry(field: "members", peerID: member.peerID), offset: memberStart)
-      }
-      members.append(member)
-    }
+    let members = try self.distinctList(
+      countField: "member count", what: "members in session", limit: MeshFrameCodec.maxSessionMembers,
+      minimumBytes: 7, key: \.peerID, duplicate: { .duplicateListEntry(field: "members", peerID: $0) }
+    ) { reader throws(MeshFrameError) in try reader.member() }
     return SessionDescription(
       sessionID: sessionID, hostNodeID: hostNodeID, creatorPeerID: creatorPeerID, strategy: strategy,
       encryption: encryption, maxPeers: maxPeers, revision: revision, members: members)
@@ -1036,55 +959,63 @@ struct MeshFrameReader {
       toPeerID: toPeerID, context: context, timeoutMillis: timeoutMillis, verificationCode: verificationCode)
   }
 
-  /// Target peers: u16 count (at most ``MeshFrameCodec/maxTargetPeers``), then that many distinct peer ids.
   /// A group send's recipients (see the writer's `recipients(_:)`): no peer and no transfer id twice.
   mutating func recipients() throws(MeshFrameError) -> [TransferGroupRecipient] {
-    let start = self.offset
-    let count = try self.count(
-      Int(try self.u16(field: "recipients count")), at: start, what: "recipients", limit: MeshFrameCodec.maxTargetPeers,
-      minimumBytes: 4)
-    var recipients: [TransferGroupRecipient] = []
-    recipients.reserveCapacity(count)
-    var peers: Set<String> = []
-    var ids: Set<String> = []
-    for _ in 0..<count {
-      let entryStart = self.offset
-      let transferID = try self.string(field: "transferID")
-      let peerID = try self.string(field: "peerID")
-      guard ids.insert(transferID).inserted else {
+    var transferIDs: Set<String> = []
+    return try self.distinctList(
+      countField: "recipients count", what: "recipients", limit: MeshFrameCodec.maxTargetPeers, minimumBytes: 4,
+      key: \.peerID, duplicate: { .duplicateListEntry(field: "recipients", peerID: $0) }
+    ) { reader throws(MeshFrameError) in
+      let entryStart = reader.offset
+      let transferID = try reader.string(field: "transferID")
+      let recipient = TransferGroupRecipient(transferID: transferID, peerID: try reader.string(field: "peerID"))
+      guard transferIDs.insert(transferID).inserted else {
         throw MeshFrameError(
           .duplicateListEntry(field: "recipients.transferID", peerID: transferID), offset: entryStart)
       }
-      guard peers.insert(peerID).inserted else {
-        throw MeshFrameError(.duplicateListEntry(field: "recipients", peerID: peerID), offset: entryStart)
-      }
-      recipients.append(TransferGroupRecipient(transferID: transferID, peerID: peerID))
+      return recipient
     }
-    return recipients
   }
 
+  /// Target peers: u16 count (at most ``MeshFrameCodec/maxTargetPeers``), then that many distinct peer ids.
   mutating func targets() throws(MeshFrameError) -> [String] {
+    try self.distinctList(
+      countField: "toPeerIDs count", what: "peers in toPeerIDs", limit: MeshFrameCodec.maxTargetPeers,
+      minimumBytes: 2, key: { $0 }, duplicate: { .duplicateListEntry(field: "toPeerIDs", peerID: $0) }
+    ) { reader throws(MeshFrameError) in try reader.string(field: "toPeerID") }
+  }
+
+  /// A counted list: a u16 count (u32 with `wideCount`), at most `limit` and at most what the bytes left can hold at
+  /// `minimumBytes` an element, then that many elements, each read by `element`.
+  private mutating func list<Element>(
+    countField: StaticString, what: String, limit: Int, minimumBytes: Int, wideCount: Bool = false,
+    _ element: (inout Self) throws(MeshFrameError) -> Element
+  ) throws(MeshFrameError) -> [Element] {
     let start = self.offset
-    let count = try self.count(
-      Int(try self.u16(field: "toPeerIDs count")),
-      at: start,
-      what: "peers in toPeerIDs",
-      limit: MeshFrameCodec.maxTargetPeers,
-      minimumBytes: 2
-    )
-    var peerIDs: [String] = []
-    peerIDs.reserveCapacity(count)
+    let declared = wideCount ? Int(try self.u32(field: countField)) : Int(try self.u16(field: countField))
+    let count = try self.count(declared, at: start, what: what, limit: limit, minimumBytes: minimumBytes)
+    var elements: [Element] = []
+    elements.reserveCapacity(count)
+    for _ in 0..<count { elements.append(try element(&self)) }
+    return elements
+  }
+
+  /// A ``list(countField:what:limit:minimumBytes:wideCount:_:)`` in which no two elements have the same `key`; a
+  /// repeat is the error `duplicate(key)`, at the repeating element's first byte.
+  private mutating func distinctList<Element>(
+    countField: StaticString, what: String, limit: Int, minimumBytes: Int, wideCount: Bool = false,
+    key: (Element) -> String, duplicate: (String) -> MeshFrameError.Reason,
+    _ element: (inout Self) throws(MeshFrameError) -> Element
+  ) throws(MeshFrameError) -> [Element] {
     var seen: Set<String> = []
-    seen.reserveCapacity(count)
-    for _ in 0..<count {
-      let peerStart = self.offset
-      let peerID = try self.string(field: "toPeerID")
-      guard seen.insert(peerID).inserted else {
-        throw MeshFrameError(.duplicateListEntry(field: "toPeerIDs", peerID: peerID), offset: peerStart)
-      }
-      peerIDs.append(peerID)
+    return try self.list(
+      countField: countField, what: what, limit: limit, minimumBytes: minimumBytes, wideCount: wideCount
+    ) { reader throws(MeshFrameError) in
+      let elementStart = reader.offset
+      let value = try element(&reader)
+      guard seen.insert(key(value)).inserted else { throw MeshFrameError(duplicate(key(value)), offset: elementStart) }
+      return value
     }
-    return peerIDs
   }
 
   /// Reads an element count and checks it against `limit` and against the bytes left, at `minimumBytes` each.
@@ -1131,100 +1062,65 @@ struct MeshFrameReader {
     return (key, range)
   }
 
-  /// A service's discovery info: u16 pair count, then (key, value) string pairs, keys strictly ascending.
-  mutating func stringMap() throws(MeshFrameError) -> [String: String] {
+  /// A map with string keys: u16 pair count (at most `limit`), then (key, value) entries, keys strictly ascending.
+  private mutating func map<Value>(
+    countField: StaticString, what: String, limit: Int, keyField: StaticString, mapField: StaticString,
+    _ value: (inout Self) throws(MeshFrameError) -> Value
+  ) throws(MeshFrameError) -> [String: Value] {
     let start = self.offset
     let pairs = try self.count(
-      Int(try self.u16(field: "discoveryInfo count")),
-      at: start,
-      what: "pairs in map discoveryInfo",
-      limit: MeshFrameCodec.maxMapPairs,
-      minimumBytes: 4
-    )
-    var map: [String: String] = [:]
+      Int(try self.u16(field: countField)), at: start, what: what, limit: limit, minimumBytes: 4)
+    var map: [String: Value] = [:]
     map.reserveCapacity(pairs)
     var previous: Range<Int>?
     for _ in 0..<pairs {
       let keyStart = self.offset
-      let (key, range) = try self.key(after: previous, keyField: "discoveryInfo key", mapField: "discoveryInfo")
+      let (key, range) = try self.key(after: previous, keyField: keyField, mapField: mapField)
       previous = range
-      if map.updateValue(try self.string(field: "discoveryInfo value"), forKey: key) != nil {
+      if map.updateValue(try value(&self), forKey: key) != nil {
         // Byte-wise distinct but canonically equivalent keys (precomposed vs. decomposed) collide in a Swift
         // dictionary; they count as duplicates.
-        throw MeshFrameError(.duplicateKey(field: "discoveryInfo", key: key), offset: keyStart)
+        throw MeshFrameError(.duplicateKey(field: "\(mapField)", key: key), offset: keyStart)
       }
     }
     return map
+  }
+
+  /// A service's discovery info: u16 pair count, then (key, value) string pairs, keys strictly ascending.
+  mutating func stringMap() throws(MeshFrameError) -> [String: String] {
+    try self.map(
+      countField: "discoveryInfo count", what: "pairs in map discoveryInfo", limit: MeshFrameCodec.maxMapPairs,
+      keyField: "discoveryInfo key", mapField: "discoveryInfo"
+    ) { reader throws(MeshFrameError) in try reader.string(field: "discoveryInfo value") }
   }
 
   /// A peer announcement: peerID, displayName, u16 service count, then (serviceType, discovery info) entries.
   mutating func peer() throws(MeshFrameError) -> PeerAnnouncement {
     let peerID = try self.string(field: "peerID")
     let displayName = try self.string(field: "displayName")
-    let start = self.offset
-    let services = try self.count(
-      Int(try self.u16(field: "service count")),
-      at: start,
-      what: "services for one peer",
-      limit: MeshFrameCodec.maxServicesPerPeer,
-      minimumBytes: 4
-    )
-    var advertising: [String: [String: String]] = [:]
-    advertising.reserveCapacity(services)
-    var previous: Range<Int>?
-    for _ in 0..<services {
-      let keyStart = self.offset
-      let (serviceType, range) = try self.key(after: previous, keyField: "serviceType", mapField: "advertising")
-      previous = range
-      if advertising.updateValue(try self.stringMap(), forKey: serviceType) != nil {
-        throw MeshFrameError(.duplicateKey(field: "advertising", key: serviceType), offset: keyStart)
-      }
-    }
+    let advertising = try self.map(
+      countField: "service count", what: "services for one peer", limit: MeshFrameCodec.maxServicesPerPeer,
+      keyField: "serviceType", mapField: "advertising"
+    ) { reader throws(MeshFrameError) in try reader.stringMap() }
     return PeerAnnouncement(peerID: peerID, displayName: displayName, advertising: advertising)
   }
 
-  /// A snapshot's peers: u32 count, then that many announcements with distinct peer ids.
   /// A node directory: u16 count, then (nodeID string, host string, port u16) entries.
   mutating func nodeAddresses() throws(MeshFrameError) -> [NodeAddress] {
-    let start = self.offset
-    let count = try self.count(
-      Int(try self.u16(field: "node count")),
-      at: start,
-      what: "nodes in directory",
-      limit: MeshFrameCodec.maxDirectoryNodes,
-      minimumBytes: 6
-    )
-    var nodes: [NodeAddress] = []
-    nodes.reserveCapacity(count)
-    for _ in 0..<count {
-      let nodeID = try self.string(field: "nodeID")
-      let host = try self.string(field: "host")
-      nodes.append(NodeAddress(nodeID: nodeID, host: host, port: try self.u16(field: "port")))
+    try self.list(
+      countField: "node count", what: "nodes in directory", limit: MeshFrameCodec.maxDirectoryNodes, minimumBytes: 6
+    ) { reader throws(MeshFrameError) in
+      let nodeID = try reader.string(field: "nodeID")
+      let host = try reader.string(field: "host")
+      return NodeAddress(nodeID: nodeID, host: host, port: try reader.u16(field: "port"))
     }
-    return nodes
   }
 
+  /// A snapshot's peers: u32 count, then that many announcements with distinct peer ids.
   mutating func peers() throws(MeshFrameError) -> [PeerAnnouncement] {
-    let start = self.offset
-    let count = try self.count(
-      Int(try self.u32(field: "peer count")),
-      at: start,
-      what: "peers in snapshot",
-      limit: MeshFrameCodec.maxPeersPerSnapshot,
-      minimumBytes: 6
-    )
-    var peers: [PeerAnnouncement] = []
-    peers.reserveCapacity(count)
-    var seen: Set<String> = []
-    seen.reserveCapacity(count)
-    for _ in 0..<count {
-      let peerStart = self.offset
-      let peer = try self.peer()
-      guard seen.insert(peer.peerID).inserted else {
-        throw MeshFrameError(.duplicatePeer(peerID: peer.peerID), offset: peerStart)
-      }
-      peers.append(peer)
-    }
-    return peers
+    try self.distinctList(
+      countField: "peer count", what: "peers in snapshot", limit: MeshFrameCodec.maxPeersPerSnapshot,
+      minimumBytes: 6, wideCount: true, key: \.peerID, duplicate: { .duplicatePeer(peerID: $0) }
+    ) { reader throws(MeshFrameError) in try reader.peer() }
   }
 }

@@ -35,12 +35,6 @@ public struct SessionBook: Sendable {
     /// The fingerprint of the certificate the other node presented ("" on plaintext).
     public var remoteFingerprint: String
 
-    public init(encrypted: Bool, localFingerprint: String, remoteFingerprint: String) {
-      self.encrypted = encrypted
-      self.localFingerprint = localFingerprint
-      self.remoteFingerprint = remoteFingerprint
-    }
-
     /// A plaintext link (no certificates).
     public static let plaintext = LinkSecurity(encrypted: false, localFingerprint: "", remoteFingerprint: "")
   }

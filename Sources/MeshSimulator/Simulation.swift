@@ -403,11 +403,6 @@ public struct PeerEvent: Sendable, Hashable {
   /// Virtual milliseconds.
   public var time: UInt64
   public var kind: Kind
-
-  public init(time: UInt64, kind: Kind) {
-    self.time = time
-    self.kind = kind
-  }
 }
 
 /// An advertiser as a browser believes in it.

@@ -21,23 +21,11 @@ public func eventually(
   timeout: Duration, interval: Duration = .milliseconds(50), message: @autoclosure () -> String = "",
   fileID: String = #fileID, line: Int = #line, _ condition: () throws -> Bool
 ) throws {
-  let deadline = Deadline(timeout)
-  var lastError: (any Error)?
-  var attempts = 0
-  while true {
-    attempts += 1
-    do {
-      if try condition() { return }
-      lastError = nil
-    } catch {
-      lastError = error
-    }
-    if deadline.hasPassed { break }
-    let pause = min(interval, deadline.instant - ContinuousClock.now)
+  var polling = Polling(timeout: timeout, interval: interval)
+  while !polling.held(Result { try condition() }) {
+    guard let pause = polling.nextPause else { throw polling.failure(message(), fileID, line) }
     if pause > .zero { sleep(for: pause) }
   }
-  throw TestSupportError.conditionNotMet(
-    eventuallyFailure(message(), timeout: timeout, attempts: attempts, lastError: lastError, fileID, line))
 }
 
 /// The async variant of `eventually`: the condition may await, and waiting uses `Task.sleep`.
@@ -46,32 +34,52 @@ public func eventuallyAsync(
   fileID: String = #fileID, line: Int = #line, isolation: isolated (any Actor)? = #isolation,
   _ condition: () async throws -> Bool
 ) async throws {
-  let deadline = Deadline(timeout)
-  var lastError: (any Error)?
-  var attempts = 0
+  var polling = Polling(timeout: timeout, interval: interval)
   while true {
-    attempts += 1
-    do {
-      if try await condition() { return }
-      lastError = nil
-    } catch {
-      lastError = error
-    }
-    if deadline.hasPassed { break }
-    let pause = min(interval, deadline.instant - ContinuousClock.now)
+    let outcome: Result<Bool, any Error>
+    do { outcome = .success(try await condition()) } catch { outcome = .failure(error) }
+    if polling.held(outcome) { return }
+    guard let pause = polling.nextPause else { throw polling.failure(message(), fileID, line) }
     if pause > .zero { try await Task.sleep(for: pause) }
   }
-  throw TestSupportError.conditionNotMet(
-    eventuallyFailure(message(), timeout: timeout, attempts: attempts, lastError: lastError, fileID, line))
 }
 
-private func eventuallyFailure(
-  _ message: String, timeout: Duration, attempts: Int, lastError: (any Error)?, _ fileID: String, _ line: Int
-) -> String {
-  var text = message.isEmpty ? "condition" : "\"\(message)\""
-  text += " (\(fileID):\(line)) still false after \(timeout.shortDescription) and \(attempts) attempts"
-  if let lastError { text += "; last attempt threw: \(lastError)" }
-  return text
+/// What `eventually` and `eventuallyAsync` keep between attempts: the deadline, the count and the last error.
+private struct Polling {
+  let interval: Duration
+  let deadline: Deadline
+  var attempts = 0
+  var lastError: (any Error)?
+
+  init(timeout: Duration, interval: Duration) {
+    self.interval = interval
+    self.deadline = Deadline(timeout)
+  }
+
+  /// Counts one attempt; true when the condition held. A throw is remembered, a plain `false` forgets it.
+  mutating func held(_ outcome: Result<Bool, any Error>) -> Bool {
+    attempts += 1
+    switch outcome {
+    case .success(let held):
+      if held { return true }
+      lastError = nil
+    case .failure(let error):
+      lastError = error
+    }
+    return false
+  }
+
+  /// How long to wait before the next attempt (zero or more), or nil once the timeout has passed.
+  var nextPause: Duration? {
+    deadline.hasPassed ? nil : min(interval, deadline.instant - ContinuousClock.now)
+  }
+
+  func failure(_ message: String, _ fileID: String, _ line: Int) -> TestSupportError {
+    var text = message.isEmpty ? "condition" : "\"\(message)\""
+    text += " (\(fileID):\(line)) still false after \(deadline.timeout.shortDescription) and \(attempts) attempts"
+    if let lastError { text += "; last attempt threw: \(lastError)" }
+    return .conditionNotMet(text)
+  }
 }
 
 /// Blocks the current thread for `duration`.

@@ -232,33 +232,33 @@ public final class WebSocketClient {
 
   /// Returns the next text message, skipping pongs. Throws on timeout, on a binary message, and on close.
   public func receiveText(timeout: Duration = .seconds(10)) throws -> String {
-    let deadline = Deadline(timeout)
-    while true {
-      switch try receive(deadline: deadline) {
-      case .text(let text): return text
-      case .pong: continue
-      case .binary(let bytes):
-        throw TestSupportError.unexpectedMessage(
-          "expected a text message on \(path) but got binary(\(bytes.count) bytes): \(debugText(bytes, limit: 200))")
-      case .close(let code, let reason): throw TestSupportError.webSocketClosed(code: code, reason: reason)
-      case nil: throw TestSupportError.timeout("no text message on ws \(path) within \(timeout.shortDescription)")
-      }
-    }
+    try receiveData("text", timeout: timeout) { if case .text(let text) = $0 { text } else { nil } }
   }
 
   /// Returns the next binary message, skipping pongs. Throws on timeout, on a text message, and on close.
   public func receiveBinary(timeout: Duration = .seconds(10)) throws -> [UInt8] {
+    try receiveData("binary", timeout: timeout) { if case .binary(let bytes) = $0 { bytes } else { nil } }
+  }
+
+  /// The next data message `extract` accepts (of the `kind` it names), skipping pongs. Throws on timeout, on a
+  /// data message of the other kind, and on close.
+  private func receiveData<Value>(
+    _ kind: String, timeout: Duration, _ extract: (WebSocketMessage) -> Value?
+  ) throws -> Value {
     let deadline = Deadline(timeout)
     while true {
-      switch try receive(deadline: deadline) {
-      case .binary(let bytes): return bytes
-      case .pong: continue
-      case .text(let text):
-        throw TestSupportError.unexpectedMessage(
-          "expected a binary message on \(path) but got text: \(text.prefix(300))")
-      case .close(let code, let reason): throw TestSupportError.webSocketClosed(code: code, reason: reason)
-      case nil: throw TestSupportError.timeout("no binary message on ws \(path) within \(timeout.shortDescription)")
+      guard let message = try receive(deadline: deadline) else {
+        throw TestSupportError.timeout("no \(kind) message on ws \(path) within \(timeout.shortDescription)")
       }
+      if let value = extract(message) { return value }
+      let got: String
+      switch message {
+      case .pong: continue
+      case .close(let code, let reason): throw TestSupportError.webSocketClosed(code: code, reason: reason)
+      case .text(let text): got = "text: \(text.prefix(300))"
+      case .binary(let bytes): got = "binary(\(bytes.count) bytes): \(debugText(bytes, limit: 200))"
+      }
+      throw TestSupportError.unexpectedMessage("expected a \(kind) message on \(path) but got \(got)")
     }
   }
 
