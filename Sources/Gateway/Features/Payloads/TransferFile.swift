@@ -88,23 +88,6 @@ final class TransferFile: @unchecked Sendable {
     }
   }
 
-  /// Reads `count` bytes at `offset`.
-  func read(offset: UInt64, count: Int, completion: @escaping @Sendable (Result<[UInt8], TransferIOError>) -> Void) {
-    queue.async { [self] in
-      var bytes = [UInt8](repeating: 0, count: count)
-      var got = 0
-      while got < count {
-        let n = bytes.withUnsafeMutableBytes {
-          pread(descriptor, $0.baseAddress! + got, count - got, off_t(offset) + off_t(got))
-        }
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { return completion(.failure(TransferIOError("cannot read \(path) at \(offset)"))) }
-        got += n
-      }
-      completion(.success(bytes))
-    }
-  }
-
   /// Reads `count` bytes at `offset` into a new outgoing frame right after `prefix` (the frame's first bytes), so
   /// a chunk goes from the page cache to the link without an intermediate copy.
   func readFrame(
