@@ -1,10 +1,11 @@
 # Shared by bench/run.sh, bench/transfer.sh and bench/group-send.sh (sourced, after SWIFT is set).
 #
 # bench_setup NAME: a work directory (WORK, /tmp/meshgate-NAME.*) and the started processes (PIDS), both removed on
-# exit; MESHGATE, the meshgate binary: MESHGATE_BIN, else a release build in BENCH_SCRATCH (default .build).
+# exit (and every directory a script adds to CLEANUP_DIRS); MESHGATE, the meshgate binary: MESHGATE_BIN, else a release build in BENCH_SCRATCH (default .build).
 bench_setup() {
   WORK=$(mktemp -d "/tmp/meshgate-$1.XXXXXX")
   PIDS=()
+  CLEANUP_DIRS=()
   trap bench_cleanup EXIT
   if [[ -n ${MESHGATE_BIN:-} ]]; then
     MESHGATE=$MESHGATE_BIN
@@ -19,12 +20,12 @@ bench_setup() {
 bench_cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$WORK"
+  rm -rf "$WORK" "${CLEANUP_DIRS[@]}"
 }
 
-# start_node NAME [ARGS...]: a node on a free loopback port, data in $WORK/NAME; sets PORT and PID.
+# start_node NAME [ARGS...]: a node on a free loopback port, data in ${NODE_ROOT:-$WORK}/NAME; sets PORT and PID.
 start_node() {
-  local dir=$WORK/$1
+  local dir=${NODE_ROOT:-$WORK}/$1
   shift
   mkdir -p "$dir"
   : >"$dir/out.log"

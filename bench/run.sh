@@ -23,7 +23,8 @@ case $which in
 esac
 
 if want transfer; then
-  # File-transfer goodput (2 GiB, node to node vs raw TCP) and peak RSS; its own script.
+  # File-transfer goodput (2 GiB, node to node, data on disk and tmpfs, both link directions) against a raw TCP copy
+  # and a minimal TLS pipeline, time to first byte and peak RSS; its own script.
   bash bench/transfer.sh
   [[ $which == transfer ]] && exit 0
 fi

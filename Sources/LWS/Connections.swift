@@ -9,18 +9,23 @@ import Glibc
 /// never modifies the payload, only the headroom, and only on the service thread.
 public final class OutboundMessage: @unchecked Sendable {
   // @unchecked: the storage is written once in init; afterwards only lws writes into the headroom in
-  // front of the payload, and lws runs on the single service thread.
+  // front of the payload (and masks the payload of a `singleUse` message written by a client connection, which
+  // nothing else holds), and lws runs on the single service thread.
   let storage: UnsafeMutableRawPointer
   /// The payload size in bytes.
   public let count: Int
   /// Whether this is a binary (rather than text) message.
   public let isBinary: Bool
+  /// Whether the message is queued on one connection only and written once: a client connection then masks it in
+  /// place instead of writing a copy (LWS-NOTES pitfall 9).
+  public let singleUse: Bool
 
   /// A message carrying `bytes`.
   public init(bytes: some Collection<UInt8>, binary: Bool) {
     let pre = Int(CLWS_PRE)
     self.count = bytes.count
     self.isBinary = binary
+    self.singleUse = false
     self.storage = .allocate(byteCount: pre + max(bytes.count, 1), alignment: 16)
     let payload = (storage + pre).assumingMemoryBound(to: UInt8.self)
     // Contiguous bytes (arrays, the usual case) are copied in one go; this init is generic and called from other
@@ -35,6 +40,23 @@ public final class OutboundMessage: @unchecked Sendable {
         index += 1
       }
     }
+  }
+
+  /// A message of `count` bytes that `fill` writes in place (a file read straight into the frame, without an
+  /// intermediate array). Nil when `fill` returns false (its read failed); the storage is then freed. With
+  /// `singleUse` the caller promises to queue it on one connection only (see ``singleUse``).
+  public static func filled(
+    count: Int, binary: Bool, singleUse: Bool = false, _ fill: (UnsafeMutableRawBufferPointer) -> Bool
+  ) -> OutboundMessage? {
+    let message = OutboundMessage(uninitializedCount: count, binary: binary, singleUse: singleUse)
+    return fill(UnsafeMutableRawBufferPointer(start: message.payload, count: count)) ? message : nil
+  }
+
+  private init(uninitializedCount count: Int, binary: Bool, singleUse: Bool) {
+    self.count = count
+    self.isBinary = binary
+    self.singleUse = singleUse
+    self.storage = .allocate(byteCount: Int(CLWS_PRE) + max(count, 1), alignment: 16)
   }
 
   /// A text message.

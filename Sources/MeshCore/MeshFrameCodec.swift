@@ -60,6 +60,22 @@ public enum MeshFrameCodec {
   ///   ≤ ``maxContextBytes``, data payload ≤ ``maxDataPayloadBytes``, event object ≤ ``maxEventObjectBytes``,
   ///   ≤ ``maxSessionMembers`` members with distinct peer ids, ≤ ``maxTargetPeers`` distinct target peers, frame
   ///   payload ≤ ``maxPayloadBytes``). Breaking them is a programmer error, not an input error.
+  /// The first bytes of the `transferChunk` frame for `count` content bytes at `offset`: everything
+  /// ``encode(_:)`` writes before the content itself, so the content can be read straight into the frame after it
+  /// (`prefix + content == encode(.transferChunk(...))`).
+  ///
+  /// - Precondition: `count` ≤ ``maxChunkBytes`` and `transferID` ≤ ``maxStringBytes`` UTF-8 bytes.
+  public static func transferChunkPrefix(transferID: String, offset: UInt64, count: Int) -> [UInt8] {
+    precondition(
+      count >= 0 && count <= self.maxChunkBytes,
+      "MeshFrameCodec.transferChunkPrefix: \(count) bytes, limit \(self.maxChunkBytes)")
+    var writer = MeshFrameWriter(type: .transferChunk)
+    writer.string(transferID, field: "transferID")
+    writer.u64(offset)
+    writer.u32(UInt32(count))
+    return writer.finish(followedBy: count)
+  }
+
   public static func encode(_ message: MeshMessage) -> [UInt8] {
     var writer = MeshFrameWriter(type: MeshFrameType(message))
     switch message {
@@ -778,7 +794,12 @@ struct MeshFrameWriter {
 
   /// The finished frame, with the payload length in the header.
   mutating func finish() -> [UInt8] {
-    let length = self.bytes.count - MeshFrameCodec.headerSize
+    self.finish(followedBy: 0)
+  }
+
+  /// The frame's bytes, its length counting `trailing` more payload bytes the caller appends itself.
+  mutating func finish(followedBy trailing: Int) -> [UInt8] {
+    let length = self.bytes.count + trailing - MeshFrameCodec.headerSize
     precondition(
       length <= MeshFrameCodec.maxPayloadBytes,
       "MeshFrameCodec.encode: payload is \(length) bytes, limit \(MeshFrameCodec.maxPayloadBytes)"

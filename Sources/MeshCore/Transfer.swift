@@ -49,7 +49,9 @@ public struct TransferSender: Sendable, Equatable {
 
   /// What the node must do next.
   public enum Action: Sendable, Equatable {
-    /// Read `count` bytes of the spool at `offset` and send them as one chunk, then call ``chunkSent(offset:count:)``.
+    /// Read `count` bytes of the spool at `offset` and send them as one chunk, then call ``chunkSent(offset:count:)``
+    /// (or ``chunkAbandoned(offset:)``). Several reads may be asked for at once (``readAhead``); the node carries
+    /// them out in order and reports each in that order.
     case readChunk(offset: UInt64, count: Int)
     /// Send `transferEnd` with this digest.
     case sendEnd(sha256: [UInt8])
@@ -61,6 +63,8 @@ public struct TransferSender: Sendable, Equatable {
   public let window: UInt64
   /// The largest chunk.
   public let chunkSize: Int
+  /// The most spool reads in flight at once: while one chunk is on its way to the link the next ones are read.
+  public let readAhead: Int
   public private(set) var state: State
   /// Bytes of the upload that are durable in the spool.
   public private(set) var spooled: UInt64 = 0
@@ -72,25 +76,32 @@ public struct TransferSender: Sendable, Equatable {
   public private(set) var acknowledged: UInt64 = 0
   /// The offset the receiver accepted the last resume from (nil until a resume happened).
   public private(set) var resumedFrom: UInt64?
-  /// Whether a spool read is being carried out (at most one at a time, so chunks go out in order).
-  public private(set) var readInFlight = false
+  /// Spool reads asked for and not yet reported (sent or abandoned), at most ``readAhead``.
+  public private(set) var readsInFlight = 0
+  /// Where the next read starts: `sent` plus what the reads in flight will bring.
+  public private(set) var readOffset: UInt64 = 0
+  /// Whether a spool read is being carried out.
+  public var readInFlight: Bool { readsInFlight > 0 }
   private var endSent = false
   private var acceptedOnce = false
 
   /// A new transfer of `size` bytes, waiting for the receiver's answer to the first offer.
-  public init(size: UInt64, window: UInt64 = 4 << 20, chunkSize: Int = 64 << 10) {
-    precondition(window > 0 && chunkSize > 0, "TransferSender: window and chunk size must be positive")
+  public init(size: UInt64, window: UInt64 = 4 << 20, chunkSize: Int = 64 << 10, readAhead: Int = 1) {
+    precondition(
+      window > 0 && chunkSize > 0 && readAhead > 0, "TransferSender: window, chunk size and read-ahead must be positive"
+    )
     self.size = size
     self.window = window
     self.chunkSize = chunkSize
+    self.readAhead = readAhead
     self.state = .offering
   }
 
   /// A transfer restored after a restart: the upload is complete (`digest`), the link not yet up.
-  public static func restored(size: UInt64, digest: [UInt8], window: UInt64 = 4 << 20, chunkSize: Int = 64 << 10)
-    -> TransferSender
-  {
-    var sender = TransferSender(size: size, window: window, chunkSize: chunkSize)
+  public static func restored(
+    size: UInt64, digest: [UInt8], window: UInt64 = 4 << 20, chunkSize: Int = 64 << 10, readAhead: Int = 1
+  ) -> TransferSender {
+    var sender = TransferSender(size: size, window: window, chunkSize: chunkSize, readAhead: readAhead)
     sender.spooled = size
     sender.digest = digest
     sender.acceptedOnce = true
@@ -106,6 +117,7 @@ public struct TransferSender: Sendable, Equatable {
     acceptedOnce = true
     state = .sending
     sent = offset
+    readOffset = offset
     acknowledged = offset
     endSent = false
     return true
@@ -131,25 +143,32 @@ public struct TransferSender: Sendable, Equatable {
 
   /// The chunk from ``Action/readChunk(offset:count:)`` went out (or, when the transfer stopped meanwhile, is dropped).
   public mutating func chunkSent(offset: UInt64, count: Int) {
-    readInFlight = false
+    readsInFlight = max(readsInFlight - 1, 0)
     guard state == .sending, offset == sent else { return }
     sent += UInt64(count)
   }
 
-  /// The read of a chunk failed or the chunk could not be sent; it will be read again.
-  public mutating func chunkAbandoned() {
-    readInFlight = false
+  /// The read of the chunk at `offset` failed, or the chunk could not be sent (or was not the next one): it will be
+  /// read again. Reading restarts at `sent` when the abandoned chunk was the next one to send, or when no read is
+  /// left in flight (a late read from before a resume may have had another length; the reads after it would never
+  /// line up).
+  public mutating func chunkAbandoned(offset: UInt64? = nil) {
+    readsInFlight = max(readsInFlight - 1, 0)
+    if offset == nil || offset == sent || readsInFlight == 0 { readOffset = sent }
   }
 
   /// What to do now; `canSend` says whether the link has room for another chunk.
   public mutating func pump(canSend: Bool) -> [Action] {
     var actions: [Action] = []
-    guard state == .sending, !readInFlight, canSend else { return actions }
-    if sent < spooled && sent - acknowledged < window {
-      let count = Int(min(UInt64(chunkSize), spooled - sent, window - (sent - acknowledged)))
-      readInFlight = true
-      actions.append(.readChunk(offset: sent, count: count))
-    } else if let digest, sent == size, !endSent {
+    guard state == .sending, canSend else { return actions }
+    readOffset = max(readOffset, sent)
+    while readsInFlight < readAhead && readOffset < spooled && readOffset - acknowledged < window {
+      let count = Int(min(UInt64(chunkSize), spooled - readOffset, window - (readOffset - acknowledged)))
+      readsInFlight += 1
+      actions.append(.readChunk(offset: readOffset, count: count))
+      readOffset += UInt64(count)
+    }
+    if actions.isEmpty, readsInFlight == 0, let digest, sent == size, !endSent {
       endSent = true
       actions.append(.sendEnd(sha256: digest))
     }

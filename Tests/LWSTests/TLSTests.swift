@@ -11,6 +11,9 @@ final class TLSDelegate: ServerDelegate {
   unowned(unsafe) var server: Server!
   let seen = Mutex<[String: TransportSecurity]>([:])
   let failures = Mutex<[String]>([])
+  /// Binary messages received, in order; and the id of the connection this server dialled.
+  let received = Mutex<[[UInt8]]>([])
+  let dialledID = Mutex<WebSocketID?>(nil)
 
   func bodyLimit(for head: HTTPRequestHead) -> Int { 1000 }
 
@@ -27,12 +30,15 @@ final class TLSDelegate: ServerDelegate {
     seen.withLock { $0["accepted"] = security }
   }
 
-  func webSocketReceived(_ id: WebSocketID, _ message: LWS.WebSocketMessage) {}
+  func webSocketReceived(_ id: WebSocketID, _ message: LWS.WebSocketMessage) {
+    if case .binary(let bytes) = message { received.withLock { $0.append(bytes) } }
+  }
   func webSocketClosed(_ id: WebSocketID) {}
 
   func webSocketConnected(_ id: WebSocketID) {
     let security = server.transportSecurity(of: id)
     seen.withLock { $0["dialled"] = security }
+    dialledID.withLock { $0 = id }
   }
 
   func webSocketConnectFailed(_ id: WebSocketID, reason: String) {
@@ -143,6 +149,44 @@ struct TLSTests {
     }
     #expect(a.delegate.seen.withLock { $0["accepted"] } == TransportSecurity(encrypted: false, peerCertificate: nil))
     #expect(b.delegate.seen.withLock { $0["dialled"] } == TransportSecurity(encrypted: false, peerCertificate: nil))
+  }
+
+  @Test func singleUseMessagesFromADiallerArriveIntactBesideCopiedOnes() async throws {
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let (_, tlsA) = try certificate("a")
+    let (_, tlsB) = try certificate("b")
+    let a = try RunningServer(tls: tlsA)
+    defer { a.stop() }
+    let b = try RunningServer(tls: tlsB)
+    defer { b.stop() }
+    let port = a.server.port
+    let server = b.server
+    server.execute {
+      _ = server.connect(host: "127.0.0.1", port: port, path: "/x", subprotocol: "tls-test.v1", tls: true)
+    }
+    try await eventuallyAsync(timeout: .seconds(30), message: "the dial completed") {
+      b.delegate.dialledID.withLock { $0 } != nil
+    }
+    let id = try #require(b.delegate.dialledID.withLock { $0 })
+    // Every header length (7-bit, 16-bit, 64-bit) and payloads that are not a multiple of 8 bytes; the dialler masks
+    // single-use messages itself and copies the others for lws to mask.
+    let sizes = [0, 1, 7, 125, 126, 1000, 65535, 65536, 262_144 + 51]
+    let payloads = sizes.map { size in (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ size) } }
+    server.execute {
+      for (index, payload) in payloads.enumerated() {
+        let message =
+          index.isMultiple(of: 2)
+          ? OutboundMessage.filled(count: payload.count, binary: true, singleUse: true) { buffer in
+            payload.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            return true
+          }! : OutboundMessage(bytes: payload, binary: true)
+        _ = server.send(message, to: id)
+      }
+    }
+    try await eventuallyAsync(timeout: .seconds(30), message: "every message arrived") {
+      a.delegate.received.withLock { $0.count } == payloads.count
+    }
+    #expect(a.delegate.received.withLock { $0 } == payloads)
   }
 
   /// Runs `openssl` with `arguments` and `input` on standard input; returns its exit status and all its output.

@@ -1375,6 +1375,17 @@ private struct XorShift64 {
     #expect(MeshFrameCodec.encode(.transferOffer(offer)) == expected)
   }
 
+  @Test func aChunkPrefixFollowedByItsContentIsTheEncodedChunk() {
+    for (id, offset, content) in [
+      ("t", UInt64(258), [UInt8]([9, 8])), ("", 0, []),
+      ("a7f3c2e0-1b2c-4d5e-8f90-123456789abc", .max, [UInt8](repeating: 0xCD, count: MeshFrameCodec.maxChunkBytes)),
+    ] {
+      let prefix = MeshFrameCodec.transferChunkPrefix(transferID: id, offset: offset, count: content.count)
+      #expect(
+        prefix + content == MeshFrameCodec.encode(.transferChunk(transferID: id, offset: offset, bytes: content)))
+    }
+  }
+
   @Test func roundTripsAMaximumChunk() throws {
     let message = MeshMessage.transferChunk(
       transferID: "t", offset: 1, bytes: [UInt8](repeating: 0xAB, count: MeshFrameCodec.maxChunkBytes))

@@ -23,6 +23,12 @@ private func drain(_ sender: inout TransferSender, canSend: Bool = true) -> (chu
   }
 }
 
+/// Reports the reads at `offsets` as sent, in order; returns where the sender is.
+private func drainInFlight(_ sender: inout TransferSender, _ offsets: [UInt64]) -> UInt64 {
+  for offset in offsets { sender.chunkSent(offset: offset, count: 16) }
+  return sender.sent
+}
+
 @Suite struct TransferSenderTests {
   @Test func sendsNothingBeforeTheReceiverAccepts() {
     var sender = TransferSender(size: 100, window: 64, chunkSize: 16)
@@ -200,6 +206,63 @@ private func drain(_ sender: inout TransferSender, canSend: Bool = true) -> (chu
     #expect(sender.sent == 10)
     sender.chunkSent(offset: 50, count: 10)  // An offset that is not next is never counted.
     #expect(sender.sent == 10)
+  }
+
+  @Test func readsAheadInOrderWithinTheWindowAndEndsAfterTheLastRead() {
+    var sender = TransferSender(size: 100, window: 48, chunkSize: 16, readAhead: 2)
+    sender.uploadCompleted(sha256: digest)
+    _ = sender.accepted(offset: 0)
+    #expect(sender.pump(canSend: true) == [.readChunk(offset: 0, count: 16), .readChunk(offset: 16, count: 16)])
+    #expect(sender.pump(canSend: true).isEmpty)  // two in flight
+    sender.chunkSent(offset: 0, count: 16)
+    #expect(sender.pump(canSend: true) == [.readChunk(offset: 32, count: 16)])  // the window ends at 48
+    sender.chunkSent(offset: 16, count: 16)
+    sender.chunkSent(offset: 32, count: 16)
+    #expect(sender.pump(canSend: true).isEmpty)
+    _ = sender.credit(offset: 48)
+    #expect(sender.pump(canSend: true) == [.readChunk(offset: 48, count: 16), .readChunk(offset: 64, count: 16)])
+    sender.chunkSent(offset: 48, count: 16)
+    sender.chunkSent(offset: 64, count: 16)
+    _ = sender.credit(offset: 80)
+    #expect(sender.pump(canSend: true) == [.readChunk(offset: 80, count: 16), .readChunk(offset: 96, count: 4)])
+    sender.chunkSent(offset: 80, count: 16)
+    #expect(sender.pump(canSend: true).isEmpty)  // no end while a read is in flight
+    sender.chunkSent(offset: 96, count: 4)
+    #expect(sender.pump(canSend: true) == [.sendEnd(sha256: digest)])
+  }
+
+  @Test func anAbandonedHeadReadIsReadAgainAndTheReadsAfterItAreDropped() {
+    var sender = TransferSender(size: 64, window: 64, chunkSize: 16, readAhead: 3)
+    sender.uploadCompleted(sha256: digest)
+    _ = sender.accepted(offset: 0)
+    #expect(sender.pump(canSend: true).count == 3)
+    sender.chunkAbandoned(offset: 0)  // the link had no room for the chunk at 0
+    sender.chunkAbandoned(offset: 16)
+    sender.chunkAbandoned(offset: 32)
+    #expect(sender.sent == 0)
+    #expect(
+      sender.pump(canSend: true) == [
+        .readChunk(offset: 0, count: 16), .readChunk(offset: 16, count: 16), .readChunk(offset: 32, count: 16),
+      ])
+    #expect(drainInFlight(&sender, [0, 16, 32]) == 48)
+  }
+
+  @Test func aLateReadOfAnotherLengthAfterAResumeDoesNotStallTheReads() {
+    var sender = TransferSender(size: 64, window: 64, chunkSize: 16, readAhead: 2)
+    _ = sender.accepted(offset: 0)
+    sender.spooled(upTo: 10)
+    #expect(sender.pump(canSend: true) == [.readChunk(offset: 0, count: 10)])
+    sender.linkLost()
+    _ = sender.linkRestored()
+    _ = sender.accepted(offset: 0)
+    sender.uploadCompleted(sha256: digest)
+    // The late read (10 bytes at 0) is still in flight: one more fits, at 0 again, now 16 long.
+    #expect(sender.pump(canSend: true) == [.readChunk(offset: 0, count: 16)])
+    sender.chunkSent(offset: 0, count: 10)  // the late read lands first and is sent: same bytes
+    #expect(sender.pump(canSend: true) == [.readChunk(offset: 16, count: 16)])
+    sender.chunkAbandoned(offset: 0)  // the new read at 0 no longer lines up
+    sender.chunkAbandoned(offset: 16)  // nor does the one after it: reading restarts at 10
+    #expect(sender.pump(canSend: true) == [.readChunk(offset: 10, count: 16), .readChunk(offset: 26, count: 16)])
   }
 
   @Test func restoredTransfersWaitForTheLink() {

@@ -146,7 +146,8 @@ extension Node {
         record: record(
           UUID().uuidString.lowercased(), .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: member.nodeID),
           copyID: nil))
-      copy.sender = TransferSender(size: size, window: Self.groupCopyWindow, chunkSize: Self.transferChunk)
+      copy.sender = TransferSender(
+        size: size, window: Self.groupCopyWindow, chunkSize: Self.transferChunk, readAhead: Self.transferReadAhead)
       let reader = TransferFile(path: spoolPath)
       reader.open(rehash: false) { _ in }
       copy.file = reader

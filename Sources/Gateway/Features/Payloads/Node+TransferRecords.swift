@@ -300,7 +300,8 @@ extension Node {
         }
         transfer.sender = TransferSender.restored(
           size: record.size, digest: digest,
-          window: record.role == .copy ? Self.groupCopyWindow : Self.transferWindow, chunkSize: Self.transferChunk)
+          window: record.role == .copy ? Self.groupCopyWindow : Self.transferWindow, chunkSize: Self.transferChunk,
+          readAhead: Self.transferReadAhead)
         transfer.file = TransferFile(path: record.path)
         transfer.file?.open(rehash: false) { _ in }
         record.state = .interrupted

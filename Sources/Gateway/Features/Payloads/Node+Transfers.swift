@@ -76,6 +76,9 @@ struct TransferRuntime {
 extension Node {
   static let transferWindow: UInt64 = 8 << 20
   static let transferChunk = 256 << 10
+  /// Spool reads in flight per transfer (each a chunk read straight into its frame): the next chunks are read while
+  /// one is on its way to the link.
+  static let transferReadAhead = 4
   /// Upload bytes waiting to be written above which reading the request is paused.
   static let uploadHighWater: UInt64 = 1 << 20
   static let uploadLowWater: UInt64 = 256 << 10
@@ -189,7 +192,8 @@ extension Node {
       reason: nil, sha256: nil, path: partialPath(id, .outgoing), resumedFrom: nil, createdAt: now, updatedAt: now)
     let transfer = LiveTransfer(record: record)
     transfer.sender = TransferSender(
-      size: UInt64(size), window: Self.transferWindow, chunkSize: Self.transferChunk)
+      size: UInt64(size), window: Self.transferWindow, chunkSize: Self.transferChunk,
+      readAhead: Self.transferReadAhead)
     try FileManager.default.createDirectory(
       atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
     let file = TransferFile(path: record.path)
@@ -464,8 +468,10 @@ extension Node {
     for action in actions {
       switch action {
       case .readChunk(let offset, let count):
-        file.read(offset: offset, count: count) { [weak self] result in
-          self?.onLoop { $0.chunkRead(id, offset: offset, result) }
+        // The chunk is read straight into its frame after the frame's prefix: no copy of the content here.
+        let prefix = MeshFrameCodec.transferChunkPrefix(transferID: id, offset: offset, count: count)
+        file.readFrame(prefix: prefix, offset: offset, count: count) { [weak self] result in
+          self?.onLoop { $0.chunkRead(id, offset: offset, count: count, result) }
         }
       case .sendEnd(let digest):
         sendTransferFrame(
@@ -474,26 +480,30 @@ extension Node {
     }
   }
 
-  func chunkRead(_ id: String, offset: UInt64, _ result: Result<[UInt8], TransferIOError>) {
+  func chunkRead(_ id: String, offset: UInt64, count: Int, _ result: Result<OutboundMessage, TransferIOError>) {
     guard let transfer = transfers.outgoing[id], var sender = transfer.sender else { return }
     switch result {
     case .failure(let error):
-      sender.chunkAbandoned()
+      sender.chunkAbandoned(offset: offset)
       transfer.sender = sender
       failTransfer(transfer, reason: "the spool could not be read: \(error)", notify: true)
-    case .success(let bytes):
+    case .success(let frame):
       guard sender.state == .sending, sender.sent == offset,
-        sendTransferFrame(
-          .transferChunk(transferID: id, offset: offset, bytes: bytes), to: transfer.record.toNodeID)
+        let connection = mesh.links.connection(of: transfer.record.toNodeID),
+        mesh.socketByConnection[connection] != nil
       else {
-        sender.chunkAbandoned()
+        let next = sender.sent != offset
+        sender.chunkAbandoned(offset: offset)
         transfer.sender = sender
+        // A read that did not line up (a late one from before a resume): the reads go on from the next offset.
+        if next { pump(transfer) }
         return
       }
-      sender.chunkSent(offset: offset, count: bytes.count)
+      sendFrame(frame, on: connection, lane: .bulk("transfer:" + id))
+      sender.chunkSent(offset: offset, count: count)
       transfer.sender = sender
-      transfers.payloadBytes[transfer.record.toNodeID, default: 0] += UInt64(bytes.count)
-      transfer.rateTokens -= Double(bytes.count)
+      transfers.payloadBytes[transfer.record.toNodeID, default: 0] += UInt64(count)
+      transfer.rateTokens -= Double(count)
       pump(transfer)
     }
   }

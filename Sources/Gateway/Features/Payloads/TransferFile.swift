@@ -8,6 +8,7 @@ import Crypto
 import Dispatch
 import Foundation
 import Glibc
+import LWS
 
 /// A file operation that failed, with the system's reason.
 struct TransferIOError: Error, CustomStringConvertible {
@@ -87,20 +88,31 @@ final class TransferFile: @unchecked Sendable {
     }
   }
 
-  /// Reads `count` bytes at `offset`.
-  func read(offset: UInt64, count: Int, completion: @escaping @Sendable (Result<[UInt8], TransferIOError>) -> Void) {
+  /// Reads `count` bytes at `offset` into a new outgoing frame right after `prefix` (the frame's first bytes), so
+  /// a chunk goes from the page cache to the link without an intermediate copy.
+  func readFrame(
+    prefix: [UInt8], offset: UInt64, count: Int,
+    completion: @escaping @Sendable (Result<OutboundMessage, TransferIOError>) -> Void
+  ) {
     queue.async { [self] in
-      var bytes = [UInt8](repeating: 0, count: count)
-      var got = 0
-      while got < count {
-        let n = bytes.withUnsafeMutableBytes {
-          pread(descriptor, $0.baseAddress! + got, count - got, off_t(offset) + off_t(got))
+      var failure: TransferIOError?
+      // Single use: the frame goes to one link once, so a dialling node masks it in place rather than copy it.
+      let frame = OutboundMessage.filled(count: prefix.count + count, binary: true, singleUse: true) { buffer in
+        prefix.withUnsafeBytes { buffer.copyMemory(from: $0) }
+        let base = buffer.baseAddress! + prefix.count
+        var got = 0
+        while got < count {
+          let n = pread(descriptor, base + got, count - got, off_t(offset) + off_t(got))
+          if n < 0 && errno == EINTR { continue }
+          guard n > 0 else {
+            failure = TransferIOError("cannot read \(path) at \(offset)")
+            return false
+          }
+          got += n
         }
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { return completion(.failure(TransferIOError("cannot read \(path) at \(offset)"))) }
-        got += n
+        return true
       }
-      completion(.success(bytes))
+      if let frame { completion(.success(frame)) } else { completion(.failure(failure!)) }
     }
   }
 
