@@ -126,6 +126,25 @@ struct EventStoreTests {
     #expect(median <= 8, "a 50-recipient fan-out's commit wrote \(median) WAL pages (\(commits))")
   }
 
+  /// A peer whose few events still wait to be indexed keeps them when another peer's log, indexed in an earlier step,
+  /// is trimmed: bodies that `event_pending` still names are not "referenced by no one".
+  @Test func aTrimInOneIndexingStepKeepsBodiesAnotherPeerStillWaitsFor() async throws {
+    let path = temporaryPath()
+    defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+    let store = try NodeStore(path: path, retention: 10)
+    try await addPeers(store, ["a", "z"])
+    let early = try await store.appendEvents((0..<3).map { ("z", "n", .int(Int64($0))) }, at: "t")
+    // More entries for "a" than one indexing step takes, so "a" (trimmed to 10) and "z" are indexed in two steps.
+    let many = NodeStore.indexStepRows + 100
+    _ = try await store.appendEvents((0..<many).map { ("a", "n", .int(Int64($0))) }, at: "t")
+    try await store.indexPendingEventsInSteps()
+    let forZ = try await store.events(peerID: "z", after: 0, limit: 100).events
+    #expect(forZ.map(\.sequence) == early.map(\.sequence))
+    #expect(forZ.map(\.data) == [.int(0), .int(1), .int(2)])
+    let forA = try await store.events(peerID: "a", after: 0, limit: 1000).events
+    #expect(forA.count == 10 && forA.last?.data == .int(Int64(many - 1)))
+  }
+
   /// Entries written but not yet indexed per peer (the node was killed before it got to them) are in the peers' logs
   /// after a restart, and a deleted peer's log gets none of them.
   @Test func unindexedEntriesSurviveARestartAndSkipADeletedPeer() async throws {

@@ -221,9 +221,13 @@ extension NodeStore {
     let deleted = connection.changes
     try connection.execute(
       "UPDATE peers SET trimmed_through = max(trimmed_through, ?) WHERE id = ?", [.integer(cutoff), .text(peerID)])
-    // Bodies older than every log's oldest entry are referenced by no one any more.
+    // Bodies older than every log's oldest entry, and than every entry still waiting to be indexed, are referenced
+    // by no one any more.
     try connection.execute(
-      "DELETE FROM event_bodies WHERE id < (SELECT coalesce(min(seq), 0) FROM event_log)")
+      """
+      DELETE FROM event_bodies WHERE id < (SELECT coalesce(min(oldest), 0) FROM (
+        SELECT min(seq) AS oldest FROM event_log UNION ALL SELECT min(seq) FROM event_pending))
+      """)
     return deleted
   }
 
