@@ -110,18 +110,34 @@ struct TLSTests {
     #expect(output == "tls", "HTTP/1.1 over TLS (no h2 through ALPN)")
   }
 
+  /// Starts server `a` with `tlsA` and server `b` with `tlsB`, then has `b` dial `a` (over TLS when `b` has a
+  /// certificate). The caller stops both.
+  private func dial(to tlsA: TLSConfiguration, from tlsB: TLSConfiguration?) throws -> (
+    a: RunningServer, b: RunningServer
+  ) {
+    let a = try RunningServer(tls: tlsA)
+    let b: RunningServer
+    do { b = try RunningServer(tls: tlsB) } catch {
+      a.stop()
+      throw error
+    }
+    let port = a.server.port
+    let server = b.server
+    let tls = tlsB != nil
+    server.execute {
+      _ = server.connect(host: "127.0.0.1", port: port, path: "/x", subprotocol: "tls-test.v1", tls: tls)
+    }
+    return (a, b)
+  }
+
   @Test func aTLSDialPresentsAndReceivesCertificates() async throws {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let (certificateA, tlsA) = try certificate("a")
     let (certificateB, tlsB) = try certificate("b")
-    let a = try RunningServer(tls: tlsA)
-    defer { a.stop() }
-    let b = try RunningServer(tls: tlsB)
-    defer { b.stop() }
-    let port = a.server.port
-    let server = b.server
-    server.execute {
-      _ = server.connect(host: "127.0.0.1", port: port, path: "/x", subprotocol: "tls-test.v1", tls: true)
+    let (a, b) = try dial(to: tlsA, from: tlsB)
+    defer {
+      b.stop()
+      a.stop()
     }
     try await eventuallyAsync(timeout: .seconds(30), message: "both ends saw the connection") {
       a.delegate.seen.withLock { $0["accepted"] } != nil && b.delegate.seen.withLock { $0["dialled"] } != nil
@@ -137,13 +153,11 @@ struct TLSTests {
   @Test func aPlaintextDialReportsNoEncryption() async throws {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let (_, tlsA) = try certificate("a")
-    let a = try RunningServer(tls: tlsA)
-    defer { a.stop() }
-    let b = try RunningServer(tls: nil)
-    defer { b.stop() }
-    let port = a.server.port
-    let server = b.server
-    server.execute { _ = server.connect(host: "127.0.0.1", port: port, path: "/x", subprotocol: "tls-test.v1") }
+    let (a, b) = try dial(to: tlsA, from: nil)
+    defer {
+      b.stop()
+      a.stop()
+    }
     try await eventuallyAsync(timeout: .seconds(30), message: "both ends saw the connection") {
       a.delegate.seen.withLock { $0["accepted"] } != nil && b.delegate.seen.withLock { $0["dialled"] } != nil
     }
@@ -155,15 +169,12 @@ struct TLSTests {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let (_, tlsA) = try certificate("a")
     let (_, tlsB) = try certificate("b")
-    let a = try RunningServer(tls: tlsA)
-    defer { a.stop() }
-    let b = try RunningServer(tls: tlsB)
-    defer { b.stop() }
-    let port = a.server.port
-    let server = b.server
-    server.execute {
-      _ = server.connect(host: "127.0.0.1", port: port, path: "/x", subprotocol: "tls-test.v1", tls: true)
+    let (a, b) = try dial(to: tlsA, from: tlsB)
+    defer {
+      b.stop()
+      a.stop()
     }
+    let server = b.server
     try await eventuallyAsync(timeout: .seconds(30), message: "the dial completed") {
       b.delegate.dialledID.withLock { $0 } != nil
     }
