@@ -41,3 +41,22 @@ start_node() {
   done
   [[ -n $PORT ]] || { echo "meshgate did not start:" >&2; cat "$dir/err.log" >&2; exit 1; }
 }
+
+# json EXPR: prints EXPR of the JSON on standard input (e.g. '["peer"]["id"]').
+json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+
+# peer PORT NAME: creates a peer on the node at PORT; prints the answer (peer and token).
+peer() { curl -s -X POST "127.0.0.1:$1/api/v1/peers" -H 'content-type: application/json' -d "{\"displayName\":\"$2\"}"; }
+
+# join_session PORT TOKEN SESSION PEER_ID PEER_PORT PEER_TOKEN: the session's member (TOKEN, on the node at PORT)
+# invites PEER_ID, who accepts on its own node (retried while the invitation crosses the mesh).
+join_session() {
+  local invite
+  invite=$(curl -s -X POST "127.0.0.1:$1/api/v1/invitations" -H "Authorization: Bearer $2" \
+    -H 'content-type: application/json' -d "{\"to\":\"$4\",\"session\":\"$3\"}" | json '["invitation"]["id"]')
+  for _ in $(seq 50); do
+    curl -s -X POST "127.0.0.1:$5/api/v1/invitations/$invite/accept" -H "Authorization: Bearer $6" \
+      | grep -q '"accepted"' && return 0
+    sleep 0.1
+  done
+}

@@ -32,8 +32,6 @@ for port in $A $B $C; do
   done
 done
 
-json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
-peer() { curl -s -X POST "127.0.0.1:$1/api/v1/peers" -H 'content-type: application/json' -d "{\"displayName\":\"$2\"}"; }
 SENDER=$(peer "$A" sender | json '["token"]')
 SESSION=$(curl -s -X POST "127.0.0.1:$A/api/v1/sessions" -H "Authorization: Bearer $SENDER" \
   -H 'content-type: application/json' -d '{"encryption":"none","maxPeers":64}' | json '["session"]["id"]')
@@ -43,13 +41,7 @@ for port in $A $B $C; do
     created=$(peer "$port" "r$port-$n")
     id=$(echo "$created" | json '["peer"]["id"]')
     token=$(echo "$created" | json '["token"]')
-    invite=$(curl -s -X POST "127.0.0.1:$A/api/v1/invitations" -H "Authorization: Bearer $SENDER" \
-      -H 'content-type: application/json' -d "{\"to\":\"$id\",\"session\":\"$SESSION\"}" | json '["invitation"]["id"]')
-    for _ in $(seq 50); do
-      curl -s -X POST "127.0.0.1:$port/api/v1/invitations/$invite/accept" -H "Authorization: Bearer $token" \
-        | grep -q '"accepted"' && break
-      sleep 0.1
-    done
+    join_session "$A" "$SENDER" "$SESSION" "$id" "$port" "$token"
     IDS+=("$id") TOKENS+=("$token") PORTS+=("$port")
   done
 done

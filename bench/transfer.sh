@@ -33,8 +33,6 @@ expected=$(sha256sum "$WORK/source.bin" | cut -c1-64)
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=bench \
   -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
 
-json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
-peer() { curl -s -X POST "127.0.0.1:$1/api/v1/peers" -H 'content-type: application/json' -d "{\"displayName\":\"$2\"}"; }
 hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"; }
 
 failed=0
@@ -110,13 +108,7 @@ PY
     BOB_ID=$(echo "$BOB_JSON" | json '["peer"]["id"]')
     SESSION=$(curl -s -X POST "127.0.0.1:$S_PORT/api/v1/sessions" -H "Authorization: Bearer $ALICE" \
       -H 'content-type: application/json' -d '{"encryption":"none"}' | json '["session"]["id"]')
-    INVITE=$(curl -s -X POST "127.0.0.1:$S_PORT/api/v1/invitations" -H "Authorization: Bearer $ALICE" \
-      -H 'content-type: application/json' -d "{\"to\":\"$BOB_ID\",\"session\":\"$SESSION\"}" | json '["invitation"]["id"]')
-    for _ in $(seq 50); do
-      curl -s -X POST "127.0.0.1:$R_PORT/api/v1/invitations/$INVITE/accept" -H "Authorization: Bearer $BOB" \
-        | grep -q '"accepted"' && break
-      sleep 0.1
-    done
+    join_session "$S_PORT" "$ALICE" "$SESSION" "$BOB_ID" "$R_PORT" "$BOB"
     sleep 0.5
 
     # Time to first byte: the first moment the receiving node's partial file holds a byte (CLOCK_REALTIME ns).
