@@ -13,24 +13,31 @@ source, spool, target, cert, key = sys.argv[1:6]
 BLOCK = 1 << 20
 
 
+def store(connection, path, forward=None):
+    """Writes everything `connection` delivers to `path` (and forwards it), fsyncs; returns the hex SHA-256."""
+    digest = hashlib.sha256()
+    buffer = bytearray(BLOCK)
+    view = memoryview(buffer)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    while True:
+        n = connection.recv_into(buffer)
+        if n == 0:
+            break
+        os.write(fd, view[:n])
+        digest.update(view[:n])
+        if forward is not None:
+            forward.sendall(view[:n])
+    os.fsync(fd)
+    os.close(fd)
+    return digest.hexdigest()
+
+
 def receiver(listener, out):
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     connection, _ = listener.accept()
     tls = context.wrap_socket(connection, server_side=True)
-    digest = hashlib.sha256()
-    buffer = bytearray(BLOCK)
-    view = memoryview(buffer)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    while True:
-        n = tls.recv_into(buffer)
-        if n == 0:
-            break
-        os.write(fd, view[:n])
-        digest.update(view[:n])
-    os.fsync(fd)
-    os.close(fd)
-    out.put(digest.hexdigest())
+    out.put(store(tls, target))
 
 
 def relay(listener, b_address):
@@ -39,19 +46,7 @@ def relay(listener, b_address):
     context.verify_mode = ssl.CERT_NONE
     tls = context.wrap_socket(socket.create_connection(b_address))
     connection, _ = listener.accept()
-    digest = hashlib.sha256()
-    buffer = bytearray(BLOCK)
-    view = memoryview(buffer)
-    fd = os.open(spool, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    while True:
-        n = connection.recv_into(buffer)
-        if n == 0:
-            break
-        os.write(fd, view[:n])
-        digest.update(view[:n])
-        tls.sendall(view[:n])
-    os.fsync(fd)
-    os.close(fd)
+    store(connection, spool, forward=tls)
     # Read what B sent (TLS 1.3 session tickets) until it closes: closing with unread bytes would reset the
     # connection and drop the tail of the file.
     tls.shutdown(socket.SHUT_WR)
