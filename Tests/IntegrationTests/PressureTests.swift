@@ -43,26 +43,7 @@ struct PressureTests {
         names: ["receiver", "sender"], dataDirectories: [mountPoint + "/data", nil], seeds: .allEarlier, linked: true
       ) { nodes in
         let (receiver, sender) = (nodes[0], nodes[1])
-        let alice = try sender.meshPeer("alice")
-        let bob = try receiver.meshPeer("bob")
-        let sessionID = try #require(try alice.createSession(encryption: "none")["id"] as? String)
-        try await inviteAndAccept(alice, bob, sessionID: sessionID)
-
-        let directory = NSTemporaryDirectory() + "meshgate-pressure-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = "\(directory)/thirty-mib.bin"
-        try await runTool("/bin/sh", ["-c", "head -c 31457280 /dev/urandom > '\(path)'"])
-        let digest = try await sha256OfFile(path)
-
-        let results = try await withThrowingTaskGroup(of: (Int, String).self) { group in
-          for index in 0..<3 {
-            group.addTask { try await alice.uploadFile(sessionID, to: bob, name: "file-\(index).bin", path: path) }
-          }
-          var results: [(Int, String)] = []
-          for try await result in group { results.append(result) }
-          return results
-        }
+        let (alice, bob, results, digest) = try await Self.uploadAtOnce(3, named: "file", from: sender, to: receiver)
         let accepted = results.filter { $0.0 == 202 }
         let refused = results.filter { $0.0 == 507 }
         #expect(accepted.count == 2 && refused.count == 1, "statuses: \(results.map(\.0)) \(results.map(\.1))")
@@ -70,9 +51,8 @@ struct PressureTests {
           #expect(body.contains("insufficient_storage") && body.contains("promised"), "\(body)")
         }
         for (_, body) in accepted {
-          let object = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
-          let id = try #require((object["transfer"] as? [String: Any])?["id"] as? String)
-          let received = try await bob.awaitTransfer(id, state: "finished", timeout: .seconds(90))
+          let received = try await bob.awaitTransfer(
+            try Self.transferID(body), state: "finished", timeout: .seconds(90))
           #expect(received["sha256"] as? String == digest)
         }
         #expect(try alice.events("transfer.failed").isEmpty && bob.events("transfer.failed").isEmpty)
@@ -95,38 +75,52 @@ struct PressureTests {
         names: ["receiver", "sender"], dataDirectories: [nil, mountPoint + "/data"], seeds: .allEarlier, linked: true
       ) { nodes in
         let (receiver, sender) = (nodes[0], nodes[1])
-        let alice = try sender.meshPeer("alice")
-        let bob = try receiver.meshPeer("bob")
-        let sessionID = try #require(try alice.createSession(encryption: "none")["id"] as? String)
-        try await inviteAndAccept(alice, bob, sessionID: sessionID)
-
-        let directory = NSTemporaryDirectory() + "meshgate-pressure-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let path = "\(directory)/thirty-mib.bin"
-        try await runTool("/bin/sh", ["-c", "head -c 31457280 /dev/urandom > '\(path)'"])
-        let results = try await withThrowingTaskGroup(of: (Int, String).self) { group in
-          for index in 0..<2 {
-            group.addTask { try await alice.uploadFile(sessionID, to: bob, name: "spool-\(index).bin", path: path) }
-          }
-          var results: [(Int, String)] = []
-          for try await result in group { results.append(result) }
-          return results
-        }
+        let (alice, bob, results, _) = try await Self.uploadAtOnce(2, named: "spool", from: sender, to: receiver)
         let statuses = results.map(\.0).sorted()
         #expect(statuses == [202, 507], "statuses: \(results)")
         for (status, body) in results where status == 507 {
           #expect(body.contains("insufficient_storage") && body.contains("stores the upload"), "\(body)")
         }
         for (status, body) in results where status == 202 {
-          let object = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
-          let id = try #require((object["transfer"] as? [String: Any])?["id"] as? String)
-          _ = try await bob.awaitTransfer(id, state: "finished", timeout: .seconds(90))
+          _ = try await bob.awaitTransfer(try Self.transferID(body), state: "finished", timeout: .seconds(90))
         }
         #expect(try alice.events("transfer.failed").isEmpty)
         #expect(Self.freeBytes(mountPoint) >= 8 << 20, "free: \(Self.freeBytes(mountPoint))")
       }
     }
+  }
+
+  /// Alice on `sender` and bob on `receiver` share a session, and alice uploads one 30 MiB file to bob `count` times
+  /// at once (`<prefix>-<n>.bin`). Returns the two peers, each upload's status and body, and the file's SHA-256.
+  static func uploadAtOnce(_ count: Int, named prefix: String, from sender: NodeProcess, to receiver: NodeProcess)
+    async throws -> (alice: MeshPeer, bob: MeshPeer, results: [(Int, String)], digest: String)
+  {
+    let alice = try sender.meshPeer("alice")
+    let bob = try receiver.meshPeer("bob")
+    let sessionID = try #require(try alice.createSession(encryption: "none")["id"] as? String)
+    try await inviteAndAccept(alice, bob, sessionID: sessionID)
+
+    let directory = NSTemporaryDirectory() + "meshgate-pressure-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let path = "\(directory)/thirty-mib.bin"
+    try await runTool("/bin/sh", ["-c", "head -c 31457280 /dev/urandom > '\(path)'"])
+    let digest = try await sha256OfFile(path)
+    let results = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+      for index in 0..<count {
+        group.addTask { try await alice.uploadFile(sessionID, to: bob, name: "\(prefix)-\(index).bin", path: path) }
+      }
+      var results: [(Int, String)] = []
+      for try await result in group { results.append(result) }
+      return results
+    }
+    return (alice, bob, results, digest)
+  }
+
+  /// The transfer id in an accepted upload's answer.
+  static func transferID(_ body: String) throws -> String {
+    let object = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+    return try #require((object["transfer"] as? [String: Any])?["id"] as? String)
   }
 
   /// The data directory deleted under a running node: within seconds /healthz answers 503 with the reason, writes
