@@ -228,6 +228,20 @@ private struct Mesh {
       sessionID, creator: member(creator, node), strategy: strategy, encryption: .optional, maxPeers: maxPeers)
   }
 
+  /// a1 on A creates session "s" and invites b1 on B (at 1 s, 25 s to answer); b1 accepts at 4 s while the link is
+  /// cut, so the answer is lost.
+  @discardableResult
+  mutating func acceptWhileCutOff() throws -> Invitation {
+    createSession(by: "a1", on: "A")
+    now = 1000
+    let invitation = try invite("b1", on: "B", by: "a1", on: "A", timeout: 25_000)
+    deliverAll()
+    now = 4000
+    unlink("A", "B")
+    try answer(invitation.id, by: "b1", on: "B")
+    return invitation
+  }
+
   /// `inviter` on `inviterNode` invites `peer` on `peerNode`; the context is the invitation id's bytes.
   @discardableResult
   mutating func invite(
@@ -1495,13 +1509,7 @@ extension SessionBookTests {
     /// new connection: A adds b1 again, so the accept takes effect on both sides.
     @Test func anAcceptWhileCutOffJoinsEvenWhenTheRelinkFlapsOnTheInvitersSide() throws {
       var mesh = Mesh()
-      mesh.createSession(by: "a1", on: "A")
-      mesh.now = 1000
-      let invitation = try mesh.invite("b1", on: "B", by: "a1", on: "A", timeout: 25_000)
-      mesh.deliverAll()
-      mesh.now = 4000
-      mesh.unlink("A", "B")
-      try mesh.answer(invitation.id, by: "b1", on: "B")
+      let invitation = try mesh.acceptWhileCutOff()
       #expect(mesh.lost.last == Mesh.Frame("B", "A", .inviteAnswer(invitationID: invitation.id, outcome: .accepted)))
       mesh.now = 15_000
       mesh.link("A", "B")
@@ -1530,13 +1538,7 @@ extension SessionBookTests {
     /// link go, repeats the accepted answer of its still-joined invitee on the new connection, and A adds b1 again.
     @Test func anInviteeStillJoinedAfterAOneSidedFlapIsAddedAgainByTheInviter() throws {
       var mesh = Mesh()
-      mesh.createSession(by: "a1", on: "A")
-      mesh.now = 1000
-      let invitation = try mesh.invite("b1", on: "B", by: "a1", on: "A", timeout: 25_000)
-      mesh.deliverAll()
-      mesh.now = 4000
-      mesh.unlink("A", "B")
-      try mesh.answer(invitation.id, by: "b1", on: "B")
+      try mesh.acceptWhileCutOff()
       mesh.now = 15_000
       mesh.link("A", "B")
       mesh.deliverAll()
