@@ -163,6 +163,14 @@ private struct Mesh {
     hold = nil
   }
 
+  /// Loses the frames in flight or held on the connection between two nodes (it closed).
+  mutating func loseFrames(between first: String, _ second: String) {
+    let onLink: (Frame) -> Bool = { Set([$0.from, $0.to]) == Set([first, second]) }
+    lost += inFlight.filter(onLink) + held.filter(onLink)
+    inFlight.removeAll(where: onLink)
+    held.removeAll(where: onLink)
+  }
+
   /// Loses the in-flight frames that match.
   mutating func drop(where predicate: (Frame) -> Bool) {
     lost += inFlight.filter(predicate)
@@ -172,10 +180,7 @@ private struct Mesh {
   /// The link between two nodes goes down: frames on it are lost and both sides are told.
   mutating func unlink(_ first: String, _ second: String) {
     links.remove([first, second])
-    let onLink: (Frame) -> Bool = { Set([$0.from, $0.to]) == Set([first, second]) }
-    lost += inFlight.filter(onLink) + held.filter(onLink)
-    inFlight.removeAll(where: onLink)
-    held.removeAll(where: onLink)
+    loseFrames(between: first, second)
     perform(first) { $0.nodeUnlinked(second) }
     perform(second) { $0.nodeUnlinked(first) }
   }
@@ -190,10 +195,7 @@ private struct Mesh {
   /// The link between two nodes moves to a new connection (duplicate-link resolution): frames on the old one are
   /// lost and both sides are told.
   mutating func replaceLink(_ first: String, _ second: String) {
-    let onLink: (Frame) -> Bool = { Set([$0.from, $0.to]) == Set([first, second]) }
-    lost += inFlight.filter(onLink) + held.filter(onLink)
-    inFlight.removeAll(where: onLink)
-    held.removeAll(where: onLink)
+    loseFrames(between: first, second)
     perform(first) { $0.linkReplaced(second) }
     perform(second) { $0.linkReplaced(first) }
   }
@@ -202,10 +204,7 @@ private struct Mesh {
   /// between the two (the other side's goodbye was lost, e.g. to a TCP reset): frames on the old connection are lost,
   /// `lossSide` is told the link went down and came back, `other` that it moved to a new connection.
   mutating func flapLink(_ lossSide: String, _ other: String) {
-    let onLink: (Frame) -> Bool = { Set([$0.from, $0.to]) == Set([lossSide, other]) }
-    lost += inFlight.filter(onLink) + held.filter(onLink)
-    inFlight.removeAll(where: onLink)
-    held.removeAll(where: onLink)
+    loseFrames(between: lossSide, other)
     perform(lossSide) { $0.nodeUnlinked(other) }
     perform(lossSide) { $0.nodeLinked(other) }
     perform(other) { $0.linkReplaced(lossSide) }
