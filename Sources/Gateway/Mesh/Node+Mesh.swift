@@ -244,7 +244,7 @@ extension Node {
     case .sessionData(_, let fromPeerID, _, _, _), .sessionEvent(_, let fromPeerID, _, _, _, _):
       .bulk("peer:" + fromPeerID)
     case .transferChunk(let id, _, _), .transferEnd(let id, _, _):
-      .bulk("transfer:" + id)
+      .bulk(transferProducer(id))
     case .streamData(let id, _, _), .streamClose(let id, _):
       .bulk("stream:" + id)
     case .chat:

@@ -148,8 +148,6 @@ public actor Node {
     switch router.match(method: request.head.method, path: request.head.path) {
     case .found(let route, let parameters):
       routeLabels[request.id] = route.pattern
-      // Started at once on this executor (the lws thread): a handler that needs no store answers within this
-      // callback, and one that does leaves for the store queue now, not after another pass of the service loop.
       Task { await self.perform(route, parameters: parameters, request: request) }
     case .methodNotAllowed(let pattern, let allowed):
       routeLabels[request.id] = pattern
@@ -607,5 +605,4 @@ enum Timestamp {
     digits(min(999, max(0, millis)), 3, then: UInt8(ascii: "Z"))
     return String(decoding: bytes, as: UTF8.self)
   }
-
 }

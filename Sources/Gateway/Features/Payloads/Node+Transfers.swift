@@ -454,7 +454,7 @@ extension Node {
 
   func pump(_ transfer: LiveTransfer) {
     guard var sender = transfer.sender, transfer.record.toNodeID != nodeID, let file = transfer.file else { return }
-    var canSend = linkHasRoom(transfer.record.toNodeID, producer: "transfer:" + transfer.record.id)
+    var canSend = linkHasRoom(transfer.record.toNodeID, producer: Self.transferProducer(transfer.record.id))
     if canSend && configuration.transferRate > 0 {
       let now = Self.monotonicMillis()
       let rate = Double(configuration.transferRate)
@@ -489,8 +489,7 @@ extension Node {
       failTransfer(transfer, reason: "the spool could not be read: \(error)", notify: true)
     case .success(let frame):
       guard sender.state == .sending, sender.sent == offset,
-        let connection = mesh.links.connection(of: transfer.record.toNodeID),
-        mesh.socketByConnection[connection] != nil
+        let connection = linkedConnection(to: transfer.record.toNodeID)
       else {
         let next = sender.sent != offset
         sender.chunkAbandoned(offset: offset)
@@ -499,7 +498,7 @@ extension Node {
         if next { pump(transfer) }
         return
       }
-      sendFrame(frame, on: connection, lane: .bulk("transfer:" + id))
+      sendFrame(frame, on: connection, lane: .bulk(Self.transferProducer(id)))
       sender.chunkSent(offset: offset, count: count)
       transfer.sender = sender
       transfers.payloadBytes[transfer.record.toNodeID, default: 0] += UInt64(count)
@@ -508,11 +507,20 @@ extension Node {
     }
   }
 
+  /// The bulk lane (and link-scheduler producer) of a transfer's chunks.
+  static func transferProducer(_ id: String) -> String { "transfer:" + id }
+
+  /// The connection of the link to `nodeID` while it has a socket; nil when the node is not linked now.
+  func linkedConnection(to nodeID: String) -> LinkManager.ConnectionID? {
+    guard let connection = mesh.links.connection(of: nodeID), mesh.socketByConnection[connection] != nil else {
+      return nil
+    }
+    return connection
+  }
+
   @discardableResult
   func sendTransferFrame(_ message: MeshMessage, to nodeID: String) -> Bool {
-    guard let connection = mesh.links.connection(of: nodeID), mesh.socketByConnection[connection] != nil else {
-      return false
-    }
+    guard let connection = linkedConnection(to: nodeID) else { return false }
     sendMessage(message, on: connection)
     return true
   }
