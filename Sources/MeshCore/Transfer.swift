@@ -21,32 +21,47 @@
 /// The node runtime feeds events in (`accepted`, `spooled`, `credit`, `linkLost` …), asks ``TransferSender/pump(canSend:)``
 /// what to do next, and carries out the actions: reading the spool, sending frames, hashing and moving files.
 
-/// The sender's side of one transfer.
-public struct TransferSender: Sendable, Equatable {
-  /// Where the sender is.
-  public enum State: Sendable, Equatable {
-    /// Waiting for the receiver's answer to an offer.
-    case offering
-    /// Sending chunks (or waiting for spool, credit, or the receiver's verdict).
-    case sending
-    /// The link to the receiver's node is down; an offer with `resume` follows when it returns.
-    case interrupted
-    /// The receiver verified the content.
-    case finished
-    /// The transfer failed for good.
-    case failed(String)
-    /// A party canceled it.
-    case canceled
+/// Where one side of a transfer is. A sender goes `offering` → `sending`, a receiver `receiving` → `verifying`; both
+/// may be `interrupted` by a link loss and end `finished`, `failed` or `canceled`.
+public enum TransferPhase: Sendable, Equatable {
+  /// The sender waits for the receiver's answer to an offer.
+  case offering
+  /// The sender sends chunks (or waits for spool, credit, or the receiver's verdict).
+  case sending
+  /// The receiver takes chunks.
+  case receiving
+  /// The receiver has every byte written and checks the digest.
+  case verifying
+  /// The link between the two nodes is down; the sender offers again (with `resume`) when it returns.
+  case interrupted
+  /// The receiver verified the content.
+  case finished
+  /// The transfer failed for good.
+  case failed(String)
+  /// A party canceled it.
+  case canceled
 
-    /// Whether nothing more will happen.
-    public var isTerminal: Bool {
-      switch self {
-      case .finished, .failed, .canceled: true
-      default: false
-      }
+  /// Whether nothing more will happen.
+  public var isTerminal: Bool {
+    switch self {
+    case .finished, .failed, .canceled: true
+    default: false
     }
   }
 
+  /// Ends the transfer as failed, unless it has ended already.
+  mutating func fail(_ reason: String) {
+    if !isTerminal { self = .failed(reason) }
+  }
+
+  /// Ends the transfer as canceled, unless it has ended already.
+  mutating func cancel() {
+    if !isTerminal { self = .canceled }
+  }
+}
+
+/// The sender's side of one transfer.
+public struct TransferSender: Sendable, Equatable {
   /// What the node must do next.
   public enum Action: Sendable, Equatable {
     /// Read `count` bytes of the spool at `offset` and send them as one chunk, then call ``chunkSent(offset:count:)``
@@ -65,7 +80,7 @@ public struct TransferSender: Sendable, Equatable {
   public let chunkSize: Int
   /// The most spool reads in flight at once: while one chunk is on its way to the link the next ones are read.
   public let readAhead: Int
-  public private(set) var state: State
+  public private(set) var state: TransferPhase
   /// Bytes of the upload that are durable in the spool.
   public private(set) var spooled: UInt64 = 0
   /// The SHA-256 of the whole content, known once the upload is complete.
@@ -182,16 +197,10 @@ public struct TransferSender: Sendable, Equatable {
   }
 
   /// The transfer failed (at the receiver, or here).
-  public mutating func fail(_ reason: String) {
-    guard !state.isTerminal else { return }
-    state = .failed(reason)
-  }
+  public mutating func fail(_ reason: String) { state.fail(reason) }
 
   /// A party canceled.
-  public mutating func cancel() {
-    guard !state.isTerminal else { return }
-    state = .canceled
-  }
+  public mutating func cancel() { state.cancel() }
 
   /// The link to the receiver's node went down.
   public mutating func linkLost() {
@@ -209,26 +218,6 @@ public struct TransferSender: Sendable, Equatable {
 
 /// The receiver's side of one transfer.
 public struct TransferReceiver: Sendable, Equatable {
-  /// Where the receiver is.
-  public enum State: Sendable, Equatable {
-    case receiving
-    /// The link to the sender's node is down; the sender resumes when it returns.
-    case interrupted
-    /// Every byte is written; the digest is being checked.
-    case verifying
-    case finished
-    case failed(String)
-    case canceled
-
-    /// Whether nothing more will happen.
-    public var isTerminal: Bool {
-      switch self {
-      case .finished, .failed, .canceled: true
-      default: false
-      }
-    }
-  }
-
   /// What to do with a chunk.
   public enum ChunkDecision: Sendable, Equatable {
     /// Append it to the file.
@@ -248,7 +237,7 @@ public struct TransferReceiver: Sendable, Equatable {
   }
 
   public let size: UInt64
-  public private(set) var state: State
+  public private(set) var state: TransferPhase
   /// The offset of the next expected chunk (bytes handed to the writer).
   public private(set) var received: UInt64
   /// Bytes durable on disk.
@@ -362,7 +351,7 @@ public struct TransferReceiver: Sendable, Equatable {
       return .finished(sha256: digest)
     case .verifying:
       return .pending
-    case .receiving, .interrupted:
+    case .receiving, .interrupted, .offering, .sending:
       return resumeOffered().map { .accept(offset: $0) } ?? .refuse("the transfer cannot resume")
     case .failed(let reason):
       return .refuse("the transfer failed here: \(reason)")
@@ -376,15 +365,9 @@ public struct TransferReceiver: Sendable, Equatable {
     state = .interrupted
   }
 
-  public mutating func fail(_ reason: String) {
-    guard !state.isTerminal else { return }
-    state = .failed(reason)
-  }
+  public mutating func fail(_ reason: String) { state.fail(reason) }
 
-  public mutating func cancel() {
-    guard !state.isTerminal else { return }
-    state = .canceled
-  }
+  public mutating func cancel() { state.cancel() }
 }
 
 /// Rate-limits progress reports: at most one per `interval` milliseconds, and only when the count moved.

@@ -34,6 +34,19 @@ enum Schemas {
     "type": "object", "required": ["id", "displayName", "nodeId"],
     "properties": ["id": ["type": "string"], "displayName": ["type": "string"], "nodeId": ["type": "string"]],
   ]
+  /// `{"<key>": item}`: one resource in its envelope.
+  static func envelope(_ key: String, _ item: JSONValue) -> JSONValue {
+    ["type": "object", "required": [.string(key)], "properties": .object(JSONObject([(key, item)]))]
+  }
+  /// `{"<key>": [item], "nextCursor": string|null}`: one page of a list that `?cursor=` continues.
+  static func page(_ key: String, of item: JSONValue) -> JSONValue {
+    let items: JSONValue = ["type": "array", "items": item]
+    return [
+      "type": "object", "required": [.string(key)],
+      "properties": .object(JSONObject([(key, items), ("nextCursor", nullableString)])),
+    ]
+  }
+  static let nullableString: JSONValue = ["type": ["string", "null"]]
   static let cursor: JSONValue = ["type": "string", "pattern": "^[0-9]{1,18}$"]
   /// A cursor in a query: empty means "from the start", like leaving it out.
   static let cursorQuery: JSONValue = ["type": "string", "pattern": "^([0-9]{1,18})?$"]

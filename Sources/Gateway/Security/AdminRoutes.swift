@@ -65,9 +65,7 @@ extension Schemas {
       ],
     ],
   ]
-  static let settingsEnvelope: JSONValue = [
-    "type": "object", "required": ["settings"], "properties": ["settings": settings],
-  ]
+  static let settingsEnvelope = envelope("settings", settings)
   static let settingsPatch: JSONValue = [
     "type": "object", "additionalProperties": false, "minProperties": 1,
     "properties": [

@@ -107,7 +107,7 @@ extension Schemas {
       "message": ["type": "string"],
     ],
   ]
-  static let chatEnvelope: JSONValue = ["type": "object", "required": ["chat"], "properties": ["chat": chat]]
+  static let chatEnvelope = envelope("chat", chat)
   static let chatList: JSONValue = [
     "type": "object", "required": ["chats"], "properties": ["chats": ["type": "array", "items": chat]],
   ]
@@ -138,9 +138,7 @@ extension Schemas {
       "at": ["type": "string"], "seq": ["type": ["integer", "null"]],
     ],
   ]
-  static let chatMessageEnvelope: JSONValue = [
-    "type": "object", "required": ["message"], "properties": ["message": chatMessage],
-  ]
+  static let chatMessageEnvelope = envelope("message", chatMessage)
   static let chatMessagePage: JSONValue = [
     "type": "object", "required": ["messages", "nextCursor"],
     "properties": [

@@ -80,15 +80,8 @@ extension Schemas {
       "expiresAt": ["type": "string", "format": "date-time"],
     ],
   ]
-  static let invitationEnvelope: JSONValue = [
-    "type": "object", "required": ["invitation"], "properties": ["invitation": invitation],
-  ]
-  static let invitationList: JSONValue = [
-    "type": "object", "required": ["invitations"],
-    "properties": [
-      "invitations": ["type": "array", "items": invitation], "nextCursor": ["type": ["string", "null"]],
-    ],
-  ]
+  static let invitationEnvelope = envelope("invitation", invitation)
+  static let invitationList = page("invitations", of: invitation)
   static let createInvitation: JSONValue = [
     "type": "object", "required": ["to", "session"], "additionalProperties": false,
     "properties": [

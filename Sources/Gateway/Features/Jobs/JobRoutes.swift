@@ -91,11 +91,8 @@ extension Schemas {
       "notes": ["type": ["string", "null"]],
     ],
   ]
-  static let jobEnvelope: JSONValue = ["type": "object", "required": ["job"], "properties": ["job": job]]
-  static let jobList: JSONValue = [
-    "type": "object", "required": ["jobs"],
-    "properties": ["jobs": ["type": "array", "items": job], "nextCursor": ["type": ["string", "null"]]],
-  ]
+  static let jobEnvelope = envelope("job", job)
+  static let jobList = page("jobs", of: job)
   static let sendJob: JSONValue = [
     "type": "object", "required": ["to"], "additionalProperties": false,
     "properties": [

@@ -9,13 +9,6 @@ import MeshCore
 /// A peer reference stored with a job (who it was assigned to, who sent it): the directory's peer reference.
 typealias JobParty = Directory.PeerRef
 
-extension Directory.PeerRef {
-  /// `{"id","displayName","nodeId"}`, the peer shape of every event and response.
-  var json: JSONValue {
-    ["id": .string(peerID), "displayName": .string(displayName), "nodeId": .string(nodeID)]
-  }
-}
-
 /// One job in a peer's list.
 struct Job: Sendable, Equatable {
   var id: String

@@ -90,28 +90,7 @@ extension Node {
     for (transferID, reason) in refused {
       sendTransferFrame(.transferFailed(transferID: transferID, reason: reason), to: nodeID)
     }
-    try? FileManager.default.createDirectory(
-      atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
-    let file = TransferFile(path: copy.record.path)
-    copy.file = file
-    Task {
-      for item in records {
-        guard await recordIncoming(copy, item) else { return }
-      }
-      file.open(rehash: false, exclusive: true) { [weak self] result in
-        self?.onLoop { node in
-          guard let copy = node.transfers.incoming[id], !copy.record.isTerminal else { return }
-          if case .failure(let error) = result {
-            node.failTransfer(copy, reason: "the receiving node cannot write: \(error)", notify: true)
-            return
-          }
-          for rider in node.riders(of: copy) where !rider.record.isTerminal {
-            node.publishTransferEvent("transfer.started", rider)
-          }
-          node.sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: nodeID)
-        }
-      }
-    }
+    acceptIncoming(copy, records: records, from: nodeID)
   }
 
   /// The copy is verified and in place: each recipient gets its own name for the one file, then the copy settles

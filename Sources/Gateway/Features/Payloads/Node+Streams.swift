@@ -281,16 +281,12 @@ extension Node {
   func streamMessage(_ message: MeshMessage, from nodeID: String) {
     switch message {
     case .streamOpen(let offer):
-      if peers[offer.toPeerID] != nil && !mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID) {
-        refuseFrame("not_agreed", from: nodeID, "a stream to \(offer.toPeerID), not a member by its own act")
-      }
       // The reader must be a local member that agreed to be in the session; the id must be new on this node.
       // (A stream between two peers of this node is both outgoing and incoming under one id.)
+      let reader = localReceiver(
+        offer.toPeerID, of: "a stream", from: offer.fromPeerID, at: nodeID, in: offer.sessionID)
       guard streams.incoming[offer.streamID] == nil, nodeID == self.nodeID || streams.outgoing[offer.streamID] == nil,
-        let peer = peers[offer.toPeerID], let session = mesh.sessions.sessions[offer.sessionID],
-        session.members.contains(where: { $0.peerID == offer.toPeerID && $0.nodeID == self.nodeID }),
-        mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID),
-        session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
+        let peer = reader
       else {
         sendStreamFrame(
           .streamClose(

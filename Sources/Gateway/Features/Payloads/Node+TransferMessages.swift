@@ -194,14 +194,9 @@ extension Node {
         .transferReject(transferID: id, code: .refused, message: "transfer id \(id) is in use here"), to: nodeID)
       return
     }
-    // The receiver must be a local member that agreed to be in the session (not one a linked node listed).
-    if peers[offer.toPeerID] != nil && !mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID) {
-      refuseFrame("not_agreed", from: nodeID, "a transfer offer to \(offer.toPeerID), not a member by its own act")
-    }
-    guard let peer = peers[offer.toPeerID], let session = mesh.sessions.sessions[offer.sessionID],
-      session.members.contains(where: { $0.peerID == offer.toPeerID && $0.nodeID == self.nodeID }),
-      mesh.sessions.hasAgreed(offer.toPeerID, to: offer.sessionID),
-      session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
+    guard
+      let peer = localReceiver(
+        offer.toPeerID, of: "a transfer offer", from: offer.fromPeerID, at: nodeID, in: offer.sessionID)
     else {
       sendTransferFrame(
         .transferReject(
@@ -234,12 +229,22 @@ extension Node {
     }
     transfer.receiver = TransferReceiver(size: offer.size)
     transfers.incoming[id] = transfer
+    acceptIncoming(transfer, records: [record], from: nodeID)
+  }
+
+  /// Records an incoming transfer the node takes (`records`: its own, and those of a group copy's riders), opens its
+  /// partial file and accepts it from offset 0, announcing `transfer.started` to the transfer's peer (or, for a group
+  /// copy, to each rider's). A record or a file that cannot be written fails the transfer instead.
+  func acceptIncoming(_ transfer: LiveTransfer, records: [TransferRecord], from nodeID: String) {
+    let id = transfer.record.id
     try? FileManager.default.createDirectory(
       atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
-    let file = TransferFile(path: record.path)
+    let file = TransferFile(path: transfer.record.path)
     transfer.file = file
     Task {
-      guard await recordIncoming(transfer, record) else { return }
+      for record in records {
+        guard await recordIncoming(transfer, record) else { return }
+      }
       file.open(rehash: false, exclusive: true) { [weak self] result in
         self?.onLoop { node in
           guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
@@ -247,11 +252,31 @@ extension Node {
             node.failTransfer(transfer, reason: "the receiving node cannot write: \(error)", notify: true)
             return
           }
-          node.publishTransferEvent("transfer.started", transfer)
+          let announced = transfer.record.role == .copy ? node.riders(of: transfer) : [transfer]
+          for started in announced where !started.record.isTerminal {
+            node.publishTransferEvent("transfer.started", started)
+          }
           node.sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: nodeID)
         }
       }
     }
+  }
+
+  /// The local peer `toPeerID` when it may receive `what` (a transfer offer, a stream) from `fromPeerID` of node
+  /// `nodeID`: both are members of the session, and the receiver agreed to be in it by its own act (not merely listed
+  /// by a linked node; an offer to such a peer is counted as a refused frame). Nil when it may not.
+  func localReceiver(
+    _ toPeerID: String, of what: String, from fromPeerID: String, at nodeID: String, in sessionID: String
+  ) -> StoredPeer? {
+    let agreed = mesh.sessions.hasAgreed(toPeerID, to: sessionID)
+    if peers[toPeerID] != nil && !agreed {
+      refuseFrame("not_agreed", from: nodeID, "\(what) to \(toPeerID), not a member by its own act")
+    }
+    guard agreed, let peer = peers[toPeerID], let session = mesh.sessions.sessions[sessionID],
+      session.members.contains(where: { $0.peerID == toPeerID && $0.nodeID == self.nodeID }),
+      session.members.contains(where: { $0.peerID == fromPeerID && $0.nodeID == nodeID })
+    else { return nil }
+    return peer
   }
 
   func receivedWritten(_ id: String, _ result: Result<UInt64, TransferIOError>) {

@@ -2,17 +2,8 @@
 /// side. Both record types hold one ``PayloadParties`` and share its accessors and JSON through ``PayloadRecord``.
 import MeshCore
 
-/// One side of a payload: a peer and the node it is on.
-struct PayloadParty: Sendable, Equatable {
-  var peerID: String
-  var displayName: String
-  var nodeID: String
-
-  /// `{"id","displayName","nodeId"}`, as in every transfer and stream view.
-  var json: JSONValue {
-    ["id": .string(peerID), "displayName": .string(displayName), "nodeId": .string(nodeID)]
-  }
-}
+/// One side of a payload: a peer and the node it is on (the directory's peer reference).
+typealias PayloadParty = Directory.PeerRef
 
 /// The parties of a transfer or a stream.
 struct PayloadParties: Sendable, Equatable {

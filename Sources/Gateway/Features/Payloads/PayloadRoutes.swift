@@ -189,9 +189,7 @@ extension Schemas {
       "createdAt": ["type": "string", "format": "date-time"],
     ],
   ]
-  static let streamEnvelope: JSONValue = [
-    "type": "object", "required": ["stream"], "properties": ["stream": stream],
-  ]
+  static let streamEnvelope = envelope("stream", stream)
 
   static let transferParty: JSONValue = [
     "type": "object", "required": ["id", "displayName", "nodeId"],
@@ -241,9 +239,7 @@ extension Schemas {
       "createdAt": ["type": "string", "format": "date-time"],
     ],
   ]
-  static let transferGroupEnvelope: JSONValue = [
-    "type": "object", "required": ["group"], "properties": ["group": transferGroup],
-  ]
+  static let transferGroupEnvelope = envelope("group", transferGroup)
   static let transferSent: JSONValue = [
     "type": "object",
     "description": "{transfer} for one recipient; {group, transfers} for a group send.",
@@ -275,16 +271,7 @@ extension Schemas {
       ],
     ],
   ]
-  static let fileConsentEnvelope: JSONValue = [
-    "type": "object", "required": ["fileConsent"], "properties": ["fileConsent": fileConsent],
-  ]
-  static let transferEnvelope: JSONValue = [
-    "type": "object", "required": ["transfer"], "properties": ["transfer": transfer],
-  ]
-  static let transferList: JSONValue = [
-    "type": "object", "required": ["transfers"],
-    "properties": [
-      "transfers": ["type": "array", "items": transfer], "nextCursor": ["type": ["string", "null"]],
-    ],
-  ]
+  static let fileConsentEnvelope = envelope("fileConsent", fileConsent)
+  static let transferEnvelope = envelope("transfer", transfer)
+  static let transferList = page("transfers", of: transfer)
 }

@@ -49,7 +49,7 @@ enum PeerRoutes {
 }
 
 extension Schemas {
-  static let peerEnvelope: JSONValue = ["type": "object", "required": ["peer"], "properties": ["peer": peer]]
+  static let peerEnvelope = envelope("peer", peer)
   static let createdPeer: JSONValue = [
     "type": "object", "required": ["peer", "token"], "properties": ["peer": peer, "token": ["type": "string"]],
   ]

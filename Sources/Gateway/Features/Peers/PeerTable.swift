@@ -20,3 +20,10 @@ extension Node {
     _modify { yield &peerTable.idsByTokenHash }
   }
 }
+
+extension Directory.PeerRef {
+  /// `{"id","displayName","nodeId"}`, the peer shape of every event and response.
+  var json: JSONValue {
+    ["id": .string(peerID), "displayName": .string(displayName), "nodeId": .string(nodeID)]
+  }
+}

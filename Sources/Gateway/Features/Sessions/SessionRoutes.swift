@@ -85,13 +85,8 @@ extension Schemas {
       "members": ["type": "array", "items": sessionMember],
     ],
   ]
-  static let sessionEnvelope: JSONValue = [
-    "type": "object", "required": ["session"], "properties": ["session": session],
-  ]
-  static let sessionList: JSONValue = [
-    "type": "object", "required": ["sessions"],
-    "properties": ["sessions": ["type": "array", "items": session], "nextCursor": ["type": ["string", "null"]]],
-  ]
+  static let sessionEnvelope = envelope("session", session)
+  static let sessionList = page("sessions", of: session)
   static let createSession: JSONValue = [
     "type": "object", "additionalProperties": false,
     "properties": [
