@@ -34,8 +34,8 @@ public enum MeshFrameCodec {
   public static let maxPeersPerSnapshot = 65536
   /// Most nodes in one `nodeDirectory` frame.
   public static let maxDirectoryNodes = 4096
-  /// The largest invitation context (`InvitationOffer.context`), in bytes (4 KiB).
-  public static let maxContextBytes = 4096
+  /// The largest invitation context (`InvitationOffer.context`), in bytes: the API's own limit (4 KiB).
+  public static let maxContextBytes = Validate.contextMaxBytes
   /// The largest `sessionData` payload, in bytes (1 MiB + 64 KiB).
   public static let maxDataPayloadBytes = 1024 * 1024 + 64 * 1024
   /// The largest `sessionEvent` object, in bytes (1 MiB).

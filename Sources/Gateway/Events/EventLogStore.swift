@@ -20,14 +20,12 @@ struct StoredEvent: Sendable, Equatable {
 
 extension NodeStore {
   /// The event log's schema step that takes the per-peer index off the commit path (see ``appendEvents(_:)``).
-  static let pendingEventLogMigration = Migration(
-    version: 11, name: "event log entries waiting to be indexed per peer",
-    sql: """
-      CREATE TABLE event_pending(
-        seq INTEGER PRIMARY KEY,
-        peers TEXT NOT NULL
-      );
-      """)
+  static let pendingEventLogSchema = """
+    CREATE TABLE event_pending(
+      seq INTEGER PRIMARY KEY,
+      peers TEXT NOT NULL
+    );
+    """
 
   /// Bodies whose recipients wait in `event_pending` past this many are moved into the per-peer log right after the
   /// append that crossed it (a separate transaction, so the append's events are delivered first).

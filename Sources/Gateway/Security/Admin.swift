@@ -13,15 +13,13 @@ import Store
 
 extension NodeStore {
   /// Migration 8: the admin token's hash (one row).
-  static let adminMigration = Migration(
-    version: 8, name: "admin token",
-    sql: """
-      CREATE TABLE admin_token(
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        token_hash TEXT NOT NULL,
-        created_at TEXT NOT NULL
-      );
-      """)
+  static let adminSchema = """
+    CREATE TABLE admin_token(
+      id INTEGER PRIMARY KEY CHECK (id = 1),
+      token_hash TEXT NOT NULL,
+      created_at TEXT NOT NULL
+    );
+    """
 
   /// The stored admin token hash; on first start creates a token and also returns it (the only time it exists
   /// in clear).

@@ -85,7 +85,7 @@ final class NodeStore: Sendable {
         );
         CREATE INDEX jobs_by_owner ON jobs(owner_peer_id, created_at, id);
         """),
-    chatMigration,
+    Migration(version: 4, name: "chat rooms and messages", sql: NodeStore.chatSchema),
     Migration(
       version: 5, name: "event bodies shared by the recipients of one fan-out",
       sql: """
@@ -105,11 +105,12 @@ final class NodeStore: Sendable {
         DROP TABLE events;
         """),
     Migration(version: 6, name: "pinned node certificates", sql: NodeStore.pinsSchema),
-    NodeStore.transfersMigration,
-    NodeStore.adminMigration,
-    NodeStore.alwaysAcceptMigration,
-    NodeStore.transferGroupsMigration,
-    NodeStore.pendingEventLogMigration,
+    Migration(version: 7, name: "resource transfers", sql: NodeStore.transfersSchema),
+    Migration(version: 8, name: "admin token", sql: NodeStore.adminSchema),
+    Migration(version: 9, name: "file consent always-accept lists", sql: NodeStore.alwaysAcceptSchema),
+    Migration(version: 10, name: "group sends", sql: NodeStore.transferGroupsSchema),
+    Migration(
+      version: 11, name: "event log entries waiting to be indexed per peer", sql: NodeStore.pendingEventLogSchema),
   ]
 
   /// Job writes waiting for the next group commit (``saveJob(_:)``).

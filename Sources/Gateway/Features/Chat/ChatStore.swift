@@ -7,33 +7,31 @@ import MeshCore
 import Store
 
 extension NodeStore {
-  static let chatMigration = Migration(
-    version: 4, name: "chat rooms and messages",
-    sql: """
-      CREATE TABLE chat_rooms(
-        id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        host TEXT NOT NULL,
-        members TEXT NOT NULL,
-        local_members TEXT NOT NULL,
-        last_seq INTEGER NOT NULL CHECK (last_seq >= 0),
-        ended INTEGER NOT NULL,
-        created_at TEXT NOT NULL
-      );
-      CREATE TABLE chat_messages(
-        room_id TEXT NOT NULL REFERENCES chat_rooms(id) ON DELETE CASCADE,
-        id TEXT NOT NULL,
-        sender TEXT NOT NULL,
-        sender_peer_id TEXT NOT NULL,
-        sender_seq INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        sent_at TEXT NOT NULL,
-        seq INTEGER,
-        PRIMARY KEY(room_id, id)
-      );
-      CREATE UNIQUE INDEX chat_messages_by_seq ON chat_messages(room_id, seq) WHERE seq IS NOT NULL;
-      CREATE INDEX chat_messages_by_sender ON chat_messages(room_id, sender_peer_id, sender_seq);
-      """)
+  static let chatSchema = """
+    CREATE TABLE chat_rooms(
+      id TEXT PRIMARY KEY,
+      name TEXT NOT NULL,
+      host TEXT NOT NULL,
+      members TEXT NOT NULL,
+      local_members TEXT NOT NULL,
+      last_seq INTEGER NOT NULL CHECK (last_seq >= 0),
+      ended INTEGER NOT NULL,
+      created_at TEXT NOT NULL
+    );
+    CREATE TABLE chat_messages(
+      room_id TEXT NOT NULL REFERENCES chat_rooms(id) ON DELETE CASCADE,
+      id TEXT NOT NULL,
+      sender TEXT NOT NULL,
+      sender_peer_id TEXT NOT NULL,
+      sender_seq INTEGER NOT NULL,
+      body TEXT NOT NULL,
+      sent_at TEXT NOT NULL,
+      seq INTEGER,
+      PRIMARY KEY(room_id, id)
+    );
+    CREATE UNIQUE INDEX chat_messages_by_seq ON chat_messages(room_id, seq) WHERE seq IS NOT NULL;
+    CREATE INDEX chat_messages_by_sender ON chat_messages(room_id, sender_peer_id, sender_seq);
+    """
 
   /// One change for ``applyChat(_:)``.
   enum ChatWrite: Sendable {

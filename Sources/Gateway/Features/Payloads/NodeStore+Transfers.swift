@@ -42,42 +42,38 @@ struct TransferRecord: PayloadRecord, Sendable, Equatable {
 }
 
 extension NodeStore {
-  static let transfersMigration = Migration(
-    version: 7, name: "resource transfers",
-    sql: """
-      CREATE TABLE transfers(
-        id TEXT NOT NULL,
-        direction TEXT NOT NULL CHECK (direction IN ('outgoing', 'incoming')),
-        session_id TEXT NOT NULL,
-        from_peer_id TEXT NOT NULL,
-        from_display_name TEXT NOT NULL,
-        from_node_id TEXT NOT NULL,
-        to_peer_id TEXT NOT NULL,
-        to_display_name TEXT NOT NULL,
-        to_node_id TEXT NOT NULL,
-        name TEXT NOT NULL,
-        content_type TEXT NOT NULL,
-        size INTEGER NOT NULL CHECK (size >= 0),
-        bytes INTEGER NOT NULL DEFAULT 0,
-        state TEXT NOT NULL,
-        reason TEXT,
-        sha256 TEXT,
-        path TEXT NOT NULL,
-        resumed_from INTEGER,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        PRIMARY KEY (id, direction)
-      );
-      """)
+  static let transfersSchema = """
+    CREATE TABLE transfers(
+      id TEXT NOT NULL,
+      direction TEXT NOT NULL CHECK (direction IN ('outgoing', 'incoming')),
+      session_id TEXT NOT NULL,
+      from_peer_id TEXT NOT NULL,
+      from_display_name TEXT NOT NULL,
+      from_node_id TEXT NOT NULL,
+      to_peer_id TEXT NOT NULL,
+      to_display_name TEXT NOT NULL,
+      to_node_id TEXT NOT NULL,
+      name TEXT NOT NULL,
+      content_type TEXT NOT NULL,
+      size INTEGER NOT NULL CHECK (size >= 0),
+      bytes INTEGER NOT NULL DEFAULT 0,
+      state TEXT NOT NULL,
+      reason TEXT,
+      sha256 TEXT,
+      path TEXT NOT NULL,
+      resumed_from INTEGER,
+      created_at TEXT NOT NULL,
+      updated_at TEXT NOT NULL,
+      PRIMARY KEY (id, direction)
+    );
+    """
 
   /// Migration 10: group sends (one upload to many recipients): the group, the record's role, the copy it rides on.
-  static let transferGroupsMigration = Migration(
-    version: 10, name: "group sends",
-    sql: """
-      ALTER TABLE transfers ADD COLUMN group_id TEXT;
-      ALTER TABLE transfers ADD COLUMN role TEXT NOT NULL DEFAULT 'transfer';
-      ALTER TABLE transfers ADD COLUMN copy_id TEXT;
-      """)
+  static let transferGroupsSchema = """
+    ALTER TABLE transfers ADD COLUMN group_id TEXT;
+    ALTER TABLE transfers ADD COLUMN role TEXT NOT NULL DEFAULT 'transfer';
+    ALTER TABLE transfers ADD COLUMN copy_id TEXT;
+    """
 
   func saveTransfer(_ record: TransferRecord) async throws {
     try await database.write { connection in
@@ -147,17 +143,15 @@ struct AlwaysAccepted: Sendable, Equatable {
 
 extension NodeStore {
   /// Migration 9: each local peer's always-accept list for file consent (`--file-consent ask`).
-  static let alwaysAcceptMigration = Migration(
-    version: 9, name: "file consent always-accept lists",
-    sql: """
-      CREATE TABLE transfer_always_accept(
-        peer_id TEXT NOT NULL REFERENCES peers(id) ON DELETE CASCADE,
-        sender_peer_id TEXT NOT NULL,
-        sender_display_name TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (peer_id, sender_peer_id)
-      );
-      """)
+  static let alwaysAcceptSchema = """
+    CREATE TABLE transfer_always_accept(
+      peer_id TEXT NOT NULL REFERENCES peers(id) ON DELETE CASCADE,
+      sender_peer_id TEXT NOT NULL,
+      sender_display_name TEXT NOT NULL,
+      created_at TEXT NOT NULL,
+      PRIMARY KEY (peer_id, sender_peer_id)
+    );
+    """
 
   func allAlwaysAccepted() async throws -> [AlwaysAccepted] {
     try await database.read { connection in

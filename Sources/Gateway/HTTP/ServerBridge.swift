@@ -1,0 +1,123 @@
+/// The lws server's delegate: its callbacks (on the service thread) enter the ``Node`` actor synchronously, and what a
+/// connection is (a request with a collected, streamed or spooled body; a WebSocket of which kind) is decided here once,
+/// from the matched route. Also the context a route handler gets.
+///
+/// Layer 6 (REST/WS surface).
+import LWS
+import MeshCore
+
+/// What a handler gets.
+struct RequestContext: Sendable {
+  let request: HTTPRequest
+  let parameters: [String: String]
+  let peer: StoredPeer?
+
+  /// The authenticated peer; only call on authenticated routes.
+  var authenticatedPeer: StoredPeer {
+    guard let peer else { preconditionFailure("authenticatedPeer read on a route without authentication") }
+    return peer
+  }
+}
+
+/// Bridges lws callbacks (on the service thread) into the ``Node`` actor.
+final class ServerBridge: ServerDelegate {
+  let node: Node
+  let maxBodyBytes: Int
+
+  init(node: Node, maxBodyBytes: Int) {
+    self.node = node
+    self.maxBodyBytes = maxBodyBytes
+  }
+
+  /// How much body a request may bring: the route decides (an upload up to `--max-transfer-bytes`, a stream write
+  /// without a limit, anything else up to `--max-body-bytes`).
+  func bodyLimit(for head: HTTPRequestHead) -> Int {
+    switch bodyKind(head) {
+    case .collected: maxBodyBytes
+    case .upload: node.configuration.maxTransferBytes
+    case .unbounded: 1 << 62
+    }
+  }
+
+  /// Raw-body routes (file uploads, stream writes) get their body streamed rather than collected.
+  func streamsBody(for head: HTTPRequestHead) -> Bool { bodyKind(head) != .collected }
+
+  /// Asked twice for every request before it is routed: only the few raw-body routes are matched (not the whole
+  /// table), and only for methods that carry a body.
+  func bodyKind(_ head: HTTPRequestHead) -> RequestBodyKind {
+    guard head.method == .post || head.method == .put else { return .collected }
+    return Router.rawBodyRoutes.match(method: head.method, path: head.path).route?.body ?? .collected
+  }
+
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
+    node.assumeIsolated { $0.bodyReceived(id, bytes) }
+  }
+
+  func requestBodyEnded(_ id: RequestID) {
+    node.assumeIsolated { $0.bodyEnded(id) }
+  }
+
+  func streamDrained(_ id: RequestID) {
+    node.assumeIsolated { $0.streamDrained(id) }
+  }
+
+  func webSocketDrained(_ id: WebSocketID) {
+    node.assumeIsolated { $0.webSocketDrained(id) }
+  }
+
+  func webSocketNextMessage(_ id: WebSocketID) -> OutboundMessage? {
+    node.assumeIsolated { $0.meshNextFrame(id) }
+  }
+
+  func handle(_ request: HTTPRequest) {
+    node.assumeIsolated { $0.handle(request) }
+  }
+
+  func requestClosed(_ id: RequestID) {
+    node.assumeIsolated { $0.requestClosed(id) }
+  }
+
+  func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
+    node.assumeIsolated { $0.shouldAccept(webSocket: head) }
+  }
+
+  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
+    node.assumeIsolated { $0.webSocketOpened(id, head: head) }
+  }
+
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
+    node.assumeIsolated { $0.webSocketReceived(id, message) }
+  }
+
+  func webSocketClosed(_ id: WebSocketID) {
+    node.assumeIsolated { $0.webSocketClosed(id) }
+  }
+
+  func webSocketConnected(_ id: WebSocketID) {
+    node.assumeIsolated { node in
+      node.surface.connections[id] = .mesh
+      node.meshSocketConnected(id)
+    }
+  }
+
+  func webSocketConnectFailed(_ id: WebSocketID, reason: String) {
+    node.assumeIsolated { node in
+      node.surface.connections[id] = nil
+      node.meshSocketClosed(id)
+    }
+  }
+
+  func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse {
+    node.assumeIsolated { $0.countRejected(head, status: status) }
+    let code =
+      switch status {
+      case 411: "length_required"
+      case 413: "payload_too_large"
+      case 431: "request_header_fields_too_large"
+      case 503: "too_many_connections"
+      case 501: "not_implemented"
+      default: "bad_request"
+      }
+    return APIError(status: status, code: code, message: message).response
+  }
+}
