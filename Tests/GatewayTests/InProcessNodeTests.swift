@@ -322,6 +322,18 @@ struct InProcessNodeTests {
             host: "127.0.0.1", port: 9, path: "/mesh", subprotocol: meshSubprotocol, tls: node.node.security.meshTLS))
     }
   }
+
+  /// A seed given by name is looked up before the dial (off the service thread), so the server, which would resolve it
+  /// with a blocking lookup on its service thread, is handed the address.
+  @Test func aSeedNameIsDialledAtItsAddress() async throws {
+    try await InProcessNode.with { node in
+      let admin = try #require(node.adminToken)
+      let added = await node.request(.post, "/api/v1/mesh/nodes", json: ["address": "localhost:9"], token: admin)
+      #expect((200..<300).contains(added.status))
+      let dial = await node.port.wait { $0.dials.first { $0.port == 9 } }
+      #expect(["127.0.0.1", "::1"].contains(dial.host), "\(dial)")
+    }
+  }
 }
 
 extension Node {

@@ -80,6 +80,8 @@ class Node:
         self.seeds: list[str] = []
         self.process: subprocess.Popen | None = None
         self.node_id = ""
+        # Printed once, on the node's first start (it guards POST /api/v1/mesh/nodes among others).
+        self.admin_token = ""
         self.exit_codes: list[int] = []
 
     @property
@@ -121,6 +123,9 @@ class Node:
         while True:
             text = self.stdout_path.read_text(errors="replace")[offset:]
             ready = [line for line in text.splitlines() if line.startswith("meshgate ready ")]
+            for line in text.splitlines():
+                if line.startswith("meshgate admin-token="):
+                    self.admin_token = line.split()[1].split("=", 1)[1]
             if ready and text.endswith("\n"):
                 fields = dict(tok.split("=", 1) for tok in ready[0].split()[2:] if "=" in tok)
                 self.node_id = fields.get("node.id", "")

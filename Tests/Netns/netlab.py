@@ -8,7 +8,8 @@ traffic:
 - partitions and random loss are nftables rules in a `bridge` family table (`mgf_<run>`) on the
   bridge's forward hook, matching the two nodes' addresses (traffic between a node and this
   process is not forwarded, so it is never dropped);
-- a slow link is an HTB class on the receiving node's bridge port, filtered on the sender's address.
+- a slow link is an HTB class on the receiving node's bridge port, filtered on the sender's address;
+- DNS never answers: each namespace's /etc/netns/<ns>/resolv.conf names an address nobody holds.
 
 Everything created is recorded in `/run/meshgate-netns/<run>.pid`; `Lab.destroy` removes it, and a
 later run sweeps what a killed run left behind (its pid no longer alive).
@@ -24,6 +25,8 @@ import subprocess
 from pathlib import Path
 
 STATE_DIR = Path("/run/meshgate-netns")
+# `ip netns exec <ns>` bind-mounts the files of /etc/netns/<ns>/ over /etc/ (here: resolv.conf).
+NETNS_ETC = Path("/etc/netns")
 
 
 class LabError(RuntimeError):
@@ -79,6 +82,9 @@ def _remove(run_id: str) -> list[str]:
                 removed.append(f"link {name}")
     if run(["nft", "delete", "table", "bridge", f"mgf_{run_id}"], check=False).returncode == 0:
         removed.append(f"nft table bridge mgf_{run_id}")
+    for directory in sorted(NETNS_ETC.glob(f"mgf-{run_id}-*")):
+        shutil.rmtree(directory, ignore_errors=True)
+        removed.append(f"resolver config {directory}")
     return removed
 
 
@@ -131,6 +137,11 @@ class Lab:
     def host_ip(self) -> str:
         return f"{self.prefix}.254"
 
+    @property
+    def dead_dns_ip(self) -> str:
+        """An address on the bridge that nothing holds: the namespaces' DNS server, which never answers."""
+        return f"{self.prefix}.253"
+
     def create(self) -> None:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         (STATE_DIR / f"{self.run_id}.pid").write_text(str(os.getpid()))
@@ -145,6 +156,11 @@ class Lab:
             run(["ip", "-n", ns, "addr", "add", f"{self.ip(index)}/24", "dev", "eth0"])
             run(["ip", "-n", ns, "link", "set", "eth0", "up"])
             run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            # A LAN without a working DNS server: `ip netns exec` puts this file over /etc/resolv.conf, and nobody
+            # holds the address it names, so every lookup waits for its timeouts (2 x 1 s) and fails. Nodes are
+            # seeded by address; the `dns` case seeds one by name.
+            (NETNS_ETC / ns).mkdir(parents=True, exist_ok=True)
+            (NETNS_ETC / ns / "resolv.conf").write_text(f"nameserver {self.dead_dns_ip}\noptions timeout:1 attempts:2\n")
         run(["nft", "add", "table", "bridge", self.table])
         run(
             [
@@ -180,6 +196,7 @@ class Lab:
         ]
         if run(["nft", "list", "table", "bridge", self.table], check=False).returncode == 0:
             left.append(f"nft table {self.table}")
+        left += [str(directory) for directory in NETNS_ETC.glob(f"mgf-{self.run_id}-*")]
         return left
 
     # -- faults --------------------------------------------------------------------------------

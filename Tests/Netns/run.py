@@ -49,6 +49,10 @@ PARTITION_SECONDS = 10
 LOSS_SECONDS = 60
 FLAP_SECONDS = 60
 FLAP_PERIOD = 3
+# The `dns` case: how long it watches a node that looks up a name nobody answers, and the slowest /healthz allowed
+# meanwhile (a lookup on the service thread stalled it for 2-4 s).
+DNS_WATCH_SECONDS = 8
+DNS_STALL_LIMIT = 1.0
 SUITE_BUDGET = 360
 # Applies to every node: a 4 MiB file takes ~4 s, so a 10 s partition cuts it in the middle.
 TRANSFER_RATE = 1024 * 1024
@@ -670,6 +674,46 @@ class Suite:
         self.converge(case)
         return [case]
 
+    def unanswered_dns(self) -> list[Case]:
+        """a seed named by a host name the DNS server never answers: the node keeps answering meanwhile"""
+        case = Case("seed name, DNS never answers")
+        node = self.nodes[0]
+        name = "unanswered-seed.invalid"
+        failed_dial = "Could not dial a node."
+        before = len(node.log_lines(failed_dial))
+        added = node.request(
+            "POST", "/api/v1/mesh/nodes", {"address": f"{name}:{Node.PORT}"}, token=node.admin_token
+        )
+        if added.status >= 300:
+            return [Case(case.name, problems=[f"POST /api/v1/mesh/nodes answered {added.status}: {added.body!r}"])]
+        # Each lookup waits 2 x 1 s for the silent server (netlab.py), then the node retries after its backoff. A
+        # node that looked names up on its service thread answered nothing for those seconds.
+        worst, samples = 0.0, 0
+        deadline = time.monotonic() + DNS_WATCH_SECONDS
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            answer = node.request("GET", "/healthz", timeout=15)
+            took = time.monotonic() - started
+            samples += 1
+            worst = max(worst, took)
+            if answer.status != 200:
+                case.problems.append(f"/healthz answered {answer.status} while the name was looked up")
+                break
+            time.sleep(0.05)
+        lookups = [
+            line for line in node.log_lines(failed_dial)[before:] if line.get("mesh.address", "").startswith(name)
+        ]
+        case.figures.update(
+            {"healthz_worst_ms": round(worst * 1000), "healthz_samples": samples, "failed_lookups": len(lookups)}
+        )
+        if not lookups:
+            case.problems.append(f"{node.name} logged no failed lookup of {name} in {DNS_WATCH_SECONDS} s")
+        if worst > DNS_STALL_LIMIT:
+            case.problems.append(
+                f"{node.name} took {worst:.2f} s to answer /healthz while it looked up {name} (limit {DNS_STALL_LIMIT} s)"
+            )
+        return [case]
+
 
 CASES: dict[str, Callable[[Suite], list[Case]]] = {
     "partition": Suite.partition_one_node,
@@ -677,6 +721,7 @@ CASES: dict[str, Callable[[Suite], list[Case]]] = {
     "loss": Suite.random_loss,
     "slow": Suite.slow_link,
     "flap": Suite.flapping,
+    "dns": Suite.unanswered_dns,
 }
 
 

@@ -27,6 +27,10 @@ struct MeshState {
   /// Mesh-link WebSockets and the link manager's connection ids, both ways.
   var connectionBySocket: [WebSocketID: LinkManager.ConnectionID] = [:]
   var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]
+  /// Dials waiting for their name to be looked up (NodeNames.swift), and whether the link manager closed them meanwhile.
+  var resolving: [LinkManager.ConnectionID: Bool] = [:]
+  /// Names that did not resolve at their last lookup (logged once at info until they resolve again).
+  var unresolvedNames: Set<String> = []
   var nextInboundConnection: LinkManager.ConnectionID = 1
   var framesIn = 0
   var framesOut = 0
@@ -383,6 +387,40 @@ extension Node {
   }
 
   package func connect(_ connection: LinkManager.ConnectionID, host: String, port: UInt16) {
+    guard !NodeNames.isAddressLiteral(host) else {
+      dial(connection, address: host, port: port)
+      return
+    }
+    // A name is looked up on a worker thread (NodeNames.swift); the dial follows on the service thread.
+    mesh.resolving[connection] = false
+    DispatchQueue.global(qos: .utility).async { [weak self] in
+      let result = NodeNames.resolve(host)
+      self?.onLoop { node in node.resolved(connection, host: host, result, port: port) }
+    }
+  }
+
+  /// The lookup for connection `connection` ended: dial the address, unless the link manager closed the connection
+  /// meanwhile (then it learns the dial failed) or the name did not resolve.
+  func resolved(
+    _ connection: LinkManager.ConnectionID, host: String, _ result: Result<String, NodeNameError>, port: UInt16
+  ) {
+    guard let closed = mesh.resolving.removeValue(forKey: connection) else { return }
+    switch result {
+    case .success(let address) where !closed:
+      mesh.unresolvedNames.remove(host)
+      dial(connection, address: address, port: port)
+    case .success:
+      feed(.outboundFailed(connection, now: Self.monotonicMillis()))
+    case .failure(let error):
+      // Said once per name at info (a redial every few seconds would flood the log), then at debug.
+      let level: LogLevel = mesh.unresolvedNames.insert(error.host).inserted ? .info : .debug
+      meshLogger.log(level, "Could not dial a node.", ["mesh.address": "\(error.host):\(port)", "reason": "\(error)"])
+      feed(.outboundFailed(connection, now: Self.monotonicMillis()))
+    }
+  }
+
+  /// Opens the WebSocket of connection `connection` to `address` (an address literal).
+  func dial(_ connection: LinkManager.ConnectionID, address host: String, port: UInt16) {
     guard
       let socket = server.connect(
         host: host, port: Int(port), path: "/mesh", subprotocol: meshSubprotocol, tls: security.meshTLS)
@@ -409,6 +447,7 @@ extension Node {
   }
 
   package func close(_ connection: LinkManager.ConnectionID, reason: String) {
+    if mesh.resolving[connection] != nil { mesh.resolving[connection] = true }
     guard let socket = mesh.socketByConnection[connection] else { return }
     meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
     // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link closes
@@ -420,6 +459,7 @@ extension Node {
   }
 
   package func drop(_ connection: LinkManager.ConnectionID, reason: String) {
+    if mesh.resolving[connection] != nil { mesh.resolving[connection] = true }
     if let socket = mesh.socketByConnection[connection] { server.close(socket, code: 1002, reason: reason) }
   }
 
