@@ -312,10 +312,7 @@ struct InProcessNodeTests {
   /// node asked for (and refuses it, as an unreachable node would).
   @Test func aMeshDialGoesThroughThePort() async throws {
     try await InProcessNode.with { node in
-      let admin = try #require(node.adminToken)
-      let added = await node.request(.post, "/api/v1/mesh/nodes", json: ["address": "127.0.0.1:9"], token: admin)
-      #expect((200..<300).contains(added.status))
-      let dial = await node.port.wait { $0.dials.first { $0.port == 9 } }
+      let dial = try await node.dialAfterAddingSeed("127.0.0.1:9")
       #expect(
         dial
           == .init(
@@ -327,12 +324,19 @@ struct InProcessNodeTests {
   /// with a blocking lookup on its service thread, is handed the address.
   @Test func aSeedNameIsDialledAtItsAddress() async throws {
     try await InProcessNode.with { node in
-      let admin = try #require(node.adminToken)
-      let added = await node.request(.post, "/api/v1/mesh/nodes", json: ["address": "localhost:9"], token: admin)
-      #expect((200..<300).contains(added.status))
-      let dial = await node.port.wait { $0.dials.first { $0.port == 9 } }
+      let dial = try await node.dialAfterAddingSeed("localhost:9")
       #expect(["127.0.0.1", "::1"].contains(dial.host), "\(dial)")
     }
+  }
+}
+
+extension InProcessNode {
+  /// Adds seed `address` (port 9) as the admin and returns the dial the node then hands its port.
+  func dialAfterAddingSeed(_ address: String) async throws -> InMemoryServerPort.Dial {
+    let admin = try #require(adminToken)
+    let added = await request(.post, "/api/v1/mesh/nodes", json: ["address": .string(address)], token: admin)
+    #expect((200..<300).contains(added.status))
+    return await port.wait { $0.dials.first { $0.port == 9 } }
   }
 }
 
