@@ -244,9 +244,9 @@ extension NodeStore {
       let events = try rows.map { row in
         StoredEvent(
           sequence: try row.int64(0), peerID: peerID, type: try row.string(1), at: try row.string(2),
-          // Written by this node from bounded input, which an event wraps in a level or two more: read it back
-          // without the limits for untrusted input.
-          data: (try? JSONValue.parse(try row.string(3), maxDepth: 256, maxMembers: .max)) ?? .null)
+          // The bytes this node serialized when it appended the event: sent on as they are (a replay or a page of
+          // GET /api/v1/events neither parses nor serializes each event's data again).
+          data: .serialized(Array(try row.string(3).utf8)))
       }
       let trimmed = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
       let truncated = try (trimmed?.int64(0) ?? 0) > since
