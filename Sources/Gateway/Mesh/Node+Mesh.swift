@@ -412,7 +412,9 @@ extension Node {
     case .success:
       feed(.outboundFailed(connection, now: Self.monotonicMillis()))
     case .failure(let error):
-      // Said once per name at info (a redial every few seconds would flood the log), then at debug.
+      // Said once per name at info (a redial every few seconds would flood the log), then at debug. The set is
+      // bounded: gossip may name ever new hosts.
+      if mesh.unresolvedNames.count >= 1024 { mesh.unresolvedNames.removeAll() }
       let level: LogLevel = mesh.unresolvedNames.insert(error.host).inserted ? .info : .debug
       meshLogger.log(level, "Could not dial a node.", ["mesh.address": "\(error.host):\(port)", "reason": "\(error)"])
       feed(.outboundFailed(connection, now: Self.monotonicMillis()))
