@@ -10,7 +10,8 @@ import Synchronization
 ///
 /// Sockets and streaming responses exist once the test opens them (``accept(_:)``) or the node answers a request with
 /// a stream; their queues are always empty (the client reads everything at once), so replays and streams never wait
-/// for a drain. Dials are recorded and refused (`connect` answers nil): a node on this port has no mesh links.
+/// for a drain. Dials are recorded and refused (`connect` answers nil), or, on a port that ``startsDials``, get a
+/// socket that never connects unless the test says so: a node on this port has no mesh links.
 final class InMemoryServerPort: ServerPort {
   /// A WebSocket message the node queued.
   struct Frame: Sendable {
@@ -37,6 +38,8 @@ final class InMemoryServerPort: ServerPort {
     var frames: [WebSocketID: [Frame]] = [:]
     var closes: [WebSocketID: (code: UInt16, reason: String)] = [:]
     var dials: [Dial] = []
+    /// The socket each dial got (nil: refused at once).
+    var dialSockets: [WebSocketID?] = []
     var openSockets: Set<WebSocketID> = []
   }
 
@@ -52,9 +55,13 @@ final class InMemoryServerPort: ServerPort {
   private let state = Mutex(State())
   private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
+  /// Whether a dial gets a socket (whose outcome the test then reports to the node) instead of being refused at once.
+  let startsDials: Bool
+
   /// A port that reports `port` as the one it serves (0: none).
-  init(port: Int = 0) {
+  init(port: Int = 0, startsDials: Bool = false) {
     self.port = port
+    self.startsDials = startsDials
     queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
   }
 
@@ -206,8 +213,12 @@ final class InMemoryServerPort: ServerPort {
   func wantsToWrite(_ id: WebSocketID) {}
 
   func connect(host: String, port: Int, path: String, subprotocol: String, tls: Bool) -> WebSocketID? {
-    record { $0.dials.append(Dial(host: host, port: port, path: path, subprotocol: subprotocol, tls: tls)) }
-    return nil
+    let socket = startsDials ? WebSocketID(1 << 40 + UInt64(state.withLock { $0.recorded.dials.count })) : nil
+    record {
+      $0.dials.append(Dial(host: host, port: port, path: path, subprotocol: subprotocol, tls: tls))
+      $0.dialSockets.append(socket)
+    }
+    return socket
   }
 
   func transportSecurity(of id: WebSocketID) -> TransportSecurity? { nil }

@@ -30,7 +30,8 @@ final class InProcessNode: Sendable {
 
   /// Builds and starts a node on a fresh data directory, runs `body` with it, and stops it (also when `body` throws).
   static func with<T>(
-    configure: (inout NodeConfiguration) -> Void = { _ in }, _ body: (InProcessNode) async throws -> T
+    configure: (inout NodeConfiguration) -> Void = { _ in }, startsDials: Bool = false,
+    _ body: (InProcessNode) async throws -> T
   ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inprocess-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -41,7 +42,7 @@ final class InProcessNode: Sendable {
     configuration.discovery = .off
     configure(&configuration)
     let parts = try await NodeParts.load(configuration, logger: Logger(component: "node"))
-    let port = InMemoryServerPort(port: configuration.port)
+    let port = InMemoryServerPort(port: configuration.port, startsDials: startsDials)
     let node = parts.makeNode(server: port)
     await node.start()
     let inProcess = InProcessNode(node: node, port: port, dataDirectory: directory, adminToken: parts.newAdminToken)
@@ -320,6 +321,26 @@ struct InProcessNodeTests {
     }
   }
 
+  /// A name with several addresses: when a connection to one cannot be made, the same dial goes on to the next
+  /// (IPv4 first), as lws did with the results of its own lookup; after the last one the link manager hears of it.
+  @Test func aDialGoesOnToTheNamesNextAddress() async throws {
+    try await InProcessNode.with(startsDials: true) { node in
+      await node.node.useNameResolver { _ in .success(["10.9.9.1", "10.9.9.2"]) }
+      let first = try await node.dialAfterAddingSeed("two-addresses.test:9")
+      #expect(first.host == "10.9.9.1")
+      let socket = try #require(await node.port.wait { $0.dialSockets.first })
+      await node.node.meshSocketFailed(socket)
+      let second = await node.port.wait { $0.dials.count > 1 ? $0.dials[1] : nil }
+      #expect(
+        second == .init(host: "10.9.9.2", port: 9, path: first.path, subprotocol: first.subprotocol, tls: first.tls))
+      let next = try #require(await node.port.wait { $0.dialSockets.count > 1 ? $0.dialSockets[1] : nil })
+      await node.node.meshSocketFailed(next)
+      let pending = await node.node.pendingDials()
+      #expect(pending == 0, "lookups or fallback addresses left")
+      #expect(node.port.recorded.dials.count == 2, "no third dial until the link manager's backoff")
+    }
+  }
+
   /// A seed given by name is looked up before the dial (off the service thread), so the server, which would resolve it
   /// with a blocking lookup on its service thread, is handed the address.
   @Test func aSeedNameIsDialledAtItsAddress() async throws {
@@ -341,6 +362,9 @@ extension InProcessNode {
 }
 
 extension Node {
+  /// Lookups in progress plus dials with fallback addresses left.
+  func pendingDials() -> Int { mesh.resolving.count + mesh.dialFallbacks.count }
+
   /// Whether this runs on the executor of the node's in-memory port (checked inside the actor).
   func runsOnItsPort() -> Bool { (server as? InMemoryServerPort)?.isCurrent == true }
 

@@ -103,7 +103,7 @@ final class ServerBridge: ServerDelegate {
   func webSocketConnectFailed(_ id: WebSocketID, reason: String) {
     node.assumeIsolated { node in
       node.surface.connections[id] = nil
-      node.meshSocketClosed(id)
+      node.meshSocketFailed(id)
     }
   }
 

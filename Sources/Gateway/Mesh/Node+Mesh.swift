@@ -29,6 +29,10 @@ struct MeshState {
   var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]
   /// Dials waiting for their name to be looked up (NodeNames.swift), and whether the link manager closed them meanwhile.
   var resolving: [LinkManager.ConnectionID: Bool] = [:]
+  /// How a host name is looked up (on a worker thread); tests put a fixed answer here (``Node/useNameResolver(_:)``).
+  var resolveName: @Sendable (String) -> Result<[String], NodeNameError> = NodeNames.resolve
+  /// The name's other addresses for a dial in progress, tried in turn while a connection cannot be made.
+  var dialFallbacks: [LinkManager.ConnectionID: (port: UInt16, addresses: [String])] = [:]
   /// Names that did not resolve at their last lookup (logged once at info until they resolve again).
   var unresolvedNames: Set<String> = []
   var nextInboundConnection: LinkManager.ConnectionID = 1
@@ -189,6 +193,7 @@ extension Node {
   func meshSocketConnected(_ id: WebSocketID) {
     guard let connection = mesh.connectionBySocket[id] else { return }
     guard let transport = meshTransport(id) else { return }
+    mesh.dialFallbacks[connection] = nil
     server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
     if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
     feed(.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
@@ -212,9 +217,32 @@ extension Node {
     }
   }
 
+  /// A dialled socket could not connect: the name's next address is tried on the same link connection (with the frames
+  /// queued for it), or the link manager learns the connection is closed.
+  func meshSocketFailed(_ id: WebSocketID) {
+    if let connection = mesh.connectionBySocket[id], var fallback = mesh.dialFallbacks[connection],
+      !fallback.addresses.isEmpty
+    {
+      let next = fallback.addresses.removeFirst()
+      mesh.dialFallbacks[connection] = fallback.addresses.isEmpty ? nil : fallback
+      if let socket = server.connect(
+        host: next, port: Int(fallback.port), path: "/mesh", subprotocol: meshSubprotocol, tls: security.meshTLS)
+      {
+        mesh.connectionBySocket[id] = nil
+        mesh.connectionBySocket[socket] = connection
+        mesh.socketByConnection[connection] = socket
+        mesh.schedulers[socket] = mesh.schedulers.removeValue(forKey: id)
+        server.setPulling(socket)
+        return
+      }
+    }
+    meshSocketClosed(id)
+  }
+
   func meshSocketClosed(_ id: WebSocketID) {
     guard let connection = mesh.connectionBySocket.removeValue(forKey: id) else { return }
     mesh.socketByConnection[connection] = nil
+    mesh.dialFallbacks[connection] = nil
     mesh.dataSegmentsIn[id] = nil
     var scheduler = mesh.schedulers.removeValue(forKey: id)
     let unsent = scheduler?.removeAll() ?? []
@@ -393,8 +421,9 @@ extension Node {
     }
     // A name is looked up on a worker thread (NodeNames.swift); the dial follows on the service thread.
     mesh.resolving[connection] = false
+    let resolve = mesh.resolveName
     DispatchQueue.global(qos: .utility).async { [weak self] in
-      let result = NodeNames.resolve(host)
+      let result = resolve(host)
       self?.onLoop { node in node.resolved(connection, host: host, result, port: port) }
     }
   }
@@ -402,13 +431,14 @@ extension Node {
   /// The lookup for connection `connection` ended: dial the address, unless the link manager closed the connection
   /// meanwhile (then it learns the dial failed) or the name did not resolve.
   func resolved(
-    _ connection: LinkManager.ConnectionID, host: String, _ result: Result<String, NodeNameError>, port: UInt16
+    _ connection: LinkManager.ConnectionID, host: String, _ result: Result<[String], NodeNameError>, port: UInt16
   ) {
     guard let closed = mesh.resolving.removeValue(forKey: connection) else { return }
     switch result {
-    case .success(let address) where !closed:
+    case .success(let addresses) where !closed:
       mesh.unresolvedNames.remove(host)
-      dial(connection, address: address, port: port)
+      if addresses.count > 1 { mesh.dialFallbacks[connection] = (port, Array(addresses.dropFirst())) }
+      dial(connection, address: addresses[0], port: port)
     case .success:
       feed(.outboundFailed(connection, now: Self.monotonicMillis()))
     case .failure(let error):
@@ -419,6 +449,11 @@ extension Node {
       meshLogger.log(level, "Could not dial a node.", ["mesh.address": "\(error.host):\(port)", "reason": "\(error)"])
       feed(.outboundFailed(connection, now: Self.monotonicMillis()))
     }
+  }
+
+  /// Looks host names up with `resolve` from now on (tests: a name with fixed addresses).
+  func useNameResolver(_ resolve: @escaping @Sendable (String) -> Result<[String], NodeNameError>) {
+    mesh.resolveName = resolve
   }
 
   /// Opens the WebSocket of connection `connection` to `address` (an address literal).
@@ -450,6 +485,7 @@ extension Node {
 
   package func close(_ connection: LinkManager.ConnectionID, reason: String) {
     if mesh.resolving[connection] != nil { mesh.resolving[connection] = true }
+    mesh.dialFallbacks[connection] = nil
     guard let socket = mesh.socketByConnection[connection] else { return }
     meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
     // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link closes
@@ -462,6 +498,7 @@ extension Node {
 
   package func drop(_ connection: LinkManager.ConnectionID, reason: String) {
     if mesh.resolving[connection] != nil { mesh.resolving[connection] = true }
+    mesh.dialFallbacks[connection] = nil
     if let socket = mesh.socketByConnection[connection] { server.close(socket, code: 1002, reason: reason) }
   }
 

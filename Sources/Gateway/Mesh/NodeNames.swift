@@ -3,7 +3,8 @@
 /// Layer 4 (node runtime). libwebsockets resolves a client connection's host name with the blocking `getaddrinfo`
 /// on the thread that calls it, which for a node is the service thread: every request, WebSocket and link waited for
 /// each lookup, seconds at a time when the DNS server is slow or unreachable, and again at every redial. So a seed or
-/// gossiped address given by name is looked up here on a worker thread, and the node dials the address it found.
+/// gossiped address given by name is looked up here on a worker thread, and the node dials the addresses it found,
+/// the next one when a connection to one cannot be made (as lws did with its own lookup's results).
 import Glibc
 
 enum NodeNames {
@@ -15,26 +16,40 @@ enum NodeNames {
     return inet_pton(AF_INET, bare, &v4) == 1 || inet_pton(AF_INET6, bare, &v6) == 1
   }
 
-  /// The first address `host` resolves to for a TCP connection, as a numeric string; or why it does not resolve.
-  /// Blocks for as long as the system's resolver takes: call it off the service thread.
-  static func resolve(_ host: String) -> Result<String, NodeNameError> {
+  /// The addresses `host` resolves to for a TCP connection, as numeric strings: IPv4 first (a node listens on
+  /// `0.0.0.0` by default, and `localhost` often names `::1` first), each once, otherwise in the resolver's order; or
+  /// why it does not resolve. Blocks for as long as the system's resolver takes: call it off the service thread.
+  static func resolve(_ host: String) -> Result<[String], NodeNameError> {
     var hints = addrinfo()
     hints.ai_family = AF_UNSPEC
     hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-    hints.ai_flags = AI_ADDRCONFIG
     var list: UnsafeMutablePointer<addrinfo>?
     let status = getaddrinfo(unbracketed(host), nil, &hints, &list)
-    guard status == 0, let first = list else {
+    guard status == 0 else {
       return .failure(NodeNameError(host: host, reason: String(cString: gai_strerror(status))))
     }
     defer { freeaddrinfo(list) }
-    var buffer = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-    let numeric = getnameinfo(
-      first.pointee.ai_addr, first.pointee.ai_addrlen, &buffer, socklen_t(buffer.count), nil, 0, NI_NUMERICHOST)
-    guard numeric == 0 else {
-      return .failure(NodeNameError(host: host, reason: String(cString: gai_strerror(numeric))))
+    var v4: [String] = []
+    var v6: [String] = []
+    var next = list
+    while let entry = next {
+      next = entry.pointee.ai_next
+      var buffer = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+      guard
+        getnameinfo(
+          entry.pointee.ai_addr, entry.pointee.ai_addrlen, &buffer, socklen_t(buffer.count), nil, 0, NI_NUMERICHOST)
+          == 0
+      else { continue }
+      let address = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+      if entry.pointee.ai_family == AF_INET {
+        if !v4.contains(address) { v4.append(address) }
+      } else if !v6.contains(address) {
+        v6.append(address)
+      }
     }
-    return .success(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    let addresses = v4 + v6
+    guard !addresses.isEmpty else { return .failure(NodeNameError(host: host, reason: "no usable address")) }
+    return .success(addresses)
   }
 
   static func unbracketed(_ host: String) -> String {
