@@ -322,7 +322,7 @@ struct InProcessNodeTests {
   }
 
   /// A name with several addresses: when a connection to one cannot be made, the same dial goes on to the next
-  /// (IPv4 first), as lws did with the results of its own lookup; after the last one the link manager hears of it.
+  /// (IPv4 first); after the last one the link manager hears of it.
   @Test func aDialGoesOnToTheNamesNextAddress() async throws {
     try await InProcessNode.with(startsDials: true) { node in
       await node.node.useNameResolver { _ in .success(["10.9.9.1", "10.9.9.2"]) }

@@ -4,7 +4,7 @@
 /// on the thread that calls it, which for a node is the service thread: every request, WebSocket and link waited for
 /// each lookup, seconds at a time when the DNS server is slow or unreachable, and again at every redial. So a seed or
 /// gossiped address given by name is looked up here on a worker thread, and the node dials the addresses it found,
-/// the next one when a connection to one cannot be made (as lws did with its own lookup's results).
+/// the next one when a connection to one cannot be made.
 import Glibc
 
 enum NodeNames {
