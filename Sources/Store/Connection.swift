@@ -177,11 +177,6 @@ public final class Connection {
     if let error = Self.exec(self.handle, "PRAGMA query_only = 1") { throw error }
   }
 
-  /// How long a statement waits for a lock another connection holds before failing with `SQLITE_BUSY` (0: not at all).
-  func setBusyTimeout(milliseconds: Int32) {
-    sqlite3_busy_timeout(self.handle, milliseconds)
-  }
-
   /// Times SQLite compiled a cached statement again since it was prepared (a schema change or an expiring pragma
   /// makes it do so at the statement's next use), summed over the cache (tests).
   var statementRecompilations: Int {

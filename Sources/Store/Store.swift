@@ -30,18 +30,15 @@
 // values, which may be tokens or payloads). Stored data of the wrong type is an error, not a crash. Migration
 // problems are `MigrationError`. A programmer error (an unknown column name in `row["…"]`) traps.
 //
-// Readers. A file database also has two read-only connections (WAL readers see every committed transaction and
-// never wait for the writer): one serves `read` on the actor's queue, so a read never changes the writer's pragmas
-// (switching `query_only` on the writer expired every prepared statement, and each was compiled again at its next
-// use); the other serves `readNow`, a small bounded read run synchronously by its caller (the lws service thread),
-// which returns nil instead of waiting when that connection is in use or the database is busy, and the caller
-// then awaits `read`.
+// Reads. A file database's `read` runs on the actor's queue, like every call, but with a read-only connection of its
+// own (a WAL reader sees every transaction committed before it starts and never waits for the writer), so a read
+// never changes the writer's pragmas: switching `query_only` on the writer for each read expired all of its prepared
+// statements, and each was compiled again at its next use.
 //
 // Durability. `synchronous=NORMAL` with WAL: a committed transaction survives a crash or `kill -9` of the
 // process; only a power loss can lose the last few commits, and the file stays consistent either way.
 
 import Dispatch
-import Synchronization
 
 /// The database actor: one SQLite connection, used only on a private serial queue.
 ///
@@ -52,8 +49,6 @@ public actor Database {
   private let connection: Connection
   /// The read-only connection ``read(_:)`` uses (nil for an in-memory database, which cannot be shared).
   private let reader: Connection?
-  /// The read-only connection ``readNow(_:)`` uses (nil for an in-memory database).
-  private nonisolated let immediateReader: ImmediateReader?
   /// Checkpoints the WAL off the commit path (nil for an in-memory database, which has no WAL).
   private let checkpointer: Checkpointer?
 
@@ -75,7 +70,6 @@ public actor Database {
     if path == ":memory:" {
       self.checkpointer = nil
       self.reader = nil
-      self.immediateReader = nil
     } else {
       let checkpointer = try Checkpointer(path: path)
       checkpointer.watch(connection)
@@ -83,11 +77,6 @@ public actor Database {
       let reader = try Connection(path: path)
       try reader.makeReadOnly()
       self.reader = reader
-      let immediate = try Connection(path: path)
-      try immediate.makeReadOnly()
-      // Its caller must not wait: a lock held by another connection fails at once, and the caller awaits `read`.
-      immediate.setBusyTimeout(milliseconds: 0)
-      self.immediateReader = ImmediateReader(immediate)
     }
     self.executor = QueueExecutor(label: "meshgate.store")
     self.connection = connection
@@ -113,43 +102,10 @@ public actor Database {
     return try body(self.connection)
   }
 
-  /// Runs `body` at once on the caller's thread with a read-only connection of its own, for small, bounded reads
-  /// where a hop to the database queue and back costs more than the read (the lws service thread's `GET`s).
-  ///
-  /// Returns nil, without running `body` to completion, when the read cannot be done now without waiting: an
-  /// in-memory database (one connection only), that connection already in use by another thread, or SQLite busy
-  /// (it never waits for a lock here); the caller then uses ``read(_:)``. A WAL reader does not wait for the writer
-  /// or a checkpoint, and sees every transaction committed before it started. Other errors are thrown.
-  public nonisolated func readNow<T>(_ body: (Connection) throws -> T) throws -> T? {
-    guard let immediateReader else { return nil }
-    do {
-      return try immediateReader.read(body)
-    } catch let error as SQLiteError where error.code & 0xff == 5 || error.code & 0xff == 6 {
-      return nil  // SQLITE_BUSY or SQLITE_LOCKED: read it on the queue instead.
-    }
-  }
-
   /// Runs `body` in one transaction (`BEGIN IMMEDIATE`), committed when it returns and rolled back when it
   /// throws; the error is rethrown.
   public func write<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
     try self.connection.transaction { try body(self.connection) }
-  }
-}
-
-/// A read-only connection used synchronously by whichever thread gets it first; one at a time.
-final class ImmediateReader: @unchecked Sendable {
-  // @unchecked: `connection` is touched only between a successful false → true exchange of `inUse` and the store
-  // of false that ends the read, so by one thread at a time (SQLite's NOMUTEX mode needs no more).
-  private let connection: Connection
-  private let inUse = Atomic<Bool>(false)
-
-  init(_ connection: Connection) { self.connection = connection }
-
-  /// `body`'s result, or nil when another thread is reading with the connection now.
-  func read<T>(_ body: (Connection) throws -> T) throws -> T? {
-    guard inUse.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return nil }
-    defer { inUse.store(false, ordering: .releasing) }
-    return try body(connection)
   }
 }
 

@@ -77,30 +77,6 @@ private struct Boom: Error, Equatable {}
     #expect(try await database.read { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == 1)
   }
 
-  @Test func readNowSeesCommittedWritesOnTheCallersThreadAndRefusesWrites() async throws {
-    let directory = try TemporaryDirectory()
-    defer { directory.remove() }
-    let database = try Database(path: directory.path(), migrations: Self.migrations)
-    #expect(try database.readNow { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == 0)
-    try await database.write { try $0.execute("INSERT INTO item (task, n) VALUES (1, 1)") }
-    #expect(try database.readNow { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == 1)
-    #expect(try database.readNow { _ in QueueExecutor.currentLabel } == .some(nil))
-    let error = #expect(throws: SQLiteError.self) {
-      try database.readNow { try $0.execute("INSERT INTO item (task, n) VALUES (2, 2)") }
-    }
-    #expect(error?.code == 8)  // SQLITE_READONLY
-  }
-
-  @Test func readNowDeclinesWhenItCannotReadAtOnce() async throws {
-    // In memory there is one connection only; and a second reader at the same time is told to use `read`.
-    #expect(try Database.inMemory(migrations: Self.migrations).readNow { _ in 1 } == nil)
-    let directory = try TemporaryDirectory()
-    defer { directory.remove() }
-    let database = try Database(path: directory.path(), migrations: Self.migrations)
-    let inner = try database.readNow { _ in try database.readNow { _ in 1 } }
-    #expect(inner == .some(nil))
-  }
-
   @Test func inMemoryDatabaseIsNotWAL() async throws {
     let database = try Database.inMemory()
     #expect(database.path == ":memory:")

@@ -111,44 +111,34 @@ extension NodeStore {
       ])
   }
 
-  /// One job. Read at once on the caller's thread (one indexed row; see ``Database/readNow(_:)``), else on the queue.
   nonisolated(nonsending) func job(id: String, owner: String) async throws -> Job? {
-    let read = { (connection: Connection) throws -> Job? in
+    try await database.read { connection in
       try connection.queryOne(
         "SELECT \(Self.jobColumns) FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(id), .text(owner)]
       ).map(Self.job)
     }
-    if let job = try database.readNow(read) { return job }
-    return try await database.read(read)
   }
 
-  /// A page of `owner`'s jobs in creation order, after the job `cursor` (exclusive). Read at once on the caller's
-  /// thread (at most `limit` ≤ 500 rows of one index range; see ``Database/readNow(_:)``), else on the queue.
+  /// A page of `owner`'s jobs in creation order, after the job `cursor` (exclusive).
   nonisolated(nonsending) func jobs(owner: String, after cursor: String?, limit: Int) async throws -> [Job] {
-    let read = { (connection: Connection) throws -> [Job] in
-      try Self.jobs(connection, owner: owner, after: cursor, limit: limit)
-    }
-    if let page = try database.readNow(read) { return page }
-    return try await database.read(read)
-  }
-
-  static func jobs(_ connection: Connection, owner: String, after cursor: String?, limit: Int) throws -> [Job] {
-    if let cursor,
-      let anchor = try connection.queryOne(
-        "SELECT created_at FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(cursor), .text(owner)])
-    {
+    try await database.read { connection in
+      if let cursor,
+        let anchor = try connection.queryOne(
+          "SELECT created_at FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(cursor), .text(owner)])
+      {
+        return try connection.query(
+          """
+          SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? AND (created_at, id) > (?, ?)
+          ORDER BY created_at, id LIMIT ?
+          """, [.text(owner), .text(try anchor.string(0)), .text(cursor), .integer(Int64(limit))]
+        ).map(Self.job)
+      }
+      if cursor != nil { throw JobCursorError() }
       return try connection.query(
-        """
-        SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? AND (created_at, id) > (?, ?)
-        ORDER BY created_at, id LIMIT ?
-        """, [.text(owner), .text(try anchor.string(0)), .text(cursor), .integer(Int64(limit))]
+        "SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? ORDER BY created_at, id LIMIT ?",
+        [.text(owner), .integer(Int64(limit))]
       ).map(Self.job)
     }
-    if cursor != nil { throw JobCursorError() }
-    return try connection.query(
-      "SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? ORDER BY created_at, id LIMIT ?",
-      [.text(owner), .integer(Int64(limit))]
-    ).map(Self.job)
   }
 
   nonisolated(nonsending) func deleteJob(id: String, owner: String) async throws -> Bool {
