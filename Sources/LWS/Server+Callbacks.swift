@@ -106,27 +106,37 @@ extension Server {
     return fragments
   }
 
+  /// The request headers a head carries, with lws's token for each (built once, not per request).
+  private static let headTokens: [(String, lws_token_indexes)] = [
+    ("authorization", WSI_TOKEN_HTTP_AUTHORIZATION), ("content-type", WSI_TOKEN_HTTP_CONTENT_TYPE),
+    ("content-length", WSI_TOKEN_HTTP_CONTENT_LENGTH), ("accept", WSI_TOKEN_HTTP_ACCEPT),
+    ("if-none-match", WSI_TOKEN_HTTP_IF_NONE_MATCH), ("host", WSI_TOKEN_HOST), ("range", WSI_TOKEN_HTTP_RANGE),
+    ("origin", WSI_TOKEN_ORIGIN), ("user-agent", WSI_TOKEN_HTTP_USER_AGENT),
+    ("transfer-encoding", WSI_TOKEN_HTTP_TRANSFER_ENCODING), ("sec-websocket-protocol", WSI_TOKEN_PROTOCOL),
+  ]
+
   func makeHead(_ wsi: OpaquePointer, method: HTTPMethod, path: String) -> HTTPRequestHead {
     var headers = HTTPHeaders()
-    let tokens: [(String, lws_token_indexes)] = [
-      ("authorization", WSI_TOKEN_HTTP_AUTHORIZATION), ("content-type", WSI_TOKEN_HTTP_CONTENT_TYPE),
-      ("content-length", WSI_TOKEN_HTTP_CONTENT_LENGTH), ("accept", WSI_TOKEN_HTTP_ACCEPT),
-      ("if-none-match", WSI_TOKEN_HTTP_IF_NONE_MATCH), ("host", WSI_TOKEN_HOST), ("range", WSI_TOKEN_HTTP_RANGE),
-      ("origin", WSI_TOKEN_ORIGIN), ("user-agent", WSI_TOKEN_HTTP_USER_AGENT),
-      ("transfer-encoding", WSI_TOKEN_HTTP_TRANSFER_ENCODING), ("sec-websocket-protocol", WSI_TOKEN_PROTOCOL),
-    ]
-    for (name, token) in tokens {
+    for (name, token) in Self.headTokens {
       if let value = header(wsi, token) { headers.add(name, value) }
     }
-    for name in ["last-event-id", "x-request-id"] {
-      if let value = customHeader(wsi, name + ":") { headers.add(name, value) }
+    for name in ["last-event-id:", "x-request-id:"] {
+      if let value = customHeader(wsi, name) { headers.add(String(name.dropLast()), value) }
     }
-    var address = [CChar](repeating: 0, count: 64)
-    let remote = lws_get_peer_simple(wsi, &address, address.count).map { String(cString: $0) } ?? ""
     let contentLength = headers["content-length"].flatMap { Int($0.trimmingSpaces()) }
     return HTTPRequestHead(
       method: method, path: path, query: QueryItems(fragments: queryFragments(wsi)), headers: headers,
-      contentLength: contentLength, remoteAddress: remote, isTLS: lws_is_ssl(wsi) != 0)
+      contentLength: contentLength, remoteAddress: remoteAddress(of: wsi), isTLS: lws_is_ssl(wsi) != 0)
+  }
+
+  /// The connection's peer address, asked of the kernel (`getpeername`) once per connection rather than once per
+  /// request on a kept-alive one; forgotten when the connection is destroyed.
+  func remoteAddress(of wsi: OpaquePointer) -> String {
+    if let known = remoteAddresses[wsi] { return known }
+    var address = [CChar](repeating: 0, count: 64)
+    let remote = lws_get_peer_simple(wsi, &address, address.count).map { String(cString: $0) } ?? ""
+    remoteAddresses[wsi] = remote
+    return remote
   }
 }
 
@@ -1111,6 +1121,7 @@ extension Server {
 
   func connectionDestroyed(_ wsi: OpaquePointer) {
     pendingUpgrades[wsi] = nil
+    remoteAddresses[wsi] = nil
     acceptedConnections.remove(wsi)
     overCapacity.remove(wsi)
     if let exchange = exchanges.removeValue(forKey: wsi) {

@@ -225,6 +225,10 @@ public final class Server: @unchecked Sendable {
     var actions: [@Sendable () -> Void] = []
   }
   private let inbox = Mutex(Inbox())
+  /// Whether ``wakeUp()`` may still call `lws_cancel_service` (false once ``run()`` is about to destroy the context).
+  private let contextAlive = Atomic<Bool>(true)
+  /// Threads inside ``wakeUp()`` now; ``run()`` waits for none before destroying the context.
+  private let wakersInside = Atomic<Int>(0)
   private let loopThread = Atomic<UInt>(0)
   private let stopRequested = Atomic<Bool>(false)
 
@@ -234,6 +238,8 @@ public final class Server: @unchecked Sendable {
   var sockets: [OpaquePointer: WebSocketConnection] = [:]
   var socketsByID: [WebSocketID: WebSocketConnection] = [:]
   var pendingUpgrades: [OpaquePointer: HTTPRequestHead] = [:]
+  /// Each connection's peer address, once asked (``remoteAddress(of:)``); removed on `WSI_DESTROY`.
+  var remoteAddresses: [OpaquePointer: String] = [:]
   var nextID: UInt64 = 1
   var messagesOut = 0
   /// Writes that carried several queued WebSocket frames at once.
@@ -429,12 +435,16 @@ public final class Server: @unchecked Sendable {
     // Run what was queued while stopping, then close the inbox so nobody wakes a destroyed context.
     drainInbox()
     inbox.withLock { $0.open = false }
+    // No wake-up may touch the context from here on: refuse new ones, wait for any already inside (a few µs).
+    contextAlive.store(false, ordering: .sequentiallyConsistent)
+    while wakersInside.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
     AcceptGuard.unregister(listenSocket)
     lws_context_destroy(context)
     exchanges.removeAll()
     exchangesByID.removeAll()
     sockets.removeAll()
     socketsByID.removeAll()
+    remoteAddresses.removeAll()
     contextUser = nil
     logger.debug("Service loop stopped.")
   }
@@ -481,11 +491,14 @@ public final class Server: @unchecked Sendable {
   }
 
   private func wakeUp() {
-    // lws_cancel_service is the one lws call documented as safe from any thread. The inbox lock
-    // orders it against `run()` closing the inbox before destroying the context.
-    inbox.withLock { inbox in
-      if inbox.open { lws_cancel_service(context) }
-    }
+    // lws_cancel_service is the one lws call documented as safe from any thread. It runs outside the inbox lock (a
+    // write to lws's event pipe, during which the service thread would otherwise block on the lock to drain the
+    // inbox); the two counters order it against `run()` destroying the context instead: run() clears
+    // `contextAlive`, then waits until no thread is inside. Both sides use sequentially consistent operations, so a
+    // waker that still sees the context alive is seen inside by run().
+    wakersInside.add(1, ordering: .sequentiallyConsistent)
+    defer { wakersInside.subtract(1, ordering: .sequentiallyConsistent) }
+    if contextAlive.load(ordering: .sequentiallyConsistent) { lws_cancel_service(context) }
   }
 
   func drainInbox() {

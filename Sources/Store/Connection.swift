@@ -170,6 +170,19 @@ public final class Connection {
     try? self.execute("ROLLBACK")
   }
 
+  /// Makes the connection refuse every write (`PRAGMA query_only`), for good: a reader. Set once, when the connection
+  /// is opened, because changing it expires every prepared statement of the connection (SQLite compiles flag pragmas
+  /// with `OP_Expire`), so each statement used afterwards is compiled again.
+  func makeReadOnly() throws(SQLiteError) {
+    if let error = Self.exec(self.handle, "PRAGMA query_only = 1") { throw error }
+  }
+
+  /// Times SQLite compiled a cached statement again since it was prepared (a schema change or an expiring pragma
+  /// makes it do so at the statement's next use), summed over the cache (tests).
+  var statementRecompilations: Int {
+    self.statements.values.reduce(0) { $0 + Int(sqlite3_stmt_status($1.handle, SQLITE_STMTSTATUS_REPREPARE, 0)) }
+  }
+
   /// True while a transaction is open (SQLite is not in autocommit mode).
   public var isInTransaction: Bool { sqlite3_get_autocommit(self.handle) == 0 }
 

@@ -69,10 +69,13 @@ public struct Row: Sendable {
     try Self.decode(self[name], column: name)
   }
 
-  private static func decode<T: SQLValueConvertible>(_ value: SQLValue, column: String) throws(SQLiteError) -> T {
+  /// `column` names the column in the error; built only when there is one (every typed read of a row comes here).
+  private static func decode<T: SQLValueConvertible>(
+    _ value: SQLValue, column: @autoclosure () -> String
+  ) throws(SQLiteError) -> T {
     guard let decoded = T.fromSQLValue(value) else {
       // The value itself is deliberately left out: it may be a token or a payload.
-      throw .mismatch("column \(column) holds \(value.storageClass), which cannot be read as \(T.self)")
+      throw .mismatch("column \(column()) holds \(value.storageClass), which cannot be read as \(T.self)")
     }
     return decoded
   }

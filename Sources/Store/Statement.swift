@@ -70,9 +70,21 @@ final class Statement {
     }
   }
 
-  /// The current result's column names. Read per execution, not once per prepare: SQLite silently re-prepares
-  /// a cached statement after a schema change, and `SELECT *` may then have different columns.
+  /// The columns last read, and SQLite's recompilation count when they were.
+  private var cachedColumns: (columns: Row.Columns, recompilations: Int32)?
+
+  /// The current result's column names. Read again whenever SQLite has compiled the statement again since they were
+  /// last read (it silently re-prepares a cached statement after a schema change, and `SELECT *` may then have
+  /// different columns); otherwise the names (and their index) are shared by every execution.
   func columns() -> Row.Columns {
+    let recompilations = sqlite3_stmt_status(self.handle, SQLITE_STMTSTATUS_REPREPARE, 0)
+    if let cachedColumns, cachedColumns.recompilations == recompilations { return cachedColumns.columns }
+    let columns = self.readColumns()
+    cachedColumns = (columns, recompilations)
+    return columns
+  }
+
+  private func readColumns() -> Row.Columns {
     let count = sqlite3_column_count(self.handle)
     var names: [String] = []
     names.reserveCapacity(Int(count))

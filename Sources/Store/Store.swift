@@ -30,6 +30,11 @@
 // values, which may be tokens or payloads). Stored data of the wrong type is an error, not a crash. Migration
 // problems are `MigrationError`. A programmer error (an unknown column name in `row["…"]`) traps.
 //
+// Reads. A file database's `read` runs on the actor's queue, like every call, but with a read-only connection of its
+// own (a WAL reader sees every transaction committed before it starts and never waits for the writer), so a read
+// never changes the writer's pragmas: switching `query_only` on the writer for each read expired all of its prepared
+// statements, and each was compiled again at its next use.
+//
 // Durability. `synchronous=NORMAL` with WAL: a committed transaction survives a crash or `kill -9` of the
 // process; only a power loss can lose the last few commits, and the file stays consistent either way.
 
@@ -42,6 +47,8 @@ import Dispatch
 public actor Database {
   private let executor: QueueExecutor
   private let connection: Connection
+  /// The read-only connection ``read(_:)`` uses (nil for an in-memory database, which cannot be shared).
+  private let reader: Connection?
   /// Checkpoints the WAL off the commit path (nil for an in-memory database, which has no WAL).
   private let checkpointer: Checkpointer?
 
@@ -62,10 +69,14 @@ public actor Database {
     try migrator.migrate(connection)
     if path == ":memory:" {
       self.checkpointer = nil
+      self.reader = nil
     } else {
       let checkpointer = try Checkpointer(path: path)
       checkpointer.watch(connection)
       self.checkpointer = checkpointer
+      let reader = try Connection(path: path)
+      try reader.makeReadOnly()
+      self.reader = reader
     }
     self.executor = QueueExecutor(label: "meshgate.store")
     self.connection = connection
@@ -81,9 +92,11 @@ public actor Database {
     try Database(path: ":memory:", migrations: migrations)
   }
 
-  /// Runs `body` with the connection in read-only mode (`PRAGMA query_only`): any write in it fails with
-  /// `SQLITE_READONLY` (8). Use ``write(_:)`` to change data.
+  /// Runs `body` with a read-only connection (`PRAGMA query_only`): any write in it fails with `SQLITE_READONLY` (8).
+  /// It sees every transaction committed before it started. Use ``write(_:)`` to change data.
   public func read<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
+    if let reader { return try body(reader) }
+    // In memory: one connection only, switched to read-only for the call.
     try self.connection.execute("PRAGMA query_only = 1")
     defer { try? self.connection.execute("PRAGMA query_only = 0") }
     return try body(self.connection)

@@ -31,6 +31,31 @@ struct RouterTests {
     #expect(route.responses.map(\.schema) == [["type": "object"], ["type": "object"], Schemas.error])
   }
 
+  @Test func parametersAndLiteralsOfTheSameLengthResolveInTableOrder() {
+    let first = Route(.get, "/api/v1/things/special", "special", access: .open, "") { _, _ in .json(.null) }
+    let second = Route(.get, "/api/v1/things/{id}", "thing", access: .open, "") { _, _ in .json(.null) }
+    let third = Route(.post, "/api/v1/things/{id}", "postThing", access: .open, "") { _, _ in .json(.null) }
+    let router = Router(routes: [first, second, third])
+    guard case .found(let special, let none) = router.match(method: .get, path: "/api/v1/things/special"),
+      case .found(let thing, let parameters) = router.match(method: .get, path: "/api/v1/things/42"),
+      case .found(let posted, let postParameters) = router.match(method: .post, path: "/api/v1/things/special"),
+      case .methodNotAllowed(let pattern, let allowed) = router.match(method: .delete, path: "/api/v1/things/7")
+    else {
+      Issue.record("expected three matches and a 405")
+      return
+    }
+    #expect(special.operationID == "special" && none.isEmpty)
+    #expect(thing.operationID == "thing" && parameters == ["id": "42"])
+    #expect(posted.operationID == "postThing" && postParameters == ["id": "special"])
+    #expect(pattern == "/api/v1/things/{id}" && allowed == [.get, .post, .head])
+    guard case .notFound = router.match(method: .get, path: "/api/v1/things/42/more"),
+      case .notFound = router.match(method: .get, path: "/api/v1/thing/42")
+    else {
+      Issue.record("expected notFound")
+      return
+    }
+  }
+
   @Test func unknownPathIsNotFound() {
     guard case .notFound = router.match(method: .get, path: "/api/v1/nothing") else {
       Issue.record("expected notFound")

@@ -23,6 +23,20 @@ import Testing
     #expect(rows.map { $0["v"] } == values)
   }
 
+  @Test func aCachedQuerySeesColumnsAddedLater() throws {
+    // Column names are kept between runs of a cached statement; a schema change recompiles it, and the names must
+    // follow.
+    let connection = try Connection(path: ":memory:")
+    try connection.execute("CREATE TABLE t (a)")
+    try connection.execute("INSERT INTO t (a) VALUES (1)")
+    #expect(try connection.queryOne("SELECT * FROM t")?.columnNames == ["a"])
+    #expect(try connection.queryOne("SELECT * FROM t")?.columnNames == ["a"])
+    try connection.execute("ALTER TABLE t ADD COLUMN b DEFAULT 2")
+    let row = try connection.queryOne("SELECT * FROM t")
+    #expect(row?.columnNames == ["a", "b"])
+    #expect(row?["b"] == .integer(2))
+  }
+
   @Test func emptyTextAndEmptyBlobAreNotNull() throws {
     let connection = try Connection(path: ":memory:")
     let types = try connection.queryOne("SELECT typeof(?), typeof(?), length(?)", ["", .blob([]), "a\u{0}b"])

@@ -44,6 +44,39 @@ private struct Boom: Error, Equatable {}
     #expect(try await database.read { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == 1)
   }
 
+  @Test func readsLeaveTheWritersStatementsCompiled() async throws {
+    // Switching `query_only` on the writer for every read expired all of its prepared statements, so each write
+    // after a read compiled its SQL again.
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let database = try Database(path: directory.path(), migrations: Self.migrations)
+    let insert = "INSERT INTO item (task, n) VALUES (?, ?)"
+    let count = "SELECT count(*) FROM item"
+    // Once each first (statements cached during the migrations are compiled again once after its schema change).
+    try await database.write { try $0.execute(insert, [1, 0]) }
+    _ = try await database.read { try $0.scalar(count) }
+    let writerBefore = try await database.write { $0.statementRecompilations }
+    let readerBefore = try await database.read { $0.statementRecompilations }
+    for n in 1...3 {
+      try await database.write { try $0.execute(insert, [1, SQLValue(n)]) }
+      #expect(try await database.read { try $0.scalar(count, as: Int.self) } == n + 1)
+    }
+    #expect(try await database.write { $0.statementRecompilations } == writerBefore)
+    #expect(try await database.read { $0.statementRecompilations } == readerBefore)
+  }
+
+  @Test func aFileDatabaseReadRefusesWrites() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let database = try Database(path: directory.path(), migrations: Self.migrations)
+    let error = await #expect(throws: SQLiteError.self) {
+      try await database.read { try $0.execute("INSERT INTO item (task, n) VALUES (1, 1)") }
+    }
+    #expect(error?.code == 8)  // SQLITE_READONLY
+    try await database.write { try $0.execute("INSERT INTO item (task, n) VALUES (1, 1)") }
+    #expect(try await database.read { try $0.scalar("SELECT count(*) FROM item", as: Int.self) } == 1)
+  }
+
   @Test func inMemoryDatabaseIsNotWAL() async throws {
     let database = try Database.inMemory()
     #expect(database.path == ":memory:")

@@ -168,20 +168,47 @@ enum RouteMatch {
 /// All routes of the node.
 struct Router: Sendable {
   let routes: [Route]
-  /// Each route's pattern split into segments, once.
-  let patterns: [[Substring]]
+  /// The indexes of the routes with each number of path segments, in table order, with their patterns parsed once:
+  /// a request is compared only with routes of its own length, segment by segment, without string slicing.
+  let routesBySegmentCount: [Int: [(index: Int, segments: [PatternSegment])]]
+
+  /// One segment of a route's pattern.
+  enum PatternSegment: Sendable {
+    /// Matches exactly this text.
+    case literal(String)
+    /// `{name}`: matches any non-empty segment, which becomes the parameter `name`.
+    case parameter(String)
+  }
 
   init(routes: [Route]) {
     self.routes = routes
-    self.patterns = routes.map(\.segments)
+    var buckets: [Int: [(index: Int, segments: [PatternSegment])]] = [:]
+    for (index, route) in routes.enumerated() {
+      let segments = route.segments.map { segment -> PatternSegment in
+        segment.hasPrefix("{") && segment.hasSuffix("}")
+          ? .parameter(String(segment.dropFirst().dropLast())) : .literal(String(segment))
+      }
+      buckets[segments.count, default: []].append((index, segments))
+    }
+    self.routesBySegmentCount = buckets
   }
 
   func match(method: HTTPMethod, path: String) -> RouteMatch {
     let pathSegments = path.split(separator: "/", omittingEmptySubsequences: true)
     var allowed: [HTTPMethod] = []
     var pattern = ""
-    for (index, route) in routes.enumerated() {
-      guard let parameters = route.match(pathSegments, own: patterns[index]) else { continue }
+    candidates: for (index, segments) in routesBySegmentCount[pathSegments.count] ?? [] {
+      var parameters: [String: String] = [:]
+      for (segment, actual) in zip(segments, pathSegments) {
+        switch segment {
+        case .literal(let text):
+          guard actual == text else { continue candidates }
+        case .parameter(let name):
+          guard !actual.isEmpty else { continue candidates }
+          parameters[name] = String(actual)
+        }
+      }
+      let route = routes[index]
       if route.method == method || (method == .head && route.method == .get) {
         return .found(route, parameters: parameters)
       }

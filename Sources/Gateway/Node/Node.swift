@@ -249,7 +249,7 @@ public actor Node {
           message:
             "the Authorization header must be 'Bearer <token>'; create a peer with POST /api/v1/peers to get a token")
       }
-      token = String(parts[1]).trimmingCharacters(in: .whitespaces)
+      token = HostPolicy.trimmed(String(parts[1]))
     } else if allowQueryToken {
       token = head.query["token"]
     }
