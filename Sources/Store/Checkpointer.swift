@@ -18,9 +18,13 @@ final class Checkpointer: Sendable {
   static let pagesThreshold: Int32 = 1000
   /// WAL pages after which the writer checkpoints itself, once: under writes that never pause, background
   /// checkpoints copy pages but never finish before the next commit, and only a checkpoint with no commit running
-  /// beside it lets the WAL start again from the beginning. This keeps the WAL bounded (about 32 MiB) at the cost of
-  /// one inline checkpoint per this many pages, instead of one per ``pagesThreshold``.
-  static let writerPagesThreshold: Int32 = 8 * pagesThreshold
+  /// beside it lets the WAL start again from the beginning. This keeps the WAL bounded (about 128 MiB) at the cost of
+  /// one inline checkpoint per this many pages, instead of one per ``pagesThreshold``. The inline checkpoint (its copy
+  /// and two syncs) stalls the commit it runs in and every write queued behind it, tens of milliseconds on a disk, so
+  /// the mark is well above what a burst of writes between two pauses reaches: at 8 000 pages a 24 MiB burst of
+  /// events crossed it in some runs and doubled the p99 of small events beside it (BackpressureTests, on disk).
+  /// Between bursts the background checkpoints catch up and the next commit starts the WAL again anyway.
+  static let writerPagesThreshold: Int32 = 32 * pagesThreshold
 
   private let queue = DispatchQueue(label: "meshgate.store.checkpoint")
   /// The checkpointer's connection. Only touched on `queue`, which is serial.
