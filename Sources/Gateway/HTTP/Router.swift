@@ -135,20 +135,12 @@ struct Route: Sendable {
 
   var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: true) }
 
-  /// The path parameters if `path` matches the pattern (`own` is `segments`, which the router computes once).
-  func match(_ pathSegments: [Substring], own: [Substring]? = nil) -> [String: String]? {
-    let own = own ?? segments
-    guard own.count == pathSegments.count else { return nil }
-    var parameters: [String: String] = [:]
-    for (pattern, actual) in zip(own, pathSegments) {
-      if pattern.hasPrefix("{") && pattern.hasSuffix("}") {
-        guard !actual.isEmpty else { return nil }
-        parameters[String(pattern.dropFirst().dropLast())] = String(actual)
-      } else if pattern != actual {
-        return nil
-      }
-    }
-    return parameters
+  /// The pattern's segments, parsed (the router does this once per route).
+  var patternSegments: [Router.PatternSegment] { segments.map(Router.PatternSegment.init) }
+
+  /// The path parameters if `pathSegments` match the pattern.
+  func match(_ pathSegments: [Substring]) -> [String: String]? {
+    Router.parameters(of: patternSegments, in: pathSegments)
   }
 }
 
@@ -178,16 +170,35 @@ struct Router: Sendable {
     case literal(String)
     /// `{name}`: matches any non-empty segment, which becomes the parameter `name`.
     case parameter(String)
+
+    init(_ segment: Substring) {
+      self =
+        segment.hasPrefix("{") && segment.hasSuffix("}")
+        ? .parameter(String(segment.dropFirst().dropLast())) : .literal(String(segment))
+    }
+  }
+
+  /// The path parameters if `pathSegments` match `pattern`, segment by segment; nil when they do not.
+  static func parameters(of pattern: [PatternSegment], in pathSegments: [Substring]) -> [String: String]? {
+    guard pattern.count == pathSegments.count else { return nil }
+    var parameters: [String: String] = [:]
+    for (segment, actual) in zip(pattern, pathSegments) {
+      switch segment {
+      case .literal(let text):
+        guard actual == text else { return nil }
+      case .parameter(let name):
+        guard !actual.isEmpty else { return nil }
+        parameters[name] = String(actual)
+      }
+    }
+    return parameters
   }
 
   init(routes: [Route]) {
     self.routes = routes
     var buckets: [Int: [(index: Int, segments: [PatternSegment])]] = [:]
     for (index, route) in routes.enumerated() {
-      let segments = route.segments.map { segment -> PatternSegment in
-        segment.hasPrefix("{") && segment.hasSuffix("}")
-          ? .parameter(String(segment.dropFirst().dropLast())) : .literal(String(segment))
-      }
+      let segments = route.patternSegments
       buckets[segments.count, default: []].append((index, segments))
     }
     self.routesBySegmentCount = buckets
@@ -197,17 +208,8 @@ struct Router: Sendable {
     let pathSegments = path.split(separator: "/", omittingEmptySubsequences: true)
     var allowed: [HTTPMethod] = []
     var pattern = ""
-    candidates: for (index, segments) in routesBySegmentCount[pathSegments.count] ?? [] {
-      var parameters: [String: String] = [:]
-      for (segment, actual) in zip(segments, pathSegments) {
-        switch segment {
-        case .literal(let text):
-          guard actual == text else { continue candidates }
-        case .parameter(let name):
-          guard !actual.isEmpty else { continue candidates }
-          parameters[name] = String(actual)
-        }
-      }
+    for (index, segments) in routesBySegmentCount[pathSegments.count] ?? [] {
+      guard let parameters = Self.parameters(of: segments, in: pathSegments) else { continue }
       let route = routes[index]
       if route.method == method || (method == .head && route.method == .get) {
         return .found(route, parameters: parameters)
