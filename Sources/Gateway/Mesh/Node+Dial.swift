@@ -52,16 +52,25 @@ extension Node {
 
   /// Opens the WebSocket of connection `connection` to `address` (an address literal).
   func dial(_ connection: LinkManager.ConnectionID, address host: String, port: UInt16) {
+    if openLink(connection, to: host, port: port) == nil {
+      feed(.outboundFailed(connection, now: Self.monotonicMillis()))
+    }
+  }
+
+  /// Starts connection `connection`'s WebSocket to `host` (an address literal) with `scheduler`, the frames already
+  /// queued for the connection; nil when it cannot even be started.
+  func openLink(
+    _ connection: LinkManager.ConnectionID, to host: String, port: UInt16,
+    carrying scheduler: LinkScheduler<MeshOutbound> = LinkScheduler()
+  ) -> WebSocketID? {
     guard
       let socket = server.connect(
         host: host, port: Int(port), path: "/mesh", subprotocol: meshSubprotocol, tls: security.meshTLS)
-    else {
-      feed(.outboundFailed(connection, now: Self.monotonicMillis()))
-      return
-    }
+    else { return nil }
     mesh.connectionBySocket[socket] = connection
     mesh.socketByConnection[connection] = socket
-    openScheduler(socket)
+    openScheduler(socket, carrying: scheduler)
+    return socket
   }
 
   /// A dialled socket could not connect: the name's next address is tried on the same link connection (with the frames
@@ -72,17 +81,19 @@ extension Node {
     {
       let next = fallback.addresses.removeFirst()
       mesh.dialFallbacks[connection] = fallback.addresses.isEmpty ? nil : fallback
-      if let socket = server.connect(
-        host: next, port: Int(fallback.port), path: "/mesh", subprotocol: meshSubprotocol, tls: security.meshTLS)
-      {
+      if openLink(connection, to: next, port: fallback.port, carrying: mesh.schedulers[id] ?? LinkScheduler()) != nil {
         mesh.connectionBySocket[id] = nil
-        mesh.connectionBySocket[socket] = connection
-        mesh.socketByConnection[connection] = socket
-        mesh.schedulers[socket] = mesh.schedulers.removeValue(forKey: id)
-        server.setPulling(socket)
+        mesh.schedulers[id] = nil
         return
       }
     }
     meshSocketClosed(id)
+  }
+
+  /// The link manager closed connection `connection`: a lookup in progress ends as a failed dial, and no further
+  /// address is tried.
+  func abandonDial(_ connection: LinkManager.ConnectionID) {
+    if mesh.resolving[connection] != nil { mesh.resolving[connection] = true }
+    mesh.dialFallbacks[connection] = nil
   }
 }

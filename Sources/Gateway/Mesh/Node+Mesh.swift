@@ -242,8 +242,10 @@ extension Node {
   /// is then one bulk frame plus this much, not several megabytes of socket buffer).
   static let meshUnsentBytes = 128 << 10
 
-  func openScheduler(_ socket: WebSocketID) {
-    mesh.schedulers[socket] = LinkScheduler()
+  /// Gives `socket` its outbound scheduler (`scheduler`: frames already queued for its link connection) and puts it
+  /// in pull mode.
+  func openScheduler(_ socket: WebSocketID, carrying scheduler: LinkScheduler<MeshOutbound> = LinkScheduler()) {
+    mesh.schedulers[socket] = scheduler
     server.setPulling(socket)
   }
 
@@ -406,8 +408,7 @@ extension Node {
   }
 
   package func close(_ connection: LinkManager.ConnectionID, reason: String) {
-    if mesh.resolving[connection] != nil { mesh.resolving[connection] = true }
-    mesh.dialFallbacks[connection] = nil
+    abandonDial(connection)
     guard let socket = mesh.socketByConnection[connection] else { return }
     meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
     // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link closes
@@ -419,8 +420,7 @@ extension Node {
   }
 
   package func drop(_ connection: LinkManager.ConnectionID, reason: String) {
-    if mesh.resolving[connection] != nil { mesh.resolving[connection] = true }
-    mesh.dialFallbacks[connection] = nil
+    abandonDial(connection)
     if let socket = mesh.socketByConnection[connection] { server.close(socket, code: 1002, reason: reason) }
   }
 
