@@ -185,16 +185,12 @@ extension Schemas {
       "direction": ["type": "string", "enum": ["outgoing", "incoming"]], "name": ["type": "string"],
       "state": ["type": "string", "enum": ["open", "closed", "failed"]],
       "bytes": ["type": "integer", "description": "Bytes sent (writer) or handed to the reader (receiver)."],
-      "from": transferParty, "to": transferParty, "reason": ["type": ["string", "null"]],
+      "from": peerRef, "to": peerRef, "reason": ["type": ["string", "null"]],
       "createdAt": ["type": "string", "format": "date-time"],
     ],
   ]
   static let streamEnvelope = envelope("stream", stream)
 
-  static let transferParty: JSONValue = [
-    "type": "object", "required": ["id", "displayName", "nodeId"],
-    "properties": ["id": ["type": "string"], "displayName": ["type": "string"], "nodeId": ["type": "string"]],
-  ]
   static let transfer: JSONValue = [
     "type": "object",
     "required": [
@@ -212,7 +208,7 @@ extension Schemas {
           "pending", "awaitingConsent", "inProgress", "interrupted", "finished", "failed", "canceled", "declined",
         ],
       ],
-      "from": transferParty, "to": transferParty, "sha256": ["type": ["string", "null"]],
+      "from": peerRef, "to": peerRef, "sha256": ["type": ["string", "null"]],
       "reason": ["type": ["string", "null"]],
       "resumedFrom": [
         "type": ["integer", "null"], "description": "The offset the last resume continued from.",
