@@ -177,7 +177,8 @@ extension JSONValue {
     String(decoding: serialized(), as: UTF8.self)
   }
 
-  func write(to out: inout [UInt8]) {
+  /// Appends the compact encoding of this value to `out`.
+  public func write(to out: inout [UInt8]) {
     switch self {
     case .serialized(let bytes): out.append(contentsOf: bytes)
     case .null: out.append(contentsOf: "null".utf8)

@@ -71,4 +71,22 @@ struct JSONValueTests {
     object["b"] = nil
     #expect(JSONValue.object(object).serializedString() == #"{"a":3}"#)
   }
+
+  /// The object writer gives the bytes the object would serialize to: member order, escapes, nulls and nested values.
+  @Test func theObjectWriterWritesWhatTheObjectWouldSerializeTo() throws {
+    let nested: JSONValue = ["id": "p2", "n": 3, "list": [true, nil, 1.5]]
+    var writer = JSONObjectWriter(capacity: 8)
+    writer.add("text", "quote \" backslash \\ newline \n tab \t bell \u{07} é 😀")
+    writer.add("missing", nil as String?)
+    writer.add("nested", nested)
+    writer.add("serialized", JSONValue.serialized(Array(#"{"x":[1]}"#.utf8)))
+    let written = writer.finish()
+    let object: JSONValue = [
+      "text": "quote \" backslash \\ newline \n tab \t bell \u{07} é 😀", "missing": nil, "nested": nested,
+      "serialized": ["x": [1]],
+    ]
+    #expect(written.serializedString() == object.serializedString())
+    #expect(try JSONValue.parse(written.serialized()) == object)
+    #expect(JSONObjectWriter().finish().serializedString() == "{}")
+  }
 }

@@ -79,7 +79,7 @@ extension Node {
     }
     let token = "mgt_" + Crypto.base64URL(try Crypto.randomBytes(32))
     let peer = StoredPeer(
-      id: UUID().uuidString.lowercased(), displayName: displayName, discoveryInfo: discoveryInfo,
+      id: RecordID.make(), displayName: displayName, discoveryInfo: discoveryInfo,
       tokenHash: Crypto.sha256Hex(token), createdAt: Timestamp.now())
     // Peers being stored count against --max-peers too, so parallel requests cannot overshoot it.
     guards.peersBeingCreated += 1

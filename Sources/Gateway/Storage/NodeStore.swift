@@ -135,7 +135,7 @@ final class NodeStore: Sendable {
       if let row = try connection.queryOne("SELECT value FROM node_meta WHERE key = 'node_id'") {
         return try row.string(0)
       }
-      let id = UUID().uuidString.lowercased()
+      let id = RecordID.make()
       try connection.execute("INSERT INTO node_meta(key, value) VALUES ('node_id', ?)", [.text(id)])
       return id
     }

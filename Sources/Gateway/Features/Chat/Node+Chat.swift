@@ -255,7 +255,7 @@ extension Node {
     guard mesh.chat.isMember(peer.id, of: roomID) else {
       throw chatFailure(mesh.chat.rooms[roomID] == nil ? .notFound(roomID) : .notMember(roomID))
     }
-    var id = UUID().uuidString.lowercased()
+    var id = RecordID.make()
     if body.object["id"] != nil {
       id = try ChatRules.messageID(try body.requiredString("id"))
       // A retry of a message this node already took: answer with it, never store it twice.

@@ -42,7 +42,7 @@ extension Node {
     context: [UInt8], timeoutSeconds: Int
   ) throws(MeshFailure) -> (SessionBook.Invitation, [MeshEffect]) {
     try mesh.node.invite(
-      UUID().uuidString.lowercased(), from: inviter,
+      RecordID.make(), from: inviter,
       to: SessionMember(peerID: peerID, displayName: displayName, nodeID: nodeID, state: .connecting),
       sessionID: sessionID, context: context, timeoutMillis: UInt32(timeoutSeconds) * 1000,
       now: Self.monotonicMillis())

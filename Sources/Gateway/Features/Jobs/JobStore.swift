@@ -7,6 +7,15 @@ import Synchronization
 /// A jobs cursor that names no job of the caller.
 struct JobCursorError: Error {}
 
+/// A page of jobs as `GET /api/v1/jobs` shows it.
+struct JobPage: Sendable {
+  /// The jobs' JSON array, already written.
+  let json: JSONValue
+  let count: Int
+  /// The last job's id (the next page's cursor when the page is full).
+  let lastID: String?
+}
+
 extension NodeStore {
   // MARK: - Jobs
 
@@ -119,26 +128,40 @@ extension NodeStore {
     }
   }
 
-  /// A page of `owner`'s jobs in creation order, after the job `cursor` (exclusive).
-  nonisolated(nonsending) func jobs(owner: String, after cursor: String?, limit: Int) async throws -> [Job] {
+  /// A page of `owner`'s jobs in creation order, after the job `cursor` (exclusive), as the JSON array the API
+  /// answers with. The array is written here, on the store's queue beside the read, so the service thread only copies
+  /// its bytes (a page of 20 jobs took the service thread longer to render than all the rest of the request).
+  nonisolated(nonsending) func jobPage(owner: String, after cursor: String?, limit: Int) async throws -> JobPage {
     try await database.read { connection in
-      if let cursor,
-        let anchor = try connection.queryOne(
-          "SELECT created_at FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(cursor), .text(owner)])
-      {
-        return try connection.query(
-          """
-          SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? AND (created_at, id) > (?, ?)
-          ORDER BY created_at, id LIMIT ?
-          """, [.text(owner), .text(try anchor.string(0)), .text(cursor), .integer(Int64(limit))]
-        ).map(Self.job)
+      let jobs = try Self.jobs(connection, owner: owner, after: cursor, limit: limit)
+      var array: [UInt8] = [UInt8(ascii: "[")]
+      array.reserveCapacity(jobs.count * 400)
+      for (index, job) in jobs.enumerated() {
+        if index > 0 { array.append(UInt8(ascii: ",")) }
+        job.json.write(to: &array)
       }
-      if cursor != nil { throw JobCursorError() }
+      array.append(UInt8(ascii: "]"))
+      return JobPage(json: .serialized(array), count: jobs.count, lastID: jobs.last?.id)
+    }
+  }
+
+  static func jobs(_ connection: Connection, owner: String, after cursor: String?, limit: Int) throws -> [Job] {
+    if let cursor,
+      let anchor = try connection.queryOne(
+        "SELECT created_at FROM jobs WHERE id = ? AND owner_peer_id = ?", [.text(cursor), .text(owner)])
+    {
       return try connection.query(
-        "SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? ORDER BY created_at, id LIMIT ?",
-        [.text(owner), .integer(Int64(limit))]
+        """
+        SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? AND (created_at, id) > (?, ?)
+        ORDER BY created_at, id LIMIT ?
+        """, [.text(owner), .text(try anchor.string(0)), .text(cursor), .integer(Int64(limit))]
       ).map(Self.job)
     }
+    if cursor != nil { throw JobCursorError() }
+    return try connection.query(
+      "SELECT \(Self.jobColumns) FROM jobs WHERE owner_peer_id = ? ORDER BY created_at, id LIMIT ?",
+      [.text(owner), .integer(Int64(limit))]
+    ).map(Self.job)
   }
 
   nonisolated(nonsending) func deleteJob(id: String, owner: String) async throws -> Bool {

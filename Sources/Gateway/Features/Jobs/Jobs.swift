@@ -22,16 +22,19 @@ struct Job: Sendable, Equatable {
   var createdAt: String
   var updatedAt: String
 
+  /// The job as every response and event shows it, written straight to bytes (a page holds up to 500 of them).
   var json: JSONValue {
-    var object: JSONObject = ["id": .string(id), "name": .string(name)]
-    object["dueDate"] = dueDate.map { .string($0) } ?? .null
-    object["payment"] = paymentCents.map { .string(JobRules.formatPayment($0)) } ?? .null
-    object["notes"] = notes.map { .string($0) } ?? .null
-    object["assignedTo"] = assignedTo?.json ?? .null
-    object["receivedFrom"] = receivedFrom?.json ?? .null
-    object["createdAt"] = .string(createdAt)
-    object["updatedAt"] = .string(updatedAt)
-    return .object(object)
+    var object = JSONObjectWriter(capacity: 320 + (notes?.utf8.count ?? 0))
+    object.add("id", id)
+    object.add("name", name)
+    object.add("dueDate", dueDate)
+    object.add("payment", paymentCents.map(JobRules.formatPayment))
+    object.add("notes", notes)
+    object.add("assignedTo", assignedTo?.json ?? .null)
+    object.add("receivedFrom", receivedFrom?.json ?? .null)
+    object.add("createdAt", createdAt)
+    object.add("updatedAt", updatedAt)
+    return object.finish()
   }
 }
 

@@ -40,7 +40,7 @@ extension Node {
     let body = try RequestBody(context.request)
     let now = Timestamp.now()
     var job = Job(
-      id: UUID().uuidString.lowercased(), ownerPeerID: context.authenticatedPeer.id, name: "", createdAt: now,
+      id: RecordID.make(), ownerPeerID: context.authenticatedPeer.id, name: "", createdAt: now,
       updatedAt: now)
     try jobFields(body, into: &job, creating: true)
     try await store.saveJob(job)
@@ -50,16 +50,16 @@ extension Node {
   func listJobs(_ context: RequestContext) async throws -> HTTPResponse {
     let query = context.request.head.query
     let limit = try query.limit(maximum: 500)
-    let page: [Job]
+    let page: JobPage
     do {
       let cursor = query["cursor"].flatMap { $0.isEmpty ? nil : $0 }
-      page = try await store.jobs(owner: context.authenticatedPeer.id, after: cursor, limit: limit)
+      page = try await store.jobPage(owner: context.authenticatedPeer.id, after: cursor, limit: limit)
     } catch is JobCursorError {
       throw APIError.badRequest("cursor must be the nextCursor of a previous page of GET /api/v1/jobs")
     }
-    var body: JSONObject = ["jobs": .array(page.map(\.json))]
-    body["nextCursor"] = page.count == limit ? page.last.map { .string($0.id) } ?? .null : .null
-    return .json(.object(body))
+    return .json([
+      "jobs": page.json, "nextCursor": page.count == limit ? page.lastID.map { .string($0) } ?? .null : .null,
+    ])
   }
 
   func ownJob(_ context: RequestContext) async throws -> Job {
@@ -131,7 +131,7 @@ extension Node {
         message: "that peer is not receiving jobs (it does not advertise jobmanager-jobs)")
     }
     let session = mesh.node.createSession(
-      UUID().uuidString.lowercased(), creator: member(for: sender), strategy: .pointToPoint, encryption: .optional,
+      RecordID.make(), creator: member(for: sender), strategy: .pointToPoint, encryption: .optional,
       maxPeers: 2)
     let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
     do {
@@ -257,7 +257,7 @@ extension Node {
     }
     let now = Timestamp.now()
     let job = Job(
-      id: UUID().uuidString.lowercased(), ownerPeerID: peerID, name: incoming["name"]?.stringValue ?? "",
+      id: RecordID.make(), ownerPeerID: peerID, name: incoming["name"]?.stringValue ?? "",
       dueDate: incoming["dueDate"]?.stringValue,
       paymentCents: incoming["payment"].flatMap { try? JobRules.payment($0) },
       notes: incoming["notes"]?.stringValue, assignedTo: nil,

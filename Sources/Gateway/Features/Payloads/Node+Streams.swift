@@ -84,7 +84,7 @@ extension Node {
     }
     let target = try connectedRecipient(toID, in: session)
     let record = StreamRecord(
-      id: UUID().uuidString.lowercased(),
+      id: RecordID.make(),
       parties: PayloadParties(
         direction: .outgoing, sessionID: session.sessionID,
         from: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID),

@@ -102,7 +102,7 @@ extension Node {
     let members = try groupRecipients(list, in: session, from: peer.id)
     let remote = members.contains { $0.nodeID != nodeID }
     try checkReceivable(size: size, spooling: remote)
-    let groupID = UUID().uuidString.lowercased()
+    let groupID = RecordID.make()
     let now = Timestamp.now()
     let contentType =
       context.request.head.headers["content-type"].flatMap(Self.cleanContentType) ?? "application/octet-stream"
@@ -144,7 +144,7 @@ extension Node {
     for member in members where member.nodeID != nodeID && copyOf[member.nodeID] == nil {
       let copy = LiveTransfer(
         record: record(
-          UUID().uuidString.lowercased(), .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: member.nodeID),
+          RecordID.make(), .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: member.nodeID),
           copyID: nil))
       copy.sender = TransferSender(
         size: size, window: Self.groupCopyWindow, chunkSize: Self.transferChunk, readAhead: Self.transferReadAhead)
@@ -161,7 +161,7 @@ extension Node {
       let copy = copyOf[member.nodeID]
       let share = LiveTransfer(
         record: record(
-          UUID().uuidString.lowercased(), .transfer,
+          RecordID.make(), .transfer,
           to: PayloadParty(peerID: member.peerID, displayName: member.displayName, nodeID: member.nodeID),
           copyID: copy?.record.id))
       let id = share.record.id

@@ -177,7 +177,7 @@ extension Node {
     // Refused early when the disk cannot take it now; checked again, and reserved, once the spool is open.
     try checkReceivable(size: UInt64(size), spooling: !local)
 
-    let id = UUID().uuidString.lowercased()
+    let id = RecordID.make()
     let now = Timestamp.now()
     let contentType =
       context.request.head.headers["content-type"].flatMap(Self.cleanContentType)

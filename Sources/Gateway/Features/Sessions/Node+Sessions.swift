@@ -157,7 +157,7 @@ extension Node {
     if strategy == .pointToPoint { maxPeers = 2 }
     let peer = context.authenticatedPeer
     let session = mesh.node.createSession(
-      UUID().uuidString.lowercased(), creator: member(for: peer), strategy: strategy, encryption: encryption,
+      RecordID.make(), creator: member(for: peer), strategy: strategy, encryption: encryption,
       maxPeers: maxPeers)
     return .json(["session": sessionJSON(session)], status: 201)
   }

@@ -56,7 +56,7 @@ extension Node {
   /// Leaders make sure every transceiver they see is a member or has a pending invitation (``TransceiveBook``).
   func reconcileTransceivers() {
     interpret(
-      mesh.node.reconcile(&transceive, now: Self.monotonicMillis(), newID: { UUID().uuidString.lowercased() }))
+      mesh.node.reconcile(&transceive, now: Self.monotonicMillis(), newID: { RecordID.make() }))
   }
 
   /// Accepts transceive invitations for local transceivers at once.
