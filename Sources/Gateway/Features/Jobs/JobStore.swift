@@ -134,14 +134,7 @@ extension NodeStore {
   nonisolated(nonsending) func jobPage(owner: String, after cursor: String?, limit: Int) async throws -> JobPage {
     try await database.read { connection in
       let jobs = try Self.jobs(connection, owner: owner, after: cursor, limit: limit)
-      var array: [UInt8] = [UInt8(ascii: "[")]
-      array.reserveCapacity(jobs.count * 400)
-      for (index, job) in jobs.enumerated() {
-        if index > 0 { array.append(UInt8(ascii: ",")) }
-        job.json.write(to: &array)
-      }
-      array.append(UInt8(ascii: "]"))
-      return JobPage(json: .serialized(array), count: jobs.count, lastID: jobs.last?.id)
+      return JobPage(json: JSONValue.array(jobs.map(\.json)).preserialized, count: jobs.count, lastID: jobs.last?.id)
     }
   }
 
