@@ -133,10 +133,15 @@ struct Route: Sendable {
   /// The request body is raw bytes (`application/octet-stream`), streamed rather than JSON.
   var rawRequestBody: Bool { body != .collected }
 
-  var segments: [Substring] { pattern.split(separator: "/", omittingEmptySubsequences: true) }
-
   /// The pattern's segments, parsed (the router does this once per route).
-  var patternSegments: [Router.PatternSegment] { segments.map(Router.PatternSegment.init) }
+  var patternSegments: [Router.PatternSegment] {
+    pattern.split(separator: "/", omittingEmptySubsequences: true).map(Router.PatternSegment.init)
+  }
+
+  /// Whether the pattern has a `{name}` segment (the resource it names may not exist: 404).
+  var hasPathParameters: Bool {
+    patternSegments.contains { if case .parameter = $0 { true } else { false } }
+  }
 
   /// The path parameters if `pathSegments` match the pattern.
   func match(_ pathSegments: [Substring]) -> [String: String]? {
@@ -243,8 +248,7 @@ extension Router {
       operation["operationId"] = .string(route.operationID)
       operation["summary"] = .string(route.summary)
       var parameters: [JSONValue] = []
-      for segment in route.segments where segment.hasPrefix("{") {
-        let name = String(segment.dropFirst().dropLast())
+      for case .parameter(let name) in route.patternSegments {
         parameters.append([
           "name": .string(name), "in": "path", "required": true,
           "schema": name == "serviceType" ? Schemas.serviceType : ["type": "string"],
@@ -289,7 +293,7 @@ extension Router {
         common.append((403, "The Origin header names another site (origin_not_allowed)."))
       }
       if route.requestSchema != nil { common.append((415, "The body is not sent as application/json.")) }
-      if route.segments.contains(where: { $0.hasPrefix("{") }) { common.append((404, "Not found for this caller.")) }
+      if route.hasPathParameters { common.append((404, "Not found for this caller.")) }
       // Any request: a head over 16 KiB (431), or a connection over --max-connections (503 too_many_connections
       // with Retry-After).
       common.append((431, "request_header_fields_too_large: the request head (cookies included) is over 16 KiB."))
