@@ -7,6 +7,7 @@
 /// checkpoint wrote again, and that disk traffic set the write path's p99 (6–8 ms against 2–3 ms, `bench/run.sh rest`).
 /// The bits come from the system's generator (`getrandom`): Foundation's `UUID()` opened, read and closed
 /// `/dev/urandom` for every identifier, on the service thread.
+import Crypto
 import Glibc
 
 enum RecordID {
@@ -25,15 +26,12 @@ enum RecordID {
   static func format(milliseconds: UInt64, high: UInt64, low: UInt64) -> String {
     let high = (milliseconds << 16) | (high & 0x0FFF) | 0x7000
     let low = (low & ~(0xC << 60)) | (0x8 << 60)
-    let hex = Array("0123456789abcdef".utf8)
+    let bytes = withUnsafeBytes(of: high.bigEndian, Array.init) + withUnsafeBytes(of: low.bigEndian, Array.init)
     var text = [UInt8]()
     text.reserveCapacity(36)
-    for (half, value) in [high, low].enumerated() {
-      for nibble in 0..<16 {
-        let position = half * 16 + nibble
-        if position == 8 || position == 12 || position == 16 || position == 20 { text.append(UInt8(ascii: "-")) }
-        text.append(hex[Int((value >> UInt64(60 - 4 * nibble)) & 0xF)])
-      }
+    for (index, digit) in Crypto.hex(bytes).utf8.enumerated() {
+      if index == 8 || index == 12 || index == 16 || index == 20 { text.append(UInt8(ascii: "-")) }
+      text.append(digit)
     }
     return String(decoding: text, as: UTF8.self)
   }
