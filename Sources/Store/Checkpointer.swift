@@ -8,8 +8,8 @@ import Synchronization
 /// queued behind it on the database's one writer queue) waits while pages are copied into the database file and
 /// both files are synced, several milliseconds on a busy disk, every few hundred commits. Here the writer's WAL hook
 /// only asks for a checkpoint once the WAL holds ``pagesThreshold`` pages, and a `PASSIVE` checkpoint runs on the
-/// checkpointer's own serial queue, at most one per ``minimumInterval``: it copies what no reader still needs, never blocks the writer, and the next
-/// writer after a complete checkpoint starts the WAL from the beginning again.
+/// checkpointer's own serial queue, at most one per ``minimumInterval``: it copies what no reader still needs, never
+/// blocks the writer, and the next writer after a complete checkpoint starts the WAL from the beginning again.
 ///
 /// Durability is unchanged: a commit is in the WAL file (the OS cache) when it returns, as before; the checkpoint
 /// only moves pages into the database file.
