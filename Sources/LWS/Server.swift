@@ -7,7 +7,8 @@
 /// call the loop-only methods (``respond(to:with:)``, ``send(_:to:)`` …)
 /// directly. Other threads enqueue jobs under a `Mutex` and wake the loop with
 /// `lws_cancel_service`, which lws documents as safe from any thread; the loop
-/// drains them on `LWS_CALLBACK_EVENT_WAIT_CANCELLED`.
+/// drains them on `LWS_CALLBACK_EVENT_WAIT_CANCELLED`. What the service thread
+/// enqueues itself runs when the current service pass returns, without a wake-up.
 ///
 /// Ownership: lws keeps pointers (not copies) to protocol names, the
 /// interface string and the server string, so they live in ``CStringArena``
@@ -196,6 +197,8 @@ public struct ServerStatistics: Sendable {
   public var oversizedHeads: Int = 0
   /// Connections closed because a request body stopped arriving (``ServerConfiguration/bodyIdleTimeoutSeconds``).
   public var bodyTimeouts: Int = 0
+  /// Times another thread woke the service loop (`lws_cancel_service`) to run what it queued.
+  public var loopWakeUps: Int = 0
 }
 
 /// One lws context serving HTTP and WebSocket on one port.
@@ -230,6 +233,8 @@ public final class Server: @unchecked Sendable {
   /// Threads inside ``wakeUp()`` now; ``run()`` waits for none before destroying the context.
   private let wakersInside = Atomic<Int>(0)
   private let loopThread = Atomic<UInt>(0)
+  /// `lws_cancel_service` calls made to wake the loop (``ServerStatistics/loopWakeUps``).
+  private let wakeUps = Atomic<Int>(0)
   private let stopRequested = Atomic<Bool>(false)
 
   // Loop-thread state.
@@ -429,6 +434,9 @@ public final class Server: @unchecked Sendable {
     startBodyTimer()
     while !stopRequested.load(ordering: .acquiring) {
       if lws_service(context, 0) < 0 { break }
+      // What this thread queued during the pass (a handler starting a task) runs now, before the next poll: no
+      // `lws_cancel_service` round trip (an eventfd write, a poll return and a read) for work that never left it.
+      drainInbox()
     }
     bodyTimer?.cancel()
     bodyTimer = nil
@@ -482,10 +490,11 @@ public final class Server: @unchecked Sendable {
 
   /// Runs `action` on the service thread; safe from any thread.
   public func execute(_ action: @escaping @Sendable () -> Void) {
+    let fromLoop = inLoop
     let wake = inbox.withLock { inbox -> Bool in
       guard inbox.open else { return false }
       inbox.actions.append(action)
-      return inbox.actions.count + inbox.jobs.count == 1
+      return !fromLoop && inbox.actions.count + inbox.jobs.count == 1
     }
     if wake { wakeUp() }
   }
@@ -498,6 +507,7 @@ public final class Server: @unchecked Sendable {
     // waker that still sees the context alive is seen inside by run().
     wakersInside.add(1, ordering: .sequentiallyConsistent)
     defer { wakersInside.subtract(1, ordering: .sequentiallyConsistent) }
+    wakeUps.add(1, ordering: .relaxed)
     if contextAlive.load(ordering: .sequentiallyConsistent) { lws_cancel_service(context) }
   }
 
@@ -523,7 +533,7 @@ public final class Server: @unchecked Sendable {
       openWebSockets: sockets.count, openRequests: exchanges.count, webSocketMessagesOut: messagesOut,
       webSocketMessagesIn: messagesIn, coalescedWrites: coalescedWrites, openConnections: acceptedConnections.count,
       refusedConnections: refusedConnections, acceptFailures: AcceptGuard.failures, oversizedHeads: oversizedHeads,
-      bodyTimeouts: bodyTimeouts)
+      bodyTimeouts: bodyTimeouts, loopWakeUps: wakeUps.load(ordering: .relaxed))
   }
 
   /// Once a second (on the service thread), closes connections whose request body has not moved for
@@ -549,11 +559,14 @@ public final class Server: @unchecked Sendable {
 extension Server: SerialExecutor {
   public func enqueue(_ job: consuming ExecutorJob) {
     let job = UnownedJob(job)
+    let fromLoop = inLoop
     let wake = inbox.withLock { inbox -> Bool in
       inbox.jobs.append(job)
-      return inbox.open && inbox.actions.count + inbox.jobs.count == 1
+      return !fromLoop && inbox.open && inbox.actions.count + inbox.jobs.count == 1
     }
-    // Only the empty → non-empty transition wakes the loop: it swaps the whole inbox out.
+    // Only the empty → non-empty transition wakes the loop: it swaps the whole inbox out. The service thread never
+    // waits in poll while it runs, and `run()` drains after every pass, so what it enqueues needs no wake-up; a
+    // job another thread adds meanwhile finds the inbox non-empty and is drained with it.
     if wake { wakeUp() }
   }
 
