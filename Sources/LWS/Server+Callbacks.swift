@@ -6,6 +6,23 @@ internal import CLibWebSockets
 import Glibc
 import Logging
 
+extension Server {
+  /// Whether lws may make this callback from its timers (a timed-out connection torn down, a dial that timed out),
+  /// which it runs before it polls, rather than while serving a socket after the poll.
+  static func mayRunBeforePoll(_ reason: lws_callback_reasons) -> Bool {
+    switch reason {
+    case LWS_CALLBACK_EVENT_WAIT_CANCELLED, LWS_CALLBACK_HTTP, LWS_CALLBACK_HTTP_BODY,
+      LWS_CALLBACK_HTTP_BODY_COMPLETION, LWS_CALLBACK_HTTP_WRITEABLE, LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION,
+      LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_RECEIVE, LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_SERVER_WRITEABLE,
+      LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_ESTABLISHED, LWS_CALLBACK_FILTER_NETWORK_CONNECTION,
+      LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+      false
+    default:
+      true
+    }
+  }
+}
+
 /// The one protocol callback. A plain global function converts to a C function pointer; it finds the
 /// server through the context's user pointer.
 func serverCallback(
@@ -17,6 +34,12 @@ func serverCallback(
   else {
     return 0
   }
+  // What a callback queues for the service thread itself runs when the service pass returns (``Server/run()``), with
+  // no wake-up, if lws called it while serving sockets, after its poll. Teardown callbacks may come from lws's
+  // timers instead, which run before the poll: what they queue wakes the loop, or it would wait for the next event.
+  let previous = server.wakeForOwnWork
+  server.wakeForOwnWork = Server.mayRunBeforePoll(reason)
+  defer { server.wakeForOwnWork = previous }
   switch reason {
   case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
     // Delivered after lws_cancel_service; returning non-zero here would close the event pipe.

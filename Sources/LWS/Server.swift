@@ -235,6 +235,9 @@ public final class Server: @unchecked Sendable {
   private let loopThread = Atomic<UInt>(0)
   /// `lws_cancel_service` calls made to wake the loop (``ServerStatistics/loopWakeUps``).
   private let wakeUps = Atomic<Int>(0)
+  /// Whether work the service thread queues for itself must wake the loop: true inside an lws callback that may run
+  /// before lws polls (see `serverCallback`). Service thread only.
+  var wakeForOwnWork = false
   private let stopRequested = Atomic<Bool>(false)
 
   // Loop-thread state.
@@ -490,7 +493,7 @@ public final class Server: @unchecked Sendable {
 
   /// Runs `action` on the service thread; safe from any thread.
   public func execute(_ action: @escaping @Sendable () -> Void) {
-    let fromLoop = inLoop
+    let fromLoop = inLoop && !wakeForOwnWork
     let wake = inbox.withLock { inbox -> Bool in
       guard inbox.open else { return false }
       inbox.actions.append(action)
@@ -559,14 +562,15 @@ public final class Server: @unchecked Sendable {
 extension Server: SerialExecutor {
   public func enqueue(_ job: consuming ExecutorJob) {
     let job = UnownedJob(job)
-    let fromLoop = inLoop
+    let fromLoop = inLoop && !wakeForOwnWork
     let wake = inbox.withLock { inbox -> Bool in
       inbox.jobs.append(job)
       return !fromLoop && inbox.open && inbox.actions.count + inbox.jobs.count == 1
     }
-    // Only the empty → non-empty transition wakes the loop: it swaps the whole inbox out. The service thread never
-    // waits in poll while it runs, and `run()` drains after every pass, so what it enqueues needs no wake-up; a
-    // job another thread adds meanwhile finds the inbox non-empty and is drained with it.
+    // Only the empty → non-empty transition wakes the loop: it swaps the whole inbox out. What the service thread
+    // enqueues while lws serves sockets, or while `run()` drains, needs no wake-up: `run()` drains after every pass,
+    // before the next poll (a job another thread adds meanwhile finds the inbox non-empty and is drained with it).
+    // Inside a callback lws may make from its timers, before the poll, it wakes the loop (`wakeForOwnWork`).
     if wake { wakeUp() }
   }
 

@@ -52,6 +52,35 @@ struct EventStoreTests {
     #expect(later[0].sequence == sequences[4] + 1)
   }
 
+  /// Fan-outs arrive as one entry naming every recipient (session data to a whole session): one body each, the same
+  /// sequence for all its recipients, and the same rules as for entries one peer at a time: a fan-out that names a
+  /// peer the body before already has is a new event, and entries one peer at a time still join a body.
+  @Test func fanOutEntriesAreOneBodyEachAndMixWithSinglePeerEntries() async throws {
+    let path = temporaryPath()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let store = try NodeStore(path: path, retention: 100)
+    try await addPeers(store, ["a", "b", "c", "d"])
+    let shared = JSONValue.object(["text": "hello"]).preserialized
+    let at = "2026-12-02T00:00:00.000Z"
+    let appended = try await store.appendEvents(fanOuts: [
+      (EventFanOut(peerIDs: ["a", "b", "c"], type: "session.data", data: shared), at),
+      // The same event again, naming b: a second event (b gets both).
+      (EventFanOut(peerIDs: ["d", "b"], type: "session.data", data: shared), at),
+      // One peer at a time, same data: joins the body before (d and b are in it; c is not).
+      (EventFanOut(peerIDs: ["c"], type: "session.data", data: shared), at),
+      (EventFanOut(peerIDs: [], type: "session.data", data: shared), at),
+    ])
+    #expect(appended.map(\.peerIDs) == [["a", "b", "c"], ["d", "b", "c"]])
+    #expect(appended[1].sequence == appended[0].sequence + 1)
+    for peer in ["a", "b", "c", "d"] {
+      let events = try await store.events(peerID: peer, after: 0, limit: 10).events
+      let expected = appended.filter { $0.peerIDs.contains(peer) }.map(\.sequence)
+      #expect(events.map(\.sequence) == expected, "peer \(peer)")
+      #expect(events.allSatisfy { $0.data.serializedString() == #"{"text":"hello"}"# && $0.at == at })
+    }
+    #expect(appended[0].envelope.serializedString() == appended[0].stored(for: "a").envelope.serializedString())
+  }
+
   /// A read gives each event's data as the bytes the append serialized (replays and GET /api/v1/events send them on
   /// without parsing and serializing again): the same JSON, escapes and non-ASCII text intact.
   @Test func readEventsCarryTheBytesTheAppendSerialized() async throws {

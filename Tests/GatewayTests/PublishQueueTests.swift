@@ -45,6 +45,17 @@ struct PublishQueueTests {
     #expect(flat.firstIndex(of: 1)! < flat.firstIndex(of: 3)!)
   }
 
+  /// A fan-out entry (one event naming many recipients) is held back by an earlier event for any one of them.
+  @Test func aFanOutEntryWaitsForEachOfItsPeersEarlierEvents() {
+    var queue = Queue()
+    queue.append(Self.big("bob"), waiter: 0)
+    queue.append(
+      fanOuts: [EventFanOut(peerIDs: ["dave", "bob"], type: "session.data", data: ["text": "hi"])], waiter: 1)
+    queue.append(
+      fanOuts: [EventFanOut(peerIDs: ["erin", "frank"], type: "session.data", data: ["text": "hi"])], waiter: 2)
+    #expect(Self.transactions(&queue) == [[2], [0], [1]])
+  }
+
   @Test func largeEventsAreNotStarvedBySmallOnes() {
     var queue = Queue()
     queue.append(Self.big("bob"), waiter: 0)

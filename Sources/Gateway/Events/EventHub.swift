@@ -182,12 +182,21 @@ extension Node {
 
   /// Publishes from a synchronous context, in order with every other publish.
   func publishInBackground(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
-    enqueuePublish(entries, waiter: nil)
+    enqueuePublish(entries.map { EventFanOut(peerIDs: [$0.peerID], type: $0.type, data: $0.data) }, waiter: nil)
+  }
+
+  /// Publishes events that each name all their recipients (a fan-out is stored and sent as one event).
+  func publishInBackground(fanOuts: [EventFanOut]) {
+    enqueuePublish(fanOuts, waiter: nil)
   }
 
   func enqueuePublish(
     _ entries: [(peerID: String, type: String, data: JSONValue)], waiter: CheckedContinuation<Void, any Error>?
   ) {
+    enqueuePublish(entries.map { EventFanOut(peerIDs: [$0.peerID], type: $0.type, data: $0.data) }, waiter: waiter)
+  }
+
+  func enqueuePublish(_ entries: [EventFanOut], waiter: CheckedContinuation<Void, any Error>?) {
     // Every type a peer can see is documented (EventCatalog, docs/events.md, OpenAPI); debug builds check it.
     assert(
       entries.allSatisfy { EventCatalog.loggedTypes.contains($0.type) },
@@ -195,7 +204,7 @@ extension Node {
     #if DEBUG
       for entry in entries { checkDocumented(entry.type, entry.data) }
     #endif
-    events.queue.append(entries, waiter: waiter)
+    events.queue.append(fanOuts: entries, waiter: waiter)
     if events.queue.bytes > PublishQueue<CheckedContinuation<Void, any Error>>.highWater { pauseMeshReads(true) }
     guard !events.publishing else { return }
     events.publishing = true
@@ -211,12 +220,17 @@ extension Node {
       // batches while a write is in flight), chosen so that small events are not stuck behind large ones.
       let batches = events.queue.next()
       // Peers deleted meanwhile get nothing (their log is gone).
-      let entries = batches.flatMap { batch in batch.entries.map { ($0.peerID, $0.type, $0.data, batch.at) } }
-        .filter { peers[$0.0] != nil }
+      var entries: [(EventFanOut, at: String)] = []
+      for batch in batches {
+        for var entry in batch.entries {
+          if !entry.peerIDs.allSatisfy({ peers[$0] != nil }) { entry.peerIDs.removeAll { peers[$0] == nil } }
+          if !entry.peerIDs.isEmpty { entries.append((entry, batch.at)) }
+        }
+      }
       do {
         if !entries.isEmpty {
-          let stored = try await store.appendEvents(entries)
-          pushLive(stored)
+          let appended = try await store.appendEvents(fanOuts: entries)
+          pushLive(appended)
         }
         for batch in batches { batch.waiter?.resume() }
       } catch {
@@ -242,38 +256,37 @@ extension Node {
     for socket in mesh.connectionBySocket.keys { server.setReceiveFlow(socket, enabled: !paused) }
   }
 
-  func pushLive(_ stored: [StoredEvent]) {
-    metrics.eventsAppended += stored.count
-    // The recipients of one fan-out share the event (same sequence, same envelope): its WebSocket frame is built
-    // once and the same message is queued on every socket.
-    var shared: (sequence: Int64, frame: OutboundMessage)?
-    for event in stored {
-      for channel in events.subscribersByPeer[event.peerID] ?? [] {
-        guard let subscriber = events.subscribers[channel] else { continue }
-        if subscriber.replaying {
-          subscriber.newestLive = max(subscriber.newestLive, event.sequence)
-        } else if case .webSocket = channel {
-          if shared?.sequence != event.sequence {
-            shared = (event.sequence, OutboundMessage(bytes: event.envelope.serialized(), binary: false))
+  func pushLive(_ appended: [AppendedEvent]) {
+    for event in appended {
+      metrics.eventsAppended += event.peerIDs.count
+      // The recipients of one fan-out share the event (same sequence, same envelope): its WebSocket frame is built
+      // once and the same message is queued on every socket.
+      var frame: OutboundMessage?
+      for peerID in event.peerIDs {
+        for channel in events.subscribersByPeer[peerID] ?? [] {
+          guard let subscriber = events.subscribers[channel] else { continue }
+          if subscriber.replaying {
+            subscriber.newestLive = max(subscriber.newestLive, event.sequence)
+          } else if case .webSocket(let id) = channel {
+            guard event.sequence > subscriber.lastSent else { continue }
+            subscriber.lastSent = event.sequence
+            let shared = frame ?? OutboundMessage(bytes: event.envelope.serialized(), binary: false)
+            frame = shared
+            switch server.send(shared, to: id) {
+            case .queued, .closed: break
+            case .queueFull: slowConsumer(subscriber)
+            }
+          } else {
+            deliver(event.stored(for: peerID), to: subscriber)
           }
-          deliver(event, to: subscriber, frame: shared?.frame)
-        } else {
-          deliver(event, to: subscriber)
         }
       }
     }
   }
 
-  func deliver(_ event: StoredEvent, to subscriber: Subscriber, frame: OutboundMessage? = nil) {
+  func deliver(_ event: StoredEvent, to subscriber: Subscriber) {
     guard event.sequence > subscriber.lastSent else { return }
     subscriber.lastSent = event.sequence
-    if let frame, case .webSocket(let id) = subscriber.channel {
-      switch server.send(frame, to: id) {
-      case .queued, .closed: break
-      case .queueFull: slowConsumer(subscriber)
-      }
-      return
-    }
     sendFrame(event.envelope, to: subscriber, eventName: event.type, eventID: String(event.sequence))
   }
 

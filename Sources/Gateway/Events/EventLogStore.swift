@@ -5,6 +5,22 @@ import Store
 import Synchronization
 
 /// One entry of a peer's event log.
+/// An event body just appended, with every recipient it was written for (one fan-out, one sequence number).
+struct AppendedEvent: Sendable {
+  var sequence: Int64
+  var peerIDs: [String]
+  var type: String
+  var at: String
+  var data: JSONValue
+
+  /// The wire envelope `{"id","type","at","data"}`: the same bytes for every recipient.
+  var envelope: JSONValue { StoredEvent.envelope(sequence: sequence, type: type, at: at, data: data) }
+
+  func stored(for peerID: String) -> StoredEvent {
+    StoredEvent(sequence: sequence, peerID: peerID, type: type, at: at, data: data)
+  }
+}
+
 struct StoredEvent: Sendable, Equatable {
   var sequence: Int64
   var peerID: String
@@ -13,7 +29,9 @@ struct StoredEvent: Sendable, Equatable {
   var data: JSONValue
 
   /// The wire envelope `{"id","type","at","data"}`.
-  var envelope: JSONValue {
+  var envelope: JSONValue { Self.envelope(sequence: sequence, type: type, at: at, data: data) }
+
+  static func envelope(sequence: Int64, type: String, at: String, data: JSONValue) -> JSONValue {
     ["id": .string(String(sequence)), "type": .string(type), "at": .string(at), "data": data]
   }
 }
@@ -43,7 +61,16 @@ extension NodeStore {
   }
 
   /// Appends entries that each carry their own time (when they were published, not when they are written: a store
-  /// that falls behind must not bunch up the times of what waited for it).
+  /// that falls behind must not bunch up the times of what waited for it); one stored event per entry.
+  nonisolated(nonsending) func appendEvents(
+    _ entries: [(peerID: String, type: String, data: JSONValue, at: String)]
+  ) async throws -> [StoredEvent] {
+    let appended = try await appendEvents(
+      fanOuts: entries.map { (EventFanOut(peerIDs: [$0.peerID], type: $0.type, data: $0.data), $0.at) })
+    return appended.flatMap { event in event.peerIDs.map { event.stored(for: $0) } }
+  }
+
+  /// Appends events for one or more recipients each in one transaction, and returns one ``AppendedEvent`` per body.
   ///
   /// The commit writes each body and one `event_pending` row naming its recipients: two rows at the end of two
   /// tables, a page or two of WAL. Writing the per-peer log (`event_log`, keyed by peer) in the same commit touched one
@@ -52,64 +79,66 @@ extension NodeStore {
   /// reads or deletes a peer's log, and at the first use after a restart. A body and its recipients are committed
   /// together, so an event that was delivered is never lost, and a log read always sees every committed event.
   ///
+  /// Consecutive entries with the same type, time and data and no recipient in common (one event published peer by
+  /// peer) share one body, as a fan-out does.
+  ///
   /// Runs on the caller's executor up to the database hop (`nonsending`): the node's publish loop goes to the store
   /// queue and back, not through the global pool as well.
-  nonisolated(nonsending) func appendEvents(
-    _ entries: [(peerID: String, type: String, data: JSONValue, at: String)]
-  ) async throws -> [StoredEvent] {
-    let (stored, indexDue) = try await database.write { connection in
-      var stored: [StoredEvent] = []
-      stored.reserveCapacity(entries.count)
-      var body:
-        (
-          sequence: Int64, type: String, at: String, data: JSONValue, peers: [String], members: Set<String>,
-          serialized: JSONValue
-        )?
+  nonisolated(nonsending) func appendEvents(fanOuts entries: [(EventFanOut, at: String)]) async throws
+    -> [AppendedEvent]
+  {
+    let (appended, indexDue) = try await database.write { connection in
+      var appended: [AppendedEvent] = []
+      appended.reserveCapacity(entries.count)
+      var data: JSONValue = .null
+      // The last body's recipients as a set, made only when another entry might join it.
+      var members: Set<String>?
       var nextID = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
-      var bodies = 0
       func finishBody() throws {
-        guard let body else { return }
+        guard let body = appended.last else { return }
         try connection.execute(
           "INSERT INTO event_pending(seq, peers) VALUES (?, ?)",
-          [.integer(body.sequence), .text(JSONValue.array(body.peers.map { .string($0) }).serializedString())])
-        bodies += 1
+          [.integer(body.sequence), .text(JSONValue.array(body.peerIDs.map { .string($0) }).serializedString())])
       }
-      for entry in entries {
-        if body == nil || body!.type != entry.type || body!.at != entry.at || body!.members.contains(entry.peerID)
-          || body!.data != entry.data
-        {
-          try finishBody()
-          nextID += 1
-          // Serialized here, off the node's event loop, once per body; live subscribers get these same bytes.
-          let serialized = entry.data.serialized()
-          try connection.execute(
-            "INSERT INTO event_bodies(id, type, at, data) VALUES (?, ?, ?, ?)",
-            [
-              .integer(nextID), .text(entry.type), .text(entry.at), .text(String(decoding: serialized, as: UTF8.self)),
-            ])
-          body = (nextID, entry.type, entry.at, entry.data, [], [], .serialized(serialized))
+      for (entry, at) in entries where !entry.peerIDs.isEmpty {
+        if let last = appended.last, last.type == entry.type, last.at == at, data == entry.data {
+          var joined = members ?? Set(last.peerIDs)
+          if entry.peerIDs.allSatisfy({ !joined.contains($0) }) {
+            joined.formUnion(entry.peerIDs)
+            members = joined
+            appended[appended.count - 1].peerIDs += entry.peerIDs
+            continue
+          }
         }
-        body!.peers.append(entry.peerID)
-        body!.members.insert(entry.peerID)
-        stored.append(
-          StoredEvent(
-            sequence: body!.sequence, peerID: entry.peerID, type: entry.type, at: entry.at, data: body!.serialized))
+        try finishBody()
+        nextID += 1
+        // Serialized here, off the node's event loop, once per body; live subscribers get these same bytes.
+        let serialized = entry.data.serialized()
+        try connection.execute(
+          "INSERT INTO event_bodies(id, type, at, data) VALUES (?, ?, ?, ?)",
+          [.integer(nextID), .text(entry.type), .text(at), .text(String(decoding: serialized, as: UTF8.self))])
+        appended.append(
+          AppendedEvent(
+            sequence: nextID, peerIDs: entry.peerIDs, type: entry.type, at: at, data: .serialized(serialized)))
+        data = entry.data
+        members = nil
       }
       try finishBody()
+      let bodies = appended.count
       let due = self.eventLog.withLock { state in
         state.pendingBodies = (state.pendingBodies ?? 0) + bodies
         guard !state.indexing, state.pendingBodies! >= Self.pendingIndexBodies else { return false }
         state.indexing = true
         return true
       }
-      return (stored, due)
+      return (appended, due)
     }
     if indexDue {
       // Queued behind this append on the store's queue; the caller delivers meanwhile. Should it fail, the rows
       // stay in event_pending and the next read of a log (or the next due append) indexes them.
       Task { try? await self.indexPendingEventsInSteps() }
     }
-    return stored
+    return appended
   }
 
   /// Log entries written per step of a background indexing (one transaction, about a millisecond): the store's

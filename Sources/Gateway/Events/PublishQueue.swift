@@ -1,5 +1,14 @@
 import MeshCore
 
+/// One event for one or more local peers. A fan-out (one session message to fifty members) names every recipient
+/// once and travels as one value from the code that built it to the store, which writes it as one body: nothing is
+/// copied, compared or hashed once per recipient on the way but the recipient's id.
+struct EventFanOut {
+  var peerIDs: [String]
+  var type: String
+  var data: JSONValue
+}
+
 /// Events waiting to be appended to peers' logs, and the choice of what goes into the next store transaction.
 ///
 /// Every publish goes through this queue so that each peer's log keeps the order in which its events were published.
@@ -20,7 +29,7 @@ import MeshCore
 struct PublishQueue<Waiter> {
   /// One `publish` call: entries appended together, and who waits for them.
   struct Batch {
-    let entries: [(peerID: String, type: String, data: JSONValue)]
+    let entries: [EventFanOut]
     let waiter: Waiter?
     /// About how many bytes the entries' data serializes to.
     let bytes: Int
@@ -49,8 +58,14 @@ struct PublishQueue<Waiter> {
   mutating func append(
     _ entries: [(peerID: String, type: String, data: JSONValue)], waiter: Waiter?, at: String = Timestamp.now()
   ) {
-    // A fan-out shares one data value; count it once.
-    let size = entries.first.map { $0.data.approximateSize + 64 * entries.count } ?? 0
+    append(
+      fanOuts: entries.map { EventFanOut(peerIDs: [$0.peerID], type: $0.type, data: $0.data) }, waiter: waiter, at: at)
+  }
+
+  mutating func append(fanOuts entries: [EventFanOut], waiter: Waiter?, at: String = Timestamp.now()) {
+    // The entries of one publish share one data value (a fan-out); count it once.
+    let recipients = entries.reduce(0) { $0 + $1.peerIDs.count }
+    let size = entries.first.map { $0.data.approximateSize + 64 * recipients } ?? 0
     batches.append(Batch(entries: entries, waiter: waiter, bytes: size, at: at))
     bytes += size
   }
@@ -89,7 +104,7 @@ struct PublishQueue<Waiter> {
     var budget = Self.largeBudget
     var tookLarge = false
     for (index, batch) in batches.enumerated() {
-      let free = batch.entries.allSatisfy { !blocked.contains($0.peerID) }
+      let free = blocked.isEmpty || batch.entries.allSatisfy { $0.peerIDs.allSatisfy { !blocked.contains($0) } }
       let isSmall = batch.bytes <= Self.smallBytes
       var take = false
       if free {
@@ -104,7 +119,7 @@ struct PublishQueue<Waiter> {
         picked.append(index)
         budget -= batch.bytes
       } else {
-        for entry in batch.entries { blocked.insert(entry.peerID) }
+        for entry in batch.entries { blocked.formUnion(entry.peerIDs) }
         if large && tookLarge && budget <= 0 { break }
       }
     }

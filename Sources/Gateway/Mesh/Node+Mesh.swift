@@ -59,9 +59,11 @@ struct MeshState {
   /// When the last mesh tick ran (a late tick would show in the silent-link log line).
   var lastTick: UInt64 = 0
   /// Events for local peers gathered by the mesh core's interpreter until its next flush point (``Node/flush()``).
-  var pendingEvents: [(peerID: String, type: String, data: JSONValue)] = []
-  /// The last session event built for ``pendingEvents``, reused for the next peer told the same event.
-  var lastSessionEvent: (event: SessionBook.Event, type: String, data: JSONValue)?
+  var pendingEvents: [EventFanOut] = []
+  /// The last session event built for ``pendingEvents``, its entry there and the peers that entry names: the next
+  /// peer told the same event joins the entry, as one fan-out, unless it is already there (then it is a second event)
+  /// or other events were gathered since.
+  var lastSessionEvent: (event: SessionBook.Event, entry: Int, peers: Set<String>)?
 }
 
 /// A frame waiting in a link's scheduler.
@@ -353,25 +355,33 @@ extension Node {
     switch event {
     case .peerFound(let peer, let serviceType, let info):
       mesh.pendingEvents.append(
-        (
-          peerID, "peer.found",
-          ["peer": peer.json, "serviceType": .string(serviceType), "discoveryInfo": Self.mapJSON(info)]
-        ))
+        EventFanOut(
+          peerIDs: [peerID], type: "peer.found",
+          data: ["peer": peer.json, "serviceType": .string(serviceType), "discoveryInfo": Self.mapJSON(info)]))
     case .peerLost(let peer, let serviceType):
-      mesh.pendingEvents.append((peerID, "peer.lost", ["peer": peer.json, "serviceType": .string(serviceType)]))
+      mesh.pendingEvents.append(
+        EventFanOut(
+          peerIDs: [peerID], type: "peer.lost", data: ["peer": peer.json, "serviceType": .string(serviceType)]))
     }
   }
 
   /// Gathers a `session.*` or `invitation.*` event for local peer `peerID` (published at the next ``flush()``).
   package func sessionEvent(peerID: String, _ event: SessionBook.Event) {
-    // A fan-out notifies many local peers of the same event in a row: build its data once for all of them (the event
-    // log stores it as one body and serializes it once, off this loop).
-    if let last = mesh.lastSessionEvent, last.event == event {
-      mesh.pendingEvents.append((peerID, last.type, last.data))
+    // A fan-out notifies many local peers of the same event in a row: its data is built once and it stays one entry
+    // naming them all (the event log stores it as one body, serialized once, off this loop).
+    // Only the newest entry may take another peer: joining an older one would move this peer's event before events
+    // gathered for it since.
+    if var last = mesh.lastSessionEvent, last.entry == mesh.pendingEvents.count - 1, last.event == event,
+      !last.peers.contains(peerID)
+    {
+      mesh.lastSessionEvent = nil  // keeps the set uniquely referenced while it grows
+      last.peers.insert(peerID)
+      mesh.lastSessionEvent = last
+      mesh.pendingEvents[last.entry].peerIDs.append(peerID)
     } else {
       let built = sessionEvent(event, for: peerID)
-      mesh.lastSessionEvent = (event, built.type, built.data)
-      mesh.pendingEvents.append((peerID, built.type, built.data))
+      mesh.lastSessionEvent = (event, mesh.pendingEvents.count, [peerID])
+      mesh.pendingEvents.append(EventFanOut(peerIDs: [peerID], type: built.type, data: built.data))
     }
     switch event {
     case .namedEvent(_, let from, JobRules.transferEvent, let object):
@@ -391,7 +401,7 @@ extension Node {
     guard !mesh.pendingEvents.isEmpty else { return }
     let entries = mesh.pendingEvents
     mesh.pendingEvents = []
-    publishInBackground(entries)
+    publishInBackground(fanOuts: entries)
   }
 
   package func send(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
