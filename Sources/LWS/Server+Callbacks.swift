@@ -792,10 +792,28 @@ extension Server {
   }
 
   /// Queues `message` on connection `id`. Service thread only.
-  public func send(_ message: OutboundMessage, to id: WebSocketID) -> SendResult {
+  ///
+  /// With `writeNow`, a message for a server-side connection with nothing queued and nothing half-written goes to the
+  /// socket at once, instead of on the socket's next writable callback: a live event fanned out to many idle clients
+  /// then costs no extra poll pass, nor a writable callback per client. Whatever the socket does not take, lws keeps
+  /// and writes first when the socket drains, and later messages queue behind it. Replays and other bursts leave it
+  /// off, so their messages are framed together into few writes.
+  public func send(_ message: OutboundMessage, to id: WebSocketID, writeNow: Bool = false) -> SendResult {
     assertInLoop()
     guard let connection = socketsByID[id], connection.closeRequest == nil else { return .closed }
     guard connection.queuedBytes + message.count <= configuration.maxQueuedBytesPerWebSocket else { return .queueFull }
+    if writeNow && connection.queue.isEmpty && connection.established && !connection.isClient && !connection.pulls
+      && lws_partial_buffered(connection.wsi) == 0
+    {
+      let kind = message.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
+      if lws_write(connection.wsi, message.payload, message.count, kind) < 0 {
+        // Outside its callbacks lws cannot be told to close by a return value: ask it to close on its next pass.
+        lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+        return .closed
+      }
+      messagesOut += 1
+      return .queued
+    }
     let wasEmpty = connection.queue.isEmpty
     connection.queue.append(message)
     connection.queuedBytes += message.count

@@ -70,6 +70,21 @@ public final class Connection {
     }
   }
 
+  /// Runs one statement once for each list of arguments, in order, and returns how many rows the runs changed in all.
+  /// The statement is looked up and compiled once: each run only binds, steps and resets (many small inserts).
+  public func executeEach(_ sql: String, _ argumentLists: some Sequence<[SQLValue]>) throws(SQLiteError) -> Int {
+    let statement = try self.cachedStatement(sql)
+    defer { statement.reset() }
+    var changed = 0
+    for arguments in argumentLists {
+      try statement.bind(arguments)
+      while try statement.step() {}
+      changed += self.changes
+      statement.reset()
+    }
+    return changed
+  }
+
   /// Runs any number of `;`-separated statements without arguments (schema scripts, migrations).
   public func executeScript(_ sql: String) throws(SQLiteError) {
     if let error = Self.exec(self.handle, sql) { throw error }

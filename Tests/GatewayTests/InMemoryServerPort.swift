@@ -176,7 +176,7 @@ final class InMemoryServerPort: ServerPort {
 
   func setBodyFlow(_ id: RequestID, enabled: Bool) {}
 
-  func send(_ message: OutboundMessage, to id: WebSocketID) -> SendResult {
+  func send(_ message: OutboundMessage, to id: WebSocketID, writeNow: Bool) -> SendResult {
     let frame = Frame(
       bytes: Array(UnsafeBufferPointer(start: message.payload, count: message.count)), binary: message.isBinary)
     var result = SendResult.closed

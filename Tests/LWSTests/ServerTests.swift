@@ -110,6 +110,15 @@ final class EchoDelegate: ServerDelegate {
         _ = server.send(OutboundMessage(bytes: payload, binary: index % 2 == 0), to: id)
       }
       _ = server.send(OutboundMessage(text: "end of burst"), to: id)
+    case .text(let bytes) where bytes == Array("now".utf8):
+      // Written at once on an idle socket; then behind what is queued, never before it.
+      let before = server.statistics().webSocketMessagesOut
+      _ = server.send(OutboundMessage(text: "first"), to: id, writeNow: true)
+      let wroteAtOnce = server.statistics().webSocketMessagesOut == before + 1
+      for index in 0..<3 {
+        _ = server.send(OutboundMessage(bytes: [UInt8](repeating: UInt8(index), count: 20_000), binary: true), to: id)
+      }
+      _ = server.send(OutboundMessage(text: "last, written at once before: \(wroteAtOnce)"), to: id, writeNow: true)
     case .text(let bytes) where bytes == Array("stats".utf8):
       _ = server.send(OutboundMessage(text: "coalesced \(server.statistics().coalescedWrites > 0)"), to: id)
     case .text(let bytes) where bytes == Array("bye".utf8):
@@ -289,6 +298,20 @@ struct ServerTests {
       #expect(try socket.receiveText() == "end of burst")
       try socket.send(text: "stats")
       #expect(try socket.receiveText() == "coalesced true")
+    }
+  }
+
+  @Test func messagesWrittenAtOnceKeepTheirPlaceBehindQueuedOnes() async throws {
+    try await withServer { _, port in
+      let socket = try WebSocketClient(port: port, path: "/ws")
+      defer { socket.close() }
+      _ = try socket.receiveText()
+      try socket.send(text: "now")
+      #expect(try socket.receiveText() == "first")
+      for index in 0..<3 {
+        #expect(try socket.receiveBinary() == [UInt8](repeating: UInt8(index), count: 20_000))
+      }
+      #expect(try socket.receiveText() == "last, written at once before: true")
     }
   }
 

@@ -182,6 +182,25 @@ import Testing
     #expect(tooMany?.code == 25)
   }
 
+  /// `executeEach` runs one statement per argument list, counts the rows changed (an ignored duplicate changes none)
+  /// and stops at the first failing run.
+  @Test func executeEachRunsOneStatementPerArgumentList() throws {
+    let connection = try Connection(path: ":memory:")
+    try connection.execute("CREATE TABLE t (k TEXT, v INTEGER, PRIMARY KEY (k, v)) WITHOUT ROWID")
+    let rows: [[SQLValue]] = [[.text("a"), .integer(1)], [.text("a"), .integer(2)], [.text("a"), .integer(1)]]
+    #expect(try connection.executeEach("INSERT OR IGNORE INTO t (k, v) VALUES (?, ?)", rows) == 2)
+    #expect(try connection.executeEach("INSERT OR IGNORE INTO t (k, v) VALUES (?, ?)", [[SQLValue]]()) == 0)
+    #expect(try connection.scalar("SELECT count(*) FROM t", as: Int.self) == 2)
+    let failing = #expect(throws: SQLiteError.self) {
+      try connection.executeEach(
+        "INSERT INTO t (k, v) VALUES (?, ?)", [[.text("b"), .integer(1)], [.text("a"), .integer(2)]])
+    }
+    #expect(failing?.code == 1555)  // SQLITE_CONSTRAINT_PRIMARYKEY
+    #expect(try connection.scalar("SELECT count(*) FROM t WHERE k = 'b'", as: Int.self) == 1)
+    // The statement is reusable afterwards.
+    #expect(try connection.executeEach("INSERT INTO t (k, v) VALUES (?, ?)", [[.text("c"), .integer(3)]]) == 1)
+  }
+
   @Test func executeTakesOneStatementAndScriptsTakeMany() throws {
     let connection = try Connection(path: ":memory:")
     let several = #expect(throws: SQLiteError.self) {

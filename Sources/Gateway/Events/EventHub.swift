@@ -272,7 +272,7 @@ extension Node {
             subscriber.lastSent = event.sequence
             let shared = frame ?? OutboundMessage(bytes: event.envelope.serialized(), binary: false)
             frame = shared
-            switch server.send(shared, to: id) {
+            switch server.send(shared, to: id, writeNow: true) {
             case .queued, .closed: break
             case .queueFull: slowConsumer(subscriber)
             }

@@ -168,11 +168,9 @@ extension NodeStore {
   func insertLogEntries(_ connection: Connection, _ entries: ArraySlice<(String, [Int64])>) throws {
     var added: [String: Int] = [:]
     for (peerID, sequences) in entries {
-      for sequence in sequences {
-        try connection.execute(
-          "INSERT OR IGNORE INTO event_log(peer_id, seq) VALUES (?, ?)", [.text(peerID), .integer(sequence)])
-        added[peerID, default: 0] += connection.changes
-      }
+      added[peerID, default: 0] += try connection.executeEach(
+        "INSERT OR IGNORE INTO event_log(peer_id, seq) VALUES (?, ?)",
+        sequences.lazy.map { [.text(peerID), .integer($0)] })
     }
     // Retention: a log longer than the limit plus a slack of 1/64 of it (none below 64) is cut back to the limit,
     // so it never holds more than that, and the cost of trimming stays amortised.

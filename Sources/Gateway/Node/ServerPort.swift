@@ -34,8 +34,8 @@ protocol ServerPort: SerialExecutor {
 
   // MARK: WebSockets
 
-  /// Queues a message on a socket.
-  func send(_ message: OutboundMessage, to id: WebSocketID) -> SendResult
+  /// Queues a message on a socket; with `writeNow`, writes it at once when nothing waits before it (a live event).
+  func send(_ message: OutboundMessage, to id: WebSocketID, writeNow: Bool) -> SendResult
   /// Caps what lws may hold unsent for a socket.
   func limitUnsentBytes(_ id: WebSocketID, to bytes: Int)
   /// What the kernel received on the socket's TCP connection (`TCP_INFO`); nil when unknown.
@@ -59,6 +59,9 @@ protocol ServerPort: SerialExecutor {
 }
 
 extension ServerPort {
+  /// Queues a message on a socket.
+  func send(_ message: OutboundMessage, to id: WebSocketID) -> SendResult { send(message, to: id, writeNow: false) }
+
   /// Ends a streaming response after what is queued.
   func endStream(_ id: RequestID) { endStream(id, discardingQueued: false, final: []) }
 
