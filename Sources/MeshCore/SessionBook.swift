@@ -93,6 +93,9 @@ public struct SessionBook: Sendable {
   public enum Directive: Sendable, Hashable {
     case send(MeshMessage, to: String)
     case notify(peerID: String, Event)
+    /// The same event for each of these local peers, in this order (session data or a named event fanned out): one
+    /// directive, not one per recipient.
+    case notifyEach(peerIDs: [String], Event)
   }
 
   struct Pending: Sendable {
@@ -540,9 +543,7 @@ public struct SessionBook: Sendable {
     for target in targets { byNode[target.nodeID, default: []].append(target.peerID) }
     for (node, peerIDs) in byNode.sorted(by: { $0.key < $1.key }) {
       if node == nodeID {
-        for peerID in peerIDs {
-          directives.append(.notify(peerID: peerID, event(sessionID, fromPeerID, payload, reliable, namedEvent)))
-        }
+        directives.append(.notifyEach(peerIDs: peerIDs, event(sessionID, fromPeerID, payload, reliable, namedEvent)))
         continue
       }
       guard linkedNodes.contains(node) else {
@@ -637,15 +638,9 @@ public struct SessionBook: Sendable {
       refuse("not_member")
       return
     }
-    var refusedTargets = false
-    for peerID in toPeerIDs {
-      if mayReceive(peerID, in: sessionID) {
-        directives.append(.notify(peerID: peerID, event))
-      } else {
-        refusedTargets = true
-      }
-    }
-    if refusedTargets { refuse("not_agreed") }
+    let receivers = toPeerIDs.filter { mayReceive($0, in: sessionID) }
+    if !receivers.isEmpty { directives.append(.notifyEach(peerIDs: receivers, event)) }
+    if receivers.count < toPeerIDs.count { refuse("not_agreed") }
   }
 
   /// The host's description as this node keeps it: local members that never agreed are taken out (and counted).

@@ -129,7 +129,13 @@ private func refusals(in effects: [MeshEffect]) -> [FrameRefusal] {
 }
 
 private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Event)] {
-  effects.compactMap { if case .sessionEvent(let peerID, let event) = $0 { (peerID, event) } else { nil } }
+  effects.flatMap { effect -> [(String, SessionBook.Event)] in
+    switch effect {
+    case .sessionEvent(let peerID, let event): [(peerID, event)]
+    case .sessionEvents(let peerIDs, let event): peerIDs.map { ($0, event) }
+    default: []
+    }
+  }
 }
 
 // MARK: - Tests

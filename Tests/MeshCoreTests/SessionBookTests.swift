@@ -112,6 +112,8 @@ private struct Mesh {
       switch directive {
       case .notify(let peerID, let event):
         events[peerID, default: []].append(event)
+      case .notifyEach(let peerIDs, let event):
+        for peerID in peerIDs { events[peerID, default: []].append(event) }
       case .send(let message, let to):
         let frame = Frame(node, to, message)
         if !isLinked(node, to) {
@@ -1186,6 +1188,25 @@ extension SessionBookTests {
           == .sessionData(sessionID: "s", fromPeerID: "a1", toPeerIDs: ["c1"], sequence: 1, payload: [1]))
     }
 
+    /// A send to several members hosted on the sender's node tells them all in one directive (one fan-out, not a
+    /// directive per recipient), in member order; members elsewhere get the frame.
+    @Test func aSendToSeveralLocalMembersTellsThemInOneDirective() throws {
+      var mesh = Mesh(["A", "B"])
+      mesh.createSession(by: "a1", on: "A", strategy: .cluster)
+      for peer in ["a2", "a3"] { try mesh.join(peer, on: "A", by: "a1", on: "A") }
+      try mesh.join("b1", on: "B", by: "a1", on: "A")
+      mesh.clearLogs()
+      var book = mesh["A"]
+      let result = try book.send("s", from: "a1", to: nil, payload: [7], reliable: true, linkedNodes: ["B"])
+      let told = result.directives.filter { if case .send = $0 { false } else { true } }
+      #expect(
+        told == [.notifyEach(peerIDs: ["a2", "a3"], .data(sessionID: "s", from: "a1", payload: [7], reliable: true))])
+      #expect(
+        result.directives.contains {
+          if case .send(.sessionData(_, _, ["b1"], _, _), "B") = $0 { true } else { false }
+        })
+    }
+
     @Test func duplicateOrOldReliableSequencesAreDroppedOnReceipt() throws {
       var mesh = try fiveMemberMesh()
       func data(_ sequence: UInt64, from peer: String = "a1") -> MeshMessage {
@@ -1196,7 +1217,7 @@ extension SessionBookTests {
       #expect(
         book.received(data(1), from: "A", now: 0) == [
           .send(.dataAck(sequence: 1), to: "A"),
-          .notify(peerID: "b1", .data(sessionID: "s", from: "a1", payload: [1], reliable: true)),
+          .notifyEach(peerIDs: ["b1"], .data(sessionID: "s", from: "a1", payload: [1], reliable: true)),
         ])
       #expect(book.received(data(1), from: "A", now: 0).isEmpty)
       #expect(book.received(data(2), from: "A", now: 0).count == 2)

@@ -21,8 +21,12 @@ private func session(
 /// The local peers `directives` tell anything.
 private func notified(_ directives: [SessionBook.Directive]) -> Set<String> {
   Set(
-    directives.compactMap {
-      if case .notify(let peerID, _) = $0 { peerID } else { nil }
+    directives.flatMap { directive -> [String] in
+      switch directive {
+      case .notify(let peerID, _): [peerID]
+      case .notifyEach(let peerIDs, _): peerIDs
+      case .send: []
+      }
     })
 }
 

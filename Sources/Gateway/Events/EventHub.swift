@@ -257,6 +257,9 @@ extension Node {
   }
 
   func pushLive(_ appended: [AppendedEvent]) {
+    // A lone event goes to idle sockets at once (no extra pass of the loop); several from one transaction (a busy
+    // publisher) are queued, so each socket gets them framed together in one write.
+    let writeNow = appended.count == 1
     for event in appended {
       metrics.eventsAppended += event.peerIDs.count
       // The recipients of one fan-out share the event (same sequence, same envelope): its WebSocket frame is built
@@ -272,7 +275,7 @@ extension Node {
             subscriber.lastSent = event.sequence
             let shared = frame ?? OutboundMessage(bytes: event.envelope.serialized(), binary: false)
             frame = shared
-            switch server.send(shared, to: id, writeNow: true) {
+            switch server.send(shared, to: id, writeNow: writeNow) {
             case .queued, .closed: break
             case .queueFull: slowConsumer(subscriber)
             }

@@ -383,6 +383,20 @@ extension Node {
       mesh.lastSessionEvent = (event, mesh.pendingEvents.count, [peerID])
       mesh.pendingEvents.append(EventFanOut(peerIDs: [peerID], type: built.type, data: built.data))
     }
+    followUp(event, for: peerID)
+  }
+
+  /// Gathers session data or a named event for many local peers as one entry, one fan-out (published at the next
+  /// ``flush()``): its data is built once, and the store writes it as one body.
+  package func sessionEvents(peerIDs: [String], _ event: SessionBook.Event) {
+    guard let first = peerIDs.first else { return }
+    let built = sessionEvent(event, for: first)
+    mesh.pendingEvents.append(EventFanOut(peerIDs: peerIDs, type: built.type, data: built.data))
+    for peerID in peerIDs { followUp(event, for: peerID) }
+  }
+
+  /// What a session event sets off beyond the peer's event log: a job offer arriving, a job delivery failing.
+  func followUp(_ event: SessionBook.Event, for peerID: String) {
     switch event {
     case .namedEvent(_, let from, JobRules.transferEvent, let object):
       Task { await self.jobArrived(for: peerID, from: from, object: object) }

@@ -75,6 +75,8 @@ public enum MeshEffect: Sendable, Hashable {
   case directoryEvent(peerID: String, Directory.Event)
   /// Tell local peer `peerID` a session or invitation event (only ever for peers hosted here).
   case sessionEvent(peerID: String, SessionBook.Event)
+  /// Tell each of these local peers, in order, the same session data or named event (a fan-out, as one effect).
+  case sessionEvents(peerIDs: [String], SessionBook.Event)
   /// A frame from a linked node for a part of the runtime outside the mesh core (transfers, streams), after the frame
   /// guard admitted it.
   case deliver(MeshMessage, from: String)

@@ -197,6 +197,8 @@ public struct MeshNode: Sendable {
         addressed.append(contentsOf: to)
       case .sessionEvent(let to, .data), .sessionEvent(let to, .namedEvent):
         addressed.append(to)
+      case .sessionEvents(let to, .data), .sessionEvents(let to, .namedEvent):
+        addressed.append(contentsOf: to)
       default:
         break
       }
@@ -331,6 +333,9 @@ public struct MeshNode: Sendable {
         // Only the peers hosted here are told (a data frame may name peers that live elsewhere).
         guard directory.isLocal(peerID) else { continue }
         effects.append(.sessionEvent(peerID: peerID, event))
+      case .notifyEach(let peerIDs, let event):
+        let local = peerIDs.allSatisfy(directory.isLocal) ? peerIDs : peerIDs.filter(directory.isLocal)
+        if !local.isEmpty { effects.append(.sessionEvents(peerIDs: local, event)) }
       }
     }
   }

@@ -62,6 +62,9 @@ package protocol MeshRuntime {
   func directoryEvent(peerID: String, _ event: Directory.Event)
   /// Tell local peer `peerID` a session or invitation event (publish it by the next ``flush()``).
   func sessionEvent(peerID: String, _ event: SessionBook.Event)
+  /// Tell each of these local peers, in order, the same session data or named event (publish it by the next
+  /// ``flush()``). By default, ``sessionEvent(peerID:_:)`` for each.
+  func sessionEvents(peerIDs: [String], _ event: SessionBook.Event)
   /// Publish every directory and session event told since the last flush, in order.
   func flush()
   /// Follow-up: some local peer was told a directory finding.
@@ -73,6 +76,11 @@ package protocol MeshRuntime {
 }
 
 extension MeshRuntime {
+  /// Tells each peer in turn (a runtime that has no use for fan-outs).
+  package func sessionEvents(peerIDs: [String], _ event: SessionBook.Event) {
+    for peerID in peerIDs { sessionEvent(peerID: peerID, event) }
+  }
+
   /// Carries out `effects` in order (see ``MeshRuntime`` for the flush points and the follow-ups).
   package func interpret(_ effects: [MeshEffect]) {
     var directoryTold = false
@@ -119,6 +127,8 @@ extension MeshRuntime {
       case .directoryEvent(let peerID, let event):
         directoryTold = true
         directoryEvent(peerID: peerID, event)
+      case .sessionEvents(let peerIDs, let event):
+        sessionEvents(peerIDs: peerIDs, event)
       case .sessionEvent(let peerID, let event):
         sessionEvent(peerID: peerID, event)
         switch event {
