@@ -793,17 +793,18 @@ extension Server {
 
   /// Queues `message` on connection `id`. Service thread only.
   ///
-  /// With `writeNow`, a message for a server-side connection with nothing queued and nothing half-written goes to the
-  /// socket at once, instead of on the socket's next writable callback: a live event fanned out to many idle clients
-  /// then costs no extra poll pass, nor a writable callback per client. Whatever the socket does not take, lws keeps
-  /// and writes first when the socket drains, and later messages queue behind it. Replays and other bursts leave it
-  /// off, so their messages are framed together into few writes.
+  /// With `writeNow`, a message of at most ``writeNowBytes`` for a server-side connection with nothing queued and
+  /// nothing half-written goes to the socket at once, instead of on the socket's next writable callback: a live event
+  /// fanned out to many idle clients then costs no extra poll pass, nor a writable callback per client. Whatever the
+  /// socket does not take, lws keeps and writes first when the socket drains, and later messages queue behind it.
+  /// Replays and other bursts leave it off, so their messages are framed together into few writes; larger messages
+  /// always wait for the writable callback.
   public func send(_ message: OutboundMessage, to id: WebSocketID, writeNow: Bool = false) -> SendResult {
     assertInLoop()
     guard let connection = socketsByID[id], connection.closeRequest == nil else { return .closed }
     guard connection.queuedBytes + message.count <= configuration.maxQueuedBytesPerWebSocket else { return .queueFull }
-    if writeNow && connection.queue.isEmpty && connection.established && !connection.isClient && !connection.pulls
-      && lws_partial_buffered(connection.wsi) == 0
+    if writeNow && message.count <= Self.writeNowBytes && connection.queue.isEmpty && connection.established
+      && !connection.isClient && !connection.pulls && lws_partial_buffered(connection.wsi) == 0
     {
       let kind = message.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
       if lws_write(connection.wsi, message.payload, message.count, kind) < 0 {
@@ -820,6 +821,10 @@ extension Server {
     if wasEmpty && connection.established { lws_callback_on_writable(connection.wsi) }
     return .queued
   }
+
+  /// The largest message ``send(_:to:writeNow:)`` writes at once: a small event, not a bulk one (a large write that
+  /// the socket only partly takes would leave lws holding a copy of the rest).
+  public static let writeNowBytes = 64 << 10
 
   /// Keeps at most about `bytes` not yet sent in the kernel's send queue of WebSocket `id` (Linux
   /// `TCP_NOTSENT_LOWAT`): the socket reports writable only below it, so what waits for a slow receiver waits in the

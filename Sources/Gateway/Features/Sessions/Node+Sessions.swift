@@ -284,8 +284,10 @@ extension Node {
       return mustWait(held.sessionID, from: peerID, to: held.targets, ignoringHeld: true) ?? "(earlier send)"
     }
     guard let session = mesh.sessions.sessions[sessionID] else { return nil }
-    var checked: Set<String> = [nodeID]
-    for member in session.members where member.state == .connected && member.peerID != peerID {
+    var checked: Set<String> = []
+    // Members hosted here need no link (most of a session's members, often): skipped before any hashing.
+    for member in session.members
+    where member.state == .connected && member.nodeID != nodeID && member.peerID != peerID {
       guard targets?.contains(member.peerID) ?? true, checked.insert(member.nodeID).inserted else { continue }
       if let scheduler = scheduler(toNode: member.nodeID), !scheduler.hasRoom(for: producer) { return member.nodeID }
     }
