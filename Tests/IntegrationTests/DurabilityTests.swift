@@ -70,10 +70,20 @@ import Testing
         }
       }
     }
-    var seen: [Int] = []
-    while seen.count < 200 {
-      let event = try socket.receiveJSONObject(timeout: .seconds(60)) { $0["type"] as? String == "peer.updated" }
-      seen.append(try #require((event["id"] as? String).flatMap { Int($0) }, "event without an id: \(event)"))
+    // Read on a thread of its own: blocking a thread of the shared pool while the renaming task (which needs one
+    // to start) is what this waits for starved every other test of the run for up to this read's 60 s deadline.
+    // The socket is not Sendable; only that thread uses it while this task waits for the thread.
+    nonisolated(unsafe) let reader = socket
+    let seen = try await onDedicatedThread {
+      var seen: [Int] = []
+      while seen.count < 200 {
+        let event = try reader.receiveJSONObject(timeout: .seconds(60)) { $0["type"] as? String == "peer.updated" }
+        guard let id = (event["id"] as? String).flatMap({ Int($0) }) else {
+          throw TestSupportError.unexpectedMessage("event without an id: \(event)")
+        }
+        seen.append(id)
+      }
+      return seen
     }
     node.kill9()
     try await renaming.value
