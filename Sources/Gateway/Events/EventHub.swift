@@ -182,7 +182,7 @@ extension Node {
 
   /// Publishes from a synchronous context, in order with every other publish.
   func publishInBackground(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
-    enqueuePublish(entries.map { EventFanOut(peerIDs: [$0.peerID], type: $0.type, data: $0.data) }, waiter: nil)
+    enqueuePublish(entries, waiter: nil)
   }
 
   /// Publishes events that each name all their recipients (a fan-out is stored and sent as one event).
@@ -193,7 +193,7 @@ extension Node {
   func enqueuePublish(
     _ entries: [(peerID: String, type: String, data: JSONValue)], waiter: CheckedContinuation<Void, any Error>?
   ) {
-    enqueuePublish(entries.map { EventFanOut(peerIDs: [$0.peerID], type: $0.type, data: $0.data) }, waiter: waiter)
+    enqueuePublish(entries.map(EventFanOut.init), waiter: waiter)
   }
 
   func enqueuePublish(_ entries: [EventFanOut], waiter: CheckedContinuation<Void, any Error>?) {
@@ -275,10 +275,7 @@ extension Node {
             subscriber.lastSent = event.sequence
             let shared = frame ?? OutboundMessage(bytes: event.envelope.serialized(), binary: false)
             frame = shared
-            switch server.send(shared, to: id, writeNow: writeNow) {
-            case .queued, .closed: break
-            case .queueFull: slowConsumer(subscriber)
-            }
+            send(shared, to: id, of: subscriber, writeNow: writeNow)
           } else {
             deliver(event.stored(for: peerID), to: subscriber)
           }
@@ -293,13 +290,18 @@ extension Node {
     sendFrame(event.envelope, to: subscriber, eventName: event.type, eventID: String(event.sequence))
   }
 
+  /// Queues `message` on the subscriber's WebSocket `id`; a full queue makes it a slow consumer.
+  func send(_ message: OutboundMessage, to id: WebSocketID, of subscriber: Subscriber, writeNow: Bool = false) {
+    switch server.send(message, to: id, writeNow: writeNow) {
+    case .queued, .closed: break
+    case .queueFull: slowConsumer(subscriber)
+    }
+  }
+
   func sendFrame(_ value: JSONValue, to subscriber: Subscriber, eventName: String? = nil, eventID: String? = nil) {
     switch subscriber.channel {
     case .webSocket(let id):
-      switch server.send(OutboundMessage(bytes: value.serialized(), binary: false), to: id) {
-      case .queued, .closed: break
-      case .queueFull: slowConsumer(subscriber)
-      }
+      send(OutboundMessage(bytes: value.serialized(), binary: false), to: id, of: subscriber)
     case .stream(let id):
       var text = ""
       if let eventID { text += "id: \(eventID)\n" }

@@ -4,7 +4,6 @@ import MeshCore
 import Store
 import Synchronization
 
-/// One entry of a peer's event log.
 /// An event body just appended, with every recipient it was written for (one fan-out, one sequence number).
 struct AppendedEvent: Sendable {
   var sequence: Int64
@@ -21,6 +20,7 @@ struct AppendedEvent: Sendable {
   }
 }
 
+/// One entry of a peer's event log.
 struct StoredEvent: Sendable, Equatable {
   var sequence: Int64
   var peerID: String
@@ -66,7 +66,7 @@ extension NodeStore {
     _ entries: [(peerID: String, type: String, data: JSONValue, at: String)]
   ) async throws -> [StoredEvent] {
     let appended = try await appendEvents(
-      fanOuts: entries.map { (EventFanOut(peerIDs: [$0.peerID], type: $0.type, data: $0.data), $0.at) })
+      fanOuts: entries.map { (EventFanOut(($0.peerID, $0.type, $0.data)), $0.at) })
     return appended.flatMap { event in event.peerIDs.map { event.stored(for: $0) } }
   }
 

@@ -7,6 +7,17 @@ struct EventFanOut {
   var peerIDs: [String]
   var type: String
   var data: JSONValue
+
+  init(peerIDs: [String], type: String, data: JSONValue) {
+    self.peerIDs = peerIDs
+    self.type = type
+    self.data = data
+  }
+
+  /// An event for one peer.
+  init(_ entry: (peerID: String, type: String, data: JSONValue)) {
+    self.init(peerIDs: [entry.peerID], type: entry.type, data: entry.data)
+  }
 }
 
 /// Events waiting to be appended to peers' logs, and the choice of what goes into the next store transaction.
@@ -59,7 +70,7 @@ struct PublishQueue<Waiter> {
     _ entries: [(peerID: String, type: String, data: JSONValue)], waiter: Waiter?, at: String = Timestamp.now()
   ) {
     append(
-      fanOuts: entries.map { EventFanOut(peerIDs: [$0.peerID], type: $0.type, data: $0.data) }, waiter: waiter, at: at)
+      fanOuts: entries.map(EventFanOut.init), waiter: waiter, at: at)
   }
 
   mutating func append(fanOuts entries: [EventFanOut], waiter: Waiter?, at: String = Timestamp.now()) {
