@@ -1,0 +1,23 @@
+# Shared by the profiling helpers in bench/profile: one meshgate node on loopback with a fresh data directory.
+# start_node BIN DIRBASE [extra meshgate args...]: sets PID, PORT, BASE, D (the node's scratch directory).
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+WSLOAD=${WSLOAD:-/tmp/meshgate-wsload}
+[[ -x $WSLOAD ]] || gcc -O2 -o "$WSLOAD" "$REPO/bench/wsload/wsload.c"
+start_node() {
+  local bin=$1 dirbase=$2; shift 2
+  D=$(mktemp -d "$dirbase/mgprof.XXXX")
+  ${NODEPIN:-} "$bin" --port 0 --bind 127.0.0.1 --data-dir "$D/data" --discovery static --log-level warning \
+    --peer-create-rate 0 --max-peers 50000 "$@" >"$D/out.log" 2>"$D/err.log" &
+  PID=$!
+  for _ in $(seq 100); do
+    PORT=$(sed -n 's/^meshgate ready .*port=\([0-9]*\).*/\1/p' "$D/out.log")
+    [[ -n $PORT ]] && break
+    sleep 0.1
+  done
+  BASE=http://127.0.0.1:$PORT
+}
+stop_node() { kill "$PID"; wait "$PID" 2>/dev/null; rm -rf "$D"; }
+new_token() {
+  curl -sf -X POST -H 'Content-Type: application/json' -d "{\"displayName\":\"$1\"}" "$BASE/api/v1/peers" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'
+}
