@@ -86,6 +86,31 @@ struct CommandLineTests {
     #expect(result.stderr.split(separator: "\n").count == 1)
   }
 
+  /// Two processes on one data directory would be two nodes with one identity (node id, TLS key, tokens) and one
+  /// database, each with its own view of the live state. The second one used to start and serve.
+  @Test func aSecondNodeOnADataDirInUseExitsWithStatus2() async throws {
+    let node = try NodeProcess()
+    defer { node.cleanup() }
+    try await onDedicatedThread {
+      try node.start()
+      let pid = try #require(node.pid)
+      let second = try NodeProcess.runToCompletion(
+        arguments: ["--port", "0", "--bind", "127.0.0.1", "--data-dir", node.dataDirectory])
+      #expect(second.status == 2, "stdout:\n\(second.stdout)\nstderr:\n\(second.stderr)")
+      #expect(
+        second.stderr.contains(
+          "cannot use data dir \(node.dataDirectory): another meshgate (pid \(pid)) is using it; stop it or choose"
+            + " another --data-dir"), "stderr: \(second.stderr)")
+      #expect(second.stderr.split(separator: "\n").count == 1, "stderr:\n\(second.stderr)")
+      #expect(second.stdout.isEmpty, "stdout:\n\(second.stdout)")
+      // The first node is untouched, and the directory is free again once it is gone, even after a kill -9.
+      #expect(try HTTPClient.get(port: node.port, path: "/healthz").status == 200)
+      node.kill9()
+      try node.restart()
+      #expect(try HTTPClient.get(port: node.port, path: "/healthz").status == 200)
+    }
+  }
+
   @Test func sigtermShutsDownGracefully() async throws {
     let node = try NodeProcess()
     defer { node.cleanup() }

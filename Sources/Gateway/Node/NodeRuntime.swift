@@ -73,14 +73,20 @@ final class NodeRuntime {
   let configuration: NodeConfiguration
   let logger = Logger(component: "node")
   let discovery: RuntimeDiscovery
+  /// This process's hold on the data directory (nil on a file system without locks), kept for the node's life.
+  let dataDirectoryLock: DataDirectoryLock?
   /// The `meshgate ready …` line, written when the node handles signals (set by `start`).
   var readyLine = ""
 
-  init(server: Server, node: Node, bridge: ServerBridge, configuration: NodeConfiguration) {
+  init(
+    server: Server, node: Node, bridge: ServerBridge, configuration: NodeConfiguration,
+    dataDirectoryLock: DataDirectoryLock?
+  ) {
     self.server = server
     self.node = node
     self.bridge = bridge
     self.configuration = configuration
+    self.dataDirectoryLock = dataDirectoryLock
     self.discovery = RuntimeDiscovery(configuration: configuration, server: server, node: node)
   }
 
@@ -93,6 +99,17 @@ final class NodeRuntime {
     }
     let fileLimit = FileLimit.raiseToHardLimit()
     let logger = Logger(component: "node")
+    // One process per data directory: a second node on it would share the first one's identity and database.
+    let dataPath = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
+    if let problem = DataDirectory.prepare(dataPath) {
+      throw StartupError(message: problem)
+    }
+    let dataDirectoryLock = try DataDirectory.lock(dataPath)
+    if dataDirectoryLock == nil {
+      logger.warning(
+        "The data directory's file system has no file locks; nothing keeps a second node off it.",
+        ["data.dir": dataPath])
+    }
     let parts = try await NodeParts.load(configuration, logger: logger)
     let connections = Self.connectionLimit(requested: configuration.maxConnections, fileLimit: fileLimit.soft)
     if let requested = configuration.maxConnections, requested > connections.served {
@@ -117,7 +134,8 @@ final class NodeRuntime {
     let node = parts.makeNode(server: server)
     let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
     server.delegate = bridge
-    let runtime = NodeRuntime(server: server, node: node, bridge: bridge, configuration: configuration)
+    let runtime = NodeRuntime(
+      server: server, node: node, bridge: bridge, configuration: configuration, dataDirectoryLock: dataDirectoryLock)
     let (nodeID, peers, security, dataURL) = (parts.nodeID, parts.peers, parts.security, parts.dataURL)
     logger.notice(
       "Node started.",
@@ -381,6 +399,39 @@ enum DataDirectory {
     return nil
   }
 
+  /// The file a running node keeps locked in its data directory, with its process id in it.
+  static let lockFileName = "meshgate.lock"
+
+  /// Takes `path` for this process: an exclusive `flock` on its ``lockFileName``, which then holds this process's id.
+  /// Throws the one line to print when another process holds it. Nil (no lock, nothing thrown) on a file system
+  /// without file locks.
+  static func lock(_ path: String) throws(StartupError) -> DataDirectoryLock? {
+    let lockPath = path + "/" + lockFileName
+    let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+    guard descriptor >= 0 else {
+      let code = errno
+      throw StartupError(
+        message: "cannot use data dir \(path): opening \(lockPath) failed: \(String(cString: strerror(code))); "
+          + fix(code, path))
+    }
+    while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+      let code = errno
+      if code == EINTR { continue }
+      defer { close(descriptor) }
+      guard code == EWOULDBLOCK else { return nil }
+      // The holder writes its id right after it takes the lock: a start racing it may find the file still empty.
+      var bytes = [UInt8](repeating: 0, count: 32)
+      let count = pread(descriptor, &bytes, bytes.count, 0)
+      let holder = Int32(String(decoding: bytes.prefix(max(0, count)), as: UTF8.self).trimmingWhitespace())
+      throw StartupError(
+        message: "cannot use data dir \(path): another meshgate\(holder.map { " (pid \($0))" } ?? "") is using it; "
+          + "stop it or choose another --data-dir")
+    }
+    let text = Array("\(getpid())\n".utf8)
+    if ftruncate(descriptor, 0) == 0 { _ = pwrite(descriptor, text, text.count, 0) }
+    return DataDirectoryLock(descriptor: descriptor)
+  }
+
   private static func fix(_ code: Int32, _ path: String) -> String {
     switch code {
     case EACCES, EPERM: "give this user write access to \(path) (chown/chmod) or choose another --data-dir"
@@ -388,5 +439,20 @@ enum DataDirectory {
     case ENOSPC, EDQUOT: "the disk is full; free space or choose another --data-dir"
     default: "choose a writable directory with --data-dir"
     }
+  }
+}
+
+/// A process's hold on its data directory (``DataDirectory/lock(_:)``): the open, `flock`ed lock file. The kernel
+/// drops the lock when the descriptor closes, which also happens when the process dies (a `kill -9` leaves nothing
+/// stale behind).
+final class DataDirectoryLock {
+  let descriptor: Int32
+
+  init(descriptor: Int32) {
+    self.descriptor = descriptor
+  }
+
+  deinit {
+    close(descriptor)
   }
 }
