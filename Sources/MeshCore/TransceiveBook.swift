@@ -71,7 +71,8 @@ public struct TransceiveBook: Sendable {
   /// - A peer that is gone or no longer advertises the type with `transceive=1` stops transceiving.
   /// - A non-leader accepts the leader's pending invitation if it has one (an invitation can arrive before the peer
   ///   transceives again after a restart, or while its view still showed another leader) and cancels invitations it
-  ///   sent while it led. A peer already in the leader's session (its node got the description) records it.
+  ///   sent while it led. A peer already in the leader's transceive session (its node got the description) records
+  ///   it; the leader's other sessions it is in do not count.
   /// - The leader hosts a session (a new one if it has none, or is no longer in it), cancels its pending invitations
   ///   to peers that are no longer transceivers it can reach (an invitation in flight when their node went down died
   ///   with it; waiting for its timeout would keep a restarted peer out for 30 s), and invites every transceiver it
@@ -103,7 +104,9 @@ public struct TransceiveBook: Sendable {
         {
           continue
         }
-        if let joined = sessions.sessions(of: me.peerID).first(where: { $0.creatorPeerID == leader }) {
+        if let joined = sessions.sessions(of: me.peerID).first(where: {
+          $0.creatorPeerID == leader && Self.joinedThroughTransceive($0.sessionID, me.peerID, type, sessions)
+        }) {
           sessionOf[transceiver] = joined.sessionID
           continue
         }
@@ -149,6 +152,17 @@ public struct TransceiveBook: Sendable {
       }
     }
     return directives
+  }
+
+  /// Whether `peerID` is in `sessionID` by accepting a transceive invitation for `serviceType`: the leader's other
+  /// sessions (made with `POST /sessions` and joined through an ordinary invitation) are not its transceive session.
+  static func joinedThroughTransceive(
+    _ sessionID: String, _ peerID: String, _ serviceType: String, _ sessions: SessionBook
+  ) -> Bool {
+    sessions.invitations.values.contains {
+      $0.state == .accepted && $0.offer.toPeerID == peerID && $0.offer.session.sessionID == sessionID
+        && Self.serviceType(ofContext: $0.offer.context) == serviceType
+    }
   }
 
   /// A local peer received `invitation`: a transceiver accepts a transceive invitation for its type at once when

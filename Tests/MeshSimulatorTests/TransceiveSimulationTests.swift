@@ -171,4 +171,31 @@ private func restartAndRegroup(
     let took = restartAndRegroup(simulation, node: 2, downFor: detection == .silence ? 4000 : 1000)
     #expect(took != nil, "not regrouped: \(groupProblems(simulation, ["p0", "p1", "p2"]))")
   }
+
+  /// A follower already in an ordinary session the leader created (`POST /sessions`, then an invitation) keeps it:
+  /// it is not taken for the transceive session, so joining the real one does not make the follower leave it. It
+  /// used to be: the follower's first transceive answer named the ordinary session, and the leader's invitation then
+  /// took the follower out of it.
+  @Test func aFollowerKeepsAnOrdinarySessionTheLeaderCreated() throws {
+    let simulation = Simulation(seed: 66, nodeCount: 2)
+    for node in 0..<2 { simulation.addPeer(node: node, peerID: "p\(node)", name: "Peer \(node)") }
+    simulation.runUntilQuiet(maxTime: 10_000)
+    let ordinary = simulation.createSession(creator: "p0")
+    let invitation = try simulation.invite(from: "p0", to: "p1", session: ordinary)
+    simulation.runUntilQuiet(maxTime: 5000)
+    try simulation.accept(invitation, by: "p1")
+    simulation.runUntilQuiet(maxTime: 5000)
+    simulation.transceive("p0", serviceType: type)
+    simulation.run(for: 1500)
+    simulation.transceive("p1", serviceType: type)
+    #expect(simulation.transceiveSession(of: "p1", serviceType: type) != ordinary)
+    let grouped = simulation.run(until: { groupProblems(simulation, ["p0", "p1"]) == [] }, maxTime: 5000)
+    #expect(grouped != nil, "not grouped: \(groupProblems(simulation, ["p0", "p1"]))")
+    #expect(simulation.transceiveSession(of: "p1", serviceType: type) != ordinary)
+    for node in 0..<2 {
+      let copy = try #require(simulation.session(ordinary, on: node), "node \(node) lost \(ordinary)")
+      let connected = copy.members.filter { $0.state == .connected }.map(\.peerID).sorted()
+      #expect(connected == ["p0", "p1"], "node \(node) lists \(connected) connected in \(ordinary)")
+    }
+  }
 }
