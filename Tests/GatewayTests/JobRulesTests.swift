@@ -83,6 +83,18 @@ struct JobRulesTests {
     expectRejected("name", name.debugDescription) { () throws(APIError) in try JobRules.name(name) }
   }
 
+  /// Each refusal names the rule the value broke: a name of three spaces is within 1–200 characters, so it is told
+  /// it is only whitespace, and a payment over the largest one is told the largest (the message claimed rules the
+  /// value met).
+  @Test func refusalsNameTheRuleTheValueBroke() throws {
+    let blank = failure { () throws(APIError) in try JobRules.name("   ") }?.message
+    #expect(blank?.contains("only whitespace") == true, "\(blank ?? "nil")")
+    #expect(blank?.contains("1–200") == false, "\(blank ?? "nil")")
+    let huge = failure { () throws(APIError) in try JobRules.payment(.string("10000000000000")) }?.message
+    #expect(huge?.contains("up to 9999999999999.99") == true, "\(huge ?? "nil")")
+    #expect(try JobRules.payment(.string("9999999999999.99")) == 999_999_999_999_999)
+  }
+
   @Test func nameLimitCountsCharactersNotBytes() {
     // 200 family emoji are 5 000 UTF-8 bytes yet 200 characters; 201 "a" are only 201 bytes yet too long.
     let families = String(repeating: "👨‍👩‍👧‍👦", count: 200)

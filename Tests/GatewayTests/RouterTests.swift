@@ -95,6 +95,20 @@ struct RouterTests {
     #expect(document.objectValue?["openapi"] == "3.1.0")
   }
 
+  /// The server answers 413 for a body over --max-body-bytes on every route that takes a JSON (or empty) body, so
+  /// the document must say so for each of them (it said so for POST /api/v1/peers alone). Raw bodies (uploads, stream
+  /// PUTs) have limits of their own, declared with their routes.
+  @Test func everyRouteWithABodyDocuments413() throws {
+    let document = router.openAPIDocument(version: "test")
+    let paths = try #require(document.objectValue?["paths"]?.objectValue)
+    var missing: [String] = []
+    for route in router.routes where route.method.hasRequestBody && !route.rawRequestBody {
+      let operation = paths[route.pattern]?.objectValue?[route.method.rawValue.lowercased()]?.objectValue
+      if operation?["responses"]?.objectValue?["413"] == nil { missing.append("\(route.method) \(route.pattern)") }
+    }
+    #expect(missing == [], "no 413 documented for \(missing)")
+  }
+
   @Test func everyRouteHasAUniqueOperationID() {
     let ids = router.routes.map(\.operationID)
     #expect(Set(ids).count == ids.count)

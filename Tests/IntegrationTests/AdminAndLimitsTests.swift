@@ -24,6 +24,8 @@ struct AdminAndLimitsTests {
       let asPeer = try Self.settings(node, token: peer.token)
       #expect(asPeer.status == 403 && errorCode(asPeer) == "admin_token_required", "\(asPeer)")
       #expect(errorMessage(asPeer)?.contains("admin-token") == true)
+      // The same refusal guards pin removal, so it does not speak of settings alone.
+      #expect(errorMessage(asPeer)?.contains("removing pins need the admin token") == true, "\(asPeer)")
       let wrong = try Self.settings(node, token: admin + "x")
       #expect(wrong.status == 401 && errorCode(wrong) == "invalid_admin_token", "\(wrong)")
       let patchAsPeer = try Self.settings(node, token: peer.token, patch: #"{"requestsPerSecond":1}"#)

@@ -117,7 +117,9 @@ struct RequestBody {
   func allowOnly(_ allowed: Set<String>) throws(APIError) {
     if let unknown = object.keys.first(where: { !allowed.contains($0) }) {
       throw .badRequest(
-        "unknown field \(unknown.debugDescription); allowed fields are \(allowed.sorted().joined(separator: ", "))")
+        allowed.isEmpty
+          ? "unknown field \(unknown.debugDescription); this request takes no fields (send {} or no body)"
+          : "unknown field \(unknown.debugDescription); allowed fields are \(allowed.sorted().joined(separator: ", "))")
     }
   }
 

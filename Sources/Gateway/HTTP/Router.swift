@@ -293,6 +293,11 @@ extension Router {
         common.append((403, "The Origin header names another site (origin_not_allowed)."))
       }
       if route.requestSchema != nil { common.append((415, "The body is not sent as application/json.")) }
+      // The server refuses a request body over --max-body-bytes before a handler sees it (uploads and stream PUTs
+      // have their own limits, declared with their routes).
+      if route.method.hasRequestBody && !route.rawRequestBody {
+        common.append((413, "payload_too_large: the body is over --max-body-bytes (1 MiB unless configured)."))
+      }
       if route.hasPathParameters { common.append((404, "Not found for this caller.")) }
       // Any request: a head over 16 KiB (431), or a connection over --max-connections (503 too_many_connections
       // with Retry-After).

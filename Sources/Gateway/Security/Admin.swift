@@ -58,7 +58,8 @@ extension Node {
     if !token.isEmpty, peerIDsByTokenHash[Crypto.sha256Hex(token)] != nil {
       throw APIError(
         status: 403, code: "admin_token_required",
-        message: "a peer token cannot change node settings or add mesh nodes: " + Self.adminHint)
+        message: "a peer token cannot be used here: node settings, adding mesh nodes and removing pins need the admin "
+          + "token; " + Self.adminHint)
     }
     throw APIError(
       status: 401, code: "invalid_admin_token", message: "the admin token is not valid on this node: " + Self.adminHint)

@@ -76,8 +76,9 @@ extension Schemas {
       "name": ["type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"],
       "dueDate": ["type": ["string", "null"], "format": "date"],
       "payment": [
-        "type": ["number", "string", "null"], "minimum": 0, "pattern": "^[0-9]+(\\.[0-9]{1,2})?$",
-        "description": "Non-negative, at most 2 decimal places, e.g. 120 or \"99.50\".",
+        "type": ["number", "string", "null"], "minimum": 0, "maximum": 9_999_999_999_999.99,
+        "pattern": "^[0-9]{1,13}(\\.[0-9]{1,2})?$",
+        "description": "Non-negative, at most 2 decimal places, at most 9999999999999.99, e.g. 120 or \"99.50\".",
       ],
       "notes": ["type": ["string", "null"], "description": "At most 4 KiB of UTF-8."],
     ],
@@ -87,7 +88,10 @@ extension Schemas {
     "properties": [
       "name": ["type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"],
       "dueDate": ["type": ["string", "null"], "format": "date"],
-      "payment": ["type": ["number", "string", "null"], "minimum": 0, "pattern": "^[0-9]+(\\.[0-9]{1,2})?$"],
+      "payment": [
+        "type": ["number", "string", "null"], "minimum": 0, "maximum": 9_999_999_999_999.99,
+        "pattern": "^[0-9]{1,13}(\\.[0-9]{1,2})?$",
+      ],
       "notes": ["type": ["string", "null"]],
     ],
   ]

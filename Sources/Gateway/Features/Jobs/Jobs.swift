@@ -49,10 +49,12 @@ enum JobRules {
   static let transferEvent = "jobmanager.job"
 
   static func name(_ value: String) throws(APIError) -> String {
-    let trimmed = value.trimmingWhitespace()
-    guard !trimmed.isEmpty, value.count <= maxNameCharacters else {
+    guard !value.isEmpty, value.count <= maxNameCharacters else {
       throw .badRequest(
         "name must be 1–\(maxNameCharacters) characters (got \(value.count))", code: "validation_failed")
+    }
+    guard !value.trimmingWhitespace().isEmpty else {
+      throw .badRequest("name must not be only whitespace; give the job a visible name", code: "validation_failed")
     }
     guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
       throw .badRequest("name must not contain control characters", code: "validation_failed")
@@ -83,10 +85,16 @@ enum JobRules {
     return value
   }
 
+  /// Digits a payment may have before its decimal point: up to 9 999 999 999 999.99, whose cents a JSON number still
+  /// holds exactly (under 2^53).
+  static let maxPaymentWholeDigits = 13
+  static let maxPaymentCents: Int64 = 999_999_999_999_999
+
   /// Cents from a JSON number or decimal string with at most two places.
   static func payment(_ value: JSONValue) throws(APIError) -> Int64 {
     let fail = APIError.badRequest(
-      "payment must be a non-negative decimal with at most 2 places, like 120 or \"99.50\" (got \(value.serializedString()))",
+      "payment must be a non-negative decimal with at most 2 places and at most \(maxPaymentWholeDigits) digits before"
+        + " the point (up to \(formatPayment(maxPaymentCents))), like 120 or \"99.50\" (got \(value.serializedString()))",
       code: "validation_failed")
     let text: String
     switch value {
@@ -96,7 +104,7 @@ enum JobRules {
     default: throw fail
     }
     let pieces = text.split(separator: ".", omittingEmptySubsequences: false)
-    guard (1...2).contains(pieces.count), !pieces[0].isEmpty, pieces[0].count <= 13,
+    guard (1...2).contains(pieces.count), !pieces[0].isEmpty, pieces[0].count <= maxPaymentWholeDigits,
       pieces.allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } }),
       let whole = Int64(pieces[0])
     else { throw fail }

@@ -31,7 +31,9 @@ extension Node {
       session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
     else { return reject(.notMember, "the sender is not in session \(offer.sessionID) on the receiving node") }
     var accepted: [(TransferGroupRecipient, StoredPeer)] = []
+    // Each refused recipient with the reason, and whether it was the recipient's file consent (not its membership).
     var refused: [(String, String)] = []
+    var refusedForConsent = 0
     for recipient in offer.recipients {
       if peers[recipient.peerID] != nil && !mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID) {
         refuseFrame("not_agreed", from: nodeID, "a group offer to \(recipient.peerID), not a member by its own act")
@@ -48,6 +50,7 @@ extension Node {
         continue
       }
       if fileConsent == .ask && transfers.alwaysAccept[peer.id]?[offer.fromPeerID] == nil {
+        refusedForConsent += 1
         refused.append(
           (
             recipient.transferID,
@@ -59,7 +62,9 @@ extension Node {
       accepted.append((recipient, peer))
     }
     guard !accepted.isEmpty else {
-      return reject(.notMember, refused.first?.1 ?? "no recipient of the group is on the receiving node")
+      // Every recipient here is a member but waits for consent: the sender is refused, not told it is no member.
+      let code: TransferRejection = refusedForConsent == refused.count && !refused.isEmpty ? .refused : .notMember
+      return reject(code, refused.first?.1 ?? "no recipient of the group is on the receiving node")
     }
     if let rejection = receivability(size: offer.size) { return reject(rejection.code, rejection.message) }
     let name = Self.sanitizedFileName(offer.name) ?? "file"
