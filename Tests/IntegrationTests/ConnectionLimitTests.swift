@@ -88,6 +88,32 @@ struct ConnectionLimitTests {
     }
   }
 
+  /// What README's "Request limits" and "API" say of heads libwebsockets' parser handles before the node sees them:
+  /// headers it knows by name count towards 16 KiB (431), others only towards the 64 KiB buffer (served, then closed
+  /// unanswered past it); an invalid escape gets its 403 page and a `%00` no answer.
+  @Test func headsThatOnlyTheParserSeesAreAnsweredAsDocumented() async throws {
+    try await withNode { node in
+      func answer(_ head: String) throws -> String {
+        let bytes = try HTTPClient.raw(port: node.port, bytes: Array(head.utf8), timeout: .seconds(10))
+        return String(decoding: bytes.prefix(64), as: UTF8.self).components(separatedBy: "\r\n").first ?? ""
+      }
+      let host = "Host: 127.0.0.1:\(node.port)\r\n"
+      func padded(_ name: String, _ count: Int) -> String {
+        "GET /healthz HTTP/1.1\r\n\(host)\(name): \(String(repeating: "p", count: count))\r\n\r\n"
+      }
+      let known = try answer(padded("User-Agent", 20_000))
+      #expect(known.hasSuffix(" 431 Request Header Fields Too Large") || known.hasSuffix(" 431 "), "\(known)")
+      let other = try answer(padded("X-Big", 20_000))
+      #expect(other.hasPrefix("HTTP/1.1 200"), "\(other)")
+      let huge = try answer(padded("X-Big", 70_000))
+      #expect(huge.isEmpty, "\(huge)")
+      #expect(try answer("GET /healthz?x=%zz HTTP/1.1\r\n\(host)\r\n").contains(" 403"))
+      #expect(try answer("GET /healthz?x=%00 HTTP/1.1\r\n\(host)\r\n").isEmpty)
+      // The node is unharmed.
+      #expect(try HTTPClient.get(port: node.port, path: "/healthz").status == 200)
+    }
+  }
+
   @Test func aStalledRequestBodyIsClosedAfterTheBodyTimeout() async throws {
     try await withNode(arguments: ["--body-timeout", "2"]) { node in
       let connection = try HTTPConnection(port: node.port)
