@@ -449,9 +449,12 @@ extension Node {
       throw APIError.badRequest("mode must be reliable or unreliable, not \(mode.debugDescription)")
     }
     let payload: [UInt8]
-    if let text = try body.optionalString("text") {
+    let text = try body.optionalString("text")
+    let encoded = try body.optionalString("dataBase64")
+    guard text == nil || encoded == nil else { throw APIError.badRequest("send text or dataBase64, not both") }
+    if let text {
       payload = Array(text.utf8)
-    } else if let encoded = try body.optionalString("dataBase64") {
+    } else if let encoded {
       guard let data = Data(base64Encoded: encoded) else {
         throw APIError.badRequest("dataBase64 is not valid base64")
       }

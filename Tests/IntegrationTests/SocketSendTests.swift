@@ -1,0 +1,26 @@
+import Foundation
+import MeshgateTestSupport
+import Testing
+
+/// The browser WebSocket's `{"op":"send"}` takes `text` or `dataBase64` (README, "Live events over WebSocket"): a
+/// message with both is refused, not sent as its `text` with `dataBase64` quietly dropped.
+@Suite(.timeLimit(.minutes(2))) struct SocketSendTests {
+  @Test func aSendWithBothTextAndDataBase64IsRefused() async throws {
+    try await withNode { node in
+      let alice = try node.meshPeer("alice")
+      let sessionID = try #require(try alice.createSession(strategy: "cluster")["id"] as? String)
+      let (socket, _) = try node.openEvents(alice.peer)
+      defer { socket.close() }
+      try socket.send(
+        text: try jsonText(["op": "send", "session": sessionID, "text": "a", "dataBase64": "Yg=="]))
+      let reply = try socket.receiveJSONObject()
+      #expect(reply["type"] as? String == "error", "\(reply)")
+      let data = reply["data"] as? [String: Any]
+      #expect(data?["code"] as? String == "invalid_request", "\(reply)")
+      #expect((data?["message"] as? String)?.contains("text or dataBase64, not both") == true, "\(reply)")
+      // Either one alone is sent.
+      try socket.send(text: try jsonText(["op": "send", "session": sessionID, "text": "a"]))
+      #expect(try socket.receiveJSONObject()["type"] as? String == "sent")
+    }
+  }
+}
