@@ -206,6 +206,16 @@ extension Server {
       reject(exchange, status: refusal.status, message: refusal.message, headers: refusal.headers)
       return 0
     }
+    if header(wsi, WSI_TOKEN_HTTP) == nil, header(wsi, WSI_TOKEN_HTTP_COLON_METHOD) == nil {
+      // An HTTP/1 request line without its version was cut short: lws 4.1.6 decodes %0D and %0A in the URL and
+      // then takes them for the end of the line, dropping the rest (the rest of the query and the version, after an
+      // LF the next header line too). Refuse it rather than act on a query that lost its end.
+      reject(
+        exchange, status: 400,
+        message: "the URL holds a percent-encoded line break (%0D or %0A), where this server's HTTP parser ends "
+          + "the request line and loses the rest of it; leave the line break out")
+      return 0
+    }
     guard method.hasRequestBody else {
       dispatch(exchange)
       return 0

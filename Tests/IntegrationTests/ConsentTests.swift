@@ -180,15 +180,35 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
   }
 
   /// The wait is bounded: an unanswered file fails on both sides with a reason (`--file-consent-timeout`).
+  /// `transfer.offered` carries the timeout the file got (it said what was left of it after the store write, rounded
+  /// down: one second less for about half the files), and the failure reason names that same timeout even after
+  /// the setting changed (it named the current setting).
   @Test func anUnansweredFileExpires() async throws {
     try await withNodes(
-      count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "2"], seeds: .allEarlier
+      count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "3"], seeds: .allEarlier
     ) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
-      let id = try transferID(try alice.upload(sessionID, to: bob, name: "late.txt", body: Array("late".utf8)))
-      _ = try await bob.awaitEvent("transfer.offered") { $0.transferID == id }
-      let failed = try await bob.awaitTransfer(id, state: "failed")
-      #expect((failed["reason"] as? String)?.contains("did not accept or decline the file within 2 s") == true)
+      var ids: [String] = []
+      for index in 0..<5 {
+        ids.append(
+          try transferID(try alice.upload(sessionID, to: bob, name: "late\(index).txt", body: Array("late".utf8))))
+      }
+      for id in ids {
+        let offered = try await bob.awaitEvent("transfer.offered") { $0.transferID == id }
+        #expect(offered.data["timeoutSeconds"] as? Int == 3, "\(offered.data)")
+      }
+      // A new setting applies to files offered after it, not to those already waiting.
+      let patched = try HTTPClient.patch(
+        port: nodes[1].port, path: "/api/v1/node/settings", json: #"{"fileConsentTimeout":60}"#,
+        token: try nodes[1].adminToken())
+      #expect(patched.status == 200, "\(patched)")
+      for id in ids {
+        let failed = try await bob.awaitTransfer(id, state: "failed")
+        #expect(
+          (failed["reason"] as? String)?.contains("did not accept or decline the file within 3 s") == true,
+          "\(failed)")
+      }
+      let id = ids[0]
       let sent = try await alice.awaitTransfer(id, state: "failed")
       #expect((sent["reason"] as? String)?.contains("did not accept or decline") == true, "\(sent)")
       #expect(try bob.post("/api/v1/transfers/\(id)/accept", json: "{}").status == 409)

@@ -155,6 +155,24 @@ struct HardeningTests {
     }
   }
 
+  /// lws 4.1.6 takes a percent-encoded CR or LF in the query for the end of the request line and drops the rest of
+  /// it: `?name=report%0A.pdf&to=bob` reached the handler as `name=report` (with a NUL) and no `to`. Such a request
+  /// is refused; every other control character still reaches the handler (the gateway removes them from names).
+  @Test(arguments: ["%0A", "%0D", "%0D%0A"])
+  func aQueryCutByAnEncodedLineBreakIsRefused(lineBreak: String) async throws {
+    try await withServer { _, port in
+      let cut = try HTTPClient.get(port: port, path: "/query?name=report\(lineBreak).pdf&to=bob")
+      #expect(cut.status == 400, "\(cut.status): \(cut.text.debugDescription)")
+      #expect(cut.text.contains("%0D or %0A"))
+      let withBody = try HTTPClient.post(port: port, path: "/echo?x=a\(lineBreak)b", body: Array("body".utf8))
+      #expect(withBody.status == 400, "\(withBody.status): \(withBody.text.debugDescription)")
+      let others = try HTTPClient.get(port: port, path: "/query?name=a%01b%7Fc%09d.txt&to=bob")
+      #expect(others.status == 200)
+      #expect(others.text == "name=a\u{1}b\u{7F}c\td.txt;to=bob")
+      #expect(try HTTPClient.get(port: port, path: "/hello").text == "hi")
+    }
+  }
+
   @Test func connectionsOverTheCapAreAnswered503ThenClosedAtOnce() async throws {
     try await withServer(configure: {
       $0.maxConnections = 4

@@ -73,8 +73,9 @@ extension Node {
     Task {
       guard await recordIncoming(transfer, record) else { return }
       guard transfers.incoming[id] === transfer, transfer.record.state == .awaitingConsent else { return }
+      // The timeout the wait got, not what is left of it after the store write (rounded down, one second less).
       publishTransferEvent(
-        "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(consentMillisLeft(transfer) / 1000))])
+        "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(transfer.consentTimeoutSeconds))])
       sendTransferFrame(
         .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)),
         to: record.fromNodeID)
@@ -85,7 +86,8 @@ extension Node {
 
   /// Starts (or, after a restart, starts again) the recipient's wait for `transfer`.
   func startConsentWait(_ transfer: LiveTransfer) {
-    let millis = UInt64(fileConsentTimeout) * 1000
+    transfer.consentTimeoutSeconds = fileConsentTimeout
+    let millis = UInt64(transfer.consentTimeoutSeconds) * 1000
     transfer.consentDeadline = Self.monotonicMillis() + millis
     scheduleConsentExpiry(transfer.record.id, .incoming, after: millis)
   }
@@ -117,7 +119,7 @@ extension Node {
     transfer.consentDeadline = nil
     let reason =
       direction == .incoming
-      ? "\(transfer.record.toDisplayName) did not accept or decline the file within \(fileConsentTimeout) s"
+      ? "\(transfer.record.toDisplayName) did not accept or decline the file within \(transfer.consentTimeoutSeconds) s"
       : "the recipient's node did not say within the consent timeout whether the file was accepted"
     failTransfer(transfer, reason: reason, notify: true)
   }

@@ -38,6 +38,8 @@ final class LiveTransfer {
   var rateUpdatedAt: UInt64 = 0
   /// While the transfer waits for the recipient's consent: when the wait ends (monotonic ms).
   var consentDeadline: UInt64?
+  /// The consent timeout this transfer's wait got, in seconds: what `transfer.offered` and the failure reason say.
+  var consentTimeoutSeconds = 0
 
   init(record: TransferRecord) {
     self.record = record
