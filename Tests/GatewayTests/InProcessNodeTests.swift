@@ -42,6 +42,7 @@ final class InProcessNode: Sendable {
     configuration.discovery = .off
     configure(&configuration)
     let parts = try await NodeParts.load(configuration, logger: Logger(component: "node"))
+    try await parts.saveNewAdminToken()
     let port = InMemoryServerPort(port: configuration.port, startsDials: startsDials)
     let node = parts.makeNode(server: port)
     await node.start()

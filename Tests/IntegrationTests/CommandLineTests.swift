@@ -111,6 +111,37 @@ struct CommandLineTests {
     }
   }
 
+  /// The admin token is printed once, on the first start. A first start that failed after the token was stored (a
+  /// `--tls-cert` file it cannot use) used to keep the token it never printed, so no later start printed one and the
+  /// admin routes stayed locked for good.
+  @Test func aFailedFirstStartLeavesTheAdminTokenToTheFirstStartThatSucceeds() async throws {
+    let node = try NodeProcess()
+    defer { node.cleanup() }
+    let certificate = node.dataDirectory + ".bad.pem"
+    #expect(FileManager.default.createFile(atPath: certificate, contents: Data("junk\n".utf8)))
+    defer { try? FileManager.default.removeItem(atPath: certificate) }
+    try await onDedicatedThread {
+      let failed = try NodeProcess.runToCompletion(
+        arguments: [
+          "--port", "0", "--bind", "127.0.0.1", "--data-dir", node.dataDirectory, "--discovery", "off",
+          "--tls-cert", certificate, "--tls-key", certificate,
+        ])
+      #expect(failed.status == 2, "stdout:\n\(failed.stdout)\nstderr:\n\(failed.stderr)")
+      #expect(failed.stderr.contains("meshgate: error: --tls-cert/--tls-key:"), "stderr:\n\(failed.stderr)")
+      #expect(!failed.stdout.contains("admin-token"), "stdout:\n\(failed.stdout)")
+
+      try node.start()
+      let admin = try node.adminToken()
+      let settings = try HTTPClient.get(port: node.port, path: "/api/v1/node/settings", token: admin)
+      #expect(settings.status == 200, "\(settings)")
+      // Shown once: a restart prints no other token, and the first one still works.
+      try node.restart()
+      let printed = node.stdoutText().components(separatedBy: "meshgate admin-token=").count - 1
+      #expect(printed == 1, "stdout:\n\(node.stdoutText())")
+      #expect(try HTTPClient.get(port: node.port, path: "/api/v1/node/settings", token: admin).status == 200)
+    }
+  }
+
   @Test func sigtermShutsDownGracefully() async throws {
     let node = try NodeProcess()
     defer { node.cleanup() }

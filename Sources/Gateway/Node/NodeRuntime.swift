@@ -151,8 +151,11 @@ final class NodeRuntime {
       ? "127.0.0.1"
       : configuration.bindAddress.contains(":")
         ? "[\(configuration.bindAddress == "::" ? "::1" : configuration.bindAddress)]" : configuration.bindAddress
-    // The admin token exists in clear only now, on the first start; only its hash is kept (Admin.swift).
+    // The admin token exists in clear only now, on the first start; only its hash is kept (Admin.swift). It is
+    // stored here, after the last step that can fail, so a start that exits 2 leaves none behind and the next start
+    // that succeeds creates and prints one.
     if let token = parts.newAdminToken {
+      try await parts.saveNewAdminToken()
       let line =
         "meshgate admin-token=\(token) (shown once; it guards node settings, POST /api/v1/mesh/nodes and pin removal)\n"
       FileHandle.standardOutput.write(Data(line.utf8))
@@ -246,7 +249,8 @@ struct NodeParts {
   let services: [NodeStore.StoredService]
   let chatState: NodeStore.ChatState
   let adminTokenHash: String
-  /// The admin token in clear, on the first start only (to be shown once).
+  /// The admin token in clear, on the first start only (to be shown once); not stored until
+  /// ``saveNewAdminToken()``.
   let newAdminToken: String?
   /// The certificate and key the server presents, when mesh links or HTTPS use TLS.
   let tls: TLSConfiguration?
@@ -291,6 +295,17 @@ struct NodeParts {
       configuration: configuration, dataURL: dataURL, store: store, nodeID: nodeID, peers: peers, services: services,
       chatState: chatState, adminTokenHash: admin.hash, newAdminToken: admin.newToken, tls: tls, security: security,
       staticFiles: staticFiles)
+  }
+
+  /// Stores the new admin token's hash, on the first start only. Call it once nothing else can make the start fail,
+  /// just before the token is shown: until then the data directory holds no token, so a failed start loses none.
+  func saveNewAdminToken() async throws {
+    guard newAdminToken != nil else { return }
+    do {
+      try await store.saveAdminToken(hash: adminTokenHash)
+    } catch {
+      throw StartupError(message: "cannot store the admin token in \(dataURL.path): \(error)")
+    }
   }
 
   /// The node, served by (and running on) `server`.

@@ -21,19 +21,24 @@ extension NodeStore {
     );
     """
 
-  /// The stored admin token hash; on first start creates a token and also returns it (the only time it exists
-  /// in clear).
+  /// The stored admin token hash; on first start (no token stored yet) a new token and its hash, the only time the
+  /// token exists in clear. The new token is not stored here: ``saveAdminToken(hash:)`` stores it once the start
+  /// can no longer fail, just before it is printed, so a start that fails leaves no token that nobody has seen.
   func adminToken() async throws -> (hash: String, newToken: String?) {
-    let candidate = "mga_" + Crypto.base64URL(try Crypto.randomBytes(32))
+    let stored = try await database.read { connection in
+      try connection.queryOne("SELECT token_hash FROM admin_token WHERE id = 1").map { try $0.string(0) }
+    }
+    if let stored { return (stored, nil) }
+    let token = "mga_" + Crypto.base64URL(try Crypto.randomBytes(32))
+    return (Crypto.sha256Hex(token), token)
+  }
+
+  /// Stores the hash of a new admin token from ``adminToken()``; fails if the node already has one.
+  func saveAdminToken(hash: String) async throws {
     let created = Timestamp.now()
-    return try await database.write { connection in
-      if let row = try connection.queryOne("SELECT token_hash FROM admin_token WHERE id = 1") {
-        return (try row.string(0), nil)
-      }
-      let hash = Crypto.sha256Hex(candidate)
+    try await database.write { connection in
       try connection.execute(
         "INSERT INTO admin_token(id, token_hash, created_at) VALUES (1, ?, ?)", [.text(hash), .text(created)])
-      return (hash, candidate)
     }
   }
 }
