@@ -19,11 +19,12 @@ import Crypto
 /// - Security (docs/security.md): the runtime reports each connection's ``Transport`` (TLS or not, both certificate
 ///   fingerprints, a fresh random challenge). A TLS link's certificate is pinned per node id on its first link (trust
 ///   on first use, ``Action/pin(nodeID:fingerprint:)``); a different certificate later, or a plaintext link from a
-///   pinned node, is refused (``Action/refused(_:)``). With a mesh secret, both sides send `authChallenge` after
+///   pinned node, is refused (``Action/refused(_:)``). With a mesh secret, both sides send `authChallenge` before
 ///   `hello`, and a link comes up only after the other side's `authProof`, an HMAC under the secret bound to the
 ///   challenge, the prover's role and both fingerprints, so the secret never travels and a relay in the middle
-///   (whose certificates differ) cannot reuse a proof. Of two links between the same nodes, a TLS one beats a
-///   plaintext one before the node-id rule applies.
+///   (whose certificates differ) cannot reuse a proof. A node without a secret that is challenged answers with an
+///   empty proof and never brings that link up (it is refused). Of two links between the same nodes, a TLS one
+///   beats a plaintext one before the node-id rule applies.
 public struct LinkManager: Sendable {
   /// Timing knobs.
   public struct Configuration: Sendable, Equatable {
@@ -370,7 +371,7 @@ public struct LinkManager: Sendable {
 
   // MARK: - Connection events
 
-  /// An outbound connection opened: say hello (and challenge the other side when this node has a mesh secret).
+  /// An outbound connection opened: say hello (and challenge the other side first when this node has a mesh secret).
   public mutating func outboundOpened(_ id: ConnectionID, transport: Transport = .plaintext, now: UInt64) -> [Action] {
     guard connections[id] != nil else { return [] }
     connections[id]!.lastHeard = now
@@ -378,9 +379,12 @@ public struct LinkManager: Sendable {
     return opening(id)
   }
 
+  /// The first frames on a new connection. A node with a mesh secret sends its challenge before its hello, so that a
+  /// node without the secret learns that this node requires one before it takes the hello for a link.
   func opening(_ id: ConnectionID) -> [Action] {
-    var actions: [Action] = [.send(id, .hello(local))]
+    var actions: [Action] = []
     if secret != nil { actions.append(.send(id, .authChallenge(nonce: connections[id]!.transport.challenge))) }
+    actions.append(.send(id, .hello(local)))
     return actions
   }
 
@@ -482,8 +486,11 @@ public struct LinkManager: Sendable {
       return
     }
     // With a mesh secret the link waits for the other side's proof (frames on a link are ordered: the proof
-    // answers our challenge, which we sent before anything else after hello).
+    // answers our challenge, which we sent before anything else).
     if secret != nil && !connections[id]!.authenticated { return }
+    // Without one, a node that challenged us (its challenge comes before its hello) requires a secret: it refuses
+    // our empty proof, so the link never comes up; its goodbye ends the connection and the address backs off.
+    if secret == nil && connections[id]!.proved { return }
     linkUp(id, now: now, into: &actions)
   }
 

@@ -154,9 +154,9 @@ public struct NodeAddress: Sendable, Hashable {
 
 /// One frame of the mesh protocol.
 public enum MeshMessage: Sendable, Hashable {
-  /// First frame on a link, sent by both sides.
+  /// First frame on a link, sent by both sides (after ``authChallenge(nonce:)`` by a node that has a mesh secret).
   case hello(NodeHello)
-  /// Link handshake, sent right after `hello` by a node that has a mesh secret: a fresh random challenge (16–64
+  /// Link handshake, sent right before `hello` by a node that has a mesh secret: a fresh random challenge (16–64
   /// bytes) the other side must answer with ``authProof(mac:)``.
   case authChallenge(nonce: [UInt8])
   /// The answer to ``authChallenge(nonce:)``: HMAC-SHA256 under the mesh secret over the challenge, the prover's

@@ -197,6 +197,39 @@ private func isFingerprint(_ value: Any?) -> Bool {
     }
   }
 
+  /// Found by black-box QA: a node without a secret seeded to one that requires it told its peers `node.linked`
+  /// and `node.unlinked` ~10 times a second (~200 events in 10 s) and re-dialled at once (~23 dials a second). Now
+  /// its peers hear only the refusal, once, and it backs off as a node with a wrong secret does.
+  @Test func aNodeWithoutTheMeshSecretIsRefusedWithoutLinkingAndBacksOff() async throws {
+    let arguments = [["--mesh-secret", "correct-horse-battery"], []]
+    try await withNodes(count: 2, perNodeArguments: { arguments[$0] }) { nodes in
+      // The peer exists before node 1 dials node 0, so it sees everything the dialling causes.
+      let peer = try nodes[1].meshPeer("x")
+      let seeded = try HTTPClient.post(
+        port: nodes[1].port, path: "/api/v1/mesh/nodes", json: #"{"address":"\#(nodes[0].meshAddress)"}"#,
+        token: try nodes[1].adminToken())
+      #expect((200..<300).contains(seeded.status), "\(seeded)")
+      let window = ContinuousClock.now + .seconds(4)
+      let refused = try await peer.awaitEvent("node.link.refused", timeout: .seconds(20))
+      #expect(refused.data["code"] as? String == "refused_by_node", "\(refused)")
+      #expect(nodes[0].stderrText().contains("reason=mesh_secret_missing node.id=\(nodes[1].nodeID)"))
+      // Backoff (250 ms doubling, ±20 %) allows about 5 dials in the 4 s window; re-dialling at once made ~90.
+      var dials = try nodes[1].metric("meshgate_mesh_dials_total") ?? 0
+      while dials <= 8 && ContinuousClock.now < window {
+        try await Task.sleep(for: .milliseconds(200))
+        dials = try nodes[1].metric("meshgate_mesh_dials_total") ?? 0
+      }
+      #expect(dials <= 8, "node 1 dialled \(dials) times")
+      let events = try peer.allEvents()
+      #expect(
+        !events.contains { $0.type == "node.linked" || $0.type == "node.unlinked" },
+        "\(events.map(\.description))")
+      #expect(events.filter { $0.type == "node.link.refused" }.count == 1, "\(events.map(\.description))")
+      #expect(try nodes[1].linkedNodeIDs().isEmpty)
+      #expect(dials >= 2, "node 1 keeps re-dialling (with backoff)")
+    }
+  }
+
   @Test func theDashboardAndAPIAreServedOverHTTPSWithTLSCert() async throws {
     let directory = NSTemporaryDirectory() + "meshgate-https-\(UUID().uuidString)"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

@@ -234,6 +234,22 @@ private struct LinkPair {
     #expect(pair.dialer.linkedNodeIDs.isEmpty, "the goodbye ends the link on the secretless side too")
   }
 
+  /// Found by black-box QA: the secretless side took the other node's hello for a link (`node.linked`, then
+  /// `node.unlinked` at the refusal) and, as after any lost link, re-dialled at the next tick: ~10 link events and
+  /// ~23 dials a second. It now never reports the link, reports the refusal, and backs off like a failed dial.
+  @Test func aNodeWithoutTheSecretNeverReportsTheLinkAndBacksOff() {
+    var pair = LinkPair(dialerSecret: nil, acceptorSecret: "the-secret")
+    pair.open(dialer: tls("fa", "fb"), acceptor: tls("fb", "fa", challenge: 2))
+    #expect(!LinkPair.linkedUp(pair.dialerActions), "\(pair.dialerActions)")
+    #expect(!pair.dialerActions.contains { if case .linkDown = $0 { true } else { false } })
+    #expect(LinkPair.refusals(pair.dialerActions).map(\.code) == ["refused_by_node"])
+    #expect(pair.dialer.connection(of: "b") == nil)
+    #expect(pair.dialer.pins.isEmpty, "nothing is pinned for a link that never came up")
+    let retryAt = pair.dialer.addresses["b.local:9"]?.retryAt
+    #expect(retryAt.map { $0 >= pair.dialer.configuration.backoffMinimum * 4 / 5 } == true, "retry at \(retryAt ?? 0)")
+    #expect(!pair.dialer.tick(now: 100).contains { if case .connect = $0 { true } else { false } })
+  }
+
   @Test func aRelayWithItsOwnCertificatesCannotReuseTheProofs() {
     // Both ends know the secret, but each terminates TLS with a relay (fm1 towards a, fm2 towards b) that forwards
     // every frame: the proofs are bound to the fingerprints each end saw, so they do not verify.
@@ -269,9 +285,9 @@ private struct LinkPair {
   @Test func aMissingProofTimesOut() {
     var pair = LinkPair(dialerSecret: "shared-secret", acceptorSecret: "shared-secret")
     pair.open(dialer: tls("fa", "fb"), acceptor: tls("fb", "fa", challenge: 2), deliver: false)
-    // The proofs are lost (say, a node of an older version that ignores challenges).
-    pair.pump { if case .authChallenge = $0 { false } else { true } }
-    pair.queue.removeAll()
+    // The challenges are lost (say, a node of an older version that ignores them), so no proof comes.
+    pair.queue.removeAll { if case .authChallenge = $0.message { true } else { false } }
+    pair.pump()
     let timeout = pair.acceptor.configuration.handshakeTimeout
     let actions = pair.acceptor.tick(now: timeout + 1)
     #expect(actions.contains(.close(pair.acceptID, reason: "no mesh-secret proof within \(timeout) ms")))
