@@ -53,6 +53,29 @@ struct ConfigurationTests {
     #expect(configuration.name == "alpha")
   }
 
+  /// "A flag wins over its variable" holds for list settings and for bad variables too: --peer and --allowed-hosts
+  /// replace their variable's list (they were added to it, so MESHGATE_ALLOWED_HOSTS='*' kept the Host check off
+  /// whatever the flag said), and a variable whose flag is given is not read at all (a bad one stopped the node).
+  @Test func aFlagReplacesItsVariableWholly() throws {
+    let configuration = try configuration(
+      ["--peer", "10.0.0.9:8080", "--allowed-hosts", "meshgate.lan", "--port", "0", "--max-peers", "5"],
+      [
+        "MESHGATE_PEERS": "10.0.0.1:1,10.0.0.2:2", "MESHGATE_ALLOWED_HOSTS": "*", "MESHGATE_PORT": "abc",
+        "MESHGATE_MAX_PEERS": "0",
+      ])
+    #expect(configuration.seeds.map(\.description) == ["10.0.0.9:8080"])
+    #expect(configuration.allowedHosts == ["meshgate.lan"])
+    #expect(configuration.port == 0)
+    #expect(configuration.limits.maxPeers == 5)
+    // A variable without its flag still counts, and a bad one still stops the node.
+    #expect(try self.configuration([], ["MESHGATE_PEERS": "10.0.0.1:1"]).seeds.map(\.description) == ["10.0.0.1:1"])
+    #expect(throws: ConfigurationError.self) {
+      _ = try NodeConfiguration.parse(arguments: ["--port", "0"], environment: ["MESHGATE_MAX_PEERS": "0"])
+    }
+    // --help and --version answer whatever the environment holds.
+    #expect(try NodeConfiguration.parse(arguments: ["--help"], environment: ["MESHGATE_PORT": "x"]) == .help)
+  }
+
   @Test func environmentAloneConfigures() throws {
     let configuration = try configuration(
       [], ["MESHGATE_DATA_DIR": "/tmp/x", "MESHGATE_LOG_LEVEL": "debug", "MESHGATE_EVENT_RETENTION": "50"])

@@ -142,6 +142,27 @@ struct CommandLineTests {
     }
   }
 
+  /// The dashboard's last default, "next to the binary", was looked up from `argv[0]`: a shell that finds meshgate on
+  /// `PATH` passes a bare `meshgate`, so the node looked in its working directory and served no dashboard.
+  @Test func theDashboardNextToTheBinaryIsFoundWhenTheShellFindsItOnPATH() async throws {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("mg-path-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let manager = FileManager.default
+    try manager.createDirectory(atPath: root + "/bin/Public", withIntermediateDirectories: true)
+    try manager.createDirectory(atPath: root + "/work", withIntermediateDirectories: true)
+    #expect(manager.createFile(atPath: root + "/bin/Public/index.html", contents: Data("next-to-the-binary".utf8)))
+    // The wrapper gets the test binary's path as $1: it puts a copy in bin/ and starts it by its bare name.
+    let script = #"cd "$0" && cp "$1" ../bin/meshgate && shift && PATH="$PWD/../bin:$PATH" exec meshgate "$@""#
+    let node = try NodeProcess(wrapper: ["/bin/sh", "-c", script, root + "/work"])
+    defer { node.cleanup() }
+    try await onDedicatedThread {
+      try node.start()
+      let page = try HTTPClient.get(port: node.port, path: "/")
+      #expect(page.status == 200, "\(page)")
+      #expect(page.text.contains("next-to-the-binary"), "\(page.text.prefix(200))")
+    }
+  }
+
   @Test func sigtermShutsDownGracefully() async throws {
     let node = try NodeProcess()
     defer { node.cleanup() }

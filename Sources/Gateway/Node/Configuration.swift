@@ -170,11 +170,9 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--max-connections", "MESHGATE_MAX_CONNECTIONS"), ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
       ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
     ]
-    for setting in settings {
-      if let value = environment[setting.env] {
-        try configuration.apply(flag: setting.flag, value: value, source: setting.env)
-      }
-    }
+    // The flags first: a setting given as a flag ignores its variable entirely (a list flag such as --peer replaces
+    // the variable's list, and a bad variable does not stop a node whose flag says otherwise).
+    var flags: [(flag: String, value: String)] = []
     var iterator = arguments.makeIterator()
     while let argument = iterator.next() {
       switch argument {
@@ -193,8 +191,16 @@ public struct NodeConfiguration: Sendable, Equatable {
         guard let given = value ?? iterator.next() else {
           throw ConfigurationError("\(flag) needs a value; run meshgate --help for the options")
         }
-        try configuration.apply(flag: flag, value: given, source: flag)
+        flags.append((flag, given))
       }
+    }
+    for setting in settings where !flags.contains(where: { $0.flag == setting.flag }) {
+      if let value = environment[setting.env] {
+        try configuration.apply(flag: setting.flag, value: value, source: setting.env)
+      }
+    }
+    for (flag, value) in flags {
+      try configuration.apply(flag: flag, value: value, source: flag)
     }
     if (configuration.tlsCertificatePath == nil) != (configuration.tlsKeyPath == nil) {
       throw ConfigurationError(
@@ -323,10 +329,19 @@ public struct NodeConfiguration: Sendable, Equatable {
 
   /// The dashboard directory: the configured one, else `./Public`, `/usr/share/meshgate/Public`, or a
   /// `Public` folder beside or above the executable (for `swift run` and tests). Nil if none exists.
+  /// The running binary's path: `/proc/self/exe`, not `argv[0]`, which is a bare `meshgate` when a shell found the
+  /// binary on `PATH` (and then names nothing next to the binary).
+  static var executablePath: String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    guard length > 0 else { return CommandLine.arguments[0] }
+    return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+
   public func resolvePublicDirectory() -> String? {
     if let publicDirectory { return publicDirectory }
     var candidates = ["./Public", "/usr/share/meshgate/Public"]
-    var directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    var directory = URL(fileURLWithPath: Self.executablePath).resolvingSymlinksInPath().deletingLastPathComponent()
     for _ in 0..<5 {
       candidates.append(directory.appendingPathComponent("Public").path)
       directory = directory.deletingLastPathComponent()

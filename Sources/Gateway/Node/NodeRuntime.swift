@@ -400,7 +400,9 @@ enum DataDirectory {
       var status = stat()
       if code == EEXIST, stat(prefix, &status) == 0, status.st_mode & S_IFMT == S_IFDIR { continue }
       let text = code == EEXIST ? String(cString: strerror(ENOTDIR)) : String(cString: strerror(code))
-      return "cannot use data dir \(path): creating \(prefix) failed: \(text); \(fix(code, prefix))"
+      // Creating a directory needs write access to the one it goes in, not to itself (it does not exist yet).
+      let parent = URL(fileURLWithPath: prefix).deletingLastPathComponent().path
+      return "cannot use data dir \(path): creating \(prefix) failed: \(text); \(fix(code, parent))"
     }
     let probe = path + "/.write-test"
     let descriptor = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
