@@ -70,6 +70,26 @@ struct CommandLineTests {
     }
   }
 
+  /// Unusable --tls-cert/--tls-key files stop the node with its one error line before anything is created, as a
+  /// port in use does: no data directory, database or node certificate is left behind (they were, and stderr held
+  /// a warning and a notice before the error).
+  @Test func unusableTLSFilesExitWithStatus2BeforeAnythingIsCreated() async throws {
+    let base = FileManager.default.temporaryDirectory.appendingPathComponent("mg-tls-\(UUID().uuidString)").path
+    let junk = base + ".pem"
+    #expect(FileManager.default.createFile(atPath: junk, contents: Data("junk\n".utf8)))
+    defer { try? FileManager.default.removeItem(atPath: junk) }
+    try await onDedicatedThread {
+      let result = try NodeProcess.runToCompletion(
+        arguments: [
+          "--port", "0", "--bind", "127.0.0.1", "--data-dir", base + "/data", "--tls-cert", junk, "--tls-key", junk,
+        ])
+      #expect(result.status == 2)
+      #expect(result.stderr.hasPrefix("meshgate: error: --tls-cert/--tls-key: "), "stderr:\n\(result.stderr)")
+      #expect(result.stderr.split(separator: "\n").count == 1, "stderr:\n\(result.stderr)")
+      #expect(!FileManager.default.fileExists(atPath: base + "/data"), "the data dir was created")
+    }
+  }
+
   @Test func unwritableDataDirExitsWithStatus2() throws {
     // A regular file where a directory is expected fails even for root, unlike permission bits.
     let file = FileManager.default.temporaryDirectory.appendingPathComponent("mg-file-\(UUID().uuidString)").path
@@ -113,7 +133,8 @@ struct CommandLineTests {
 
   /// The admin token is printed once, on the first start. A first start that failed after the token was stored (a
   /// `--tls-cert` file it cannot use) used to keep the token it never printed, so no later start printed one and the
-  /// admin routes stayed locked for good.
+  /// admin routes stayed locked for good. (Unusable TLS files are now refused before anything is created, and the
+  /// token is stored only once nothing can fail; this checks what a user sees either way.)
   @Test func aFailedFirstStartLeavesTheAdminTokenToTheFirstStartThatSucceeds() async throws {
     let node = try NodeProcess()
     defer { node.cleanup() }

@@ -93,10 +93,12 @@ final class NodeRuntime {
   /// Starts a node served by libwebsockets: checks the port, loads the node's parts (``NodeParts``), binds the
   /// server and builds the node on it. The service loop runs later, in ``runUntilStopped()``.
   static func start(_ configuration: NodeConfiguration) async throws -> NodeRuntime {
-    // Nothing is created (data dir, store, certificate) before the port is known to be free.
+    // Nothing is created (data dir, store, certificate) before the port is known to be free and the TLS files given
+    // are known to be usable.
     if let problem = PortProbe.problem(address: configuration.bindAddress, port: configuration.port) {
       throw StartupError(message: problem)
     }
+    _ = try NodeIdentity.userCertificate(configuration)
     let fileLimit = FileLimit.raiseToHardLimit()
     let logger = Logger(component: "node")
     // One process per data directory: a second node on it would share the first one's identity and database.

@@ -63,6 +63,17 @@ enum NodeIdentity {
     }
   }
 
+  /// The certificate `--tls-cert`/`--tls-key` name, nil without them. ``NodeRuntime/start(_:)`` reads them before it
+  /// creates anything, so unusable files stop the node with one line and nothing left behind.
+  static func userCertificate(_ configuration: NodeConfiguration) throws(StartupError) -> Certificate? {
+    guard let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath else { return nil }
+    do {
+      return try Certificate.load(certificatePath: certificate, keyPath: key)
+    } catch {
+      throw StartupError(message: "--tls-cert/--tls-key: \(error.message); give a PEM certificate and its PEM key")
+    }
+  }
+
   /// The TLS settings of the server and the node's security settings for `configuration`.
   static func setUp(
     _ configuration: NodeConfiguration, dataDirectory: URL, nodeID: String, pins: [String: String], logger: Logger
@@ -71,14 +82,12 @@ enum NodeIdentity {
     var certificatePath = node.certificatePath
     var keyPath = node.keyPath
     var certificate = node.certificate
-    if let userCertificate = configuration.tlsCertificatePath, let userKey = configuration.tlsKeyPath {
-      do {
-        certificate = try Certificate.load(certificatePath: userCertificate, keyPath: userKey)
-      } catch {
-        throw StartupError(message: "--tls-cert/--tls-key: \(error.message); give a PEM certificate and its PEM key")
-      }
+    if let loaded = try userCertificate(configuration), let userPath = configuration.tlsCertificatePath,
+      let userKey = configuration.tlsKeyPath
+    {
+      certificate = loaded
       // The port presents one certificate to everyone, so with --tls-cert that one is also the node's TLS identity.
-      certificatePath = userCertificate
+      certificatePath = userPath
       keyPath = userKey
     }
     let servesHTTPS = configuration.tlsCertificatePath != nil
