@@ -85,7 +85,10 @@ public func withNodes<T>(
   }
   let result: T
   do {
-    result = try await body(nodes)
+    // On threads of the test support's own, not Swift's shared pool: test bodies block (BlockingWorkExecutor).
+    result = try await withTaskExecutorPreference(BlockingWorkExecutor.shared, isolation: isolation) {
+      try await body(nodes)
+    }
   } catch {
     dumpLogs(of: nodes, because: "the test body threw: \(error)")
     await teardown(nodes)
