@@ -9,7 +9,9 @@ import Crypto
 /// generator, so a simulator run is reproducible.
 ///
 /// Protocol duties (docs/mesh-protocol.md):
-/// - Both sides send `hello` first. A `hello` with our own node id is a self-link and is closed for good.
+/// - Both sides send `hello` first: the dialler at once, the accepting node once the dialler's hello (and mesh-secret
+///   proof) passed its checks, so a dialler it refuses never takes the link for up. A `hello` with our own node id is
+///   a self-link and is closed for good. A refusal `goodbye` backs off like a failed dial, even after a link up.
 /// - Heartbeats every ``Configuration/heartbeatInterval``; a link silent for ``Configuration/deadAfter`` is dead.
 /// - Two links between the same pair of nodes (both dialled at once): the one dialled by the node with the
 ///   smaller node id survives, the other is closed with `goodbye("duplicate link")`. Both sides decide alike.
@@ -181,6 +183,13 @@ public struct LinkManager: Sendable {
     var authenticated = false
     /// We answered the other side's challenge.
     var proved = false
+    /// We sent our `hello`. An accepting node holds it back until the dialler's hello (and, with a mesh secret, its
+    /// proof) passed every check, so that a dialler it refuses never takes the link for up.
+    var helloSent = false
+    /// The dialler's challenge, kept by an accepting node until it has sent its hello.
+    var pendingChallenge: [UInt8]?
+    /// The address's count of failed dials when this link came up (and reset it), for a refusal that ends the link.
+    var attemptsBeforeLink = 0
   }
 
   /// Our own hello.
@@ -379,13 +388,41 @@ public struct LinkManager: Sendable {
     return opening(id)
   }
 
-  /// The first frames on a new connection. A node with a mesh secret sends its challenge before its hello, so that a
-  /// node without the secret learns that this node requires one before it takes the hello for a link.
-  func opening(_ id: ConnectionID) -> [Action] {
+  /// The first frames on a new connection. A node with a mesh secret sends its challenge first, so that a node without
+  /// the secret learns that this node requires one before it takes a hello for a link. The dialler says hello at once;
+  /// the accepting node says hello only once the dialler's hello (and proof) passed its checks
+  /// (``acceptAndLinkUp(_:now:into:)``): it can refuse the dialler on identity, and a refused dialler must never get a
+  /// hello it would take for a link.
+  mutating func opening(_ id: ConnectionID) -> [Action] {
     var actions: [Action] = []
     if secret != nil { actions.append(.send(id, .authChallenge(nonce: connections[id]!.transport.challenge))) }
-    actions.append(.send(id, .hello(local)))
+    if connections[id]!.outbound { sendHello(id, into: &actions) }
     return actions
+  }
+
+  /// Sends our hello on connection `id` (once), then the answer to a challenge that came before it.
+  mutating func sendHello(_ id: ConnectionID, into actions: inout [Action]) {
+    guard connections[id] != nil, !connections[id]!.helloSent else { return }
+    connections[id]!.helloSent = true
+    actions.append(.send(id, .hello(local)))
+    if let nonce = connections[id]!.pendingChallenge {
+      connections[id]!.pendingChallenge = nil
+      answerChallenge(id, nonce, into: &actions)
+    }
+  }
+
+  /// Answers the other side's mesh-secret challenge (an empty proof without a secret).
+  mutating func answerChallenge(_ id: ConnectionID, _ nonce: [UInt8], into actions: inout [Action]) {
+    let connection = connections[id]!
+    connections[id]!.proved = true
+    let mac =
+      secret.map { secret in
+        Self.proof(
+          secret: secret, challenge: nonce, proverIsDialler: connection.outbound,
+          proverFingerprint: connection.transport.localFingerprint,
+          verifierFingerprint: connection.transport.remoteFingerprint)
+      } ?? []
+    actions.append(.send(id, .authProof(mac: mac)))
   }
 
   /// An outbound connection could not be opened.
@@ -420,16 +457,13 @@ public struct LinkManager: Sendable {
     case .hello(let hello):
       handshake(id, hello, now: now, into: &actions)
     case .authChallenge(let nonce):
-      guard !connection.proved else { break }
-      connections[id]!.proved = true
-      let mac =
-        secret.map { secret in
-          Self.proof(
-            secret: secret, challenge: nonce, proverIsDialler: connection.outbound,
-            proverFingerprint: connection.transport.localFingerprint,
-            verifierFingerprint: connection.transport.remoteFingerprint)
-        } ?? []
-      actions.append(.send(id, .authProof(mac: mac)))
+      guard !connection.proved, connection.pendingChallenge == nil else { break }
+      // An accepting node answers after its hello, which waits for the dialler's hello (hello stays first).
+      guard connection.helloSent else {
+        connections[id]!.pendingChallenge = nonce
+        break
+      }
+      answerChallenge(id, nonce, into: &actions)
     case .authProof(let mac):
       verifyProof(id, mac, now: now, into: &actions)
     case .heartbeat(let sequence, let sentAt):
@@ -440,20 +474,24 @@ public struct LinkManager: Sendable {
       guard let sender = connection.hello?.nodeID, links[sender] == id else { break }
       gossipReceived(nodes, from: sender, now: now, into: &actions)
     case .goodbye(let reason):
-      if Self.refusalCodes.contains(reason) {
-        let who = connection.hello.map { "node \($0.name) (\($0.nodeID))" } ?? "the other node"
+      let refused = Self.refusalCodes.contains(reason)
+      if refused {
+        // A refused dialler has not seen the other node's hello: name the node its address last answered as.
+        let nodeID = connection.hello?.nodeID ?? connection.addressKey.flatMap { addresses[$0]?.nodeID }
+        let who =
+          connection.hello.map { "node \($0.name) (\($0.nodeID))" } ?? nodeID.map { "node \($0)" } ?? "the other node"
         actions.append(
           .refused(
             Refusal(
               code: "refused_by_node",
               message: "\(who) refused the link: \(reason); see that node's log for what to fix",
-              nodeID: connection.hello?.nodeID, name: connection.hello?.name)))
+              nodeID: nodeID, name: connection.hello?.name)))
       }
       if reason == "duplicate link", let nodeID = connection.hello?.nodeID, links[nodeID] == id {
         relinking[nodeID] = now
         links[nodeID] = nil
       }
-      actions.append(contentsOf: closed(id, now: now))
+      actions.append(contentsOf: closed(id, now: now, refused: refused))
     default:
       guard let nodeID = connection.hello?.nodeID, links[nodeID] == id else { return actions }
       actions.append(.deliver(message, from: nodeID))
@@ -466,6 +504,8 @@ public struct LinkManager: Sendable {
     let connection = connections[id]!
     if hello.nodeID == local.nodeID {
       if let key = connection.addressKey { addresses[key]?.isSelf = true }
+      // Accepting our own dial: say hello so that the dialling side learns it is a self-link and stops dialling.
+      sendHello(id, into: &actions)
       closeConnection(id, reason: "self link", into: &actions)
       return
     }
@@ -490,6 +530,15 @@ public struct LinkManager: Sendable {
     if secret != nil && !connections[id]!.authenticated { return }
     // Without one, a node that challenged us (its challenge comes before its hello) requires a secret: it refuses
     // our empty proof, so the link never comes up; its goodbye ends the connection and the address backs off.
+    if secret == nil && connections[id]!.proved { return }
+    acceptAndLinkUp(id, now: now, into: &actions)
+  }
+
+  /// The other side passed every check (its hello, and its proof when this node has a secret): an accepting node now
+  /// says its own hello (and answers the dialler's challenge), and the link comes up on this side.
+  mutating func acceptAndLinkUp(_ id: ConnectionID, now: UInt64, into actions: inout [Action]) {
+    sendHello(id, into: &actions)
+    // Without a secret, a challenge answered just now (an empty proof) will be refused: no link.
     if secret == nil && connections[id]!.proved { return }
     linkUp(id, now: now, into: &actions)
   }
@@ -567,7 +616,7 @@ public struct LinkManager: Sendable {
       return
     }
     connections[id]!.authenticated = true
-    if connection.hello != nil && connection.linkedSince == nil { linkUp(id, now: now, into: &actions) }
+    if connection.hello != nil && connection.linkedSince == nil { acceptAndLinkUp(id, now: now, into: &actions) }
   }
 
   /// The proof that the prover knows `secret`: HMAC-SHA256 over a label, the verifier's challenge, the prover's role
@@ -618,7 +667,10 @@ public struct LinkManager: Sendable {
     }
     links[hello.nodeID] = id
     connections[id]!.linkedSince = now
-    if let key = connection.addressKey { addresses[key]?.attempts = 0 }
+    if let key = connection.addressKey, let attempts = addresses[key]?.attempts {
+      connections[id]!.attemptsBeforeLink = attempts
+      addresses[key]!.attempts = 0
+    }
     if relinking.removeValue(forKey: hello.nodeID) != nil {
       actions.append(.linkReplaced(nodeID: hello.nodeID))
     } else {
@@ -636,6 +688,13 @@ public struct LinkManager: Sendable {
 
   /// Connection `id` is gone (closed by either side, or never opened).
   public mutating func closed(_ id: ConnectionID, now: UInt64) -> [Action] {
+    closed(id, now: now, refused: false)
+  }
+
+  /// `refused`: the other node closed the connection with a refusal `goodbye`, so its address backs off like a failed
+  /// dial even if the link was up (a node of an older version says hello before it checks the dialler), rather than
+  /// being re-dialled at the next tick.
+  mutating func closed(_ id: ConnectionID, now: UInt64, refused: Bool) -> [Action] {
     guard let connection = connections.removeValue(forKey: id) else { return [] }
     var actions: [Action] = []
     if let nodeID = connection.hello?.nodeID, links[nodeID] == id {
@@ -646,7 +705,11 @@ public struct LinkManager: Sendable {
     if let key = connection.addressKey, addresses[key]?.connection == id {
       addresses[key]!.connection = nil
       if !addresses[key]!.isSelf {
-        if connection.linkedSince != nil {
+        if refused && connection.linkedSince != nil {
+          // Refused after the link came up: a failed dial after all, counted on from before that link.
+          addresses[key]!.attempts = connection.attemptsBeforeLink
+        }
+        if connection.linkedSince != nil && !refused {
           // A link that was up just dropped: try again at the next tick; backoff starts if that fails.
           addresses[key]!.attempts = 0
           addresses[key]!.retryAt = now

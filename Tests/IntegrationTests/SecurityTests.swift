@@ -145,7 +145,7 @@ private func isFingerprint(_ value: Any?) -> Bool {
       // It stays out: still refused a while later (retries back off to every 5 s).
       try await Task.sleep(for: .seconds(1))
       #expect(try !nodes[0].linkedNodeIDs().contains(bID))
-      // The refused node may show a link for the moment between its hello and the refusal of each retry.
+      // The refused node never gets node 0's hello, so it shows no link either.
       try await eventuallyAsync(timeout: .seconds(10), message: "the refused node is not linked") {
         try !nodes[1].linkedNodeIDs().contains(nodes[0].nodeID)
       }
@@ -226,6 +226,47 @@ private func isFingerprint(_ value: Any?) -> Bool {
         "\(events.map(\.description))")
       #expect(events.filter { $0.type == "node.link.refused" }.count == 1, "\(events.map(\.description))")
       #expect(try nodes[1].linkedNodeIDs().isEmpty)
+      #expect(dials >= 2, "node 1 keeps re-dialling (with backoff)")
+    }
+  }
+
+  /// Found by black-box QA: a node restarted with a new certificate (same node id), seeded to a node that had pinned
+  /// its old one, told its peers `node.linked` and `node.unlinked` ~10 times a second (~200 events in 10 s) and
+  /// re-dialled at once (101 dials in 10 s): it took the other node's hello for a link before the
+  /// `certificate_changed` refusal came. Now the refusing node says no hello, so the refused node's peers hear only
+  /// the refusal, once, and it backs off.
+  @Test func aNodeWhoseCertificateChangedIsRefusedWithoutLinkingAndBacksOff() async throws {
+    try await withNodes(count: 2, seeds: .allEarlier, linked: true) { nodes in
+      // The peer exists before the restart, so it sees everything the re-dialling causes.
+      let peer = try nodes[1].meshPeer("b")
+      let since = try peer.lastEventID()
+      _ = try await onDedicatedThread { try nodes[1].stop() }
+      for file in ["node-cert.pem", "node-key.pem"] {
+        try FileManager.default.removeItem(atPath: nodes[1].dataDirectory + "/" + file)
+      }
+      let restarted = Date()
+      try await onDedicatedThread { try nodes[1].start() }
+      let window = ContinuousClock.now + .seconds(4)
+      let refused = try await peer.awaitEvent("node.link.refused", since: since, timeout: .seconds(20))
+      #expect(refused.data["code"] as? String == "refused_by_node", "\(refused)")
+      try await eventuallyAsync(timeout: .seconds(10), message: "node 0 refuses the new certificate") {
+        nodes[0].stderrText().contains("reason=certificate_changed")
+      }
+      // Backoff (250 ms doubling, ±20 %) allows about 5 dials in the 4 s window; re-dialling at once made ~40.
+      var dials = try nodes[1].metric("meshgate_mesh_dials_total") ?? 0
+      while dials <= 8 && ContinuousClock.now < window {
+        try await Task.sleep(for: .milliseconds(200))
+        dials = try nodes[1].metric("meshgate_mesh_dials_total") ?? 0
+      }
+      #expect(dials <= 8, "node 1 dialled \(dials) times")
+      // Only what happened after the restart (stopping node 1 may have reported the link down).
+      let events = try peer.allEvents(since: since).filter { ($0.at ?? .distantFuture) >= restarted }
+      #expect(
+        !events.contains { $0.type == "node.linked" || $0.type == "node.unlinked" },
+        "\(events.map(\.description))")
+      #expect(events.filter { $0.type == "node.link.refused" }.count == 1, "\(events.map(\.description))")
+      #expect(try !nodes[1].linkedNodeIDs().contains(nodes[0].nodeID))
+      #expect(try !nodes[0].linkedNodeIDs().contains(nodes[1].nodeID))
       #expect(dials >= 2, "node 1 keeps re-dialling (with backoff)")
     }
   }

@@ -27,7 +27,9 @@ private func withoutHeartbeats(_ actions: [LinkManager.Action]) -> [LinkManager.
 private func linkInbound(_ manager: inout LinkManager, _ remote: String, id: LinkManager.ConnectionID, now: UInt64) {
   _ = manager.inboundOpened(id, remoteHost: "10.0.0.\(remote.count)", now: now)
   let actions = withoutGossip(manager.received(.hello(hello(remote)), on: id, now: now))
-  precondition(actions == [.linkUp(hello(remote))], "expected a link up, got \(actions)")
+  // The accepting side says its hello only now, once the dialler's passed its checks.
+  precondition(
+    actions == [.send(id, .hello(manager.local)), .linkUp(hello(remote))], "expected a link up, got \(actions)")
 }
 
 /// The actions without `nodeDirectory` gossip.
@@ -126,7 +128,9 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
     var manager = manager("a")
     _ = manager.addSeed(host: "h", port: 9, now: 0)
     #expect(manager.outboundOpened(firstDial, now: 3) == [.send(firstDial, .hello(hello("a")))])
-    #expect(manager.inboundOpened(7, now: 3) == [.send(7, .hello(hello("a")))])
+    // The accepting side waits for the dialler's hello (so that it can refuse the dialler before saying its own).
+    #expect(manager.inboundOpened(7, now: 3).isEmpty)
+    #expect(manager.received(.hello(hello("b")), on: 7, now: 4).first == .send(7, .hello(hello("a"))))
     #expect(manager.outboundOpened(999, now: 3).isEmpty)
   }
 
@@ -184,7 +188,8 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
     _ = manager.inboundOpened(3, now: 0)
     #expect(
       manager.received(.hello(hello("a")), on: 3, now: 1) == [
-        .send(3, .goodbye(reason: "self link")), .close(3, reason: "self link"),
+        // The hello tells the dialling side (this node) that it dialled itself.
+        .send(3, .hello(hello("a"))), .send(3, .goodbye(reason: "self link")), .close(3, reason: "self link"),
       ])
     #expect(manager.linkedNodeIDs.isEmpty)
   }
@@ -525,7 +530,8 @@ private func scheduledDelay(_ manager: LinkManager, _ key: String, now: UInt64) 
     _ = manager.inboundOpened(2, now: 1)
     #expect(
       manager.received(.hello(hello("b")), on: 2, now: 2) == [
-        .send(2, .goodbye(reason: "duplicate link")), .close(2, reason: "duplicate link"),
+        .send(2, .hello(hello("a"))), .send(2, .goodbye(reason: "duplicate link")),
+        .close(2, reason: "duplicate link"),
       ])
     #expect(manager.links["b"] == 1)
   }

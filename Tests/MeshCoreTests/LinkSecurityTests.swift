@@ -36,8 +36,11 @@ private struct LinkPair {
   var acceptorActions: [Action] = []
   var closedBy: String?
 
-  init(dialerSecret: String? = nil, acceptorSecret: String? = nil, acceptorPins: [String: String] = [:]) {
-    dialer = LinkManager(local: hello("a"), secret: dialerSecret.map { Array($0.utf8) })
+  init(
+    dialerSecret: String? = nil, acceptorSecret: String? = nil, dialerPins: [String: String] = [:],
+    acceptorPins: [String: String] = [:]
+  ) {
+    dialer = LinkManager(local: hello("a"), secret: dialerSecret.map { Array($0.utf8) }, pins: dialerPins)
     acceptor = LinkManager(local: hello("b"), secret: acceptorSecret.map { Array($0.utf8) }, pins: acceptorPins)
   }
 
@@ -85,6 +88,40 @@ private struct LinkPair {
   static func linkedUp(_ actions: [Action]) -> Bool {
     actions.contains { if case .linkUp = $0 { true } else { false } }
   }
+
+  static func linkedDown(_ actions: [Action]) -> Bool {
+    actions.contains { if case .linkDown = $0 { true } else { false } }
+  }
+
+  static func pinned(_ actions: [Action]) -> Bool {
+    actions.contains { if case .pin = $0 { true } else { false } }
+  }
+}
+
+/// A dialler that the other node refuses on identity: re-dials it as its backoff allows, `count` times, each time with
+/// the refusal `goodbye(code)` after the other node's frames in `before`; returns the delays between dials and every
+/// action the dialler took.
+private func redial(
+  _ dialer: inout LinkManager, refusedWith code: String, before: [MeshMessage] = [], count: Int
+) -> (delays: [UInt64], actions: [Action]) {
+  var delays: [UInt64] = []
+  var actions: [Action] = []
+  var now: UInt64 = 0
+  for _ in 0..<count {
+    guard let retryAt = dialer.addresses["b.local:9"]?.retryAt, retryAt > now else { break }
+    delays.append(retryAt - now)
+    // Nothing is dialled before the backoff ends.
+    actions += dialer.tick(now: retryAt - 1)
+    now = retryAt
+    let tick = dialer.tick(now: now)
+    actions += tick
+    guard case .connect(let id, _, _) = tick.first(where: { if case .connect = $0 { true } else { false } }) else {
+      break
+    }
+    actions += dialer.outboundOpened(id, transport: tls("fx", "fb"), now: now)
+    for message in before + [.goodbye(reason: code)] { actions += dialer.received(message, on: id, now: now) }
+  }
+  return (delays, actions)
 }
 
 @Suite struct LinkPinningTests {
@@ -126,6 +163,103 @@ private struct LinkPair {
     // The refused node learns why from the goodbye.
     #expect(LinkPair.refusals(pair.dialerActions).map(\.code) == ["refused_by_node"])
     #expect(pair.dialer.linkedNodeIDs.isEmpty)
+  }
+
+  /// Found by black-box QA: a node that got a new certificate (same node id) dialled a node that had pinned its old
+  /// one. Both said hello at once, so it took the other's hello for a link (`node.linked`) before the refusal came
+  /// (`node.unlinked`), and re-dialled at the next tick as after any lost link: ~10 link events and dials a second.
+  /// The accepting node now says hello only after the dialler's hello passed its checks, so the refused dialler
+  /// never sees one: it reports only the refusal, pins nothing, and backs off like a failed dial, up to the ceiling.
+  @Test func aDiallerRefusedForItsChangedCertificateNeverReportsTheLinkAndBacksOff() {
+    var pair = LinkPair(dialerPins: ["b": "fb"], acceptorPins: ["a": "fa"])
+    pair.open(dialer: tls("fx", "fb"), acceptor: tls("fb", "fx"))
+    #expect(LinkPair.refusals(pair.acceptorActions).map(\.code) == ["certificate_changed"])
+    #expect(!pair.frames.contains { if case .hello(let hello) = $0 { hello.nodeID == "b" } else { false } })
+    #expect(!LinkPair.linkedUp(pair.dialerActions) && !LinkPair.linkedDown(pair.dialerActions), "\(pair.dialerActions)")
+    #expect(!LinkPair.pinned(pair.dialerActions) && pair.dialer.pins == ["b": "fb"])
+    #expect(LinkPair.refusals(pair.dialerActions).map(\.code) == ["refused_by_node"])
+    #expect(pair.dialer.linkedNodeIDs.isEmpty)
+    #expect(!pair.dialer.tick(now: 100).contains { if case .connect = $0 { true } else { false } })
+    // Every retry is refused the same way: the delays double (±20 % jitter) up to the 5 s ceiling.
+    let (delays, actions) = redial(&pair.dialer, refusedWith: "certificate_changed", count: 8)
+    let minimum = pair.dialer.configuration.backoffMinimum
+    let maximum = pair.dialer.configuration.backoffMaximum
+    #expect(delays.count == 8, "\(delays)")
+    for (attempt, delay) in delays.enumerated() {
+      let base = min(maximum, minimum << UInt64(attempt))
+      #expect(delay >= base * 4 / 5 && delay <= base * 6 / 5, "attempt \(attempt): \(delay) ms, \(delays)")
+    }
+    #expect(!LinkPair.linkedUp(actions) && !LinkPair.linkedDown(actions) && !LinkPair.pinned(actions))
+  }
+
+  /// The same for the other refusals on identity: a plaintext link from a pinned node, and a TLS link without a
+  /// client certificate.
+  @Test(arguments: ["plaintext_from_pinned_node", "certificate_missing"])
+  func aDiallerRefusedOnIdentityNeverSeesAHello(code: String) {
+    var pair = LinkPair(acceptorPins: ["a": "fa"])
+    if code == "plaintext_from_pinned_node" {
+      pair.open(dialer: .plaintext, acceptor: .plaintext)
+    } else {
+      pair.open(dialer: tls("fa", "fb"), acceptor: tls("fb", nil))
+    }
+    #expect(LinkPair.refusals(pair.acceptorActions).map(\.code) == [code])
+    #expect(!pair.frames.contains { if case .hello(let hello) = $0 { hello.nodeID == "b" } else { false } })
+    #expect(!LinkPair.linkedUp(pair.dialerActions) && !LinkPair.linkedDown(pair.dialerActions))
+    #expect(LinkPair.refusals(pair.dialerActions).map(\.code) == ["refused_by_node"])
+    let retryAt = pair.dialer.addresses["b.local:9"]?.retryAt
+    #expect(retryAt.map { $0 >= pair.dialer.configuration.backoffMinimum * 4 / 5 } == true, "retry at \(retryAt ?? 0)")
+  }
+
+  /// A node of an earlier version says hello at once and refuses afterwards, so the dialler does see the link come up
+  /// and go: the refusal goodbye still makes it back off, growing, rather than re-dial at the next tick.
+  @Test func aRefusalAfterTheLinkCameUpStillBacksOff() {
+    var dialer = LinkManager(local: hello("a"), pins: ["b": "fb"])
+    guard case .connect(let id, _, _) = dialer.addSeed(host: "b.local", port: 9, now: 0).first else {
+      preconditionFailure("expected a dial")
+    }
+    _ = dialer.outboundOpened(id, transport: tls("fx", "fb"), now: 0)
+    #expect(LinkPair.linkedUp(dialer.received(.hello(hello("b")), on: id, now: 0)))
+    let refusal = dialer.received(.goodbye(reason: "certificate_changed"), on: id, now: 0)
+    #expect(LinkPair.linkedDown(refusal) && LinkPair.refusals(refusal).map(\.code) == ["refused_by_node"])
+    let (delays, _) = redial(&dialer, refusedWith: "certificate_changed", before: [.hello(hello("b"))], count: 7)
+    let minimum = dialer.configuration.backoffMinimum
+    #expect(delays.count == 7, "\(delays)")
+    for (attempt, delay) in delays.enumerated() {
+      let base = min(dialer.configuration.backoffMaximum, minimum << UInt64(attempt))
+      #expect(delay >= base * 4 / 5 && delay <= base * 6 / 5, "attempt \(attempt): \(delay) ms, \(delays)")
+    }
+    // A link that ends for any other reason is re-dialled at once, as before.
+    guard let retryAt = dialer.addresses["b.local:9"]?.retryAt,
+      case .connect(let next, _, _) = dialer.tick(now: retryAt).first(where: {
+        if case .connect = $0 { true } else { false }
+      })
+    else {
+      Issue.record("expected a dial")
+      return
+    }
+    _ = dialer.outboundOpened(next, transport: tls("fx", "fb"), now: retryAt)
+    _ = dialer.received(.hello(hello("b")), on: next, now: retryAt)
+    _ = dialer.received(.goodbye(reason: "shutdown"), on: next, now: retryAt + 10)
+    #expect(dialer.addresses["b.local:9"]?.retryAt == retryAt + 10)
+    #expect(dialer.addresses["b.local:9"]?.attempts == 0)
+  }
+
+  /// The accepting node holds its hello until the dialler's, so a dialler of an earlier version (hello at once, as
+  /// now) and an acceptor of an earlier version (hello at once) both still link.
+  @Test func anAcceptorSaysHelloOnlyAfterTheDiallersHello() {
+    var acceptor = LinkManager(local: hello("b"))
+    let opened = acceptor.inboundOpened(7, remoteHost: "a.local", transport: tls("fb", "fa"), now: 0)
+    #expect(!opened.contains { if case .send(_, .hello) = $0 { true } else { false } }, "\(opened)")
+    let answered = acceptor.received(.hello(hello("a")), on: 7, now: 1)
+    #expect(answered.first == .send(7, .hello(hello("b"))), "\(answered)")
+    #expect(LinkPair.linkedUp(answered))
+    // An acceptor of an earlier version says hello at once; this dialler does not mind either order.
+    var dialer = LinkManager(local: hello("a"))
+    guard case .connect(let id, _, _) = dialer.addSeed(host: "b.local", port: 9, now: 0).first else {
+      preconditionFailure("expected a dial")
+    }
+    #expect(dialer.outboundOpened(id, transport: tls("fa", "fb"), now: 0) == [.send(id, .hello(hello("a")))])
+    #expect(LinkPair.linkedUp(dialer.received(.hello(hello("b")), on: id, now: 0)))
   }
 
   @Test func thePinnedCertificateLinksAgain() {
