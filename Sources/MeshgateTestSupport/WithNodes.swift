@@ -85,10 +85,7 @@ public func withNodes<T>(
   }
   let result: T
   do {
-    // On threads of the test support's own, not Swift's shared pool: test bodies block (BlockingWorkExecutor).
-    result = try await withTaskExecutorPreference(BlockingWorkExecutor.shared, isolation: isolation) {
-      try await body(nodes)
-    }
+    result = try await body(nodes)
   } catch {
     dumpLogs(of: nodes, because: "the test body threw: \(error)")
     await teardown(nodes)
