@@ -63,7 +63,8 @@ struct HostPolicyTests {
       Issue.record("expected a run command")
       return
     }
-    #expect(configuration.allowedHosts == ["env-name", "node-a", "*.lan", "192.168.1.9", "[::1]"])
+    // The flag replaces its variable's list ("a flag wins over its variable").
+    #expect(configuration.allowedHosts == ["node-a", "*.lan", "192.168.1.9", "[::1]"])
     #expect(configuration.limits.maxPeers == 20)
     #expect(configuration.limits.peerCreationsPerSecond == 0)
     for bad in [
