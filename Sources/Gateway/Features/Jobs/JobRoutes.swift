@@ -70,16 +70,18 @@ extension Schemas {
       "receivedFrom": ["type": ["object", "null"]], "createdAt": ["type": "string"], "updatedAt": ["type": "string"],
     ],
   ]
+  /// A payment as a request gives it (JobRules.payment): a JSON number or a decimal string.
+  static let paymentInput: JSONValue = [
+    "type": ["number", "string", "null"], "minimum": 0, "maximum": 9_999_999_999_999.99,
+    "pattern": "^[0-9]{1,13}(\\.[0-9]{1,2})?$",
+    "description": "Non-negative, at most 2 decimal places, at most 9999999999999.99, e.g. 120 or \"99.50\".",
+  ]
   static let jobInput: JSONValue = [
     "type": "object", "required": ["name"], "additionalProperties": false,
     "properties": [
       "name": ["type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"],
       "dueDate": ["type": ["string", "null"], "format": "date"],
-      "payment": [
-        "type": ["number", "string", "null"], "minimum": 0, "maximum": 9_999_999_999_999.99,
-        "pattern": "^[0-9]{1,13}(\\.[0-9]{1,2})?$",
-        "description": "Non-negative, at most 2 decimal places, at most 9999999999999.99, e.g. 120 or \"99.50\".",
-      ],
+      "payment": paymentInput,
       "notes": ["type": ["string", "null"], "description": "At most 4 KiB of UTF-8."],
     ],
   ]
@@ -88,10 +90,7 @@ extension Schemas {
     "properties": [
       "name": ["type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"],
       "dueDate": ["type": ["string", "null"], "format": "date"],
-      "payment": [
-        "type": ["number", "string", "null"], "minimum": 0, "maximum": 9_999_999_999_999.99,
-        "pattern": "^[0-9]{1,13}(\\.[0-9]{1,2})?$",
-      ],
+      "payment": paymentInput,
       "notes": ["type": ["string", "null"]],
     ],
   ]
