@@ -327,8 +327,6 @@ public struct NodeConfiguration: Sendable, Equatable {
     return inet_pton(AF_INET, value, &v4) == 1 || inet_pton(AF_INET6, value, &v6) == 1
   }
 
-  /// The dashboard directory: the configured one, else `./Public`, `/usr/share/meshgate/Public`, or a
-  /// `Public` folder beside or above the executable (for `swift run` and tests). Nil if none exists.
   /// The running binary's path: `/proc/self/exe`, not `argv[0]`, which is a bare `meshgate` when a shell found the
   /// binary on `PATH` (and then names nothing next to the binary).
   static var executablePath: String {
@@ -338,6 +336,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
+  /// The dashboard directory: the configured one, else `./Public`, `/usr/share/meshgate/Public`, or a
+  /// `Public` folder beside or above the executable (for `swift run` and tests). Nil if none exists.
   public func resolvePublicDirectory() -> String? {
     if let publicDirectory { return publicDirectory }
     var candidates = ["./Public", "/usr/share/meshgate/Public"]

@@ -101,17 +101,6 @@ final class NodeRuntime {
     _ = try NodeIdentity.userCertificate(configuration)
     let fileLimit = FileLimit.raiseToHardLimit()
     let logger = Logger(component: "node")
-    // One process per data directory: a second node on it would share the first one's identity and database.
-    let dataPath = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path
-    if let problem = DataDirectory.prepare(dataPath) {
-      throw StartupError(message: problem)
-    }
-    let dataDirectoryLock = try DataDirectory.lock(dataPath)
-    if dataDirectoryLock == nil {
-      logger.warning(
-        "The data directory's file system has no file locks; nothing keeps a second node off it.",
-        ["data.dir": dataPath])
-    }
     let parts = try await NodeParts.load(configuration, logger: logger)
     let connections = Self.connectionLimit(requested: configuration.maxConnections, fileLimit: fileLimit.soft)
     if let requested = configuration.maxConnections, requested > connections.served {
@@ -137,7 +126,8 @@ final class NodeRuntime {
     let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
     server.delegate = bridge
     let runtime = NodeRuntime(
-      server: server, node: node, bridge: bridge, configuration: configuration, dataDirectoryLock: dataDirectoryLock)
+      server: server, node: node, bridge: bridge, configuration: configuration,
+      dataDirectoryLock: parts.dataDirectoryLock)
     let (nodeID, peers, security, dataURL) = (parts.nodeID, parts.peers, parts.security, parts.dataURL)
     logger.notice(
       "Node started.",
@@ -245,6 +235,9 @@ final class NodeRuntime {
 struct NodeParts {
   let configuration: NodeConfiguration
   let dataURL: URL
+  /// This process's hold on the data directory (nil on a file system without locks): whoever runs the node keeps it
+  /// for the node's life.
+  let dataDirectoryLock: DataDirectoryLock?
   let store: NodeStore
   let nodeID: String
   let peers: [StoredPeer]
@@ -259,12 +252,19 @@ struct NodeParts {
   let security: NodeSecurity
   let staticFiles: StaticFiles
 
-  /// Prepares the data directory, opens the store, loads what it holds, reads the dashboard and sets up the TLS
-  /// identity. Throws a ``StartupError`` naming what failed.
+  /// Prepares and locks the data directory, opens the store, loads what it holds, reads the dashboard and sets up the
+  /// TLS identity. Throws a ``StartupError`` naming what failed.
   static func load(_ configuration: NodeConfiguration, logger: Logger) async throws -> NodeParts {
     let dataURL = URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL
     if let problem = DataDirectory.prepare(dataURL.path) {
       throw StartupError(message: problem)
+    }
+    // One process per data directory: a second node on it would share the first one's identity and database.
+    let dataDirectoryLock = try DataDirectory.lock(dataURL.path)
+    if dataDirectoryLock == nil {
+      logger.warning(
+        "The data directory's file system has no file locks; nothing keeps a second node off it.",
+        ["data.dir": dataURL.path])
     }
     let store: NodeStore
     do {
@@ -294,7 +294,8 @@ struct NodeParts {
     let (tls, security) = try NodeIdentity.setUp(
       configuration, dataDirectory: dataURL, nodeID: nodeID, pins: pins, logger: logger)
     return NodeParts(
-      configuration: configuration, dataURL: dataURL, store: store, nodeID: nodeID, peers: peers, services: services,
+      configuration: configuration, dataURL: dataURL, dataDirectoryLock: dataDirectoryLock, store: store,
+      nodeID: nodeID, peers: peers, services: services,
       chatState: chatState, adminTokenHash: admin.hash, newAdminToken: admin.newToken, tls: tls, security: security,
       staticFiles: staticFiles)
   }
