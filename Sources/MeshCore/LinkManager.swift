@@ -528,9 +528,6 @@ public struct LinkManager: Sendable {
     // With a mesh secret the link waits for the other side's proof (frames on a link are ordered: the proof
     // answers our challenge, which we sent before anything else).
     if secret != nil && !connections[id]!.authenticated { return }
-    // Without one, a node that challenged us (its challenge comes before its hello) requires a secret: it refuses
-    // our empty proof, so the link never comes up; its goodbye ends the connection and the address backs off.
-    if secret == nil && connections[id]!.proved { return }
     acceptAndLinkUp(id, now: now, into: &actions)
   }
 
@@ -538,7 +535,8 @@ public struct LinkManager: Sendable {
   /// says its own hello (and answers the dialler's challenge), and the link comes up on this side.
   mutating func acceptAndLinkUp(_ id: ConnectionID, now: UInt64, into actions: inout [Action]) {
     sendHello(id, into: &actions)
-    // Without a secret, a challenge answered just now (an empty proof) will be refused: no link.
+    // Without a secret, a node that challenged us (before its hello, or held until ours) requires one: it refuses the
+    // empty proof we answered with, so the link never comes up; its goodbye ends the connection, the address backs off.
     if secret == nil && connections[id]!.proved { return }
     linkUp(id, now: now, into: &actions)
   }
