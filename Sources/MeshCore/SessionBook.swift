@@ -539,19 +539,9 @@ public struct SessionBook: Sendable {
     var directives: [Directive] = []
     var undelivered: [String] = []
     var unencrypted: [String] = []
-    // Members hosted here (often most of them) are gathered without hashing their node id.
-    var local: [String] = []
     var byNode: [String: [String]] = [:]
-    for target in targets {
-      if target.nodeID == nodeID {
-        local.append(target.peerID)
-      } else {
-        byNode[target.nodeID, default: []].append(target.peerID)
-      }
-    }
-    var groups = byNode.map { (node: $0.key, peerIDs: $0.value) }
-    if !local.isEmpty { groups.append((nodeID, local)) }
-    for (node, peerIDs) in groups.sorted(by: { $0.node < $1.node }) {
+    for target in targets { byNode[target.nodeID, default: []].append(target.peerID) }
+    for (node, peerIDs) in byNode.sorted(by: { $0.key < $1.key }) {
       if node == nodeID {
         directives.append(.notifyEach(peerIDs: peerIDs, event(sessionID, fromPeerID, payload, reliable, namedEvent)))
         continue
