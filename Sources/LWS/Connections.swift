@@ -151,7 +151,7 @@ final class HTTPExchange {
   var streamQueuedCount: Int { streamQueue.count - streamQueueHead }
 }
 
-/// One server-side WebSocket connection.
+/// One WebSocket connection, accepted or dialled.
 final class WebSocketConnection {
   let id: WebSocketID
   let wsi: OpaquePointer
@@ -166,6 +166,9 @@ final class WebSocketConnection {
   /// Pull mode: when its queue is empty and the socket is writable, the connection asks the delegate for its next
   /// message (``ServerDelegate/webSocketNextMessage(_:)``), so the owner decides what goes next at the last moment.
   var pulls = false
+  /// Set on connections this server dialled: lws carries them as raw sockets, and their TLS and WebSocket are run by
+  /// the server (``Server/dial(address:hostHeader:port:path:subprotocol:tls:)``).
+  var dialled: DialledSocket?
 
   init(id: WebSocketID, wsi: OpaquePointer) {
     self.id = id

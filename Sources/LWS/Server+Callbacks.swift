@@ -15,7 +15,8 @@ extension Server {
       LWS_CALLBACK_HTTP_BODY_COMPLETION, LWS_CALLBACK_HTTP_WRITEABLE, LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION,
       LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_RECEIVE, LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_SERVER_WRITEABLE,
       LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_ESTABLISHED, LWS_CALLBACK_FILTER_NETWORK_CONNECTION,
-      LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+      LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED, LWS_CALLBACK_RAW_CONNECTED, LWS_CALLBACK_RAW_RX,
+      LWS_CALLBACK_RAW_WRITEABLE:
       false
     default:
       true
@@ -57,15 +58,21 @@ func serverCallback(
     return server.webSocketUpgradeRequested(wsi)
   case LWS_CALLBACK_ESTABLISHED:
     return server.webSocketEstablished(wsi)
-  case LWS_CALLBACK_RECEIVE, LWS_CALLBACK_CLIENT_RECEIVE:
+  case LWS_CALLBACK_RECEIVE:
     return server.webSocketReceived(wsi, input, length)
-  case LWS_CALLBACK_SERVER_WRITEABLE, LWS_CALLBACK_CLIENT_WRITEABLE:
+  case LWS_CALLBACK_SERVER_WRITEABLE:
     return server.webSocketWritable(wsi)
-  case LWS_CALLBACK_CLOSED, LWS_CALLBACK_CLIENT_CLOSED:
+  case LWS_CALLBACK_CLOSED:
     server.webSocketClosed(wsi)
     return 0
-  case LWS_CALLBACK_CLIENT_ESTABLISHED:
-    server.clientEstablished(wsi)
+  case LWS_CALLBACK_RAW_CONNECTED:
+    return server.dialledConnected(wsi)
+  case LWS_CALLBACK_RAW_RX:
+    return server.dialledReceived(wsi, input, length)
+  case LWS_CALLBACK_RAW_WRITEABLE:
+    return server.dialledWritable(wsi)
+  case LWS_CALLBACK_RAW_CLOSE:
+    server.webSocketClosed(wsi)
     return 0
   case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
     let reason = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
@@ -898,6 +905,12 @@ extension Server {
     assertInLoop()
     guard let connection = socketsByID[id] else { return }
     lws_rx_flow_control(connection.wsi, enabled ? 1 : 0)
+    if let dialled = connection.dialled, dialled.paused == enabled {
+      dialled.paused = !enabled
+      // What was read before the pause is decoded on the next pass: lws reads the socket again only when new bytes
+      // come, and this call may come from inside the delegate's receive.
+      if enabled { execute { [self] in resumeDialled(id) } }
+    }
   }
 
   /// Bytes queued on connection `id`, or nil when it is gone.
@@ -966,11 +979,8 @@ extension Server {
       }
       guard let message = connection.queue.first else { break }
       let kind = message.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
-      if connection.isClient && message.singleUse {
-        if writeMaskedInPlace(message, wsi: wsi) < 0 { return -1 }
-      } else if connection.isClient {
-        // Client frames are masked in place (LWS-NOTES pitfall 9): write a private copy, never the shared buffer.
-        if writeCopy(message, wsi: wsi, kind: kind) < 0 { return -1 }
+      if let dialled = connection.dialled {
+        if writeDialled(message, connection, dialled) < 0 { return -1 }
       } else if lws_write(wsi, message.payload, message.count, kind) < 0 {
         return -1
       }
@@ -987,6 +997,11 @@ extension Server {
     }
     if budget < 32 && connection.closeRequest == nil { delegate?.webSocketDrained(connection.id) }
     if let request = connection.closeRequest {
+      // A dialled connection writes its own close frame (``dialledWritable(_:)``), now that its queue is empty.
+      if connection.dialled != nil {
+        lws_callback_on_writable(wsi)
+        return 0
+      }
       // The close frame must follow the last message onto the socket: returning -1 while lws still holds part of a
       // message would make lws flush it and then drop the connection without any close frame (the client sees 1006).
       if lws_partial_buffered(wsi) != 0 {
@@ -1034,34 +1049,6 @@ extension Server {
     return messages
   }
 
-  /// Writes a single-use message from a client connection as one masked frame built in its own headroom: RFC 6455
-  /// header, a random 4-byte mask, the payload masked here 8 bytes at a time (lws 4.1.6 masks client frames one byte
-  /// at a time, a quarter of a dialling node's CPU while it sends a file). Raw write, like ``writeCoalesced``: no
-  /// extensions are negotiated, and lws keeps what the socket does not take and flushes it before the next
-  /// writable callback, so frames never interleave.
-  private func writeMaskedInPlace(_ message: OutboundMessage, wsi: OpaquePointer) -> Int32 {
-    let count = message.count
-    let length = count < 126 ? 0 : count < 65536 ? 2 : 8
-    let header = 2 + length + 4
-    precondition(header <= Int(CLWS_PRE), "the frame header must fit the LWS_PRE headroom")
-    let start = message.payload - header
-    start[0] = 0x80 | (message.isBinary ? 0x2 : 0x1)
-    switch length {
-    case 0: start[1] = 0x80 | UInt8(count)
-    case 2:
-      start[1] = 0x80 | 126
-      start[2] = UInt8(count >> 8)
-      start[3] = UInt8(truncatingIfNeeded: count)
-    default:
-      start[1] = 0x80 | 127
-      for index in 0..<8 { start[2 + index] = UInt8(truncatingIfNeeded: count >> (56 - 8 * index)) }
-    }
-    let key = UInt32.random(in: .min ... .max)
-    UnsafeMutableRawPointer(start + 2 + length).storeBytes(of: key, as: UInt32.self)
-    Self.mask(UnsafeMutableRawPointer(message.payload), count: count, key: key)
-    return lws_write(wsi, start, header + count, LWS_WRITE_HTTP)
-  }
-
   /// XORs `count` bytes at `bytes` with the 4-byte masking key `key` (as it lies in memory), 8 bytes at a time.
   static func mask(_ bytes: UnsafeMutableRawPointer, count: Int, key: UInt32) {
     let wide = UInt64(key) | UInt64(key) << 32
@@ -1081,27 +1068,21 @@ extension Server {
     }
   }
 
-  private func writeCopy(_ message: OutboundMessage, wsi: OpaquePointer, kind: lws_write_protocol) -> Int32 {
-    let pre = Int(CLWS_PRE)
-    if message.count <= scratchSize {
-      let start = (scratch + pre).assumingMemoryBound(to: UInt8.self)
-      start.update(from: message.payload, count: message.count)
-      return lws_write(wsi, start, message.count, kind)
-    }
-    let buffer = UnsafeMutableRawPointer.allocate(byteCount: pre + message.count, alignment: 16)
-    defer { buffer.deallocate() }
-    let start = (buffer + pre).assumingMemoryBound(to: UInt8.self)
-    start.update(from: message.payload, count: message.count)
-    return lws_write(wsi, start, message.count, kind)
-  }
-
   func webSocketClosed(_ wsi: OpaquePointer) {
     guard let connection = sockets.removeValue(forKey: wsi) else { return }
     socketsByID[connection.id] = nil
+    logger.trace(
+      "WebSocket closed.",
+      [
+        "ws.connection.id": connection.id.rawValue, "dialled": connection.dialled != nil,
+        "established": connection.established,
+      ])
     if connection.established {
       delegate?.webSocketClosed(connection.id)
     } else {
-      delegate?.webSocketConnectFailed(connection.id, reason: "connection closed during the handshake")
+      let reason = connection.dialled?.failure ?? "connection closed during the handshake"
+      logger.debug("Dial failed.", ["ws.connection.id": connection.id.rawValue, "reason": reason])
+      delegate?.webSocketConnectFailed(connection.id, reason: reason)
     }
     stopWhenIdle()
   }
@@ -1113,39 +1094,9 @@ extension Server {
   public func connect(host: String, port: Int, path: String, subprotocol: String, tls: Bool = false) -> WebSocketID? {
     assertInLoop()
     guard !draining else { return nil }
-    var info = lws_client_connect_info()
-    info.context = context
-    info.port = Int32(port)
-    // With TLS, chain, host name and validity checks are off: node certificates are self-signed and pinned by
-    // fingerprint by the caller (see ``transportSecurity(of:)``).
-    info.ssl_connection =
-      tls
-      ? Int32(
-        LCCSCF_USE_SSL.rawValue | LCCSCF_ALLOW_SELFSIGNED.rawValue | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK.rawValue
-          | LCCSCF_ALLOW_EXPIRED.rawValue | LCCSCF_ALLOW_INSECURE.rawValue) : 0
-    info.ietf_version_or_minus_one = -1
     let address = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-    // lws copies these strings into its own stash during the call, so scoped C strings are enough.
-    let wsi: OpaquePointer? = address.withCString { hostPointer in
-      path.withCString { pathPointer in
-        subprotocol.withCString { protocolPointer in
-          info.address = hostPointer
-          info.host = hostPointer
-          info.origin = hostPointer
-          info.path = pathPointer
-          info.protocol = protocolPointer
-          info.local_protocol_name = protocolPointer
-          return lws_client_connect_via_info(&info)
-        }
-      }
-    }
-    guard let wsi else { return nil }
-    let connection = WebSocketConnection(id: WebSocketID(allocateID()), wsi: wsi)
-    connection.isClient = true
-    connection.established = false
-    sockets[wsi] = connection
-    socketsByID[connection.id] = connection
-    return connection.id
+    let hostHeader = address.contains(":") ? "[\(address)]" : address
+    return dial(address: address, hostHeader: hostHeader, port: port, path: path, subprotocol: subprotocol, tls: tls)
   }
 
   /// Whether WebSocket `id` runs over TLS and which certificate the other end presented; nil when it is gone.
@@ -1153,6 +1104,9 @@ extension Server {
   public func transportSecurity(of id: WebSocketID) -> TransportSecurity? {
     assertInLoop()
     guard let connection = socketsByID[id] else { return nil }
+    if let dialled = connection.dialled {
+      return TransportSecurity(encrypted: dialled.tls != nil, peerCertificate: dialled.tls?.peerCertificate)
+    }
     guard lws_is_ssl(connection.wsi) != 0 else { return TransportSecurity(encrypted: false, peerCertificate: nil) }
     var der: UnsafeMutablePointer<UInt8>?
     let length = clws_peer_certificate_der(connection.wsi, &der)
@@ -1160,13 +1114,6 @@ extension Server {
     guard length > 0, let der else { return TransportSecurity(encrypted: true, peerCertificate: nil) }
     return TransportSecurity(
       encrypted: true, peerCertificate: Array(UnsafeBufferPointer(start: der, count: Int(length))))
-  }
-
-  func clientEstablished(_ wsi: OpaquePointer) {
-    guard let connection = sockets[wsi] else { return }
-    connection.established = true
-    delegate?.webSocketConnected(connection.id)
-    if !connection.queue.isEmpty || connection.pulls { lws_callback_on_writable(wsi) }
   }
 
   func clientFailed(_ wsi: OpaquePointer, reason: String) {

@@ -266,6 +266,10 @@ public final class Server: @unchecked Sendable {
   private let tokenLimits: UnsafeMutablePointer<lws_token_limits>
   let scratch: UnsafeMutableRawPointer
   let scratchSize = 64 * 1024
+  /// Where dialled connections decrypt what they read (``serviceBufferBytes``).
+  let receiveScratch: UnsafeMutableRawPointer
+  /// The TLS context of dialled connections, made on the first TLS dial; freed when the loop ends.
+  var dialTLSContext: OpaquePointer?
   /// The vhost's `retry_and_idle_policy`; lws keeps a pointer to it, so it lives as long as the server.
   let idlePolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
   var draining = false
@@ -280,6 +284,7 @@ public final class Server: @unchecked Sendable {
     let arena = CStringArena()
     self.arena = arena
     self.scratch = .allocate(byteCount: Int(CLWS_PRE) + scratchSize, alignment: 16)
+    self.receiveScratch = .allocate(byteCount: Self.serviceBufferBytes, alignment: 16)
 
     // protocols[0] serves plain HTTP and browser WebSockets (which send no subprotocol, so lws binds
     // them to protocols[0]); the others are WebSocket subprotocols (e.g. `meshgate-node.v1`), used by
@@ -456,6 +461,8 @@ public final class Server: @unchecked Sendable {
     sockets.removeAll()
     socketsByID.removeAll()
     remoteAddresses.removeAll()
+    if let dialTLSContext { SSL_CTX_free(dialTLSContext) }
+    dialTLSContext = nil
     contextUser = nil
     logger.debug("Service loop stopped.")
   }

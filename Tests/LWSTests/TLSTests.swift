@@ -14,6 +14,13 @@ final class TLSDelegate: ServerDelegate {
   /// Binary messages received, in order; and the id of the connection this server dialled.
   let received = Mutex<[[UInt8]]>([])
   let dialledID = Mutex<WebSocketID?>(nil)
+  let acceptedID = Mutex<WebSocketID?>(nil)
+  /// Pause reading after every this many messages, and resume on the next service pass (0: never).
+  let pauseEvery = Mutex(0)
+  /// Leave an error on the service thread's OpenSSL error queue after each message received.
+  let leaveOpenSSLErrors = Mutex(false)
+  let staleErrorsLeft = Mutex(0)
+  let closed = Mutex(0)
 
   func bodyLimit(for head: HTTPRequestHead) -> Int { 1000 }
 
@@ -28,12 +35,26 @@ final class TLSDelegate: ServerDelegate {
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
     let security = server.transportSecurity(of: id)
     seen.withLock { $0["accepted"] = security }
+    acceptedID.withLock { $0 = id }
   }
 
   func webSocketReceived(_ id: WebSocketID, _ message: LWS.WebSocketMessage) {
-    if case .binary(let bytes) = message { received.withLock { $0.append(bytes) } }
+    guard case .binary(let bytes) = message else { return }
+    let count = received.withLock {
+      $0.append(bytes)
+      return $0.count
+    }
+    if leaveOpenSSLErrors.withLock({ $0 }) && OpenSSLErrorQueue.leaveStaleError() {
+      staleErrorsLeft.withLock { $0 += 1 }
+    }
+    let every = pauseEvery.withLock { $0 }
+    if every > 0 && count % every == 0 {
+      server.setReceiveFlow(id, enabled: false)
+      let server = self.server!
+      server.execute { server.setReceiveFlow(id, enabled: true) }
+    }
   }
-  func webSocketClosed(_ id: WebSocketID) {}
+  func webSocketClosed(_ id: WebSocketID) { closed.withLock { $0 += 1 } }
 
   func webSocketConnected(_ id: WebSocketID) {
     let security = server.transportSecurity(of: id)
@@ -128,6 +149,73 @@ struct TLSTests {
       _ = server.connect(host: "127.0.0.1", port: port, path: "/x", subprotocol: "tls-test.v1", tls: tls)
     }
     return (a, b)
+  }
+
+  /// What the accepting side sends reaches the side that dialled whole and in order: every frame-length form, many
+  /// frames per read and frames across reads, with the dialler pausing its reading every few messages. Over TLS and
+  /// plain.
+  @Test(arguments: [true, false])
+  func messagesToTheDiallerArriveWholeAndInOrder(tls: Bool) async throws {
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let (_, tlsA) = try certificate("a")
+    let (_, tlsB) = try certificate("b")
+    let (a, b) = try dial(to: tlsA, from: tls ? tlsB : nil)
+    defer {
+      b.stop()
+      a.stop()
+    }
+    b.delegate.pauseEvery.withLock { $0 = 7 }
+    try await eventuallyAsync(timeout: .seconds(10), message: "the dial is accepted") {
+      a.delegate.acceptedID.withLock { $0 } != nil && b.delegate.dialledID.withLock { $0 } != nil
+    }
+    let id = try #require(a.delegate.acceptedID.withLock { $0 })
+    var generator = SystemRandomNumberGenerator()
+    let sizes =
+      [0, 1, 125, 126, 127, 65_535, 65_536, 300_000]
+      + (0..<300).map { _ in Int.random(in: 0...3_000, using: &generator) }
+    let messages = sizes.enumerated().map { index, size in
+      (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }
+    }
+    let server = a.server
+    for message in messages {
+      server.execute { _ = server.send(OutboundMessage(bytes: message, binary: true), to: id) }
+    }
+    try await eventuallyAsync(timeout: .seconds(30), message: "every message arrived") {
+      b.delegate.received.withLock { $0.count } >= messages.count
+    }
+    let received = b.delegate.received.withLock { $0 }
+    #expect(received.count == messages.count)
+    #expect(received == messages)
+  }
+
+  /// OpenSSL's error queue is per thread, and lws's own TLS connections leave errors in it. A dialled TLS connection
+  /// reads its session's state with `SSL_get_error`, which looks at that queue: a stale error from elsewhere on the
+  /// service thread must not end it (it ended links ~300 ms after a duplicate link was closed).
+  @Test func aStaleOpenSSLErrorOnTheServiceThreadDoesNotEndADialledConnection() async throws {
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let (_, tlsA) = try certificate("a")
+    let (_, tlsB) = try certificate("b")
+    let (a, b) = try dial(to: tlsA, from: tlsB)
+    defer {
+      b.stop()
+      a.stop()
+    }
+    b.delegate.leaveOpenSSLErrors.withLock { $0 = true }
+    try await eventuallyAsync(timeout: .seconds(10), message: "the dial is accepted") {
+      a.delegate.acceptedID.withLock { $0 } != nil && b.delegate.dialledID.withLock { $0 } != nil
+    }
+    let id = try #require(a.delegate.acceptedID.withLock { $0 })
+    let server = a.server
+    for index in 0..<20 {
+      // One message per pass on the sender: each is read by its own receive, after the last one left an error.
+      server.execute { _ = server.send(OutboundMessage(bytes: [UInt8(index)], binary: true), to: id) }
+      try await eventuallyAsync(timeout: .seconds(10), message: "message \(index) arrived") {
+        b.delegate.received.withLock { $0.count } > index || b.delegate.closed.withLock { $0 } > 0
+      }
+    }
+    #expect(b.delegate.closed.withLock { $0 } == 0)
+    #expect(b.delegate.received.withLock { $0 } == (0..<20).map { [UInt8($0)] })
+    #expect(b.delegate.staleErrorsLeft.withLock { $0 } == 20)
   }
 
   @Test func aTLSDialPresentsAndReceivesCertificates() async throws {

@@ -1,0 +1,316 @@
+/// Connections this server dials: lws raw sockets carrying a TLS session and a WebSocket of our own.
+///
+/// lws 4.1.6's WebSocket client parses what it receives one byte per function call (`lws_ws_client_rx_sm`): while a
+/// node received a file over a link it had dialled, that was 53–58 % of its CPU (bench/RESULTS.md, session 6). lws
+/// writes raw sockets with `LWS_WRITE_HTTP` (`LWS_WRITE_RAW` is a macro alias of it). Its
+/// raw client cannot start TLS itself in 4.1.6 ("tls start fail"), so TLS runs over memory buffers here
+/// (``TLSClientSession``). What goes over the wire is unchanged: the same upgrade request, masked client frames.
+///
+/// Everything here runs on the service thread, inside lws callbacks or ``Server`` calls made there.
+internal import CLibWebSockets
+import Glibc
+import Logging
+
+extension Server {
+  /// Dials `address:port` as an lws raw socket for a WebSocket to `path` with `subprotocol`; nil when lws refused to
+  /// start the connection at all or the TLS session could not be made.
+  func dial(address: String, hostHeader: String, port: Int, path: String, subprotocol: String, tls: Bool)
+    -> WebSocketID?
+  {
+    var session: TLSClientSession?
+    if tls {
+      guard let context = clientTLSContext(), let made = TLSClientSession(context: context) else { return nil }
+      session = made
+    }
+    var info = lws_client_connect_info()
+    info.context = context
+    info.port = Int32(port)
+    info.ietf_version_or_minus_one = -1
+    // lws copies these strings into its own stash during the call, so scoped C strings are enough.
+    let wsi: OpaquePointer? = address.withCString { hostPointer in
+      subprotocol.withCString { protocolPointer in
+        "RAW".withCString { method in
+          info.address = hostPointer
+          info.host = hostPointer
+          info.method = method
+          info.local_protocol_name = protocolPointer
+          return lws_client_connect_via_info(&info)
+        }
+      }
+    }
+    guard let wsi else { return nil }
+    let handshake = WebSocketClientHandshake(subprotocol: subprotocol)
+    let connection = WebSocketConnection(id: WebSocketID(allocateID()), wsi: wsi)
+    connection.isClient = true
+    connection.established = false
+    connection.dialled = DialledSocket(
+      request: handshake.request(host: hostHeader, path: path), handshake: handshake,
+      maxMessageBytes: configuration.maxWebSocketMessageBytes, tls: session)
+    sockets[wsi] = connection
+    socketsByID[connection.id] = connection
+    return connection.id
+  }
+
+  /// The TLS context every dialled connection shares (made on the first TLS dial): the node's client certificate,
+  /// the same TLS 1.2 suites as served, any server certificate accepted (the caller pins it).
+  private func clientTLSContext() -> OpaquePointer? {
+    if let made = dialTLSContext { return made }
+    let certificate = configuration.tls?.clientCertificatePath
+    let key = configuration.tls?.clientKeyPath
+    let made: OpaquePointer? = Self.tls12Ciphers.withCString { ciphers in
+      guard let certificate, let key else { return clws_client_tls_context(nil, nil, ciphers) }
+      return certificate.withCString { certificatePointer in
+        key.withCString { clws_client_tls_context(certificatePointer, $0, ciphers) }
+      }
+    }
+    if made == nil {
+      logger.error(
+        "Cannot make the TLS context for dialled connections.", ["tls.client.certificate": certificate ?? "-"])
+    }
+    dialTLSContext = made
+    return made
+  }
+
+  /// The socket is connected: TLS starts, or the upgrade request goes out.
+  func dialledConnected(_ wsi: OpaquePointer) -> Int32 {
+    guard let connection = sockets[wsi], let dialled = connection.dialled else { return -1 }
+    // Until the upgrade is answered, lws's own connect timeout no longer applies: keep the same bound.
+    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, 30)
+    if let tls = dialled.tls {
+      if case .failed(let reason) = tls.handshake() { return dialFailed(dialled, reason) }
+    } else {
+      dialled.control.append(dialled.request)
+    }
+    lws_callback_on_writable(wsi)
+    return 0
+  }
+
+  /// Bytes lws read from a dialled socket.
+  func dialledReceived(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    guard let connection = sockets[wsi], let dialled = connection.dialled else { return -1 }
+    let bytes = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
+    guard let tls = dialled.tls else { return receivePlaintext(connection, dialled, bytes) }
+    guard tls.feed(bytes) else { return dialFailed(dialled, "cannot buffer TLS input") }
+    if !tls.handshakeDone {
+      if case .failed(let reason) = tls.handshake() { return dialFailed(dialled, reason) }
+      if tls.handshakeDone {
+        guard tls.write(dialled.request.withUnsafeBytes { $0 }) else { return dialFailed(dialled, tls.failure) }
+      }
+      if tls.pendingOutput > 0 { lws_callback_on_writable(wsi) }
+      guard tls.handshakeDone else { return 0 }
+    }
+    return drainTLS(connection, dialled, tls)
+  }
+
+  /// Decrypts what the TLS session holds and hands it on, until it needs more input or the delegate pauses reading.
+  private func drainTLS(_ connection: WebSocketConnection, _ dialled: DialledSocket, _ tls: TLSClientSession) -> Int32 {
+    let buffer = receiveScratch
+    while !dialled.paused && !dialled.doneReading {
+      guard let count = tls.read(into: buffer, capacity: Self.serviceBufferBytes) else {
+        guard connection.established else { return dialFailed(dialled, tls.failure) }
+        logger.debug(
+          "Dialled connection's TLS ended.", ["ws.connection.id": connection.id.rawValue, "reason": tls.failure])
+        return -1
+      }
+      if count == 0 { break }
+      let result = receivePlaintext(connection, dialled, UnsafeRawBufferPointer(start: buffer, count: count))
+      if result != 0 { return result }
+    }
+    // Reading TLS may have produced output of its own (a key update's answer).
+    if tls.pendingOutput > 0 { lws_callback_on_writable(connection.wsi) }
+    return 0
+  }
+
+  /// Plaintext from the server: the rest of the upgrade response, then frames.
+  private func receivePlaintext(
+    _ connection: WebSocketConnection, _ dialled: DialledSocket, _ bytes: UnsafeRawBufferPointer
+  ) -> Int32 {
+    guard !dialled.doneReading else { return 0 }
+    if var handshake = dialled.handshake {
+      let outcome = handshake.receive(bytes)
+      dialled.handshake = handshake
+      switch outcome {
+      case .incomplete:
+        return 0
+      case .refused(let reason):
+        return dialFailed(dialled, reason)
+      case .accepted(let remainder):
+        dialled.handshake = nil
+        connection.established = true
+        lws_set_timeout(connection.wsi, NO_PENDING_TIMEOUT, 0)
+        delegate?.webSocketConnected(connection.id)
+        if !connection.queue.isEmpty || connection.pulls { lws_callback_on_writable(connection.wsi) }
+        return remainder.withUnsafeBytes { receivePlaintext(connection, dialled, $0) }
+      }
+    }
+    guard !dialled.paused else {
+      // Reading is paused (only plaintext sockets get here: TLS input waits in its session): decoded on resume.
+      dialled.decoder.keep(bytes)
+      return 0
+    }
+    return decodeFrames(connection, dialled, bytes)
+  }
+
+  private func decodeFrames(
+    _ connection: WebSocketConnection, _ dialled: DialledSocket, _ bytes: UnsafeRawBufferPointer
+  ) -> Int32 {
+    do {
+      _ = try dialled.decoder.decode(bytes) { handleFrame(connection, dialled, $0) }
+    } catch {
+      dialled.doneReading = true
+      _ = close(connection.id, code: error.code, reason: error.reason)
+    }
+    return dialled.serverClosed && dialled.closeSent && connection.closeRequest == nil ? -1 : 0
+  }
+
+  /// One event from the decoder; returns whether to go on decoding.
+  private func handleFrame(
+    _ connection: WebSocketConnection, _ dialled: DialledSocket, _ event: WebSocketFrameDecoder.Event
+  ) -> Bool {
+    switch event {
+    case .message(let binary, let bytes):
+      guard connection.closeRequest == nil else { return true }
+      messagesIn += 1
+      delegate?.webSocketReceived(connection.id, binary ? .binary(bytes) : .text(bytes))
+    case .ping(let payload):
+      dialled.control.append(WebSocketClientFrame.control(opcode: 0xA, payload: payload))
+      lws_callback_on_writable(connection.wsi)
+    case .pong:
+      break
+    case .close(let code, let reason):
+      dialled.serverClosed = true
+      dialled.doneReading = true
+      if !dialled.closeSent {
+        // Echo the server's close (RFC 6455 5.5.1), then close the socket once it is written.
+        connection.queue = FIFO()
+        connection.queuedBytes = 0
+        connection.closeRequest = (code == 1005 ? 1000 : code, reason)
+        lws_callback_on_writable(connection.wsi)
+      }
+      return false
+    }
+    return !dialled.paused
+  }
+
+  /// Records why a dial failed and has lws close the socket (returned from the callback).
+  private func dialFailed(_ dialled: DialledSocket, _ reason: String) -> Int32 {
+    if dialled.failure == nil { dialled.failure = reason }
+    return -1
+  }
+
+  /// Writes what a dialled socket has to send: TLS output first, then control frames, then (once upgraded) its
+  /// queued messages through ``webSocketWritable(_:)``. Returns -1 to close.
+  func dialledWritable(_ wsi: OpaquePointer) -> Int32 {
+    guard let connection = sockets[wsi], let dialled = connection.dialled else { return -1 }
+    guard flushDialled(connection, dialled) else { return -1 }
+    if lws_send_pipe_choked(wsi) != 0 || (dialled.tls?.pendingOutput ?? 0) > 0 {
+      lws_callback_on_writable(wsi)
+      return 0
+    }
+    guard connection.established else { return 0 }
+    if let request = connection.closeRequest, connection.queue.isEmpty {
+      if !dialled.closeSent {
+        dialled.closeSent = true
+        let payload = WebSocketClientFrame.closePayload(code: request.code, reason: request.reason)
+        guard sendDialled(connection, dialled, WebSocketClientFrame.control(opcode: 0x8, payload: payload)) else {
+          return -1
+        }
+      }
+      if lws_partial_buffered(wsi) != 0 || (dialled.tls?.pendingOutput ?? 0) > 0 {
+        lws_callback_on_writable(wsi)
+        return 0
+      }
+      // The server's close came first: ours answered it, and the socket closes. Otherwise wait for its answer (it
+      // then closes the socket, or the read of its close frame does) for a few seconds at most.
+      if dialled.serverClosed { return -1 }
+      lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, 5)
+      return 0
+    }
+    let result = webSocketWritable(wsi)
+    // Ciphertext the socket did not take yet (or a pong queued meanwhile) goes out on the next writable callback,
+    // whether or not a message is still queued.
+    if result == 0 && ((dialled.tls?.pendingOutput ?? 0) > 0 || !dialled.control.isEmpty) {
+      lws_callback_on_writable(wsi)
+    }
+    return result
+  }
+
+  /// Writes the control frames waiting, then whatever ciphertext the TLS session holds, as far as the socket takes
+  /// it. False when the connection failed.
+  private func flushDialled(_ connection: WebSocketConnection, _ dialled: DialledSocket) -> Bool {
+    while let frame = dialled.control.first {
+      dialled.control.removeFirst()
+      guard sendDialled(connection, dialled, frame) else { return false }
+    }
+    guard let tls = dialled.tls else { return true }
+    let start = scratch + Int(CLWS_PRE)
+    while tls.pendingOutput > 0 && lws_send_pipe_choked(connection.wsi) == 0 {
+      let count = tls.takeOutput(into: start, capacity: scratchSize)
+      if count == 0 { break }
+      if lws_write(connection.wsi, start.assumingMemoryBound(to: UInt8.self), count, LWS_WRITE_HTTP) < 0 {
+        return false
+      }
+    }
+    return true
+  }
+
+  /// Sends `bytes` (whole frames, already masked, or the upgrade request) on a dialled socket: through its TLS
+  /// session, whose output ``flushDialled`` writes, or straight to lws. False when the connection failed.
+  private func sendDialled(_ connection: WebSocketConnection, _ dialled: DialledSocket, _ bytes: [UInt8]) -> Bool {
+    if let tls = dialled.tls {
+      guard bytes.withUnsafeBytes({ tls.write($0) }) else { return false }
+      return flushDialled(connection, dialled)
+    }
+    let start = (scratch + Int(CLWS_PRE)).assumingMemoryBound(to: UInt8.self)
+    precondition(bytes.count <= scratchSize, "control frames and the upgrade request fit the scratch buffer")
+    start.update(from: bytes, count: bytes.count)
+    return lws_write(connection.wsi, start, bytes.count, LWS_WRITE_HTTP) >= 0
+  }
+
+  /// Writes `message` as one masked frame on a dialled socket: a single-use message is masked in place, behind a
+  /// header built in its headroom; a shared one is copied first. Returns lws's result (negative: failed).
+  func writeDialled(_ message: OutboundMessage, _ connection: WebSocketConnection, _ dialled: DialledSocket) -> Int32 {
+    let key = UInt32.random(in: .min ... .max)
+    let opcode: UInt8 = message.isBinary ? 0x2 : 0x1
+    func write(_ payload: UnsafeMutablePointer<UInt8>) -> Int32 {
+      let start = WebSocketClientFrame.writeHeader(before: payload, opcode: opcode, count: message.count, key: key)
+      Self.mask(UnsafeMutableRawPointer(payload), count: message.count, key: key)
+      let frame = UnsafeRawBufferPointer(start: start, count: payload + message.count - start)
+      guard let tls = dialled.tls else { return lws_write(connection.wsi, start, frame.count, LWS_WRITE_HTTP) }
+      return tls.write(frame) && flushDialled(connection, dialled) ? 0 : -1
+    }
+    precondition(WebSocketClientFrame.maxHeaderBytes <= Int(CLWS_PRE), "the frame header must fit the headroom")
+    if message.singleUse { return write(message.payload) }
+    // Client frames are masked in place (LWS-NOTES pitfall 9): mask a private copy, never the shared buffer.
+    let pre = Int(CLWS_PRE)
+    if message.count <= scratchSize {
+      let payload = (scratch + pre).assumingMemoryBound(to: UInt8.self)
+      payload.update(from: message.payload, count: message.count)
+      return write(payload)
+    }
+    let buffer = UnsafeMutableRawPointer.allocate(byteCount: pre + message.count, alignment: 16)
+    defer { buffer.deallocate() }
+    let payload = (buffer + pre).assumingMemoryBound(to: UInt8.self)
+    payload.update(from: message.payload, count: message.count)
+    return write(payload)
+  }
+
+  /// Reading a dialled socket was resumed: what its decoder and TLS session kept is decoded now (lws reads the socket
+  /// again only when new bytes arrive).
+  func resumeDialled(_ id: WebSocketID) {
+    guard let connection = socketsByID[id], let dialled = connection.dialled, connection.established,
+      !dialled.paused, !dialled.doneReading
+    else { return }
+    var result: Int32 = 0
+    do {
+      _ = try dialled.decoder.resume { handleFrame(connection, dialled, $0) }
+    } catch {
+      dialled.doneReading = true
+      _ = close(connection.id, code: error.code, reason: error.reason)
+    }
+    if let tls = dialled.tls, !dialled.paused { result = drainTLS(connection, dialled, tls) }
+    if result != 0 || (dialled.serverClosed && dialled.closeSent && connection.closeRequest == nil) {
+      lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
+    }
+  }
+}
