@@ -160,7 +160,9 @@ extension Server {
       dialled.doneReading = true
       _ = close(connection.id, code: error.code, reason: error.reason)
     }
-    return dialled.serverClosed && dialled.closeSent && connection.closeRequest == nil ? -1 : 0
+    // The server answered our close: the closing handshake is complete and the socket closes now (a TLS server may
+    // otherwise wait for our close_notify).
+    return dialled.serverClosed && dialled.closeSent ? -1 : 0
   }
 
   /// One event from the decoder; returns whether to go on decoding.
@@ -309,7 +311,7 @@ extension Server {
       _ = close(connection.id, code: error.code, reason: error.reason)
     }
     if let tls = dialled.tls, !dialled.paused { result = drainTLS(connection, dialled, tls) }
-    if result != 0 || (dialled.serverClosed && dialled.closeSent && connection.closeRequest == nil) {
+    if result != 0 || (dialled.serverClosed && dialled.closeSent) {
       lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
     }
   }

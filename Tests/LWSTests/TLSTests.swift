@@ -218,6 +218,33 @@ struct TLSTests {
     #expect(b.delegate.staleErrorsLeft.withLock { $0 } == 20)
   }
 
+  /// A close from either end reaches the other at once through the close handshake: the dialler answers the
+  /// accepting side's close frame, and the accepting side answers the dialler's (the dialler gives up waiting for that
+  /// answer only after 5 s). Over TLS and plain.
+  @Test(arguments: [(true, true), (true, false), (false, true), (false, false)])
+  func aCloseFromEitherEndReachesTheOtherAtOnce(tls: Bool, dialerCloses: Bool) async throws {
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let (_, tlsA) = try certificate("a")
+    let (_, tlsB) = try certificate("b")
+    let (a, b) = try dial(to: tlsA, from: tls ? tlsB : nil)
+    defer {
+      b.stop()
+      a.stop()
+    }
+    try await eventuallyAsync(timeout: .seconds(10), message: "the dial is accepted") {
+      a.delegate.acceptedID.withLock { $0 } != nil && b.delegate.dialledID.withLock { $0 } != nil
+    }
+    let closer = dialerCloses ? b : a
+    let id = try #require(dialerCloses ? b.delegate.dialledID.withLock { $0 } : a.delegate.acceptedID.withLock { $0 })
+    let start = ContinuousClock.now
+    let server = closer.server
+    server.execute { _ = server.close(id, code: 4001, reason: "done here") }
+    try await eventuallyAsync(timeout: .seconds(10), message: "both ends saw the close") {
+      a.delegate.closed.withLock { $0 } == 1 && b.delegate.closed.withLock { $0 } == 1
+    }
+    #expect(ContinuousClock.now - start < .seconds(4), "closed only by a timeout")
+  }
+
   @Test func aTLSDialPresentsAndReceivesCertificates() async throws {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let (certificateA, tlsA) = try certificate("a")
