@@ -94,7 +94,7 @@ extension Server {
     if !tls.handshakeDone {
       if case .failed(let reason) = tls.handshake() { return dialFailed(dialled, reason) }
       if tls.handshakeDone {
-        guard tls.write(dialled.request.withUnsafeBytes { $0 }) else { return dialFailed(dialled, tls.failure) }
+        guard dialled.request.withUnsafeBytes({ tls.write($0) }) else { return dialFailed(dialled, tls.failure) }
       }
       if tls.pendingOutput > 0 { lws_callback_on_writable(wsi) }
       guard tls.handshakeDone else { return 0 }
