@@ -151,23 +151,36 @@ struct TLSTests {
     return (a, b)
   }
 
+  /// Servers `a` and `b` (b over TLS with `tls`), `b` having dialled `a` and both ends seeing the connection open.
+  /// The caller stops both.
+  private func acceptedDial(tls: Bool) async throws -> (a: RunningServer, b: RunningServer) {
+    let (_, tlsA) = try certificate("a")
+    let (_, tlsB) = try certificate("b")
+    let (a, b) = try dial(to: tlsA, from: tls ? tlsB : nil)
+    do {
+      try await eventuallyAsync(timeout: .seconds(10), message: "the dial is accepted") {
+        a.delegate.acceptedID.withLock { $0 } != nil && b.delegate.dialledID.withLock { $0 } != nil
+      }
+    } catch {
+      b.stop()
+      a.stop()
+      throw error
+    }
+    return (a, b)
+  }
+
   /// What the accepting side sends reaches the side that dialled whole and in order: every frame-length form, many
   /// frames per read and frames across reads, with the dialler pausing its reading every few messages. Over TLS and
   /// plain.
   @Test(arguments: [true, false])
   func messagesToTheDiallerArriveWholeAndInOrder(tls: Bool) async throws {
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let (_, tlsA) = try certificate("a")
-    let (_, tlsB) = try certificate("b")
-    let (a, b) = try dial(to: tlsA, from: tls ? tlsB : nil)
+    let (a, b) = try await acceptedDial(tls: tls)
     defer {
       b.stop()
       a.stop()
     }
     b.delegate.pauseEvery.withLock { $0 = 7 }
-    try await eventuallyAsync(timeout: .seconds(10), message: "the dial is accepted") {
-      a.delegate.acceptedID.withLock { $0 } != nil && b.delegate.dialledID.withLock { $0 } != nil
-    }
     let id = try #require(a.delegate.acceptedID.withLock { $0 })
     var generator = SystemRandomNumberGenerator()
     let sizes =
@@ -193,17 +206,12 @@ struct TLSTests {
   /// service thread must not end it (it ended links ~300 ms after a duplicate link was closed).
   @Test func aStaleOpenSSLErrorOnTheServiceThreadDoesNotEndADialledConnection() async throws {
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let (_, tlsA) = try certificate("a")
-    let (_, tlsB) = try certificate("b")
-    let (a, b) = try dial(to: tlsA, from: tlsB)
+    let (a, b) = try await acceptedDial(tls: true)
     defer {
       b.stop()
       a.stop()
     }
     b.delegate.leaveOpenSSLErrors.withLock { $0 = true }
-    try await eventuallyAsync(timeout: .seconds(10), message: "the dial is accepted") {
-      a.delegate.acceptedID.withLock { $0 } != nil && b.delegate.dialledID.withLock { $0 } != nil
-    }
     let id = try #require(a.delegate.acceptedID.withLock { $0 })
     let server = a.server
     for index in 0..<20 {
@@ -224,15 +232,10 @@ struct TLSTests {
   @Test(arguments: [(true, true), (true, false), (false, true), (false, false)])
   func aCloseFromEitherEndReachesTheOtherAtOnce(tls: Bool, dialerCloses: Bool) async throws {
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let (_, tlsA) = try certificate("a")
-    let (_, tlsB) = try certificate("b")
-    let (a, b) = try dial(to: tlsA, from: tls ? tlsB : nil)
+    let (a, b) = try await acceptedDial(tls: tls)
     defer {
       b.stop()
       a.stop()
-    }
-    try await eventuallyAsync(timeout: .seconds(10), message: "the dial is accepted") {
-      a.delegate.acceptedID.withLock { $0 } != nil && b.delegate.dialledID.withLock { $0 } != nil
     }
     let closer = dialerCloses ? b : a
     let id = try #require(dialerCloses ? b.delegate.dialledID.withLock { $0 } : a.delegate.acceptedID.withLock { $0 })
