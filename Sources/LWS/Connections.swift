@@ -155,8 +155,6 @@ final class HTTPExchange {
 final class WebSocketConnection {
   let id: WebSocketID
   let wsi: OpaquePointer
-  /// Outbound (client) connections mask their frames in place, so they never write a shared buffer.
-  var isClient = false
   var established = true
   var queue = FIFO<OutboundMessage>()
   var queuedBytes = 0

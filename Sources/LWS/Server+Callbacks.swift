@@ -13,10 +13,9 @@ extension Server {
     switch reason {
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED, LWS_CALLBACK_HTTP, LWS_CALLBACK_HTTP_BODY,
       LWS_CALLBACK_HTTP_BODY_COMPLETION, LWS_CALLBACK_HTTP_WRITEABLE, LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION,
-      LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_RECEIVE, LWS_CALLBACK_CLIENT_RECEIVE, LWS_CALLBACK_SERVER_WRITEABLE,
-      LWS_CALLBACK_CLIENT_WRITEABLE, LWS_CALLBACK_CLIENT_ESTABLISHED, LWS_CALLBACK_FILTER_NETWORK_CONNECTION,
-      LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED, LWS_CALLBACK_RAW_CONNECTED, LWS_CALLBACK_RAW_RX,
-      LWS_CALLBACK_RAW_WRITEABLE:
+      LWS_CALLBACK_ESTABLISHED, LWS_CALLBACK_RECEIVE, LWS_CALLBACK_SERVER_WRITEABLE,
+      LWS_CALLBACK_FILTER_NETWORK_CONNECTION, LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED, LWS_CALLBACK_RAW_CONNECTED,
+      LWS_CALLBACK_RAW_RX, LWS_CALLBACK_RAW_WRITEABLE:
       false
     default:
       true
@@ -821,7 +820,7 @@ extension Server {
     guard let connection = socketsByID[id], connection.closeRequest == nil else { return .closed }
     guard connection.queuedBytes + message.count <= configuration.maxQueuedBytesPerWebSocket else { return .queueFull }
     if writeNow && message.count <= Self.writeNowBytes && connection.queue.isEmpty && connection.established
-      && !connection.isClient && !connection.pulls && lws_partial_buffered(connection.wsi) == 0
+      && connection.dialled == nil && !connection.pulls && lws_partial_buffered(connection.wsi) == 0
     {
       let kind = message.isBinary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT
       if lws_write(connection.wsi, message.payload, message.count, kind) < 0 {
@@ -960,7 +959,7 @@ extension Server {
   func webSocketWritable(_ wsi: OpaquePointer) -> Int32 {
     guard let connection = sockets[wsi] else { return 0 }
     var budget = 32
-    if !connection.isClient && connection.queue.count > 1 {
+    if connection.dialled == nil && connection.queue.count > 1 {
       // Several small frames waiting (a fan-out burst): frame them here and hand them to the socket in one write,
       // one syscall instead of one per frame.
       let written = writeCoalesced(connection, wsi: wsi)

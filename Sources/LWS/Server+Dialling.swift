@@ -41,7 +41,6 @@ extension Server {
     guard let wsi else { return nil }
     let handshake = WebSocketClientHandshake(subprotocol: subprotocol)
     let connection = WebSocketConnection(id: WebSocketID(allocateID()), wsi: wsi)
-    connection.isClient = true
     connection.established = false
     connection.dialled = DialledSocket(
       request: handshake.request(host: hostHeader, path: path), handshake: handshake,
