@@ -72,7 +72,7 @@ final class TLSDelegate: ServerDelegate {
 }
 
 /// A running server with `tls`, its delegate, and a way to stop it.
-private final class RunningServer {
+final class RunningServer {
   let server: Server
   let delegate = TLSDelegate()
   private let finished = DispatchSemaphore(value: 0)
