@@ -80,7 +80,8 @@ static struct {
   double hold;
   double settle;
   int ready_first;
-  int server_pid;
+  int server_pids[8]; /* --server-pid A[,B...]: CPU is summed over these processes */
+  int server_pid_count;
   int max_connecting;
   const char *protocol;
   const char *headers[MAX_HEADERS];
@@ -135,6 +136,18 @@ static double proc_cpu_s(int pid) {
   /* after ')': state(3) ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime(14) stime(15) */
   if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2) return -1;
   return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+/* The CPU time of every --server-pid process, summed; -1 when none is given or one cannot be read. */
+static double servers_cpu_s(const int *pids, int count) {
+  if (count == 0) return -1;
+  double total = 0;
+  for (int i = 0; i < count; i++) {
+    double cpu = proc_cpu_s(pids[i]);
+    if (cpu < 0) return -1;
+    total += cpu;
+  }
+  return total;
 }
 
 static void grow(unsigned char **buf, size_t *cap, size_t need) {
@@ -457,7 +470,7 @@ static void usage(void) {
           "  --settle SEC       pause after all are connected (default 0.2)\n"
           "  --timeout SEC      give up on the run after SEC (default 20)\n"
           "  --hold SEC         with -m 0: keep the connections idle for SEC then exit\n"
-          "  --server-pid PID   report the server's CPU time from /proc/PID/stat\n"
+          "  --server-pid PID[,PID...] report the server's CPU time from /proc/PID/stat (summed over several)\n"
           "  --label L          name printed in the result line\n");
   exit(2);
 }
@@ -489,7 +502,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--settle")) opt.settle = atof(ARG());
     else if (!strcmp(a, "--timeout")) opt.timeout = atof(ARG());
     else if (!strcmp(a, "--hold")) opt.hold = atof(ARG());
-    else if (!strcmp(a, "--server-pid")) opt.server_pid = atoi(ARG());
+    else if (!strcmp(a, "--server-pid")) {
+      char *list = ARG();
+      for (char *pid = strtok(list, ","); pid && opt.server_pid_count < 8; pid = strtok(NULL, ","))
+        opt.server_pids[opt.server_pid_count++] = atoi(pid);
+    }
     else if (!strcmp(a, "--label")) opt.label = ARG();
     else usage();
   }
@@ -585,7 +602,7 @@ int main(int argc, char **argv) {
   /* publish */
   char *payload = malloc((size_t)opt.size + 1);
   memset(payload, 'x', (size_t)opt.size);
-  double cpu0 = self_cpu_s(), scpu0 = proc_cpu_s(opt.server_pid);
+  double cpu0 = self_cpu_s(), scpu0 = servers_cpu_s(opt.server_pids, opt.server_pid_count);
   uint64_t t0 = now_ns(), deadline = t0 + (uint64_t)(opt.timeout * 1e9), t_end = 0;
   long long window_stalls = 0;
   for (;;) {
@@ -640,7 +657,7 @@ int main(int argc, char **argv) {
     pump(wait_ms);
   }
   if (!t_end) t_end = now_ns();
-  double cpu1 = self_cpu_s(), scpu1 = proc_cpu_s(opt.server_pid);
+  double cpu1 = self_cpu_s(), scpu1 = servers_cpu_s(opt.server_pids, opt.server_pid_count);
   double el = (t_end - t0) / 1e9;
 
   long long received = 0, lost = 0, dup = 0, missing = 0, frags = 0, closed = 0;
