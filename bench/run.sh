@@ -8,6 +8,7 @@
 #   MESHGATE_BIN=PATH    use this meshgate binary instead of building one
 #   WS_SUBS=50 WS_MSGS=2000 WS_SIZE=64 WS_RATE=100 WS_RATE_SECONDS=3     ws-broadcast load
 #   FANOUT_SUBS=100 FANOUT_MSGS=2000                                      ws-fanout load (1 and 3 nodes)
+#   FANOUT_PUBLISHER_DIALS=1                                              ws-fanout: node A dials B and C (default: B, C dial A)
 #   REST_SECONDS=10 REST_PACED_RATE=5000                                  rest load
 #   STARTUP_RUNS=20                                                       startup
 #   IDLE_CLIENTS=10000                                                    ws-idle
@@ -150,12 +151,22 @@ if want ws-fanout; then
   fanout_run single "$WORK/fan1/subs.txt" "$(cat "$WORK/fan1/pub.txt")" "$(cat "$WORK/fan1/session")" "$MG_PID"
   stop_pid "$MG_PID"
 
-  start_meshgate fanout-a
-  a_pid=$MG_PID a_port=$MG_PORT a_base=$MG_BASE
-  start_meshgate fanout-b --peer "127.0.0.1:$a_port"
-  b_base=$MG_BASE b_pid=$MG_PID
-  start_meshgate fanout-c --peer "127.0.0.1:$a_port"
-  c_base=$MG_BASE c_pid=$MG_PID
+  if [[ ${FANOUT_PUBLISHER_DIALS:-0} == 1 ]]; then
+    # The publisher's node A dials B and C: its frames to them go out on connections it dialled.
+    start_meshgate fanout-b
+    b_base=$MG_BASE b_pid=$MG_PID b_port=$MG_PORT
+    start_meshgate fanout-c
+    c_base=$MG_BASE c_pid=$MG_PID c_port=$MG_PORT
+    start_meshgate fanout-a --peer "127.0.0.1:$b_port" --peer "127.0.0.1:$c_port"
+    a_pid=$MG_PID a_port=$MG_PORT a_base=$MG_BASE
+  else
+    start_meshgate fanout-a
+    a_pid=$MG_PID a_port=$MG_PORT a_base=$MG_BASE
+    start_meshgate fanout-b --peer "127.0.0.1:$a_port"
+    b_base=$MG_BASE b_pid=$MG_PID
+    start_meshgate fanout-c --peer "127.0.0.1:$a_port"
+    c_base=$MG_BASE c_pid=$MG_PID
+  fi
   for _ in $(seq 100); do
     linked=$(curl -sf "$a_base/api/v1/mesh/nodes" | python3 -c 'import json,sys; print(sum(n["state"] == "linked" for n in json.load(sys.stdin)["nodes"]))')
     [[ $linked == 2 ]] && break
