@@ -105,6 +105,8 @@ final class TLSClientSession {
 
 /// What the server keeps for one dialled connection besides its ``WebSocketConnection``.
 final class DialledSocket {
+  /// The TCP connect finished (the first writable callback).
+  var connected = false
   /// The opening handshake; nil once the upgrade was accepted.
   var handshake: WebSocketClientHandshake?
   /// The upgrade request, sent once the connection (and its TLS) is up.

@@ -2,9 +2,10 @@
 ///
 /// lws 4.1.6's WebSocket client parses what it receives one byte per function call (`lws_ws_client_rx_sm`): while a
 /// node received a file over a link it had dialled, that was 53–58 % of its CPU (bench/RESULTS.md, session 6). lws
-/// writes raw sockets with `LWS_WRITE_HTTP` (`LWS_WRITE_RAW` is a macro alias of it). Its
-/// raw client cannot start TLS itself in 4.1.6 ("tls start fail"), so TLS runs over memory buffers here
-/// (``TLSClientSession``). What goes over the wire is unchanged: the same upgrade request, masked client frames.
+/// writes raw sockets with `LWS_WRITE_HTTP` (`LWS_WRITE_RAW` is a macro alias of it). Its raw client cannot start
+/// TLS itself in 4.1.6 ("tls start fail"), so the server connects the socket, lws adopts it as a raw socket, and TLS
+/// runs over memory buffers here (``TLSClientSession``). What goes over the wire is unchanged: the same upgrade
+/// request, masked client frames.
 ///
 /// Everything here runs on the service thread, inside lws callbacks or ``Server`` calls made there.
 internal import CLibWebSockets
@@ -22,21 +23,16 @@ extension Server {
       guard let context = clientTLSContext(), let made = TLSClientSession(context: context) else { return nil }
       session = made
     }
-    var info = lws_client_connect_info()
-    info.context = context
-    info.port = Int32(port)
-    info.ietf_version_or_minus_one = -1
-    // lws copies these strings into its own stash during the call, so scoped C strings are enough.
-    let wsi: OpaquePointer? = address.withCString { hostPointer in
-      subprotocol.withCString { protocolPointer in
-        "RAW".withCString { method in
-          info.address = hostPointer
-          info.host = hostPointer
-          info.method = method
-          info.local_protocol_name = protocolPointer
-          return lws_client_connect_via_info(&info)
-        }
-      }
+    guard let socket = Self.startConnect(address: address, port: port) else { return nil }
+    // lws serves the socket as a raw one from here (it closes the socket itself if it cannot). Connecting it here,
+    // not through lws's client, lets a node whose listener is IPv4-only (lws then has IPv6 off for the whole context,
+    // LWS-NOTES pitfall 1) still dial IPv6 addresses.
+    guard let vhost = lws_get_vhost_by_name(context, "default") else {
+      Glibc.close(socket)
+      return nil
+    }
+    let wsi = subprotocol.withCString { name in
+      lws_adopt_descriptor_vhost(vhost, LWS_ADOPT_SOCKET, lws_sock_file_fd_type(sockfd: socket), name, nil)
     }
     guard let wsi else { return nil }
     let handshake = WebSocketClientHandshake(subprotocol: subprotocol)
@@ -47,7 +43,34 @@ extension Server {
       maxMessageBytes: configuration.maxWebSocketMessageBytes, tls: session)
     sockets[wsi] = connection
     socketsByID[connection.id] = connection
+    // The socket becomes writable once the connection is made (or has failed: ``dialledWritable(_:)`` asks which).
+    // Until the upgrade is answered, the connect, TLS and upgrade together get lws's usual 30 s.
+    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, 30)
+    lws_callback_on_writable(wsi)
     return connection.id
+  }
+
+  /// A non-blocking TCP socket connecting to the address literal `address` (IPv4 or IPv6) on `port`, with Nagle off
+  /// as lws sets it for its own clients; nil when the address is not a literal or the connect failed at once.
+  private static func startConnect(address: String, port: Int) -> Int32? {
+    var hints = addrinfo()
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    var found: UnsafeMutablePointer<addrinfo>?
+    guard getaddrinfo(address, String(port), &hints, &found) == 0, let info = found else { return nil }
+    defer { freeaddrinfo(found) }
+    let socket = Glibc.socket(
+      info.pointee.ai_family,
+      Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard socket >= 0 else { return nil }
+    var on: Int32 = 1
+    _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+    guard Glibc.connect(socket, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 || errno == EINPROGRESS else {
+      Glibc.close(socket)
+      return nil
+    }
+    return socket
   }
 
   /// The TLS context every dialled connection shares (made on the first TLS dial): the node's client certificate,
@@ -71,10 +94,8 @@ extension Server {
   }
 
   /// The socket is connected: TLS starts, or the upgrade request goes out.
-  func dialledConnected(_ wsi: OpaquePointer) -> Int32 {
-    guard let connection = sockets[wsi], let dialled = connection.dialled else { return -1 }
-    // Until the upgrade is answered, lws's own connect timeout no longer applies: keep the same bound.
-    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, 30)
+  private func dialledConnected(_ wsi: OpaquePointer, _ dialled: DialledSocket) -> Int32 {
+    dialled.connected = true
     if let tls = dialled.tls {
       if case .failed(let reason) = tls.handshake() { return dialFailed(dialled, reason) }
     } else {
@@ -203,6 +224,16 @@ extension Server {
   /// queued messages through ``webSocketWritable(_:)``. Returns -1 to close.
   func dialledWritable(_ wsi: OpaquePointer) -> Int32 {
     guard let connection = sockets[wsi], let dialled = connection.dialled else { return -1 }
+    if !dialled.connected {
+      // The first writable callback: the connect finished, one way or the other.
+      var error: Int32 = 0
+      var length = socklen_t(MemoryLayout<Int32>.size)
+      let fd = lws_get_socket_fd(wsi)
+      guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0, error == 0 else {
+        return dialFailed(dialled, "connect failed: \(String(cString: strerror(error == 0 ? errno : error)))")
+      }
+      return dialledConnected(wsi, dialled)
+    }
     guard flushDialled(connection, dialled) else { return -1 }
     if lws_send_pipe_choked(wsi) != 0 || (dialled.tls?.pendingOutput ?? 0) > 0 {
       lws_callback_on_writable(wsi)

@@ -77,9 +77,9 @@ final class RunningServer {
   let delegate = TLSDelegate()
   private let finished = DispatchSemaphore(value: 0)
 
-  init(tls: TLSConfiguration?) throws {
+  init(tls: TLSConfiguration?, bindAddress: String = "127.0.0.1") throws {
     server = try Server(
-      configuration: ServerConfiguration(bindAddress: "127.0.0.1", port: 0, subprotocols: ["tls-test.v1"], tls: tls))
+      configuration: ServerConfiguration(bindAddress: bindAddress, port: 0, subprotocols: ["tls-test.v1"], tls: tls))
     delegate.server = server
     server.delegate = delegate
     let server = self.server
@@ -246,6 +246,34 @@ struct TLSTests {
       a.delegate.closed.withLock { $0 } == 1 && b.delegate.closed.withLock { $0 } == 1
     }
     #expect(ContinuousClock.now - start < .seconds(4), "closed only by a timeout")
+  }
+
+  /// A server listening on IPv4 only (lws then has IPv6 off for its whole context) still dials an IPv6 address: the
+  /// `--peer [fe80::1]:8080` form the help shows, on a node with the default `--bind 0.0.0.0`.
+  @Test func aServerListeningOnIPv4DialsAnIPv6Address() async throws {
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let (_, tlsA) = try certificate("a")
+    let (_, tlsB) = try certificate("b")
+    let a = try RunningServer(tls: tlsA, bindAddress: "::1")
+    defer { a.stop() }
+    let b = try RunningServer(tls: tlsB)
+    defer { b.stop() }
+    let port = a.server.port
+    let server = b.server
+    server.execute {
+      _ = server.connect(host: "[::1]", port: port, path: "/x", subprotocol: "tls-test.v1", tls: true)
+    }
+    try await eventuallyAsync(timeout: .seconds(10), message: "the dial over IPv6 is accepted") {
+      (a.delegate.acceptedID.withLock { $0 } != nil && b.delegate.dialledID.withLock { $0 } != nil)
+        || !b.delegate.failures.withLock { $0.isEmpty }
+    }
+    #expect(b.delegate.failures.withLock { $0 }.isEmpty)
+    let id = try #require(a.delegate.acceptedID.withLock { $0 })
+    let accepting = a.server
+    accepting.execute { _ = accepting.send(OutboundMessage(bytes: [7, 8, 9], binary: true), to: id) }
+    try await eventuallyAsync(timeout: .seconds(10), message: "a message over the IPv6 link") {
+      b.delegate.received.withLock { $0 } == [[7, 8, 9]]
+    }
   }
 
   @Test func aTLSDialPresentsAndReceivesCertificates() async throws {
