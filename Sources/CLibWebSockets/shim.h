@@ -41,11 +41,6 @@ static const uint64_t CLWS_OPTION_ALLOW_NON_SSL_ON_SSL_PORT = LWS_SERVER_OPTION_
 static const uint64_t CLWS_OPTION_ALLOW_HTTP_ON_HTTPS_LISTENER = LWS_SERVER_OPTION_ALLOW_HTTP_ON_HTTPS_LISTENER;
 static const uint64_t CLWS_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT = LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
 
-/// Marks an OpenSSL verification step as passed (`user` of LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION).
-static inline void clws_accept_certificate(void *_Nullable x509_store_ctx) {
-  if (x509_store_ctx) X509_STORE_CTX_set_error((X509_STORE_CTX *)x509_store_ctx, X509_V_OK);
-}
-
 static inline int clws_tls_peer_certificate_der(SSL *_Nonnull ssl, unsigned char *_Nullable *_Nonnull der);
 
 /// The DER encoding of the certificate the other end of a TLS connection presented: returns its length and sets

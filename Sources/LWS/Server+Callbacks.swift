@@ -71,10 +71,6 @@ func serverCallback(
   case LWS_CALLBACK_RAW_CLOSE:
     server.webSocketClosed(wsi)
     return 0
-  case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-    let reason = input.map { String(cString: $0.assumingMemoryBound(to: CChar.self)) } ?? "connection failed"
-    server.clientFailed(wsi, reason: reason)
-    return 0
   case LWS_CALLBACK_WSI_DESTROY:
     server.connectionDestroyed(wsi)
     return 0
@@ -86,10 +82,6 @@ func serverCallback(
     return lws_callback_http_dummy(wsi, reason, user, input, length)
   case LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION:
     // Any client certificate is accepted here (self-signed node certificates); the node pins it by fingerprint.
-    return 0
-  case LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION:
-    // Likewise for the certificate of a server we dial: chain problems are overruled, the fingerprint is pinned.
-    clws_accept_certificate(user)
     return 0
   default:
     return lws_callback_http_dummy(wsi, reason, user, input, length)
@@ -1111,12 +1103,6 @@ extension Server {
     guard length > 0, let der else { return TransportSecurity(encrypted: true, peerCertificate: nil) }
     return TransportSecurity(
       encrypted: true, peerCertificate: Array(UnsafeBufferPointer(start: der, count: Int(length))))
-  }
-
-  func clientFailed(_ wsi: OpaquePointer, reason: String) {
-    guard let connection = sockets.removeValue(forKey: wsi) else { return }
-    socketsByID[connection.id] = nil
-    delegate?.webSocketConnectFailed(connection.id, reason: reason)
   }
 
   func connectionDestroyed(_ wsi: OpaquePointer) {

@@ -333,12 +333,10 @@ public final class Server: @unchecked Sendable {
     }
     if let tls = configuration.tls {
       options |= UInt64(LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT)
-      // AEAD suites only for TLS 1.2, served and dialled (Mozilla's "intermediate" profile); TLS 1.3 suites are
-      // all AEAD already.
+      // AEAD suites only for TLS 1.2 (Mozilla's "intermediate" profile); TLS 1.3 suites are all AEAD already. Dialled
+      // connections use the same suites through their own TLS context (``clientTLSContext()``): lws dials nothing.
       info.ssl_cipher_list = arena.make(Self.tls12Ciphers)
-      info.client_ssl_cipher_list = arena.make(Self.tls12Ciphers)
       info.ssl_options_set = Int(CLWS_SSL_OP_NO_OLD_PROTOCOLS)
-      info.ssl_client_options_set = Int(CLWS_SSL_OP_NO_OLD_PROTOCOLS)
       if let certificate = tls.certificatePath, let key = tls.keyPath {
         info.ssl_cert_filepath = arena.make(certificate)
         info.ssl_private_key_filepath = arena.make(key)
@@ -355,10 +353,6 @@ public final class Server: @unchecked Sendable {
           options |= CLWS_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT
           options |= UInt64(LWS_SERVER_OPTION_PEER_CERT_NOT_REQUIRED)
         }
-      }
-      if let certificate = tls.clientCertificatePath, let key = tls.clientKeyPath {
-        info.client_ssl_cert_filepath = arena.make(certificate)
-        info.client_ssl_private_key_filepath = arena.make(key)
       }
     }
     info.options = options
