@@ -13,8 +13,8 @@ import Glibc
 import Logging
 
 extension Server {
-  /// Dials `address:port` as an lws raw socket for a WebSocket to `path` with `subprotocol`; nil when lws refused to
-  /// start the connection at all or the TLS session could not be made.
+  /// Dials `address:port` as an lws raw socket for a WebSocket to `path` with `subprotocol`; nil when the connect
+  /// failed at once, lws would not adopt the socket, or the TLS session could not be made.
   func dial(address: String, hostHeader: String, port: Int, path: String, subprotocol: String, tls: Bool)
     -> WebSocketID?
   {
@@ -333,16 +333,10 @@ extension Server {
     guard let connection = socketsByID[id], let dialled = connection.dialled, connection.established,
       !dialled.paused, !dialled.doneReading
     else { return }
-    var result: Int32 = 0
-    do {
-      _ = try dialled.decoder.resume { handleFrame(connection, dialled, $0) }
-    } catch {
-      dialled.doneReading = true
-      _ = close(connection.id, code: error.code, reason: error.reason)
-    }
-    if let tls = dialled.tls, !dialled.paused { result = drainTLS(connection, dialled, tls) }
-    if result != 0 || (dialled.serverClosed && dialled.closeSent) {
-      lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC)
-    }
+    // What the decoder kept first (decoding no new bytes resumes it), then what waits in the TLS session.
+    var result = decodeFrames(connection, dialled, UnsafeRawBufferPointer(start: nil, count: 0))
+    if result == 0, let tls = dialled.tls, !dialled.paused { result = drainTLS(connection, dialled, tls) }
+    // Outside lws's callbacks a return value cannot close the socket: ask lws to close it on its next pass.
+    if result != 0 { lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
   }
 }

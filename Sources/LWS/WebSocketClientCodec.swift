@@ -122,22 +122,17 @@ struct WebSocketClientHandshake {
     return base64(digest)
   }
 
+  /// Standard base64 with padding (lws's encoder, as lws's own client used for the key).
   static func base64(_ bytes: [UInt8]) -> String {
-    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-    var out: [UInt8] = []
-    var index = 0
-    while index < bytes.count {
-      let chunk = bytes[index..<min(index + 3, bytes.count)]
-      let value =
-        UInt32(chunk[chunk.startIndex]) << 16 | UInt32(chunk.count > 1 ? chunk[chunk.startIndex + 1] : 0) << 8
-        | UInt32(chunk.count > 2 ? chunk[chunk.startIndex + 2] : 0)
-      for position in 0..<4 {
-        out.append(
-          position <= chunk.count ? alphabet[Int((value >> UInt32(18 - 6 * position)) & 63)] : UInt8(ascii: "="))
+    // lws wants a byte to spare beyond the text and its terminating NUL.
+    var out = [CChar](repeating: 0, count: (bytes.count + 2) / 3 * 4 + 2)
+    let written = bytes.withUnsafeBufferPointer { input in
+      input.withMemoryRebound(to: CChar.self) {
+        lws_b64_encode_string($0.baseAddress, Int32(bytes.count), &out, Int32(out.count))
       }
-      index += 3
     }
-    return String(decoding: out, as: UTF8.self)
+    precondition(written >= 0, "the output is sized for the whole encoding")
+    return String(decoding: out.prefix(Int(written)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 }
 
