@@ -113,8 +113,11 @@ final class DialledSocket {
   let request: [UInt8]
   var decoder: WebSocketFrameDecoder
   let tls: TLSClientSession?
-  /// Control frames (pongs, the close) to write ahead of the next message, whole and masked.
-  var control = FIFO<[UInt8]>()
+  /// Bytes to write ahead of the next message, whole (and masked): the upgrade request of a plaintext socket, then at
+  /// most one pong. A server that pings faster than this socket writes gets a pong for its latest ping only (RFC 6455
+  /// 5.5.3), so what waits here never grows with the pings.
+  var requestUnsent = false
+  var pong: [UInt8]?
   /// Why the dial failed, for the delegate and the log.
   var failure: String?
   /// The delegate paused reading (``Server/setReceiveFlow(_:enabled:)``): frames already read wait in the decoder.

@@ -99,7 +99,7 @@ extension Server {
     if let tls = dialled.tls {
       if case .failed(let reason) = tls.handshake() { return dialFailed(dialled, reason) }
     } else {
-      dialled.control.append(dialled.request)
+      dialled.requestUnsent = true
     }
     lws_callback_on_writable(wsi)
     return 0
@@ -195,7 +195,7 @@ extension Server {
       messagesIn += 1
       delegate?.webSocketReceived(connection.id, binary ? .binary(bytes) : .text(bytes))
     case .ping(let payload):
-      dialled.control.append(WebSocketClientFrame.control(opcode: 0xA, payload: payload))
+      dialled.pong = WebSocketClientFrame.control(opcode: 0xA, payload: payload)
       lws_callback_on_writable(connection.wsi)
     case .pong:
       break
@@ -220,7 +220,7 @@ extension Server {
     return -1
   }
 
-  /// Writes what a dialled socket has to send: TLS output first, then control frames, then (once upgraded) its
+  /// Writes what a dialled socket has to send: a waiting pong and TLS output first, then (once upgraded) its
   /// queued messages through ``webSocketWritable(_:)``. Returns -1 to close.
   func dialledWritable(_ wsi: OpaquePointer) -> Int32 {
     guard let connection = sockets[wsi], let dialled = connection.dialled else { return -1 }
@@ -261,18 +261,22 @@ extension Server {
     let result = webSocketWritable(wsi)
     // Ciphertext the socket did not take yet (or a pong queued meanwhile) goes out on the next writable callback,
     // whether or not a message is still queued.
-    if result == 0 && ((dialled.tls?.pendingOutput ?? 0) > 0 || !dialled.control.isEmpty) {
+    if result == 0 && ((dialled.tls?.pendingOutput ?? 0) > 0 || dialled.pong != nil) {
       lws_callback_on_writable(wsi)
     }
     return result
   }
 
-  /// Writes the control frames waiting, then whatever ciphertext the TLS session holds, as far as the socket takes
-  /// it. False when the connection failed.
+  /// Writes the upgrade request or pong waiting (``DialledSocket/pong``), then whatever ciphertext the TLS session
+  /// holds, as far as the socket takes it. False when the connection failed.
   private func flushDialled(_ connection: WebSocketConnection, _ dialled: DialledSocket) -> Bool {
-    while let frame = dialled.control.first {
-      dialled.control.removeFirst()
-      guard sendDialled(connection, dialled, frame) else { return false }
+    if dialled.requestUnsent {
+      dialled.requestUnsent = false
+      guard sendDialled(connection, dialled, dialled.request) else { return false }
+    }
+    if let pong = dialled.pong {
+      dialled.pong = nil
+      guard sendDialled(connection, dialled, pong) else { return false }
     }
     guard let tls = dialled.tls else { return true }
     let start = scratch + Int(CLWS_PRE)

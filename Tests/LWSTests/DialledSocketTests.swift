@@ -38,6 +38,7 @@ struct DialledSocketTests {
         "hugelength": ok + bytes([0x82, 0x7F]) + struct.pack(">Q", 1 << 62),
         "reserved": ok + bytes([0xC2, 0x01, 0x00]),
         "ping": ok + bytes([0x89, 0x02]) + b"hi" + bytes([0x82, 0x01, 0x2A]),
+        "pings": ok + b"".join(bytes([0x89, 0x01]) + bytes([c]) for c in b"abcdefghij") + bytes([0x82, 0x01, 0x2A]),
     }
     connection.sendall(answers[scenario])
     connection.settimeout(3)
@@ -122,6 +123,15 @@ struct DialledSocketTests {
       delegate.closed.withLock { $0 } == 1
     }
     #expect(delegate.received.withLock { $0.isEmpty })
+  }
+
+  /// PINGs that come faster than the dialler writes (ten in one read) get one PONG, for the latest (RFC 6455 5.5.3):
+  /// what waits to be written does not grow with the pings.
+  @Test func pingsReadTogetherGetOnePongForTheLatest() async throws {
+    let (delegate, lines) = try await run("pings")
+    let pongs = lines.filter { $0.hasPrefix("FRAME 10 ") }
+    #expect(pongs == ["FRAME 10 6a"], "one pong, for ping \"j\": \(lines)")
+    #expect(delegate.received.withLock { $0 } == [[0x2A]])
   }
 
   /// A PING is answered with a PONG carrying its payload, and the message behind it is delivered.
