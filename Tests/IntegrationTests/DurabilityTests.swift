@@ -50,6 +50,11 @@ import Testing
 
   /// A peer renames itself over and over while its event WebSocket reads; the node is killed with SIGKILL after the
   /// socket has seen 200 events. After a restart every event the socket saw is in the peer's log.
+  ///
+  /// The renamer stays at most `window` renames ahead of what the socket has read: the log keeps
+  /// `--event-retention` (10 000) events per peer, and a renamer left to run while a starved reader waited produced
+  /// more than that, so retention rightly dropped the events the socket had seen (the test failed twice that way in
+  /// parallel runs, with every seen event "lost").
   @Test func everyEventAClientSawSurvivesAKill9() async throws {
     let node = try NodeProcess()
     defer { node.cleanup() }
@@ -58,9 +63,15 @@ import Testing
     let (socket, _) = try node.openEvents(peer)
     defer { socket.close() }
     let port = node.port
+    let window = 5_000
+    // One permit per rename the renamer may make ahead of the reader; the reader gives one back per event it reads.
+    // (Created at 0 and filled: libdispatch traps on disposing a semaphore whose value is below its initial one.)
+    let ahead = DispatchSemaphore(value: 0)
+    for _ in 0..<window { ahead.signal() }
     let renaming = Task.detached {
       try await onDedicatedThread {
         for index in 0... {
+          ahead.wait()
           guard
             (try? HTTPClient.request(
               port: port, method: "PATCH", path: "/api/v1/peers/me",
@@ -82,18 +93,23 @@ import Testing
           throw TestSupportError.unexpectedMessage("event without an id: \(event)")
         }
         seen.append(id)
+        ahead.signal()
       }
       return seen
     }
     node.kill9()
+    // A renamer waiting for a permit tries once more, finds the node gone and ends.
+    ahead.signal()
     try await renaming.value
     try node.restart()
     var logged: Set<Int> = []
     var cursor = "0"
     while true {
-      let page = try HTTPClient.get(
-        port: node.port, path: "/api/v1/events?since=\(cursor)&limit=1000", token: peer.token
-      ).jsonObject()
+      let response = try HTTPClient.get(
+        port: node.port, path: "/api/v1/events?since=\(cursor)&limit=1000", token: peer.token)
+      try #require(response.status == 200, "reading the log after the restart: \(response.status) \(response.text)")
+      let page = try response.jsonObject()
+      #expect(page["truncated"] as? Bool != true, "the log dropped events for retention after cursor \(cursor)")
       let events = page["events"] as? [[String: Any]] ?? []
       for event in events { if let id = (event["id"] as? String).flatMap({ Int($0) }) { logged.insert(id) } }
       guard let next = page["nextCursor"] as? String, !events.isEmpty else { break }
