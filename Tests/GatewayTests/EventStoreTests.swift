@@ -5,9 +5,9 @@ import Testing
 
 @testable import Gateway
 
-/// The event log in SQLite: a fan-out is stored as one body shared by its recipients (one sequence number for all),
-/// repeats to one peer stay separate events, retention trims per peer, and a version 4 database (one row per
-/// delivery) is migrated without losing an event.
+/// The event log in SQLite: a fan-out is stored as one body for its audience (one sequence number for all its
+/// recipients, no row per recipient), repeats to one peer stay separate events, retention trims per peer, and the
+/// databases of earlier schemas (one row per delivery) are migrated without losing an event.
 struct EventStoreTests {
   func temporaryPath() -> String {
     FileManager.default.temporaryDirectory.appendingPathComponent("events-\(UUID().uuidString).sqlite").path
@@ -176,28 +176,64 @@ struct EventStoreTests {
     #expect(median <= 8, "a 50-recipient fan-out's commit wrote \(median) WAL pages (\(commits))")
   }
 
-  /// A peer whose few events still wait to be indexed keeps them when another peer's log, indexed in an earlier step,
-  /// is trimmed: bodies that `event_pending` still names are not "referenced by no one".
-  @Test func aTrimInOneIndexingStepKeepsBodiesAnotherPeerStillWaitsFor() async throws {
+  /// A fan-out writes one body and nothing per recipient: its recipients' audience is written once, the first time
+  /// that set of peers gets an event, and a new set (a member left) is a new audience.
+  @Test func fanOutsWriteNoRowPerRecipient() async throws {
+    let path = temporaryPath()
+    defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+    let store = try NodeStore(path: path, retention: 100_000)
+    let peers = (0..<50).map { "peer-\($0)" }
+    try await addPeers(store, peers)
+    func rows(_ table: String) async throws -> Int64 {
+      try await store.database.read { try $0.scalar("SELECT count(*) FROM \(table)", as: Int64.self) } ?? -1
+    }
+    for index in 0..<100 {
+      // The fan-out names its recipients in a different order each time: still one audience.
+      let order = index % 2 == 0 ? peers : peers.reversed()
+      _ = try await store.appendEvents(
+        fanOuts: [(EventFanOut(peerIDs: order, type: "session.data", data: .int(Int64(index))), "t")])
+    }
+    #expect(try await rows("event_bodies") == 100)
+    #expect(try await rows("event_audiences") == 1)
+    #expect(try await rows("event_audience_members") == 50)
+    _ = try await store.appendEvents(
+      fanOuts: [(EventFanOut(peerIDs: Array(peers.dropFirst()), type: "session.data", data: .int(100)), "t")])
+    #expect(try await rows("event_audiences") == 2)
+    #expect(try await rows("event_audience_members") == 99)
+    #expect(try await store.events(peerID: "peer-0", after: 0, limit: 1000).events.count == 100)
+    #expect(try await store.events(peerID: "peer-1", after: 0, limit: 1000).events.count == 101)
+    #expect(try await store.latestSequence(peerID: "peer-0") == 100)
+    #expect(try await store.latestSequence(peerID: "peer-1") == 101)
+  }
+
+  /// A peer's log trimmed past bodies it shares with another peer leaves them to that peer; bodies below every
+  /// member's trim point are deleted.
+  @Test func aTrimKeepsTheBodiesAnotherMemberStillShows() async throws {
     let path = temporaryPath()
     defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
     let store = try NodeStore(path: path, retention: 10)
     try await addPeers(store, ["a", "z"])
-    let early = try await store.appendEvents((0..<3).map { ("z", "n", .int(Int64($0))) }, at: "t")
-    // More entries for "a" than one indexing step takes, so "a" (trimmed to 10) and "z" are indexed in two steps.
-    let many = NodeStore.indexStepRows + 100
-    _ = try await store.appendEvents((0..<many).map { ("a", "n", .int(Int64($0))) }, at: "t")
-    try await store.indexPendingEventsInSteps()
-    let forZ = try await store.events(peerID: "z", after: 0, limit: 100).events
-    #expect(forZ.map(\.sequence) == early.map(\.sequence))
-    #expect(forZ.map { $0.data.serializedString() } == ["0", "1", "2"])
-    let forA = try await store.events(peerID: "a", after: 0, limit: 1000).events
-    #expect(forA.count == 10 && forA.last?.data.serializedString() == "\(many - 1)")
+    let shared = try await store.appendEvents(
+      fanOuts: (0..<3).map { (EventFanOut(peerIDs: ["a", "z"], type: "n", data: .int(Int64($0))), "t") })
+    for index in 0..<500 { _ = try await store.appendEvents([("a", "n", .int(Int64(index)))], at: "t") }
+    let forZ = try await store.events(peerID: "z", after: 0, limit: 100)
+    #expect(forZ.events.map(\.sequence) == shared.map(\.sequence) && !forZ.truncated)
+    let forA = try await store.events(peerID: "a", after: 0, limit: 1000)
+    #expect(forA.events.count == 10 && forA.truncated && forA.events.last?.data.serializedString() == "499")
+    let bodies = try await store.database.read { try $0.scalar("SELECT count(*) FROM event_bodies", as: Int64.self) }
+    #expect(bodies == 13, "z's 3 and a's 10 are left, nothing else")
+    // z trims too (with events of its own): the shared bodies go once both logs are past them.
+    for index in 0..<20 { _ = try await store.appendEvents([("z", "m", .int(Int64(index)))], at: "t") }
+    let left = try await store.database.read {
+      try $0.scalar("SELECT count(*) FROM event_bodies WHERE id <= ?", [.integer(shared.last!.sequence)], as: Int64.self)
+    }
+    #expect(left == 0)
+    #expect(try await store.events(peerID: "z", after: 0, limit: 100).events.count == 10)
   }
 
-  /// Entries written but not yet indexed per peer (the node was killed before it got to them) are in the peers' logs
-  /// after a restart, and a deleted peer's log gets none of them.
-  @Test func unindexedEntriesSurviveARestartAndSkipADeletedPeer() async throws {
+  /// A deleted peer's events go with it, the ones it shared with others stay theirs, and a log length learnt from the
+  /// database after a restart trims as well as one counted since the start.
+  @Test func aDeletedPeersEventsGoAndSharedOnesStay() async throws {
     let path = temporaryPath()
     defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
     var sequences: [Int64] = []
@@ -209,20 +245,71 @@ struct EventStoreTests {
           [("a", "n", .int(Int64(index))), ("b", "n", .int(Int64(index))), ("c", "n", .int(Int64(index)))], at: "t")
         sequences.append(stored[0].sequence)
       }
-      let waiting = try await store.database.read {
-        try $0.scalar("SELECT count(*) FROM event_pending", as: Int64.self)
-      }
-      #expect(waiting == 5, "five bodies, fewer than the indexing threshold, wait to be indexed")
+      _ = try await store.appendEvents([("c", "own", .int(1)), ("c", "own", .int(2))], at: "t")
     }
     let reopened = try NodeStore(path: path, retention: 100)
     #expect(try await reopened.latestSequence(peerID: "a") == sequences.last)
-    #expect(try await reopened.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence) == sequences)
-    _ = try await reopened.appendEvents([("c", "n", .int(9))], at: "t")
     try await reopened.deletePeer(id: "c")
-    _ = try await reopened.latestSequence(peerID: "a")
-    let left = try await reopened.database.read {
-      try $0.scalar("SELECT count(*) FROM event_log WHERE peer_id = 'c'", as: Int64.self)
+    #expect(try await reopened.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence) == sequences)
+    #expect(try await reopened.events(peerID: "c", after: 0, limit: 10).events.isEmpty)
+    func count(_ sql: String) async throws -> Int64 {
+      try await reopened.database.read { try $0.scalar(sql, as: Int64.self) } ?? -1
     }
-    #expect(left == 0)
+    #expect(try await count("SELECT count(*) FROM event_bodies") == 5)
+    #expect(try await count("SELECT count(*) FROM event_audience_members WHERE peer_id = 'c'") == 0)
+    try await reopened.deletePeer(id: "a")
+    try await reopened.deletePeer(id: "b")
+    #expect(try await count("SELECT count(*) FROM event_bodies") == 0)
+    #expect(try await count("SELECT count(*) FROM event_audiences") == 0)
+    #expect(try await count("SELECT count(*) FROM event_audience_members") == 0)
+  }
+
+  /// A version 11 database (one log row per recipient, and recipients still waiting to be indexed) keeps every
+  /// peer's events, its trim points and the bytes of each body; bodies no log named are dropped.
+  @Test func migratesAVersion11LogWithEntriesWaitingToBeIndexed() async throws {
+    let path = temporaryPath()
+    defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+    do {
+      let old = try Database(path: path, migrations: Array(NodeStore.migrations.prefix(11)))
+      try await old.write { connection in
+        for (peer, trimmed) in [("a", 0), ("b", 2), ("c", 0)] {
+          try connection.execute(
+            """
+            INSERT INTO peers(id, display_name, discovery_info, token_hash, created_at, trimmed_through)
+            VALUES (?, ?, '{}', ?, 't', ?)
+            """, [.text(peer), .text(peer), .text("h-\(peer)"), .integer(Int64(trimmed))])
+        }
+        for id in 1...6 {
+          try connection.execute(
+            "INSERT INTO event_bodies(id, type, at, data) VALUES (?, 'n', 't', ?)",
+            [.integer(Int64(id)), .text(#"{"n":\#(id)}"#)])
+        }
+        // Body 2 was trimmed from b's log and is in no other: nobody's.
+        for (peer, seq) in [("a", 1), ("b", 1), ("c", 1), ("a", 3), ("b", 3), ("c", 4)] {
+          try connection.execute(
+            "INSERT INTO event_log(peer_id, seq) VALUES (?, ?)", [.text(peer), .integer(Int64(seq))])
+        }
+        try connection.execute(#"INSERT INTO event_pending(seq, peers) VALUES (5, '["a","c"]'), (6, '["b"]')"#)
+      }
+    }
+    let store = try NodeStore(path: path, retention: 100)
+    let expected: [String: [Int64]] = ["a": [1, 3, 5], "b": [3, 6], "c": [1, 4, 5]]
+    for (peer, sequences) in expected {
+      let page = try await store.events(peerID: peer, after: 0, limit: 10)
+      #expect(page.events.map(\.sequence) == sequences, "peer \(peer)")
+      #expect(page.events.map { $0.data.serializedString() } == sequences.map { #"{"n":\#($0)}"# })
+      #expect(page.truncated == (peer == "b"))
+    }
+    let bodies = try await store.database.read {
+      try $0.query("SELECT id FROM event_bodies ORDER BY id").map { try $0.int64(0) }
+    }
+    #expect(bodies == [1, 3, 4, 5, 6])
+    // The audiences the migration made are the ones appends find: a/b/c share body 1's.
+    let next = try await store.appendEvents([("a", "x", .null), ("b", "x", .null), ("c", "x", .null)], at: "t")
+    #expect(next[0].sequence == 7)
+    let audiences = try await store.database.read {
+      try $0.scalar("SELECT count(*) FROM event_audiences", as: Int64.self)
+    }
+    #expect(audiences == 5, "{a,b,c}, {a,b}, {c}, {a,c}, {b}")
   }
 }

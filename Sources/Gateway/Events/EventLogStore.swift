@@ -1,4 +1,5 @@
-/// The event log: event bodies shared by a fan-out's recipients, each peer's log of sequence numbers, retention.
+/// The event log: event bodies stored once for all their recipients (an audience), each peer's log read through its
+/// audiences, retention.
 import Foundation
 import MeshCore
 import Store
@@ -37,17 +38,38 @@ struct StoredEvent: Sendable, Equatable {
 }
 
 extension NodeStore {
-  /// The event log's schema step that takes the per-peer index off the commit path (see ``appendEvents(_:)``).
-  static let pendingEventLogSchema = """
-    CREATE TABLE event_pending(
-      seq INTEGER PRIMARY KEY,
-      peers TEXT NOT NULL
+  /// The event log's schema step that stores each body once for all its recipients: a body names its audience (the
+  /// set of its recipients, stored once however many bodies it gets), and a peer's log is every body of its audiences
+  /// above its trim point. An append writes one row whatever the number of recipients; the per-peer rows of the
+  /// schema before (`event_log`, and `event_pending` for those not yet indexed) become audiences here.
+  static let eventAudiencesSchema = """
+    CREATE TABLE event_audiences(
+      id INTEGER PRIMARY KEY,
+      members TEXT NOT NULL UNIQUE
     );
+    CREATE TABLE event_audience_members(
+      peer_id TEXT NOT NULL,
+      audience INTEGER NOT NULL,
+      PRIMARY KEY (peer_id, audience)
+    ) WITHOUT ROWID;
+    CREATE INDEX event_audience_members_by_audience ON event_audience_members(audience);
+    ALTER TABLE event_bodies ADD COLUMN audience INTEGER NOT NULL DEFAULT 0;
+    INSERT OR IGNORE INTO event_log(peer_id, seq)
+      SELECT recipient.value, pending.seq FROM event_pending pending, json_each(pending.peers) recipient;
+    CREATE TEMP TABLE body_members AS
+      SELECT seq, group_concat(peer_id, ',') AS members
+      FROM (SELECT seq, peer_id FROM event_log ORDER BY seq, peer_id) GROUP BY seq;
+    INSERT INTO event_audiences(members) SELECT DISTINCT members FROM body_members;
+    UPDATE event_bodies SET audience = coalesce(
+      (SELECT a.id FROM body_members m JOIN event_audiences a ON a.members = m.members WHERE m.seq = event_bodies.id), 0);
+    DELETE FROM event_bodies WHERE audience = 0;
+    INSERT INTO event_audience_members(peer_id, audience)
+      SELECT DISTINCT l.peer_id, b.audience FROM event_log l JOIN event_bodies b ON b.id = l.seq;
+    DROP TABLE body_members;
+    DROP TABLE event_log;
+    DROP TABLE event_pending;
+    CREATE INDEX event_bodies_by_audience ON event_bodies(audience, id);
     """
-
-  /// Bodies whose recipients wait in `event_pending` past this many are moved into the per-peer log right after the
-  /// append that crossed it (a separate transaction, so the append's events are delivered first).
-  static let pendingIndexBodies = 64
 
   /// Appends the entries in one transaction and returns them with their sequence numbers (their data as the serialized
   /// bytes that were stored), trimming each log to the retention limit now and then.
@@ -72,12 +94,10 @@ extension NodeStore {
 
   /// Appends events for one or more recipients each in one transaction, and returns one ``AppendedEvent`` per body.
   ///
-  /// The commit writes each body and one `event_pending` row naming its recipients: two rows at the end of two
-  /// tables, a page or two of WAL. Writing the per-peer log (`event_log`, keyed by peer) in the same commit touched one
-  /// B-tree page per recipient (a 50-peer fan-out wrote ~290 KiB of WAL and took ~0.6 ms); those rows are written
-  /// later, many bodies at a time (``indexPendingEvents(_:)``): after the append when enough wait, before anything
-  /// reads or deletes a peer's log, and at the first use after a restart. A body and its recipients are committed
-  /// together, so an event that was delivered is never lost, and a log read always sees every committed event.
+  /// Each body is one row naming its audience (its set of recipients): a 50-recipient fan-out writes the body and
+  /// nothing per recipient, and the audience's rows are written once, the first time that set of peers gets an event
+  /// (a session's members share one until the membership changes). The body and its audience are committed together,
+  /// so an event that was delivered is never lost, and a log read sees every committed event.
   ///
   /// Consecutive entries with the same type, time and data and no recipient in common (one event published peer by
   /// peer) share one body, as a fan-out does.
@@ -87,18 +107,23 @@ extension NodeStore {
   nonisolated(nonsending) func appendEvents(fanOuts entries: [(EventFanOut, at: String)]) async throws
     -> [AppendedEvent]
   {
-    let (appended, indexDue) = try await database.write { connection in
+    try await database.write { connection in
       var appended: [AppendedEvent] = []
       appended.reserveCapacity(entries.count)
       var data: JSONValue = .null
       // The last body's recipients as a set, made only when another entry might join it.
       var members: Set<String>?
       var nextID = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
+      var audiences = AudienceLookup()
       func finishBody() throws {
         guard let body = appended.last else { return }
         try connection.execute(
-          "INSERT INTO event_pending(seq, peers) VALUES (?, ?)",
-          [.integer(body.sequence), .text(JSONValue.array(body.peerIDs.map { .string($0) }).serializedString())])
+          "INSERT INTO event_bodies(id, type, at, data, audience) VALUES (?, ?, ?, ?, ?)",
+          [
+            .integer(body.sequence), .text(body.type), .text(body.at),
+            .text(String(decoding: body.data.serialized(), as: UTF8.self)),
+            .integer(try audiences.id(for: body.peerIDs, connection)),
+          ])
       }
       for (entry, at) in entries where !entry.peerIDs.isEmpty {
         if let last = appended.last, last.type == entry.type, last.at == at, data == entry.data {
@@ -113,78 +138,60 @@ extension NodeStore {
         try finishBody()
         nextID += 1
         // Serialized here, off the node's event loop, once per body; live subscribers get these same bytes.
-        let serialized = entry.data.serialized()
-        try connection.execute(
-          "INSERT INTO event_bodies(id, type, at, data) VALUES (?, ?, ?, ?)",
-          [.integer(nextID), .text(entry.type), .text(at), .text(String(decoding: serialized, as: UTF8.self))])
         appended.append(
           AppendedEvent(
-            sequence: nextID, peerIDs: entry.peerIDs, type: entry.type, at: at, data: .serialized(serialized)))
+            sequence: nextID, peerIDs: entry.peerIDs, type: entry.type, at: at,
+            data: .serialized(entry.data.serialized())))
         data = entry.data
         members = nil
       }
       try finishBody()
-      let bodies = appended.count
-      let due = self.eventLog.withLock { state in
-        state.pendingBodies = (state.pendingBodies ?? 0) + bodies
-        guard !state.indexing, state.pendingBodies! >= Self.pendingIndexBodies else { return false }
-        state.indexing = true
-        return true
-      }
-      return (appended, due)
+      try self.countAndTrim(connection, appended)
+      return appended
     }
-    if indexDue {
-      // Queued behind this append on the store's queue; the caller delivers meanwhile. Should it fail, the rows
-      // stay in event_pending and the next read of a log (or the next due append) indexes them.
-      Task { try? await self.indexPendingEventsInSteps() }
-    }
-    return appended
   }
 
-  /// Log entries written per step of a background indexing (one transaction, about a millisecond): the store's
-  /// queue is free between steps, so an append never waits behind a whole batch of entries.
-  static let indexStepRows = 512
+  /// Finds or makes the audience of a set of recipients, inside an append's transaction. Nothing is cached across
+  /// transactions (an audience a trim deleted, or one a failed transaction never wrote, is never handed out); within
+  /// one, consecutive bodies for the same recipients look theirs up once.
+  struct AudienceLookup {
+    private var last: (peerIDs: [String], id: Int64)?
 
-  /// The waiting `event_pending` rows, peer by peer (each peer's entries in sequence order), up to `through`.
-  func pendingEntries(_ connection: Connection) throws -> (byPeer: [(String, [Int64])], through: Int64) {
-    let rows = try connection.query("SELECT seq, peers FROM event_pending ORDER BY seq")
-    var byPeer: [String: [Int64]] = [:]
-    var through: Int64 = 0
-    for row in rows {
-      let sequence = try row.int64(0)
-      through = sequence
-      // Written by this node: a JSON array of peer ids.
-      guard case .array(let peers)? = try? JSONValue.parse(try row.string(1), maxDepth: 4, maxMembers: .max) else {
-        continue
+    mutating func id(for peerIDs: [String], _ connection: Connection) throws -> Int64 {
+      if let last, last.peerIDs == peerIDs { return last.id }
+      // Sorted, so one set of peers is one audience whatever order its fan-out named them in.
+      let sorted = Set(peerIDs).sorted()
+      let key = sorted.joined(separator: ",")
+      let id: Int64
+      if let row = try connection.queryOne("SELECT id FROM event_audiences WHERE members = ?", [.text(key)]) {
+        id = try row.int64(0)
+      } else {
+        try connection.execute("INSERT INTO event_audiences(members) VALUES (?)", [.text(key)])
+        id = connection.lastInsertRowID
+        _ = try connection.executeEach(
+          "INSERT INTO event_audience_members(peer_id, audience) VALUES (?, ?)",
+          sorted.lazy.map { [.text($0), .integer(id)] })
       }
-      for case .string(let peerID) in peers { byPeer[peerID, default: []].append(sequence) }
+      last = (peerIDs, id)
+      return id
     }
-    return (byPeer.sorted { $0.key < $1.key }, through)
   }
 
-  /// Inserts the entries of these peers into the per-peer log (peer by peer, so each peer's B-tree page is written
-  /// once for many events) and trims logs past the retention limit. Entries already there are skipped, so a step
-  /// that runs after a full indexing (or after a crash between steps) changes nothing.
-  func insertLogEntries(_ connection: Connection, _ entries: ArraySlice<(String, [Int64])>) throws {
+  /// Counts the appended events into their recipients' log lengths and trims the logs that grew past the retention
+  /// limit plus a slack of 1/64 of it (none below 64) back to the limit: a log never holds more than that, and the
+  /// cost of trimming stays amortised. A peer's length is counted from the database on its first append after a start.
+  func countAndTrim(_ connection: Connection, _ appended: [AppendedEvent]) throws {
     var added: [String: Int] = [:]
-    for (peerID, sequences) in entries {
-      added[peerID, default: 0] += try connection.executeEach(
-        "INSERT OR IGNORE INTO event_log(peer_id, seq) VALUES (?, ?)",
-        sequences.lazy.map { [.text(peerID), .integer($0)] })
+    for event in appended {
+      for peerID in event.peerIDs { added[peerID, default: 0] += 1 }
     }
-    // Retention: a log longer than the limit plus a slack of 1/64 of it (none below 64) is cut back to the limit,
-    // so it never holds more than that, and the cost of trimming stays amortised.
-    let (retention, counted) = self.eventLog.withLock { state in
-      (state.retention, added.keys.map { (peerID: $0, count: state.counts[$0]) })
+    let (retention, known) = self.eventLog.withLock { state in
+      (state.retention, added.map { peerID, count in (peerID, state.counts[peerID].map { $0 + count }) })
     }
     var counts: [String: Int] = [:]
     var trimmed = 0
-    for (peerID, count) in counted {
-      var length = (count ?? 0) + added[peerID]!
-      if count == nil {
-        length = Int(
-          try connection.queryOne("SELECT count(*) FROM event_log WHERE peer_id = ?", [.text(peerID)])?.int64(0) ?? 0)
-      }
+    for (peerID, count) in known {
+      var length = try count ?? Self.logLength(connection, peerID: peerID)
       if length > retention + retention / 64 {
         trimmed += try Self.trim(connection, peerID: peerID, excess: length - retention)
         length = retention
@@ -197,63 +204,74 @@ extension NodeStore {
     }
   }
 
-  /// Deletes the `event_pending` rows up to `through` (their entries are in the log) and counts what still waits.
-  func finishIndexing(_ connection: Connection, through: Int64) throws {
-    try connection.execute("DELETE FROM event_pending WHERE seq <= ?", [.integer(through)])
-    let left = Int(try connection.queryOne("SELECT count(*) FROM event_pending")?.int64(0) ?? 0)
-    self.eventLog.withLock { $0.pendingBodies = left }
+  /// How many events `peerID`'s log holds: the bodies of its audiences above its trim point.
+  static func logLength(_ connection: Connection, peerID: String) throws -> Int {
+    Int(
+      try connection.queryOne(
+        """
+        SELECT count(*) FROM event_bodies
+        WHERE audience IN (SELECT audience FROM event_audience_members WHERE peer_id = ?1)
+          AND id > (SELECT trimmed_through FROM peers WHERE id = ?1)
+        """, [.text(peerID)])?.int64(0) ?? 0)
   }
 
-  /// Moves every waiting `event_pending` row into the per-peer log, inside the caller's transaction: before a read or
-  /// a delete of a log, and at the first one after a restart.
-  func indexPendingEvents(_ connection: Connection) throws {
-    if self.eventLog.withLock({ $0.pendingBodies }) == 0 { return }
-    let (byPeer, through) = try pendingEntries(connection)
-    try insertLogEntries(connection, byPeer[...])
-    try finishIndexing(connection, through: through)
-  }
-
-  /// The same in steps of about ``indexStepRows`` entries, each its own transaction (after an append that left
-  /// ``pendingIndexBodies`` waiting).
-  func indexPendingEventsInSteps() async throws {
-    defer { self.eventLog.withLock { $0.indexing = false } }
-    let (byPeer, through) = try await database.write { try self.pendingEntries($0) }
-    var start = byPeer.startIndex
-    while start < byPeer.endIndex {
-      var end = start
-      var rows = 0
-      while end < byPeer.endIndex && (rows == 0 || rows + byPeer[end].1.count <= Self.indexStepRows) {
-        rows += byPeer[end].1.count
-        end += 1
-      }
-      let step = byPeer[start..<end]
-      try await database.write { try self.insertLogEntries($0, step) }
-      start = end
-    }
-    try await database.write { try self.finishIndexing($0, through: through) }
-  }
-
-  /// Deletes the `excess` oldest events of `peerID`, records how far its log was trimmed and drops bodies nobody
-  /// points to any more; returns how many log entries went.
+  /// Drops the `excess` oldest events of `peerID`'s log: its trim point moves to the `excess`-th of them, and bodies
+  /// below the trim point of every member of their audience are deleted (with an audience left without bodies).
+  /// Returns how many events left the log.
+  ///
+  /// The `excess`-th event is found by merging the first `excess` bodies above the trim point of each of the peer's
+  /// audiences (each an index range), not by sorting the whole log: a peer whose events come from a session and a
+  /// few of its own reads about `excess` rows per audience.
   static func trim(_ connection: Connection, peerID: String, excess: Int) throws -> Int {
-    guard
-      let row = try connection.queryOne(
-        "SELECT seq FROM event_log WHERE peer_id = ? ORDER BY seq LIMIT 1 OFFSET ?",
-        [.text(peerID), .integer(Int64(excess - 1))])
+    guard excess > 0, let floor = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
     else { return 0 }
-    let cutoff = try row.int64(0)
-    try connection.execute("DELETE FROM event_log WHERE peer_id = ? AND seq <= ?", [.text(peerID), .integer(cutoff)])
-    let deleted = connection.changes
+    let trimmedThrough = try floor.int64(0)
+    let audiences = try connection.query(
+      "SELECT audience FROM event_audience_members WHERE peer_id = ?", [.text(peerID)]
+    ).map { try $0.int64(0) }
+    var oldest: [(sequence: Int64, audience: Int64)] = []
+    for audience in audiences {
+      for row in try connection.query(
+        "SELECT id FROM event_bodies WHERE audience = ? AND id > ? ORDER BY id LIMIT ?",
+        [.integer(audience), .integer(trimmedThrough), .integer(Int64(excess))])
+      {
+        oldest.append((try row.int64(0), audience))
+      }
+    }
+    guard !oldest.isEmpty else { return 0 }
+    oldest.sort { $0.sequence < $1.sequence }
+    let dropped = oldest.prefix(excess)
+    let cutoff = dropped.last!.sequence
     try connection.execute(
       "UPDATE peers SET trimmed_through = max(trimmed_through, ?) WHERE id = ?", [.integer(cutoff), .text(peerID)])
-    // Bodies older than every log's oldest entry, and than every entry still waiting to be indexed, are referenced
-    // by no one any more.
+    for audience in Set(dropped.map(\.audience)) { try collect(connection, audience: audience) }
+    return dropped.count
+  }
+
+  /// Deletes the bodies of `audience` that no member's log shows any more (at or below every member's trim point;
+  /// all of them once no member is left), and the audience itself once it has no body.
+  static func collect(_ connection: Connection, audience: Int64) throws {
     try connection.execute(
       """
-      DELETE FROM event_bodies WHERE id < (SELECT coalesce(min(oldest), 0) FROM (
-        SELECT min(seq) AS oldest FROM event_log UNION ALL SELECT min(seq) FROM event_pending))
-      """)
-    return deleted
+      DELETE FROM event_bodies WHERE audience = ?1 AND id <= (
+        SELECT coalesce(min(p.trimmed_through), 9223372036854775807)
+        FROM event_audience_members m JOIN peers p ON p.id = m.peer_id WHERE m.audience = ?1)
+      """, [.integer(audience)])
+    guard try connection.queryOne("SELECT 1 FROM event_bodies WHERE audience = ?", [.integer(audience)]) == nil
+    else { return }
+    try connection.execute("DELETE FROM event_audience_members WHERE audience = ?", [.integer(audience)])
+    try connection.execute("DELETE FROM event_audiences WHERE id = ?", [.integer(audience)])
+  }
+
+  /// Removes `peerID` from every audience and deletes what only its log showed (part of deleting the peer, inside
+  /// the caller's transaction; the peer's row goes first, so it no longer holds any body back).
+  func deleteLog(_ connection: Connection, peerID: String) throws {
+    let audiences = try connection.query(
+      "SELECT audience FROM event_audience_members WHERE peer_id = ?", [.text(peerID)]
+    ).map { try $0.int64(0) }
+    try connection.execute("DELETE FROM event_audience_members WHERE peer_id = ?", [.text(peerID)])
+    for audience in audiences { try Self.collect(connection, audience: audience) }
+    self.eventLog.withLock { $0.counts[peerID] = nil }
   }
 
   /// Events of `peerID` after `since`, oldest first, at most `limit`; and whether older events the caller
@@ -261,13 +279,21 @@ extension NodeStore {
   nonisolated(nonsending) func events(peerID: String, after since: Int64, limit: Int) async throws
     -> (events: [StoredEvent], truncated: Bool)
   {
-    try await readLog { connection in
+    try await database.read { connection in
+      guard let trimmed = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
+      else { return ([], false) }
+      let trimmedThrough = try trimmed.int64(0)
+      // The page's ids first, from the audiences' index alone (a peer's bodies come from several audiences, so they
+      // are sorted; sorting whole rows would read every body of the log, however large, for each page).
       let rows = try connection.query(
         """
-        SELECT l.seq, b.type, b.at, b.data FROM event_log l JOIN event_bodies b ON b.id = l.seq
-        WHERE l.peer_id = ? AND l.seq > ? ORDER BY l.seq LIMIT ?
+        SELECT b.id, b.type, b.at, b.data FROM (
+          SELECT id FROM event_bodies
+          WHERE audience IN (SELECT audience FROM event_audience_members WHERE peer_id = ?) AND id > ?
+          ORDER BY id LIMIT ?
+        ) page JOIN event_bodies b ON b.id = page.id ORDER BY b.id
         """,
-        [.text(peerID), .integer(since), .integer(Int64(limit))])
+        [.text(peerID), .integer(max(since, trimmedThrough)), .integer(Int64(limit))])
       let events = try rows.map { row in
         StoredEvent(
           sequence: try row.int64(0), peerID: peerID, type: try row.string(1), at: try row.string(2),
@@ -275,33 +301,20 @@ extension NodeStore {
           // GET /api/v1/events neither parses nor serializes each event's data again).
           data: .serialized(Array(try row.string(3).utf8)))
       }
-      let trimmed = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
-      let truncated = try (trimmed?.int64(0) ?? 0) > since
-      return (events, truncated)
+      return (events, trimmedThrough > since)
     }
   }
 
   /// The newest sequence number in `peerID`'s log (0 when empty).
   nonisolated(nonsending) func latestSequence(peerID: String) async throws -> Int64 {
-    try await readLog { connection in
+    try await database.read { connection in
+      // The newest body of each audience is one step down its index.
       let row = try connection.queryOne(
-        "SELECT coalesce(max(seq), 0) FROM event_log WHERE peer_id = ?", [.text(peerID)])
+        """
+        SELECT coalesce(max((SELECT max(id) FROM event_bodies WHERE audience = m.audience)), 0)
+        FROM event_audience_members m WHERE m.peer_id = ?
+        """, [.text(peerID)])
       return try row?.int64(0) ?? 0
-    }
-  }
-
-  /// Runs `body` on a read of the per-peer log that sees every committed event: a plain read when no entries wait
-  /// to be indexed (decided on the store's queue, after every append before it), else a write that indexes them
-  /// first.
-  nonisolated(nonsending) func readLog<T: Sendable>(_ body: @Sendable (Connection) throws -> T) async throws -> T {
-    let read: T? = try await database.read { connection in
-      guard self.eventLog.withLock({ $0.pendingBodies == 0 }) else { return nil }
-      return try body(connection)
-    }
-    if let read { return read }
-    return try await database.write { connection in
-      try self.indexPendingEvents(connection)
-      return try body(connection)
     }
   }
 }

@@ -20,10 +20,6 @@ final class NodeStore: Sendable {
     var retention: Int
     var counts: [String: Int] = [:]
     var trimmed = 0
-    /// Bodies whose recipients wait in `event_pending` (nil until counted after a start: see ``appendEvents(_:)``).
-    var pendingBodies: Int?
-    /// A background indexing of those entries is under way (one at a time).
-    var indexing = false
   }
 
   /// Events kept per peer; an admin can change it at run time.
@@ -110,7 +106,14 @@ final class NodeStore: Sendable {
     Migration(version: 9, name: "file consent always-accept lists", sql: NodeStore.alwaysAcceptSchema),
     Migration(version: 10, name: "group sends", sql: NodeStore.transferGroupsSchema),
     Migration(
-      version: 11, name: "event log entries waiting to be indexed per peer", sql: NodeStore.pendingEventLogSchema),
+      version: 11, name: "event log entries waiting to be indexed per peer",
+      sql: """
+        CREATE TABLE event_pending(
+          seq INTEGER PRIMARY KEY,
+          peers TEXT NOT NULL
+        );
+        """),
+    Migration(version: 12, name: "event bodies stored once for their audience", sql: NodeStore.eventAudiencesSchema),
   ]
 
   /// Job writes waiting for the next group commit (``saveJob(_:)``).

@@ -50,11 +50,8 @@ extension NodeStore {
     try await database.write { connection in
       try connection.execute("DELETE FROM jobs WHERE owner_peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peer_services WHERE peer_id = ?", [.text(id)])
-      // Entries still waiting to be indexed would otherwise land in the deleted peer's log afterwards.
-      try self.indexPendingEvents(connection)
-      try connection.execute("DELETE FROM event_log WHERE peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peers WHERE id = ?", [.text(id)])
+      try self.deleteLog(connection, peerID: id)
     }
-    eventLog.withLock { $0.counts[id] = nil }
   }
 }
