@@ -231,6 +231,30 @@ struct EventStoreTests {
     #expect(try await store.events(peerID: "z", after: 0, limit: 100).events.count == 10)
   }
 
+  /// An audience that trims deleted (its last body went) is made again for the next event to those peers: the node's
+  /// memory of audiences never hands out one that is gone.
+  @Test func anAudienceDeletedByATrimIsMadeAgainForTheNextEvent() async throws {
+    let path = temporaryPath()
+    defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+    let store = try NodeStore(path: path, retention: 10)
+    try await addPeers(store, ["a", "b"])
+    let both = EventFanOut(peerIDs: ["a", "b"], type: "n", data: .string("shared"))
+    _ = try await store.appendEvents(fanOuts: [(both, "t")])
+    for index in 0..<20 {
+      _ = try await store.appendEvents([("a", "n", .int(Int64(index)))], at: "t")
+      _ = try await store.appendEvents([("b", "n", .int(Int64(index)))], at: "t")
+    }
+    let shared = try await store.database.read {
+      try $0.scalar("SELECT count(*) FROM event_audiences WHERE members = 'a,b'", as: Int64.self)
+    }
+    #expect(shared == 0, "both logs are past the shared event: its audience is gone")
+    let again = try await store.appendEvents(fanOuts: [(both, "t")])
+    for peer in ["a", "b"] {
+      let events = try await store.events(peerID: peer, after: 0, limit: 100).events
+      #expect(events.last?.sequence == again[0].sequence, "peer \(peer)")
+    }
+  }
+
   /// A deleted peer's events go with it, the ones it shared with others stay theirs, and a log length learnt from the
   /// database after a restart trims as well as one counted since the start.
   @Test func aDeletedPeersEventsGoAndSharedOnesStay() async throws {

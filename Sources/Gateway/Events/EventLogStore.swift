@@ -107,14 +107,14 @@ extension NodeStore {
   nonisolated(nonsending) func appendEvents(fanOuts entries: [(EventFanOut, at: String)]) async throws
     -> [AppendedEvent]
   {
-    try await database.write { connection in
+    let (appended, audiences) = try await database.write { connection in
       var appended: [AppendedEvent] = []
       appended.reserveCapacity(entries.count)
       var data: JSONValue = .null
       // The last body's recipients as a set, made only when another entry might join it.
       var members: Set<String>?
       var nextID = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
-      var audiences = AudienceLookup()
+      var audiences = AudienceLookup(self)
       func finishBody() throws {
         guard let body = appended.last else { return }
         try connection.execute(
@@ -147,23 +147,45 @@ extension NodeStore {
       }
       try finishBody()
       try self.countAndTrim(connection, appended)
-      return appended
+      return (appended, audiences)
     }
+    audiences.remember()
+    return appended
   }
 
-  /// Finds or makes the audience of a set of recipients, inside an append's transaction. Nothing is cached across
-  /// transactions (an audience a trim deleted, or one a failed transaction never wrote, is never handed out); within
-  /// one, consecutive bodies for the same recipients look theirs up once.
-  struct AudienceLookup {
-    private var last: (peerIDs: [String], id: Int64)?
+  /// Finds or makes the audience of a set of recipients, inside an append's transaction.
+  ///
+  /// Audiences the node knows are committed are remembered across transactions (the same session's members, message
+  /// after message, are found without sorting their ids or asking SQLite). An audience enters that memory only after
+  /// the transaction that found or made it committed (``remember(_:)``), and only if no transaction deleted audiences
+  /// since it started; a transaction that deletes one forgets them all at once (``forgetAudiences()``). So the memory
+  /// never names an audience that a failed transaction never wrote, nor one a trim deleted.
+  struct AudienceLookup: Sendable {
+    private var found: [(peerIDs: [String], key: String?, id: Int64)] = []
+    private let store: NodeStore
+    private let deletionsAtStart: Int
+
+    init(_ store: NodeStore) {
+      self.store = store
+      deletionsAtStart = store.eventLog.withLock { $0.audienceDeletions }
+    }
 
     mutating func id(for peerIDs: [String], _ connection: Connection) throws -> Int64 {
-      if let last, last.peerIDs == peerIDs { return last.id }
+      if let last = found.last, last.peerIDs == peerIDs { return last.id }
+      let remembered = store.eventLog.withLock { state in
+        state.lastAudience.flatMap { $0.peerIDs == peerIDs ? $0.id : nil }
+      }
+      if let remembered {
+        found.append((peerIDs, nil, remembered))
+        return remembered
+      }
       // Sorted, so one set of peers is one audience whatever order its fan-out named them in.
       let sorted = Set(peerIDs).sorted()
       let key = sorted.joined(separator: ",")
       let id: Int64
-      if let row = try connection.queryOne("SELECT id FROM event_audiences WHERE members = ?", [.text(key)]) {
+      if let remembered = store.eventLog.withLock({ $0.audiences[key] }) {
+        id = remembered
+      } else if let row = try connection.queryOne("SELECT id FROM event_audiences WHERE members = ?", [.text(key)]) {
         id = try row.int64(0)
       } else {
         try connection.execute("INSERT INTO event_audiences(members) VALUES (?)", [.text(key)])
@@ -172,8 +194,30 @@ extension NodeStore {
           "INSERT INTO event_audience_members(peer_id, audience) VALUES (?, ?)",
           sorted.lazy.map { [.text($0), .integer(id)] })
       }
-      last = (peerIDs, id)
+      found.append((peerIDs, key, id))
       return id
+    }
+
+    /// After the commit: remembers what this transaction found, unless a deletion of audiences ran since it started.
+    func remember() {
+      guard let last = found.last else { return }
+      store.eventLog.withLock { state in
+        guard state.audienceDeletions == deletionsAtStart else { return }
+        // A node's audiences are few (its sessions' memberships and its peers); a bound keeps a node that churns
+        // through many from holding them all.
+        if state.audiences.count >= 4096 { state.audiences = [:] }
+        for entry in found { if let key = entry.key { state.audiences[key] = entry.id } }
+        state.lastAudience = (last.peerIDs, last.id)
+      }
+    }
+  }
+
+  /// Forgets every remembered audience, inside a transaction that deletes audiences (see ``AudienceLookup``).
+  func forgetAudiences() {
+    eventLog.withLock { state in
+      state.audiences = [:]
+      state.lastAudience = nil
+      state.audienceDeletions += 1
     }
   }
 
@@ -181,22 +225,37 @@ extension NodeStore {
   /// limit plus a slack of 1/64 of it (none below 64) back to the limit: a log never holds more than that, and the
   /// cost of trimming stays amortised. A peer's length is counted from the database on its first append after a start.
   func countAndTrim(_ connection: Connection, _ appended: [AppendedEvent]) throws {
-    var added: [String: Int] = [:]
-    for event in appended {
-      for peerID in event.peerIDs { added[peerID, default: 0] += 1 }
-    }
-    let (retention, known) = self.eventLog.withLock { state in
-      (state.retention, added.map { peerID, count in (peerID, state.counts[peerID].map { $0 + count }) })
-    }
-    var counts: [String: Int] = [:]
-    var trimmed = 0
-    for (peerID, count) in known {
-      var length = try count ?? Self.logLength(connection, peerID: peerID)
-      if length > retention + retention / 64 {
-        trimmed += try Self.trim(connection, peerID: peerID, excess: length - retention)
-        length = retention
+    // One lookup per recipient, in place; peers whose length is unknown or past the limit are dealt with after.
+    var unknown: [String] = []
+    // The longest each log got in this append (a peer in several of its bodies is trimmed once).
+    var over: [String: Int] = [:]
+    let retention = self.eventLog.withLock { state in
+      let limit = state.retention + state.retention / 64
+      for event in appended {
+        for peerID in event.peerIDs {
+          let length: Int? = state.counts[peerID].map { $0 + 1 }
+          guard let length else {
+            unknown.append(peerID)
+            continue
+          }
+          state.counts[peerID] = length
+          if length > limit { over[peerID] = length }
+        }
       }
+      return state.retention
+    }
+    guard !unknown.isEmpty || !over.isEmpty else { return }
+    var counts: [String: Int] = [:]
+    for peerID in Set(unknown) {
+      // Counted after this append's bodies went in, so they are included.
+      let length = try Self.logLength(connection, peerID: peerID)
       counts[peerID] = length
+      if length > retention + retention / 64 { over[peerID] = length }
+    }
+    var trimmed = 0
+    for (peerID, length) in over {
+      trimmed += try trim(connection, peerID: peerID, excess: length - retention)
+      counts[peerID] = retention
     }
     self.eventLog.withLock { state in
       state.counts.merge(counts) { _, new in new }
@@ -222,7 +281,7 @@ extension NodeStore {
   /// The `excess`-th event is found by merging the first `excess` bodies above the trim point of each of the peer's
   /// audiences (each an index range), not by sorting the whole log: a peer whose events come from a session and a
   /// few of its own reads about `excess` rows per audience.
-  static func trim(_ connection: Connection, peerID: String, excess: Int) throws -> Int {
+  func trim(_ connection: Connection, peerID: String, excess: Int) throws -> Int {
     guard excess > 0, let floor = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
     else { return 0 }
     let trimmedThrough = try floor.int64(0)
@@ -250,7 +309,7 @@ extension NodeStore {
 
   /// Deletes the bodies of `audience` that no member's log shows any more (at or below every member's trim point;
   /// all of them once no member is left), and the audience itself once it has no body.
-  static func collect(_ connection: Connection, audience: Int64) throws {
+  func collect(_ connection: Connection, audience: Int64) throws {
     try connection.execute(
       """
       DELETE FROM event_bodies WHERE audience = ?1 AND id <= (
@@ -259,6 +318,7 @@ extension NodeStore {
       """, [.integer(audience)])
     guard try connection.queryOne("SELECT 1 FROM event_bodies WHERE audience = ?", [.integer(audience)]) == nil
     else { return }
+    forgetAudiences()
     try connection.execute("DELETE FROM event_audience_members WHERE audience = ?", [.integer(audience)])
     try connection.execute("DELETE FROM event_audiences WHERE id = ?", [.integer(audience)])
   }
@@ -270,7 +330,7 @@ extension NodeStore {
       "SELECT audience FROM event_audience_members WHERE peer_id = ?", [.text(peerID)]
     ).map { try $0.int64(0) }
     try connection.execute("DELETE FROM event_audience_members WHERE peer_id = ?", [.text(peerID)])
-    for audience in audiences { try Self.collect(connection, audience: audience) }
+    for audience in audiences { try collect(connection, audience: audience) }
     self.eventLog.withLock { $0.counts[peerID] = nil }
   }
 

@@ -20,6 +20,13 @@ final class NodeStore: Sendable {
     var retention: Int
     var counts: [String: Int] = [:]
     var trimmed = 0
+    /// Audiences known to be committed, by their members (sorted, joined by commas); see ``AudienceLookup``.
+    var audiences: [String: Int64] = [:]
+    /// The recipients of the last fan-out and their audience, as the fan-out named them (no sorting to find it).
+    var lastAudience: (peerIDs: [String], id: Int64)?
+    /// Counts the transactions that deleted audiences: what an append learnt is remembered only if none ran since
+    /// it started.
+    var audienceDeletions = 0
   }
 
   /// Events kept per peer; an admin can change it at run time.
