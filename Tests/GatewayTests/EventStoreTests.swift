@@ -225,7 +225,8 @@ struct EventStoreTests {
     // z trims too (with events of its own): the shared bodies go once both logs are past them.
     for index in 0..<20 { _ = try await store.appendEvents([("z", "m", .int(Int64(index)))], at: "t") }
     let left = try await store.database.read {
-      try $0.scalar("SELECT count(*) FROM event_bodies WHERE id <= ?", [.integer(shared.last!.sequence)], as: Int64.self)
+      try $0.scalar(
+        "SELECT count(*) FROM event_bodies WHERE id <= ?", [.integer(shared.last!.sequence)], as: Int64.self)
     }
     #expect(left == 0)
     #expect(try await store.events(peerID: "z", after: 0, limit: 100).events.count == 10)

@@ -282,7 +282,8 @@ extension NodeStore {
   /// audiences (each an index range), not by sorting the whole log: a peer whose events come from a session and a
   /// few of its own reads about `excess` rows per audience.
   func trim(_ connection: Connection, peerID: String, excess: Int) throws -> Int {
-    guard excess > 0, let floor = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
+    guard excess > 0,
+      let floor = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
     else { return 0 }
     let trimmedThrough = try floor.int64(0)
     let audiences = try connection.query(
