@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # CPU per paced broadcast message, thread by thread (session 10, bench/RESULTS.md).
 #   bench/profile/threads.sh BIN      SUBS=50 M=1000: 100 msg/s to SUBS subscribers of one session
+#                                     NODE_ARGS="--event-retention 100": extra meshgate arguments
 # Prints the load generator's summary, then each node thread's CPU per message over 7 s of the run.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SUBS=${SUBS:-50} M=${M:-1000}
-start_node "$1" /tmp
+start_node "$1" /tmp ${NODE_ARGS:-}
 python3 "$REPO/bench/mg_setup.py" --base "$BASE" -n "$SUBS" --out "$D/mg" >/dev/null
 sid=$(cat "$D/mg/session")
 snap() { for t in /proc/$PID/task/*; do echo "$(basename "$t") $(tr ' ' _ <"$t/comm") $(awk '{print $14+$15}' "$t/stat")"; done; }

@@ -253,10 +253,14 @@ extension NodeStore {
       if length > retention + retention / 64 { over[peerID] = length }
     }
     var trimmed = 0
+    var touched: Set<Int64> = []
     for (peerID, length) in over {
-      trimmed += try trim(connection, peerID: peerID, excess: length - retention)
+      let (dropped, audiences) = try trim(connection, peerID: peerID, excess: length - retention)
+      trimmed += dropped
+      touched.formUnion(audiences)
       counts[peerID] = retention
     }
+    for audience in touched { try collect(connection, audience: audience) }
     self.eventLog.withLock { state in
       state.counts.merge(counts) { _, new in new }
       state.trimmed += trimmed
@@ -274,38 +278,27 @@ extension NodeStore {
         """, [.text(peerID)])?.int64(0) ?? 0)
   }
 
-  /// Drops the `excess` oldest events of `peerID`'s log: its trim point moves to the `excess`-th of them, and bodies
-  /// below the trim point of every member of their audience are deleted (with an audience left without bodies).
-  /// Returns how many events left the log.
+  /// Drops the `excess` oldest events of `peerID`'s log: its trim point moves to the `excess`-th of them. Returns how
+  /// many events left the log and the audiences they came from, whose bodies the caller then collects
+  /// (``collect(_:audience:)``, once per audience however many of its members trimmed).
   ///
-  /// The `excess`-th event is found by merging the first `excess` bodies above the trim point of each of the peer's
-  /// audiences (each an index range), not by sorting the whole log: a peer whose events come from a session and a
-  /// few of its own reads about `excess` rows per audience.
-  func trim(_ connection: Connection, peerID: String, excess: Int) throws -> Int {
-    guard excess > 0,
-      let floor = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
-    else { return 0 }
-    let trimmedThrough = try floor.int64(0)
-    let audiences = try connection.query(
-      "SELECT audience FROM event_audience_members WHERE peer_id = ?", [.text(peerID)]
-    ).map { try $0.int64(0) }
-    var oldest: [(sequence: Int64, audience: Int64)] = []
-    for audience in audiences {
-      for row in try connection.query(
-        "SELECT id FROM event_bodies WHERE audience = ? AND id > ? ORDER BY id LIMIT ?",
-        [.integer(audience), .integer(trimmedThrough), .integer(Int64(excess))])
-      {
-        oldest.append((try row.int64(0), audience))
-      }
-    }
-    guard !oldest.isEmpty else { return 0 }
-    oldest.sort { $0.sequence < $1.sequence }
-    let dropped = oldest.prefix(excess)
-    let cutoff = dropped.last!.sequence
+  /// The events are found by walking the node's bodies up from the trim point in sequence order and keeping those of
+  /// the peer's audiences, which stops at the `excess`-th: a peer that gets most of the node's events (a session's
+  /// members) reads about `excess` rows, however many audiences it has been in (each session membership is one).
+  func trim(_ connection: Connection, peerID: String, excess: Int) throws -> (dropped: Int, audiences: Set<Int64>) {
+    guard excess > 0 else { return (0, []) }
+    let oldest = try connection.query(
+      """
+      SELECT id, audience FROM event_bodies NOT INDEXED
+      WHERE id > (SELECT trimmed_through FROM peers WHERE id = ?1)
+        AND audience IN (SELECT audience FROM event_audience_members WHERE peer_id = ?1)
+      ORDER BY id LIMIT ?2
+      """, [.text(peerID), .integer(Int64(excess))])
+    guard let last = oldest.last else { return (0, []) }
     try connection.execute(
-      "UPDATE peers SET trimmed_through = max(trimmed_through, ?) WHERE id = ?", [.integer(cutoff), .text(peerID)])
-    for audience in Set(dropped.map(\.audience)) { try collect(connection, audience: audience) }
-    return dropped.count
+      "UPDATE peers SET trimmed_through = max(trimmed_through, ?) WHERE id = ?",
+      [.integer(try last.int64(0)), .text(peerID)])
+    return (oldest.count, Set(try oldest.map { try $0.int64(1) }))
   }
 
   /// Deletes the bodies of `audience` that no member's log shows any more (at or below every member's trim point;
