@@ -289,6 +289,62 @@ struct EventStoreTests {
     #expect(try await count("SELECT count(*) FROM event_audience_members") == 0)
   }
 
+  /// Random fan-outs to random sets of peers, peer deletions, reopened stores and a small retention, checked after
+  /// every step against a model of per-peer logs: each log is what the model kept (the newest `retention` once it
+  /// outgrew the limit and its slack), `truncated` says whether it dropped any, and the database holds exactly the
+  /// bodies some log still shows.
+  @Test(arguments: [1, 2, 3, 4])
+  func logsMatchAModelOfPerPeerRetention(seed: UInt64) async throws {
+    let path = temporaryPath()
+    defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+    let retention = 10
+    var random = SplitMix64(seed: seed)
+    var store = try NodeStore(path: path, retention: retention)
+    var peers = (0..<8).map { "p\($0)" }
+    try await addPeers(store, peers)
+    var model: [String: (log: [Int64], dropped: Bool)] = Dictionary(
+      uniqueKeysWithValues: peers.map { ($0, ([], false)) })
+    for step in 0..<300 {
+      switch random.next() % 20 {
+      case 0 where peers.count > 2:
+        let peer = peers.remove(at: Int(random.next() % UInt64(peers.count)))
+        try await store.deletePeer(id: peer)
+        model[peer] = nil
+      case 1:
+        store = try NodeStore(path: path, retention: retention)
+      default:
+        // One to three fan-outs in one append, each to a random non-empty subset of the peers (most to all of them).
+        var fanOuts: [(EventFanOut, at: String)] = []
+        for index in 0..<Int(1 + random.next() % 3) {
+          let recipients = random.next() % 3 == 0 ? peers.filter { _ in random.next() % 2 == 0 } : peers
+          guard !recipients.isEmpty else { continue }
+          fanOuts.append((EventFanOut(peerIDs: recipients, type: "n", data: .int(Int64(step * 10 + index))), "t"))
+        }
+        for event in try await store.appendEvents(fanOuts: fanOuts) {
+          for peer in event.peerIDs {
+            model[peer]!.log.append(event.sequence)
+            if model[peer]!.log.count > retention + retention / 64 {
+              model[peer]!.log.removeFirst(model[peer]!.log.count - retention)
+              model[peer]!.dropped = true
+            }
+          }
+        }
+      }
+      for peer in peers {
+        let page = try await store.events(peerID: peer, after: 0, limit: 1000)
+        #expect(page.events.map(\.sequence) == model[peer]!.log, "seed \(seed), step \(step), peer \(peer)")
+        #expect(page.truncated == model[peer]!.dropped, "seed \(seed), step \(step), peer \(peer)")
+        #expect(try await store.latestSequence(peerID: peer) == model[peer]!.log.last ?? 0)
+      }
+      let bodies = try await store.database.read { connection in
+        try connection.query("SELECT id FROM event_bodies ORDER BY id").map { try $0.int64(0) }
+      }
+      let shown = Set(model.values.flatMap(\.log)).sorted()
+      #expect(bodies == shown, "seed \(seed), step \(step): bodies kept that no log shows, or lost")
+      if bodies != shown { return }
+    }
+  }
+
   /// A version 11 database (one log row per recipient, and recipients still waiting to be indexed) keeps every
   /// peer's events, its trim points and the bytes of each body; bodies no log named are dropped.
   @Test func migratesAVersion11LogWithEntriesWaitingToBeIndexed() async throws {
