@@ -6,7 +6,7 @@
 # Knobs (environment):
 #   BENCH_SCRATCH=DIR    swift --scratch-path for the meshgate build (default .build)
 #   MESHGATE_BIN=PATH    use this meshgate binary instead of building one
-#   WS_SUBS=50 WS_MSGS=2000 WS_SIZE=64 WS_RATE=100 WS_RATE_SECONDS=3     ws-broadcast load
+#   WS_SUBS=50 WS_MSGS=2000 WS_SIZE=64 WS_RATE=100 WS_RATE_SECONDS=10    ws-broadcast load
 #   FANOUT_SUBS=100 FANOUT_MSGS=2000                                      ws-fanout load (1 and 3 nodes)
 #   FANOUT_PUBLISHER_DIALS=1                                              ws-fanout: node A dials B and C (default: B, C dial A)
 #   REST_SECONDS=10 REST_PACED_RATE=5000                                  rest load
@@ -79,7 +79,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else pri
 # ---------------------------------------------------------------------------------------------------------------
 if want ws-broadcast; then
   subs=${WS_SUBS:-50} msgs=${WS_MSGS:-2000} size=${WS_SIZE:-64} rate=${WS_RATE:-100}
-  rate_msgs=$(( rate * ${WS_RATE_SECONDS:-3} ))
+  rate_msgs=$(( rate * ${WS_RATE_SECONDS:-10} ))
   out=$WORK/ws-broadcast.txt
   echo "==> ws-broadcast: $subs subscribers, 1 publisher, $msgs x $size B (window 64 in flight), then $rate msg/s for $rate_msgs msgs"
   echo "    load generator: bench/wsload (C, epoll, one thread); baselines: lws-mirror (C), Python websockets"
