@@ -56,9 +56,9 @@ extension NodeStore {
     ALTER TABLE event_bodies ADD COLUMN audience INTEGER NOT NULL DEFAULT 0;
     INSERT OR IGNORE INTO event_log(peer_id, seq)
       SELECT recipient.value, pending.seq FROM event_pending pending, json_each(pending.peers) recipient;
-    CREATE TEMP TABLE body_members AS
-      SELECT seq, group_concat(peer_id, ',') AS members
-      FROM (SELECT seq, peer_id FROM event_log ORDER BY seq, peer_id) GROUP BY seq;
+    CREATE TEMP TABLE body_members(seq INTEGER PRIMARY KEY, members TEXT NOT NULL);
+    INSERT INTO body_members(seq, members)
+      SELECT seq, group_concat(peer_id, ',') FROM (SELECT seq, peer_id FROM event_log ORDER BY seq, peer_id) GROUP BY seq;
     INSERT INTO event_audiences(members) SELECT DISTINCT members FROM body_members;
     UPDATE event_bodies SET audience = coalesce(
       (SELECT a.id FROM body_members m JOIN event_audiences a ON a.members = m.members WHERE m.seq = event_bodies.id), 0);
@@ -157,7 +157,7 @@ extension NodeStore {
   ///
   /// Audiences the node knows are committed are remembered across transactions (the same session's members, message
   /// after message, are found without sorting their ids or asking SQLite). An audience enters that memory only after
-  /// the transaction that found or made it committed (``remember(_:)``), and only if no transaction deleted audiences
+  /// the transaction that found or made it committed (``remember()``), and only if no transaction deleted audiences
   /// since it started; a transaction that deletes one forgets them all at once (``forgetAudiences()``). So the memory
   /// never names an audience that a failed transaction never wrote, nor one a trim deleted.
   struct AudienceLookup: Sendable {
