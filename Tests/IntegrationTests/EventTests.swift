@@ -196,6 +196,27 @@ struct EventTests {
     _ = try node.stop()
   }
 
+  /// Sessions live in the node's memory (README): after a restart the peer is in none, its session routes answer
+  /// `404`, and it can create a new one.
+  @Test func sessionsEndWhenTheNodeRestarts() async throws {
+    let node = try NodeProcess()
+    defer { node.cleanup() }
+    try node.start()
+    let peer = try node.createPeer("host")
+    let created = try HTTPClient.post(port: node.port, path: "/api/v1/sessions", json: "{}", token: peer.token)
+    let session = try #require((try created.jsonObject()["session"] as? [String: Any])?["id"] as? String)
+    try node.restart()
+    let sessions = try HTTPClient.get(port: node.port, path: "/api/v1/sessions", token: peer.token).jsonObject()
+    #expect((sessions["sessions"] as? [Any])?.isEmpty == true)
+    #expect(try HTTPClient.get(port: node.port, path: "/api/v1/sessions/\(session)", token: peer.token).status == 404)
+    let data = try HTTPClient.request(
+      port: node.port, method: "POST", path: "/api/v1/sessions/\(session)/data",
+      headers: [("Authorization", "Bearer \(peer.token)")], body: Array("hi".utf8))
+    #expect(data.status == 404)
+    #expect(try HTTPClient.post(port: node.port, path: "/api/v1/sessions", json: "{}", token: peer.token).status == 201)
+    _ = try node.stop()
+  }
+
   @Test func retentionKeepsTheNewestEventsAndFlagsTruncation() async throws {
     try await withNode(arguments: ["--event-retention", "10"]) { node in
       let peer = try node.createPeer("busy")
