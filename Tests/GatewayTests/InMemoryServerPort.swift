@@ -17,6 +17,8 @@ final class InMemoryServerPort: ServerPort {
   struct Frame: Sendable {
     let bytes: [UInt8]
     let binary: Bool
+    /// The node asked for it to be written at once (``Server/send(_:to:writeNow:)``).
+    var writeNow = false
     var text: String { String(decoding: bytes, as: UTF8.self) }
   }
 
@@ -178,7 +180,8 @@ final class InMemoryServerPort: ServerPort {
 
   func send(_ message: OutboundMessage, to id: WebSocketID, writeNow: Bool) -> SendResult {
     let frame = Frame(
-      bytes: Array(UnsafeBufferPointer(start: message.payload, count: message.count)), binary: message.isBinary)
+      bytes: Array(UnsafeBufferPointer(start: message.payload, count: message.count)), binary: message.isBinary,
+      writeNow: writeNow)
     var result = SendResult.closed
     record {
       guard $0.openSockets.contains(id) else { return }

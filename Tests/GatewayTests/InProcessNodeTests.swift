@@ -249,6 +249,24 @@ struct InProcessNodeTests {
     }
   }
 
+  /// The answer to what a client sent on its event socket (a pong, an error) is written at once, not left for the
+  /// loop's next pass and the socket's writable callback; the replay after `hello` is not (its events are framed
+  /// together as the socket drains).
+  @Test func anEventSocketsRepliesAreWrittenAtOnce() async throws {
+    try await InProcessNode.with { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let socket = try await node.openEventSocket(token: alice.token)
+      _ = await node.event("hello", on: socket)
+      await node.node.webSocketReceived(socket, .text(Array(#"{"op":"ping"}"#.utf8)))
+      await node.node.webSocketReceived(socket, .text(Array(#"{"op":"nope"}"#.utf8)))
+      _ = await node.event("error", on: socket)
+      let frames = node.port.recorded.frames[socket] ?? []
+      let kinds = frames.map { (try? JSONValue.parse($0.bytes))?.objectValue?["type"]?.stringValue ?? "?" }
+      #expect(kinds == ["hello", "pong", "error"])
+      #expect(frames.map(\.writeNow) == [false, true, true])
+    }
+  }
+
   /// Sessions, invitations and jobs between two peers of one node, with no mesh: a job offer is an invitation, its
   /// acceptance delivers the job into the receiver's list and tells both sides; session data reaches the member.
   @Test func aJobOfferAndSessionDataFlowBetweenLocalPeersWithoutTheMesh() async throws {

@@ -298,10 +298,16 @@ extension Node {
     }
   }
 
-  func sendFrame(_ value: JSONValue, to subscriber: Subscriber, eventName: String? = nil, eventID: String? = nil) {
+  /// Sends `value` to the subscriber: a WebSocket message, or an SSE event named `eventName` with id `eventID`.
+  /// `writeNow` (WebSocket replies to what the client sent) writes it at once to an idle socket, as a live event is
+  /// (``Server/send(_:to:writeNow:)``), instead of waiting for the loop's next pass and the socket's writable callback.
+  func sendFrame(
+    _ value: JSONValue, to subscriber: Subscriber, eventName: String? = nil, eventID: String? = nil,
+    writeNow: Bool = false
+  ) {
     switch subscriber.channel {
     case .webSocket(let id):
-      send(OutboundMessage(bytes: value.serialized(), binary: false), to: id, of: subscriber)
+      send(OutboundMessage(bytes: value.serialized(), binary: false), to: id, of: subscriber, writeNow: writeNow)
     case .stream(let id):
       var text = ""
       if let eventID { text += "id: \(eventID)\n" }

@@ -347,7 +347,7 @@ public actor Node {
     case .binary(let bytes), .text(let bytes): size = bytes.count
     }
     if let refusal = checkSocketMessage(id, size: size) {
-      sendFrame(refusal.reply, to: subscriber)
+      sendFrame(refusal.reply, to: subscriber, writeNow: true)
       if refusal.close {
         removeSubscriber(.webSocket(id))
         server.close(id, code: 1009, reason: "message too large")
@@ -384,7 +384,7 @@ public actor Node {
           "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
       }
     }
-    sendFrame(reply, to: subscriber)
+    sendFrame(reply, to: subscriber, writeNow: true)
   }
 
   static func socketError(_ code: String, _ message: String) -> JSONValue {

@@ -405,7 +405,7 @@ extension Node {
         reply = Self.sentReply { throw error }
       }
       guard events.subscribers[.webSocket(socket)] === subscriber else { return }
-      sendFrame(reply, to: subscriber)
+      sendFrame(reply, to: subscriber, writeNow: true)
       subscriber.holding = false
       server.setReceiveFlow(socket, enabled: true)
       while !subscriber.holding, events.subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty {
