@@ -229,20 +229,20 @@ extension NodeStore {
     var unknown: [String] = []
     // The longest each log got in this append (a peer in several of its bodies is trimmed once).
     var over: [String: Int] = [:]
-    let retention = self.eventLog.withLock { state in
+    let (retention, limit) = self.eventLog.withLock { state in
       let limit = state.retention + state.retention / 64
       for event in appended {
         for peerID in event.peerIDs {
-          let length: Int? = state.counts[peerID].map { $0 + 1 }
-          guard let length else {
+          guard let index = state.counts.index(forKey: peerID) else {
             unknown.append(peerID)
             continue
           }
-          state.counts[peerID] = length
+          state.counts.values[index] += 1
+          let length = state.counts.values[index]
           if length > limit { over[peerID] = length }
         }
       }
-      return state.retention
+      return (state.retention, limit)
     }
     guard !unknown.isEmpty || !over.isEmpty else { return }
     var counts: [String: Int] = [:]
@@ -250,7 +250,7 @@ extension NodeStore {
       // Counted after this append's bodies went in, so they are included.
       let length = try Self.logLength(connection, peerID: peerID)
       counts[peerID] = length
-      if length > retention + retention / 64 { over[peerID] = length }
+      if length > limit { over[peerID] = length }
     }
     var trimmed = 0
     var touched: Set<Int64> = []
