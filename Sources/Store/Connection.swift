@@ -192,6 +192,28 @@ public final class Connection {
     if let error = Self.exec(self.handle, "PRAGMA query_only = 1") { throw error }
   }
 
+  /// A `PASSIVE` checkpoint of the WAL: copies every frame no reader still needs into the database file, without
+  /// waiting for readers or the writer. Returns the frames in the WAL and how many of them are now in the database
+  /// file; nil when it could not run (another checkpoint holds the checkpoint lock: `SQLITE_BUSY`).
+  func checkpointPassive() -> (walFrames: Int, copied: Int)? {
+    var frames: Int32 = 0
+    var copied: Int32 = 0
+    guard sqlite3_wal_checkpoint_v2(self.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied) == SQLITE_OK else {
+      return nil
+    }
+    return (Int(frames), Int(copied))
+  }
+
+  /// Writes the database file's dirty pages to the disk (its `fdatasync`, through SQLite's own file handle, so no
+  /// second descriptor can release SQLite's POSIX locks when it closes). Returns false when it failed.
+  func syncDatabaseFile() -> Bool {
+    var file: UnsafeMutablePointer<sqlite3_file>?
+    guard sqlite3_file_control(self.handle, "main", SQLITE_FCNTL_FILE_POINTER, &file) == SQLITE_OK, let file,
+      let sync = file.pointee.pMethods?.pointee.xSync
+    else { return false }
+    return sync(file, SQLITE_SYNC_NORMAL) == SQLITE_OK
+  }
+
   /// Times SQLite compiled a cached statement again since it was prepared (a schema change or an expiring pragma
   /// makes it do so at the statement's next use), summed over the cache (tests).
   var statementRecompilations: Int {

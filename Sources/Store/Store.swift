@@ -85,6 +85,10 @@ public actor Database {
 
   /// Checkpoints run off the commit path so far (tests).
   public nonisolated var checkpointsCompleted: Int { checkpointer?.completedCount ?? 0 }
+  /// Times a background checkpoint synced the database file itself, off the commit path (tests).
+  nonisolated var checkpointDatabaseSyncs: Int { checkpointer?.databaseSyncCount ?? 0 }
+  /// Checkpoints the writer ran itself so that the WAL could start again (tests).
+  nonisolated var writerCheckpoints: Int { checkpointer?.writerCheckpointCount ?? 0 }
 
   /// A private in-memory database for tests. WAL does not apply (its journal mode stays `memory`), and it is
   /// gone when the actor is.
