@@ -105,6 +105,14 @@ final class Checkpointer: Sendable {
     }
   }
 
+  /// Keeps the checkpointer's queue busy until the returned function is called: no background checkpoint starts
+  /// meanwhile (tests: a commit must not wait for it).
+  func hold() -> @Sendable () -> Void {
+    let release = DispatchSemaphore(value: 0)
+    queue.async { release.wait() }
+    return { release.signal() }
+  }
+
   /// One background checkpoint, on `queue`. `PASSIVE` never waits for readers or the writer; a busy database just
   /// means a later checkpoint does more. Then, if it copied anything since the last sync, the database file is synced
   /// (type comment). SQLite's answer cannot tell whether it synced the file itself: it compares what it copied with

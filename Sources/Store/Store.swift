@@ -89,6 +89,11 @@ public actor Database {
   nonisolated var checkpointDatabaseSyncs: Int { checkpointer?.databaseSyncCount ?? 0 }
   /// Checkpoints the writer ran itself so that the WAL could start again (tests).
   nonisolated var writerCheckpoints: Int { checkpointer?.writerCheckpointCount ?? 0 }
+  /// Keeps the background checkpointer busy until the returned function is called (tests).
+  nonisolated func holdCheckpointer() -> @Sendable () -> Void {
+    guard let checkpointer else { return {} }
+    return checkpointer.hold()
+  }
 
   /// A private in-memory database for tests. WAL does not apply (its journal mode stays `memory`), and it is
   /// gone when the actor is.

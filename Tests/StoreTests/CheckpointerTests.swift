@@ -6,14 +6,20 @@ import Testing
 /// The WAL is checkpointed off the commit path (``Checkpointer``), and it still is checkpointed: the WAL does not grow
 /// without bound under sustained writes, and every committed row is there.
 @Suite struct CheckpointerTests {
+  /// A row of 1 KiB: three fill a page.
+  let payload = SQLValue.blob([UInt8](repeating: 7, count: 1024))
+
+  func blobDatabase(at path: String) throws -> Database {
+    try Database(
+      path: path,
+      migrations: [Migration(version: 1, name: "blob", sql: "CREATE TABLE blob (id INTEGER PRIMARY KEY, data BLOB)")])
+  }
+
   @Test func sustainedWritesAreCheckpointedOffTheCommitPathAndTheWALStaysBounded() async throws {
     let directory = try TemporaryDirectory()
     defer { directory.remove() }
     let path = directory.path()
-    let database = try Database(
-      path: path,
-      migrations: [Migration(version: 1, name: "blob", sql: "CREATE TABLE blob (id INTEGER PRIMARY KEY, data BLOB)")])
-    let payload = SQLValue.blob([UInt8](repeating: 7, count: 1024))
+    let database = try blobDatabase(at: path)
     // 40 MiB committed one row at a time: without checkpoints the WAL would hold all of it.
     let rows = 40 * 1024
     for _ in 0..<rows {
@@ -30,15 +36,37 @@ import Testing
     #expect(try await database.read { try $0.scalar("SELECT count(*) FROM blob", as: Int.self) } == rows)
   }
 
+  /// The writer's own checkpoint, past ``Checkpointer/writerPagesThreshold``, does not wait for the background
+  /// checkpointer: while it is busy, commits go on and the writer checkpoints by itself (until 2026-12-05 it waited for
+  /// the running background checkpoint, its WAL and database syncs included, with every commit queued behind it).
+  @Test func theWritersCheckpointDoesNotWaitForABusyCheckpointer() async throws {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let database = try blobDatabase(at: directory.path())
+    let release = database.holdCheckpointer()
+    defer { release() }
+    // Commits until the writer has checkpointed past its mark, in a task: waiting for the held checkpointer, a commit
+    // would never return. The bound only stops a hung test; the commits take about a second.
+    let writes = Task {
+      while database.writerCheckpoints == 0 {
+        try await database.write { try $0.execute("INSERT INTO blob (data) VALUES (?)", [payload]) }
+      }
+    }
+    let deadline = ContinuousClock.now + .seconds(60)
+    while database.writerCheckpoints == 0 && ContinuousClock.now < deadline {
+      try await Task.sleep(for: .milliseconds(50))
+    }
+    #expect(database.writerCheckpoints >= 1, "a commit past the writer's mark waited for the busy checkpointer")
+    release()
+    try await writes.value
+  }
+
   /// Under writes that never pause, every commit past ``Checkpointer/pagesThreshold`` asks for a checkpoint; they start
   /// at most one per ``Checkpointer/minimumInterval``, not back to back (each one syncs the WAL under the writer).
   @Test func sustainedWritesStartCheckpointsAtMostOncePerInterval() async throws {
     let directory = try TemporaryDirectory()
     defer { directory.remove() }
-    let database = try Database(
-      path: directory.path(),
-      migrations: [Migration(version: 1, name: "blob", sql: "CREATE TABLE blob (id INTEGER PRIMARY KEY, data BLOB)")])
-    let payload = SQLValue.blob([UInt8](repeating: 7, count: 1024))
+    let database = try blobDatabase(at: directory.path())
     func insert() async throws {
       try await database.write { try $0.execute("INSERT INTO blob (data) VALUES (?)", [payload]) }
     }
