@@ -17,9 +17,9 @@ import Synchronization
 /// Under writes that never pause, no checkpoint finishes (commits land while it copies), and SQLite syncs the database
 /// file only in a checkpoint that finishes, before the WAL restarts: the pages copied since the last restart would all
 /// be written to the disk in that one sync, inside the writer's own checkpoint (16–19 ms on this project's test
-/// disk, every ~4 s at 5 000 job writes a second). So a background checkpoint that leaves frames behind syncs the
-/// database file itself, off the commit path, and the writer's final sync has little left to write. That sync is
-/// only earlier, never instead: SQLite still syncs before it lets the WAL start again.
+/// disk, every ~4 s at 5 000 job writes a second). So a background checkpoint that copied pages since the last sync
+/// syncs the database file itself, off the commit path, and the writer's final sync has little left to write. That
+/// sync is only earlier, never instead: SQLite still syncs before it lets the WAL start again.
 final class Checkpointer: Sendable {
   /// WAL pages after which a checkpoint is asked for (SQLite's default automatic threshold).
   static let pagesThreshold: Int32 = 1000
