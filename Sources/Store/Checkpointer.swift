@@ -61,7 +61,7 @@ final class Checkpointer: Sendable {
 
   /// Checkpoints run so far.
   var completedCount: Int { completed.load(ordering: .relaxed) }
-  /// Times a background checkpoint that left frames behind synced the database file itself (tests).
+  /// Times a background checkpoint synced the database file itself, having copied pages since the last sync (tests).
   var databaseSyncCount: Int { databaseSyncs.load(ordering: .relaxed) }
   /// Checkpoints the writer ran itself (tests).
   var writerCheckpointCount: Int { writerCheckpoints.load(ordering: .relaxed) }
