@@ -26,10 +26,11 @@ import Testing
       try await database.write { try $0.execute("INSERT INTO blob (data) VALUES (?)", [payload]) }
     }
     #expect(database.checkpointsCompleted >= 1, "no checkpoint ran")
-    // Background checkpoints that leave frames behind sync the database file themselves, so the writer's own
-    // checkpoint, which lets the WAL start again, has little left to sync under the commits queued behind it.
+    // Background checkpoints that copy pages sync the database file themselves, so the writer's own checkpoint,
+    // which lets the WAL start again, has little left to sync under the commits queued behind it. (Whether the writer
+    // checkpoints at all here depends on how fast the commits come: slow ones leave room for a background checkpoint
+    // to finish and restart the WAL. theWritersCheckpointDoesNotWaitForABusyCheckpointer makes it happen.)
     #expect(database.checkpointDatabaseSyncs >= 1, "no background checkpoint synced the database file")
-    #expect(database.writerCheckpoints >= 1, "the writer never checkpointed past its mark")
     let walBytes = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
     // The WAL starts again after about Checkpointer.writerPagesThreshold pages (~130 MiB); it never holds everything.
     #expect(walBytes < 160 << 20, "the WAL grew to \(walBytes >> 20) MiB over 40 MiB of rows (~300 MiB of pages)")
