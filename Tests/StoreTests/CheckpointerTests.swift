@@ -47,13 +47,15 @@ import Testing
     let release = database.holdCheckpointer()
     defer { release() }
     // Commits until the writer has checkpointed past its mark, in a task: waiting for the held checkpointer, a commit
-    // would never return. The bound only stops a hung test; the commits take about a second.
+    // would never return. Rows of 32 KiB reach the mark's ~128 MiB of WAL in ~4 000 commits (about a second alone,
+    // a minute in a loaded parallel run with 1 KiB rows). The bound only stops a hung test.
+    let row = SQLValue.blob([UInt8](repeating: 7, count: 32 << 10))
     let writes = Task {
       while database.writerCheckpoints == 0 {
-        try await database.write { try $0.execute("INSERT INTO blob (data) VALUES (?)", [payload]) }
+        try await database.write { try $0.execute("INSERT INTO blob (data) VALUES (?)", [row]) }
       }
     }
-    let deadline = ContinuousClock.now + .seconds(60)
+    let deadline = ContinuousClock.now + .seconds(300)
     while database.writerCheckpoints == 0 && ContinuousClock.now < deadline {
       try await Task.sleep(for: .milliseconds(50))
     }
