@@ -79,7 +79,7 @@ final class Checkpointer: Sendable {
       if pages >= Checkpointer.writerPagesThreshold {
         // Most pages are copied and synced already by the background checkpoints: this copies the rest and lets the
         // next commit restart the WAL. Busy (a background one runs): the next commit tries again.
-        if sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil) == SQLITE_OK {
+        if let handle, Connection.checkpointPassive(handle) != nil {
           checkpointer.writerCheckpoints.add(1, ordering: .relaxed)
         }
       } else {
@@ -119,11 +119,11 @@ final class Checkpointer: Sendable {
   /// the WAL's end when the checkpoint began, while SQLite syncs only when nothing was committed meanwhile. When it
   /// did, this sync finds little to write.
   private func checkpoint() {
-    guard let result = connection.checkpointPassive(), result.copied > 0,
+    guard let copied = connection.checkpointPassive(), copied > 0,
       // After the WAL started again, `copied` counts from zero: anything copied differs from the last mark.
-      result.copied != copiedAtLastSync
+      copied != copiedAtLastSync
     else { return }
     if connection.syncDatabaseFile() { databaseSyncs.add(1, ordering: .relaxed) }
-    copiedAtLastSync = result.copied
+    copiedAtLastSync = copied
   }
 }

@@ -193,15 +193,17 @@ public final class Connection {
   }
 
   /// A `PASSIVE` checkpoint of the WAL: copies every frame no reader still needs into the database file, without
-  /// waiting for readers or the writer. Returns the frames in the WAL and how many of them are now in the database
-  /// file; nil when it could not run (another checkpoint holds the checkpoint lock: `SQLITE_BUSY`).
-  func checkpointPassive() -> (walFrames: Int, copied: Int)? {
-    var frames: Int32 = 0
+  /// waiting for readers or the writer. Returns how many of the WAL's frames are now in the database file; nil when it
+  /// could not run (another checkpoint holds the checkpoint lock: `SQLITE_BUSY`).
+  func checkpointPassive() -> Int? { Self.checkpointPassive(self.handle) }
+
+  /// ``checkpointPassive()`` on a raw handle (the WAL hook gets one, not a `Connection`).
+  static func checkpointPassive(_ handle: OpaquePointer) -> Int? {
     var copied: Int32 = 0
-    guard sqlite3_wal_checkpoint_v2(self.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied) == SQLITE_OK else {
+    guard sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, &copied) == SQLITE_OK else {
       return nil
     }
-    return (Int(frames), Int(copied))
+    return Int(copied)
   }
 
   /// Writes the database file's dirty pages to the disk (its `fdatasync`, through SQLite's own file handle, so no
