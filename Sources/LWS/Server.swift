@@ -261,8 +261,8 @@ public final class Server: @unchecked Sendable {
   var refusedConnections = 0
   var oversizedHeads = 0
   var bodyTimeouts = 0
-  /// The body idle timer, started by ``run()``.
-  private var bodyTimer: (any DispatchSourceTimer)?
+  /// Timers on lws's timer list now running (``repeating(every:_:)``).
+  var loopTimers: [LoopTimer] = []
   private let tokenLimits: UnsafeMutablePointer<lws_token_limits>
   let scratch: UnsafeMutableRawPointer
   let scratchSize = 64 * 1024
@@ -440,10 +440,9 @@ public final class Server: @unchecked Sendable {
       // `lws_cancel_service` round trip (an eventfd write, a poll return and a read) for work that never left it.
       drainInbox()
     }
-    bodyTimer?.cancel()
-    bodyTimer = nil
     // Run what was queued while stopping, then close the inbox so nobody wakes a destroyed context.
     drainInbox()
+    cancelLoopTimers()
     inbox.withLock { $0.open = false }
     // No wake-up may touch the context from here on: refuse new ones, wait for any already inside (a few µs).
     contextAlive.store(false, ordering: .sequentiallyConsistent)
@@ -544,14 +543,7 @@ public final class Server: @unchecked Sendable {
   /// ``ServerConfiguration/bodyIdleTimeoutSeconds``.
   private func startBodyTimer() {
     guard configuration.bodyIdleTimeoutSeconds > 0 else { return }
-    let timer = DispatchSource.makeTimerSource(queue: .global())
-    timer.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(200))
-    timer.setEventHandler { [weak self] in
-      guard let self else { return }
-      self.execute { [weak self] in self?.closeIdleBodies() }
-    }
-    timer.resume()
-    bodyTimer = timer
+    _ = repeating(every: .seconds(1)) { [weak self] in self?.closeIdleBodies() }
   }
 
   func allocateID() -> UInt64 {

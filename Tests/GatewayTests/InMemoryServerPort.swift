@@ -92,6 +92,20 @@ final class InMemoryServerPort: ServerPort {
     queue.async(execute: action)
   }
 
+  /// A timer whose action runs on the port's queue every `interval` until it is cancelled.
+  final class Timer: PortTimer, Sendable {
+    let task: Task<Void, Never>
+    init(_ task: Task<Void, Never>) { self.task = task }
+    func cancel() { task.cancel() }
+  }
+
+  func repeating(every interval: Duration, _ action: @escaping @Sendable () -> Void) -> any PortTimer {
+    Timer(
+      Task { [queue] in
+        while (try? await Task.sleep(for: interval)) != nil { queue.async(execute: action) }
+      })
+  }
+
   // MARK: - What tests do
 
   /// Opens socket `id` (an accepted WebSocket), before the node hears of it.

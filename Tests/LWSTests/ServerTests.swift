@@ -419,6 +419,31 @@ struct ServerTests {
   }
 }
 
+@Suite(.timeLimit(.minutes(1)))
+struct LoopTimerTests {
+  @Test func firesOnTheServiceThreadUntilCancelled() async throws {
+    try await withServer(configure: { $0.bodyIdleTimeoutSeconds = 0 }) { server, _ in
+      let probe = LoopProbe(server: server)
+      let (firings, onLoop) = await probe.fire(every: .milliseconds(5), times: 5)
+      #expect(firings == 5)
+      #expect(onLoop)
+      // The action cancelled its timer on its fifth run: twenty more intervals bring no sixth.
+      try await Task.sleep(for: .milliseconds(100))
+      #expect(await probe.firings == 5)
+    }
+  }
+
+  /// lws runs its timers before it polls. What a timer's action queues for the service thread (a task it starts)
+  /// must wake the loop; otherwise it waits in the inbox for the next network event or timer, here a second away.
+  @Test func whatATimerStartsRunsWithoutWaitingForTheNextEvent() async throws {
+    try await withServer(configure: { $0.bodyIdleTimeoutSeconds = 0 }) { server, _ in
+      let probe = LoopProbe(server: server)
+      let delay = await probe.delayOfATaskStartedByATimer(every: .seconds(1))
+      #expect(delay < .milliseconds(500), "the task waited \(delay)")
+    }
+  }
+}
+
 actor LoopProbe {
   nonisolated let server: Server
   nonisolated var unownedExecutor: UnownedSerialExecutor { server.asUnownedSerialExecutor() }
@@ -433,6 +458,47 @@ actor LoopProbe {
     let before = server.statistics().loopWakeUps
     let hops = await withCheckedContinuation { continuation in chain(count, hops: 0, continuation) }
     return (server.statistics().loopWakeUps - before, hops)
+  }
+
+  private(set) var firings = 0
+  private var allOnLoop = true
+  private var timer: LoopTimer?
+  private var started: ContinuousClock.Instant?
+
+  /// Starts a timer that cancels itself after `times` runs; returns its runs and whether each was on the loop.
+  func fire(every interval: Duration, times: Int) async -> (firings: Int, onLoop: Bool) {
+    await withCheckedContinuation { (done: CheckedContinuation<(firings: Int, onLoop: Bool), Never>) in
+      timer = server.repeating(every: interval) { [self] in
+        assumeIsolated { probe in
+          probe.firings += 1
+          probe.allOnLoop = probe.allOnLoop && probe.server.inLoop
+          if probe.firings == times {
+            probe.timer?.cancel()
+            done.resume(returning: (probe.firings, probe.allOnLoop))
+          }
+        }
+      }
+    }
+  }
+
+  /// How long a task that a timer's action starts on the service thread waits before it runs (the timer keeps
+  /// running until then, so a task left waiting runs at its next firing at the latest).
+  func delayOfATaskStartedByATimer(every interval: Duration) async -> Duration {
+    await withCheckedContinuation { (done: CheckedContinuation<Duration, Never>) in
+      timer = server.repeating(every: interval) { [self] in
+        assumeIsolated { probe in
+          guard probe.started == nil else { return }
+          probe.started = .now
+          // Isolated to the probe (it captures it): the task is a job on the service thread's inbox.
+          Task { probe.taskRan(done) }
+        }
+      }
+    }
+  }
+
+  private func taskRan(_ done: CheckedContinuation<Duration, Never>) {
+    timer?.cancel()
+    done.resume(returning: ContinuousClock.now - started!)
   }
 
   private func chain(_ remaining: Int, hops: Int, _ done: CheckedContinuation<Int, Never>) {

@@ -113,7 +113,7 @@ extension NodeStore {
       var data: JSONValue = .null
       // The last body's recipients as a set, made only when another entry might join it.
       var members: Set<String>?
-      var nextID = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
+      var nextID = try self.lastBodyID(connection)
       var audiences = AudienceLookup(self)
       func finishBody() throws {
         guard let body = appended.last else { return }
@@ -147,10 +147,20 @@ extension NodeStore {
       }
       try finishBody()
       try self.countAndTrim(connection, appended)
+      // Last, so a failure before it leaves the number as it was; a failed commit after it only leaves a gap.
+      self.eventLog.withLock { $0.lastBodyID = nextID }
       return (appended, audiences)
     }
     audiences.remember()
     return appended
+  }
+
+  /// The highest event body id handed out, inside a write transaction: read from the database once, then kept by the
+  /// appends themselves (they alone insert bodies, one transaction at a time on the writer). A body a trim deleted
+  /// keeps its number taken, so sequence numbers only grow while the node runs.
+  func lastBodyID(_ connection: Connection) throws -> Int64 {
+    if let known = eventLog.withLock({ $0.lastBodyID }) { return known }
+    return try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
   }
 
   /// Finds or makes the audience of a set of recipients, inside an append's transaction.

@@ -102,11 +102,8 @@ extension Node {
     for seed in configuration.seeds {
       feed(.seedAdded(host: seed.host, port: seed.port, now: now))
     }
-    meshTask = Task { [weak self] in
-      while !Task.isCancelled {
-        try? await Task.sleep(for: .milliseconds(100))
-        await self?.meshTick()
-      }
+    meshTimer = server.repeating(every: .milliseconds(100)) { [weak self] in
+      self?.assumeIsolated { $0.meshTick() }
     }
   }
 

@@ -38,7 +38,8 @@ public actor Node {
   let events = EventHub()
   /// Links, directory and sessions (Mesh/).
   var mesh: MeshState
-  var meshTask: Task<Void, Never>?
+  /// The mesh tick, every 100 ms on the port's executor (``startMesh()``).
+  var meshTimer: (any PortTimer)?
   /// Every feature, each the owner of its state (Node/NodeFeature.swift, Features/).
   let features: Features
   /// The local peers (Features/Peers/PeerTable.swift).
@@ -131,7 +132,7 @@ public actor Node {
   func stop() {
     events.keepAliveTask?.cancel()
     dataWatchTask?.cancel()
-    meshTask?.cancel()
+    meshTimer?.cancel()
   }
 
   // MARK: - Requests

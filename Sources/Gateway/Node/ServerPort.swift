@@ -18,6 +18,9 @@ protocol ServerPort: SerialExecutor {
   func execute(_ action: @escaping @Sendable () -> Void)
   /// Counters for `/metrics`.
   func statistics() -> ServerStatistics
+  /// Runs `action` on the port's executor every `interval`, the first time one interval from now, until the timer is
+  /// cancelled. Loop only.
+  func repeating(every interval: Duration, _ action: @escaping @Sendable () -> Void) -> any PortTimer
 
   // MARK: HTTP requests and streaming responses
 
@@ -71,7 +74,19 @@ extension ServerPort {
   }
 }
 
+/// A periodic action of a ``ServerPort``; cancelled from the port's executor.
+protocol PortTimer: AnyObject {
+  func cancel()
+}
+
 /// The libwebsockets server: what a running node is served by.
 extension Server: ServerPort {
   var maxConnections: Int { configuration.maxConnections }
+
+  func repeating(every interval: Duration, _ action: @escaping @Sendable () -> Void) -> any PortTimer {
+    repeating(every: interval, action) as LoopTimer
+  }
 }
+
+/// Its timers run on lws's own timer list, between polls (LoopTimer.swift).
+extension LoopTimer: PortTimer {}

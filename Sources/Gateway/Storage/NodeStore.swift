@@ -27,6 +27,8 @@ final class NodeStore: Sendable {
     /// Counts the transactions that deleted audiences: what an append learnt is remembered only if none ran since
     /// it started.
     var audienceDeletions = 0
+    /// The highest event body id appended so far, once known (``lastBodyID(_:)``).
+    var lastBodyID: Int64?
   }
 
   /// Events kept per peer; an admin can change it at run time.

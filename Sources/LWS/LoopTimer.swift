@@ -1,0 +1,103 @@
+/// Repeating timers on libwebsockets' own timer list (`lws_sul`), for work that belongs on the service thread.
+///
+/// Layer 2 (thin safe wrapper). lws keeps its scheduled events in one sorted list and bounds its poll wait by the
+/// earliest, so a timer here costs nothing between firings and its action runs on the service thread between polls:
+/// no dispatch timer, no other thread woken, no `lws_cancel_service` round trip (a `Task.sleep` loop that then hops
+/// to the service thread needs all three, ten times a second for the mesh tick).
+internal import CLibWebSockets
+import Glibc
+
+/// A repeating action on the service thread; made by ``Server/repeating(every:_:)``, stopped by ``cancel()``.
+///
+/// Service thread only (lws's timer list is not thread-safe). The server keeps every running timer, and cancels the
+/// ones left when its loop ends, before it destroys the lws context.
+public final class LoopTimer {
+  /// The lws list entry, first member of a `clws_sul_t` whose `owner` points back here (unretained: the server holds
+  /// this object while the entry is scheduled).
+  fileprivate let entry: UnsafeMutablePointer<clws_sul_t>
+  fileprivate let interval: lws_usec_t
+  fileprivate let action: @Sendable () -> Void
+  fileprivate unowned(unsafe) let server: Server
+  /// False once cancelled (by the owner, or by the server stopping).
+  public private(set) var isRunning = true
+
+  fileprivate init(server: Server, interval: Duration, action: @escaping @Sendable () -> Void) {
+    let (seconds, attoseconds) = interval.components
+    self.interval = max(1, lws_usec_t(seconds) * 1_000_000 + lws_usec_t(attoseconds / 1_000_000_000_000))
+    self.action = action
+    self.server = server
+    entry = .allocate(capacity: 1)
+    entry.initialize(to: clws_sul_t())
+    entry.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
+  }
+
+  deinit {
+    entry.deinitialize(count: 1)
+    entry.deallocate()
+  }
+
+  /// Puts the entry on lws's list, due one interval (and a little) from now.
+  ///
+  /// lws polls for the time left to its next entry truncated to whole milliseconds, and polls again with no wait
+  /// while the last fraction runs out: scheduled just before lws computes its wait, as here, an entry due exactly
+  /// whole milliseconds ahead would leave almost a millisecond of such polls. Due a few microseconds later, the
+  /// fraction left is those few microseconds, which the poll's own timer slack mostly covers.
+  fileprivate func schedule() {
+    lws_sul_schedule(server.context, 0, sulPointer, loopTimerFired, interval + Self.lateness)
+  }
+
+  private static let lateness: lws_usec_t = 50
+
+  fileprivate var sulPointer: UnsafeMutablePointer<lws_sorted_usec_list_t> {
+    UnsafeMutableRawPointer(entry).assumingMemoryBound(to: lws_sorted_usec_list_t.self)
+  }
+
+  /// Stops the timer: its action does not run again. Service thread only.
+  public func cancel() {
+    server.assertInLoop()
+    guard isRunning else { return }
+    isRunning = false
+    lws_sul_cancel(sulPointer)
+    server.loopTimers.removeAll { $0 === self }
+  }
+
+  fileprivate func fire() {
+    guard isRunning else { return }
+    do {
+      // lws runs its timers before it polls: what the action queues for the service thread must wake the loop, or it
+      // would wait for the next network event (as for lws's timer callbacks, see `serverCallback`).
+      let previous = server.wakeForOwnWork
+      server.wakeForOwnWork = true
+      defer { server.wakeForOwnWork = previous }
+      action()
+    }
+    // Scheduled after the action, just before lws computes its next wait (see ``schedule()``); not if the action
+    // cancelled the timer.
+    if isRunning { schedule() }
+  }
+}
+
+/// The C callback lws calls with the entry's `lws_sorted_usec_list_t`, which is the `clws_sul_t`'s first member.
+private func loopTimerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?) {
+  guard let sul else { return }
+  let entry = UnsafeMutableRawPointer(sul).assumingMemoryBound(to: clws_sul_t.self)
+  guard let owner = entry.pointee.owner else { return }
+  Unmanaged<LoopTimer>.fromOpaque(owner).takeUnretainedValue().fire()
+}
+
+extension Server {
+  /// Runs `action` on the service thread every `interval` (the first time one interval from now) until the timer is
+  /// cancelled or the loop ends. Service thread only.
+  public func repeating(every interval: Duration, _ action: @escaping @Sendable () -> Void) -> LoopTimer {
+    assertInLoop()
+    let timer = LoopTimer(server: self, interval: interval, action: action)
+    loopTimers.append(timer)
+    timer.schedule()
+    return timer
+  }
+
+  /// Cancels every timer still running; ``run()`` calls it before destroying the context.
+  func cancelLoopTimers() {
+    for timer in loopTimers { timer.cancel() }
+  }
+}
