@@ -36,17 +36,23 @@ public final class LoopTimer {
     entry.deallocate()
   }
 
-  /// Puts the entry on lws's list, due one interval (and a little) from now.
+  /// When the action is next due (`lws_now_usecs()` time).
+  fileprivate var dueAt: lws_usec_t = 0
+
+  /// Makes the action due one interval from now, and puts the entry on lws's list a little after that.
   ///
-  /// lws polls for the time left to its next entry truncated to whole milliseconds, and polls again with no wait
-  /// while the last fraction runs out: scheduled just before lws computes its wait, as here, an entry due exactly
-  /// whole milliseconds ahead would leave almost a millisecond of such polls. Due a few microseconds later, the
-  /// fraction left is those few microseconds, which the poll's own timer slack mostly covers.
+  /// lws polls for the time left to its next entry truncated to whole milliseconds, then polls again with no wait
+  /// until the rest has run out: an entry due exactly when the action is would leave up to a millisecond of such
+  /// polls before every firing (over every socket, ten times a second for the mesh tick). Entered one millisecond
+  /// late, the entry makes lws's poll end at or after `dueAt`, and ``Server/run()`` fires the action after that poll
+  /// returns (``Server/runDueTimers()``). So the entry only bounds lws's wait; it fires itself only if lws serves it
+  /// before `run()` gets to it.
   fileprivate func schedule() {
-    lws_sul_schedule(server.context, 0, sulPointer, loopTimerFired, interval + Self.lateness)
+    dueAt = lws_now_usecs() + interval
+    lws_sul_schedule(server.context, 0, sulPointer, loopTimerFired, interval + Self.grace)
   }
 
-  private static let lateness: lws_usec_t = 50
+  private static let grace: lws_usec_t = 1000
 
   fileprivate var sulPointer: UnsafeMutablePointer<lws_sorted_usec_list_t> {
     UnsafeMutableRawPointer(entry).assumingMemoryBound(to: lws_sorted_usec_list_t.self)
@@ -61,18 +67,20 @@ public final class LoopTimer {
     server.loopTimers.removeAll { $0 === self }
   }
 
-  fileprivate func fire() {
-    guard isRunning else { return }
+  /// Runs the action if it is due, and makes it due again one interval later.
+  ///
+  /// `beforePoll`: called by lws from its timer list, which it serves before it polls. What the action queues for the
+  /// service thread must then wake the loop, or it would wait for the next network event (as for lws's timer
+  /// callbacks, see `serverCallback`); from ``Server/run()`` it runs in the drain that follows.
+  fileprivate func fire(now: lws_usec_t, beforePoll: Bool) {
+    guard isRunning, now >= dueAt else { return }
     do {
-      // lws runs its timers before it polls: what the action queues for the service thread must wake the loop, or it
-      // would wait for the next network event (as for lws's timer callbacks, see `serverCallback`).
       let previous = server.wakeForOwnWork
-      server.wakeForOwnWork = true
+      server.wakeForOwnWork = beforePoll
       defer { server.wakeForOwnWork = previous }
       action()
     }
-    // Scheduled after the action, just before lws computes its next wait (see ``schedule()``); not if the action
-    // cancelled the timer.
+    // Not if the action cancelled the timer.
     if isRunning { schedule() }
   }
 }
@@ -82,7 +90,7 @@ private func loopTimerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?
   guard let sul else { return }
   let entry = UnsafeMutableRawPointer(sul).assumingMemoryBound(to: clws_sul_t.self)
   guard let owner = entry.pointee.owner else { return }
-  Unmanaged<LoopTimer>.fromOpaque(owner).takeUnretainedValue().fire()
+  Unmanaged<LoopTimer>.fromOpaque(owner).takeUnretainedValue().fire(now: lws_now_usecs(), beforePoll: true)
 }
 
 extension Server {
@@ -94,6 +102,13 @@ extension Server {
     loopTimers.append(timer)
     timer.schedule()
     return timer
+  }
+
+  /// Fires the timers that are due; ``run()`` calls it after every service pass (see `LoopTimer.schedule()`).
+  func runDueTimers() {
+    guard !loopTimers.isEmpty else { return }
+    let now = lws_now_usecs()
+    for timer in loopTimers where now >= timer.dueAt { timer.fire(now: now, beforePoll: false) }
   }
 
   /// Cancels every timer still running; ``run()`` calls it before destroying the context.

@@ -199,6 +199,8 @@ public struct ServerStatistics: Sendable {
   public var bodyTimeouts: Int = 0
   /// Times another thread woke the service loop (`lws_cancel_service`) to run what it queued.
   public var loopWakeUps: Int = 0
+  /// Passes of the service loop, each one `poll` (how often the loop woke, for whatever reason).
+  public var servicePasses: Int = 0
 }
 
 /// One lws context serving HTTP and WebSocket on one port.
@@ -253,6 +255,7 @@ public final class Server: @unchecked Sendable {
   /// Writes that carried several queued WebSocket frames at once.
   var coalescedWrites = 0
   var messagesIn = 0
+  var servicePasses = 0
   /// Accepted connections (by wsi) and those of them accepted over the cap, to be answered 503.
   var acceptedConnections: Set<OpaquePointer> = []
   var overCapacity: Set<OpaquePointer> = []
@@ -436,6 +439,8 @@ public final class Server: @unchecked Sendable {
     startBodyTimer()
     while !stopRequested.load(ordering: .acquiring) {
       if lws_service(context, 0) < 0 { break }
+      servicePasses += 1
+      runDueTimers()
       // What this thread queued during the pass (a handler starting a task) runs now, before the next poll: no
       // `lws_cancel_service` round trip (an eventfd write, a poll return and a read) for work that never left it.
       drainInbox()
@@ -536,7 +541,7 @@ public final class Server: @unchecked Sendable {
       openWebSockets: sockets.count, openRequests: exchanges.count, webSocketMessagesOut: messagesOut,
       webSocketMessagesIn: messagesIn, coalescedWrites: coalescedWrites, openConnections: acceptedConnections.count,
       refusedConnections: refusedConnections, acceptFailures: AcceptGuard.failures, oversizedHeads: oversizedHeads,
-      bodyTimeouts: bodyTimeouts, loopWakeUps: wakeUps.load(ordering: .relaxed))
+      bodyTimeouts: bodyTimeouts, loopWakeUps: wakeUps.load(ordering: .relaxed), servicePasses: servicePasses)
   }
 
   /// Once a second (on the service thread), closes connections whose request body has not moved for

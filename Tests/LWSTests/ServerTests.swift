@@ -433,6 +433,18 @@ struct LoopTimerTests {
     }
   }
 
+  /// lws polls for the time to its next timer truncated to whole milliseconds, then polls with no wait until the
+  /// rest runs out. A timer due at its lws entry's time cost up to a millisecond of such polls per firing (over every
+  /// socket); an idle loop now wakes about once per firing.
+  @Test func anIdleLoopWakesAboutOncePerFiring() async throws {
+    try await withServer(configure: { $0.bodyIdleTimeoutSeconds = 0 }) { server, _ in
+      let probe = LoopProbe(server: server)
+      let (firings, passes) = await probe.passesWhileFiring(every: .milliseconds(10), times: 20)
+      #expect(firings == 20)
+      #expect(passes <= 2 * firings + 5, "\(passes) service passes for \(firings) firings")
+    }
+  }
+
   /// lws runs its timers before it polls. What a timer's action queues for the service thread (a task it starts)
   /// must wake the loop; otherwise it waits in the inbox for the next network event or timer, here a second away.
   @Test func whatATimerStartsRunsWithoutWaitingForTheNextEvent() async throws {
@@ -464,6 +476,7 @@ actor LoopProbe {
   private var allOnLoop = true
   private var timer: LoopTimer?
   private var started: ContinuousClock.Instant?
+  private var firstPasses = 0
 
   /// Starts a timer that cancels itself after `times` runs; returns its runs and whether each was on the loop.
   func fire(every interval: Duration, times: Int) async -> (firings: Int, onLoop: Bool) {
@@ -479,6 +492,25 @@ actor LoopProbe {
         }
       }
     }
+  }
+
+  /// Service passes from a timer's first firing to its last (`times` firings in all).
+  func passesWhileFiring(every interval: Duration, times: Int) async -> (firings: Int, passes: Int) {
+    firings = 0
+    let total = await withCheckedContinuation { (done: CheckedContinuation<Int, Never>) in
+      timer = server.repeating(every: interval) { [self] in
+        assumeIsolated { probe in
+          probe.firings += 1
+          let passes = probe.server.statistics().servicePasses
+          if probe.firings == 1 { probe.firstPasses = passes }
+          if probe.firings == times {
+            probe.timer?.cancel()
+            done.resume(returning: passes - probe.firstPasses)
+          }
+        }
+      }
+    }
+    return (firings, total)
   }
 
   /// How long a task that a timer's action starts on the service thread waits before it runs (the timer keeps
