@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# CPU of an idle node that holds 51 open event sockets (session 14, bench/RESULTS.md).
+#   bench/profile/idle-cpu.sh BIN [BIN...]   ROUNDS=2: alternates the binaries, ROUNDS times
+# `perf stat -e task-clock` on the node (every thread, also those that end meanwhile) over 20 s in which two messages
+# are sent.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+one() {
+  start_node "$1" /tmp
+  python3 "$REPO/bench/mg_setup.py" --base "$BASE" -n 50 --out "$D/mg" >/dev/null
+  local sid w
+  sid=$(cat "$D/mg/session")
+  timeout 60 "$WSLOAD" --sub-urls "$D/mg/subs.txt" --pub-url "$(cat "$D/mg/pub.txt")" --ready-first -m 2 -s 64 \
+    --rate 0.04 --window 100000 --server-pid "$PID" --label idle --timeout 40 \
+    --template '{"op":"send","session":"'"$sid"'","mode":"reliable","text":"%s"}' >/dev/null &
+  w=$!
+  sleep 3
+  perf stat -x, -e task-clock -p "$PID" -o "$D/stat" -- sleep 20 >/dev/null 2>&1
+  awk -F, -v b="$1" '/task-clock/ {printf "%s: idle with 51 event sockets: %.0f us of CPU per second\n", b, $1 * 1000 / 20}' "$D/stat"
+  wait "$w" || true
+  stop_node
+}
+for _ in $(seq "${ROUNDS:-2}"); do
+  for bin in "$@"; do one "$bin"; done
+done
