@@ -21,3 +21,15 @@ new_token() {
   curl -sf -X POST -H 'Content-Type: application/json' -d "{\"displayName\":\"$1\"}" "$BASE/api/v1/peers" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'
 }
+# start_session_node BIN [extra meshgate args...]: start_node in /tmp, then SUBS (default 50) peers in one session
+# (bench/mg_setup.py); sets SID besides PID, PORT, BASE and D.
+start_session_node() {
+  start_node "$1" /tmp "${@:2}"
+  python3 "$REPO/bench/mg_setup.py" --base "$BASE" -n "${SUBS:-50}" --out "$D/mg" >/dev/null
+  SID=$(cat "$D/mg/session")
+}
+# wsload_session ARGS...: bench/wsload against that session (its subscribers and publisher, `{"op":"send"}` frames).
+wsload_session() {
+  timeout 60 "$WSLOAD" --sub-urls "$D/mg/subs.txt" --pub-url "$(cat "$D/mg/pub.txt")" --ready-first \
+    --server-pid "$PID" --template '{"op":"send","session":"'"$SID"'","mode":"reliable","text":"%s"}' "$@"
+}

@@ -6,13 +6,9 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 one() {
-  start_node "$1" /tmp
-  python3 "$REPO/bench/mg_setup.py" --base "$BASE" -n 50 --out "$D/mg" >/dev/null
-  local sid w
-  sid=$(cat "$D/mg/session")
-  timeout 60 "$WSLOAD" --sub-urls "$D/mg/subs.txt" --pub-url "$(cat "$D/mg/pub.txt")" --ready-first -m 2 -s 64 \
-    --rate 0.04 --window 100000 --server-pid "$PID" --label idle --timeout 40 \
-    --template '{"op":"send","session":"'"$sid"'","mode":"reliable","text":"%s"}' >/dev/null &
+  start_session_node "$1"
+  local w
+  wsload_session -m 2 -s 64 --rate 0.04 --window 100000 --label idle --timeout 40 >/dev/null &
   w=$!
   sleep 3
   perf stat -x, -e task-clock -p "$PID" -o "$D/stat" -- sleep 20 >/dev/null 2>&1

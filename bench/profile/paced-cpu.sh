@@ -6,15 +6,12 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 one() {
-  start_node "$1" /tmp
-  python3 "$REPO/bench/mg_setup.py" --base "$BASE" -n 50 --out "$D/mg" >/dev/null
-  local sid p99
-  sid=$(cat "$D/mg/session")
+  start_session_node "$1"
+  local p99
   (sleep 1.5; perf stat -x, -e task-clock -p "$PID" -o "$D/stat" -- sleep 7 >/dev/null 2>&1) &
   local sp=$!
-  p99=$(timeout 60 "$WSLOAD" --sub-urls "$D/mg/subs.txt" --pub-url "$(cat "$D/mg/pub.txt")" --ready-first -m 1000 \
-    -s 64 --rate 100 --window 100000 --server-pid "$PID" --label paced-cpu --timeout 30 \
-    --template '{"op":"send","session":"'"$sid"'","mode":"reliable","text":"%s"}' | sed -n 's/.* p99_ms=\([^ ]*\).*/\1/p')
+  p99=$(wsload_session -m 1000 -s 64 --rate 100 --window 100000 --label paced-cpu --timeout 30 |
+    sed -n 's/.* p99_ms=\([^ ]*\).*/\1/p')
   wait "$sp"
   awk -F, -v b="$1" -v p="$p99" '/task-clock/ {printf "%s: %.0f us of node CPU per paced message, p99 %s ms\n", b, $1 * 1000 / 700, p}' "$D/stat"
   stop_node

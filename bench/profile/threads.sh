@@ -6,15 +6,12 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SUBS=${SUBS:-50} M=${M:-1000}
-start_node "$1" /tmp ${NODE_ARGS:-}
-python3 "$REPO/bench/mg_setup.py" --base "$BASE" -n "$SUBS" --out "$D/mg" >/dev/null
-sid=$(cat "$D/mg/session")
+# shellcheck disable=SC2086 # NODE_ARGS is a list of arguments
+start_session_node "$1" ${NODE_ARGS:-}
 snap() { for t in /proc/$PID/task/*; do echo "$(basename "$t") $(tr ' ' _ <"$t/comm") $(awk '{print $14+$15}' "$t/stat")"; done; }
 (sleep 1.5; snap >"$D/s0"; sleep 7; snap >"$D/s1") &
 SP=$!
-timeout 60 "$WSLOAD" --sub-urls "$D/mg/subs.txt" --pub-url "$(cat "$D/mg/pub.txt")" --ready-first -m "$M" -s 64 \
-  --rate 100 --window 100000 --server-pid "$PID" --label threads --timeout 30 \
-  --template '{"op":"send","session":"'"$sid"'","mode":"reliable","text":"%s"}' | grep RESULT
+wsload_session -m "$M" -s 64 --rate 100 --window 100000 --label threads --timeout 30 | grep RESULT
 wait $SP
 # 7 s at 100 msg/s = 700 messages; clock ticks are 10 ms.
 join "$D/s0" "$D/s1" | awk '{d = $5 - $3; if (d > 0) printf "  thread %s %s: %d us per message\n", $1, $2, d * 10000 / 700}'
