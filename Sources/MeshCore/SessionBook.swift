@@ -975,17 +975,21 @@ public struct SessionBook: Sendable {
   public mutating func tick(now: UInt64) -> [Directive] {
     lastNow = max(lastNow, now)
     var directives: [Directive] = []
-    // Closed invitations are kept for a while (listings, repeats after a re-link), then forgotten.
-    for (id, invitation) in invitations
-    where invitation.state != .pending && now > invitation.expiresAt + Self.closedInvitationRetention {
+    // One pass over what the node remembers (a tick runs ten times a second): closed invitations are kept for a
+    // while (listings, repeats after a re-link), then forgotten; pending ones whose time is up expire, in id order.
+    var forgotten: [String] = []
+    var due: [String] = []
+    for (id, invitation) in invitations {
+      if invitation.state == .pending {
+        if now >= invitation.expiresAt { due.append(id) }
+      } else if now > invitation.expiresAt + Self.closedInvitationRetention {
+        forgotten.append(id)
+      }
+    }
+    for id in forgotten {
       invitations[id] = nil
       closedAt[id] = nil
       confirmedAnswers.remove(id)
-    }
-    // Only the due ones are sorted (for a stable order of what they set off): a tick runs ten times a second, while a
-    // node keeps every closed invitation for a while.
-    let due = invitations.compactMap { id, invitation in
-      invitation.state == .pending && now >= invitation.expiresAt ? id : nil
     }
     for id in due.sorted() { expire(id, into: &directives) }
     return directives

@@ -18,7 +18,7 @@ final class EventHub {
   /// Whether mesh links are not read because the publish queue is over its high-water mark.
   var meshReadsPaused = false
   /// SSE keep-alives every 5 s (which also reveal vanished clients).
-  var keepAliveTask: Task<Void, Never>?
+  var keepAliveTimer: (any PortTimer)?
 }
 
 @available(*, unavailable) extension EventHub: Sendable {}

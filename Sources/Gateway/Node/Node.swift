@@ -111,15 +111,14 @@ public actor Node {
         directory: directory, sessions: sessions, chat: chatBook))
   }
 
-  /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks). Runs on the
-  /// service thread.
+  /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks, both on the
+  /// port's timers; the data-directory watch). Runs on the service thread.
   func start() {
-    // A sleep that `stop()` cancels ends the loop at once, without one more round.
-    events.keepAliveTask = Task { [weak self] in
-      while (try? await Task.sleep(for: .seconds(5))) != nil {
-        await self?.sendKeepAlives()
-      }
+    events.keepAliveTimer = server.repeating(every: .seconds(5)) { [weak self] in
+      self?.assumeIsolated { $0.sendKeepAlives() }
     }
+    // A loop, not a timer: each check reads the disk on a task of its own, and the loop keeps two from overlapping
+    // (a stalled file system must not pile them up). A sleep that `stop()` cancels ends it at once.
     dataWatchTask = Task { [weak self] in
       while (try? await Task.sleep(for: .seconds(1))) != nil {
         await self?.checkDataDirectory()
@@ -130,7 +129,7 @@ public actor Node {
   }
 
   func stop() {
-    events.keepAliveTask?.cancel()
+    events.keepAliveTimer?.cancel()
     dataWatchTask?.cancel()
     meshTimer?.cancel()
   }
