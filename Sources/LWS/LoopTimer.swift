@@ -67,13 +67,14 @@ public final class LoopTimer {
     server.loopTimers.removeAll { $0 === self }
   }
 
-  /// Runs the action if it is due, and makes it due again one interval later.
+  /// Runs the action and makes it due again one interval later. Called when it is due: by ``Server/runDueTimers()``,
+  /// or by lws for the entry, which sits after `dueAt`.
   ///
   /// `beforePoll`: called by lws from its timer list, which it serves before it polls. What the action queues for the
   /// service thread must then wake the loop, or it would wait for the next network event (as for lws's timer
   /// callbacks, see `serverCallback`); from ``Server/run()`` it runs in the drain that follows.
-  fileprivate func fire(now: lws_usec_t, beforePoll: Bool) {
-    guard isRunning, now >= dueAt else { return }
+  fileprivate func fire(beforePoll: Bool) {
+    guard isRunning else { return }
     do {
       let previous = server.wakeForOwnWork
       server.wakeForOwnWork = beforePoll
@@ -90,7 +91,7 @@ private func loopTimerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?
   guard let sul else { return }
   let entry = UnsafeMutableRawPointer(sul).assumingMemoryBound(to: clws_sul_t.self)
   guard let owner = entry.pointee.owner else { return }
-  Unmanaged<LoopTimer>.fromOpaque(owner).takeUnretainedValue().fire(now: lws_now_usecs(), beforePoll: true)
+  Unmanaged<LoopTimer>.fromOpaque(owner).takeUnretainedValue().fire(beforePoll: true)
 }
 
 extension Server {
@@ -108,7 +109,7 @@ extension Server {
   func runDueTimers() {
     guard !loopTimers.isEmpty else { return }
     let now = lws_now_usecs()
-    for timer in loopTimers where now >= timer.dueAt { timer.fire(now: now, beforePoll: false) }
+    for timer in loopTimers where now >= timer.dueAt { timer.fire(beforePoll: false) }
   }
 
   /// Cancels every timer still running; ``run()`` calls it before destroying the context.
