@@ -517,31 +517,31 @@ public struct SessionBook: Sendable {
     guard sender.state == .connected else {
       throw Failure(409, "not_connected", "this peer is \(sender.state.rawValue) in the session")
     }
-    let connected = session.members.filter { $0.state == .connected && $0.peerID != fromPeerID }
-    var targets: [SessionMember]
+    func isTarget(_ member: SessionMember) -> Bool { member.state == .connected && member.peerID != fromPeerID }
+    let spoke = session.strategy == .star && fromPeerID != session.creatorPeerID
+    let byNode: [(node: String, peerIDs: [String])]
     if let toPeerIDs {
-      targets = []
+      var targets: [SessionMember] = []
       for peerID in toPeerIDs {
-        guard let target = connected.first(where: { $0.peerID == peerID }) else {
+        guard let target = session.members.first(where: { $0.peerID == peerID && isTarget($0) }) else {
           throw Failure(409, "not_connected", "\(peerID) is not a connected member of this session")
         }
         if !targets.contains(target) { targets.append(target) }
       }
-    } else {
-      targets = connected
-    }
-    if session.strategy == .star && fromPeerID != session.creatorPeerID {
-      if toPeerIDs != nil && targets.contains(where: { $0.peerID != session.creatorPeerID }) {
+      if spoke && targets.contains(where: { $0.peerID != session.creatorPeerID }) {
         throw Failure(409, "strategy_violation", "in a star session spokes send only to the hub")
       }
-      targets = targets.filter { $0.peerID == session.creatorPeerID }
+      byNode = Self.byNode(targets)
+    } else if spoke {
+      byNode = Self.byNode(session.members.lazy.filter { isTarget($0) && $0.peerID == session.creatorPeerID })
+    } else {
+      // The common send, to everyone: grouped straight from the member list, nothing copied on the way.
+      byNode = Self.byNode(session.members.lazy.filter(isTarget))
     }
     var directives: [Directive] = []
     var undelivered: [String] = []
     var unencrypted: [String] = []
-    var byNode: [String: [String]] = [:]
-    for target in targets { byNode[target.nodeID, default: []].append(target.peerID) }
-    for (node, peerIDs) in byNode.sorted(by: { $0.key < $1.key }) {
+    for (node, peerIDs) in byNode {
       if node == nodeID {
         directives.append(.notifyEach(peerIDs: peerIDs, event(sessionID, fromPeerID, payload, reliable, namedEvent)))
         continue
@@ -593,6 +593,25 @@ public struct SessionBook: Sendable {
             reason: "link not encrypted (the session requires encryption)")))
     }
     return (directives, (undelivered + unencrypted).sorted())
+  }
+
+  /// Peers grouped by the node that hosts them, in node-id order, each group in member order. A session's members sit
+  /// on few nodes: a short list searched from its newest group costs less than hashing every member's node id.
+  static func byNode(_ members: some Sequence<SessionMember>) -> [(node: String, peerIDs: [String])] {
+    var groups: [(node: String, peerIDs: [String])] = []
+    var current = 0
+    for member in members {
+      if groups.isEmpty || groups[current].node != member.nodeID {
+        if let index = groups.firstIndex(where: { $0.node == member.nodeID }) {
+          current = index
+        } else {
+          groups.append((member.nodeID, []))
+          current = groups.count - 1
+        }
+      }
+      groups[current].peerIDs.append(member.peerID)
+    }
+    return groups.count > 1 ? groups.sorted { $0.node < $1.node } : groups
   }
 
   func event(_ sessionID: String, _ from: String, _ payload: [UInt8], _ reliable: Bool, _ name: String?) -> Event {

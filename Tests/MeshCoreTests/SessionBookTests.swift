@@ -1031,6 +1031,18 @@ extension SessionBookTests {
       #expect(mesh.log("a2").isEmpty)
     }
 
+    @Test func targetsAreGroupedByNodeInNodeOrderAndEachGroupInMemberOrder() {
+      // Members of one node need not be adjacent, and the first node met need not come first.
+      let members = [
+        member("c1", "C"), member("a1", "A"), member("c2", "C"), member("b1", "B"), member("a2", "A"),
+        member("c3", "C"),
+      ]
+      let groups = SessionBook.byNode(members)
+      #expect(groups.map(\.node) == ["A", "B", "C"])
+      #expect(groups.map(\.peerIDs) == [["a1", "a2"], ["b1"], ["c1", "c2", "c3"]])
+      #expect(SessionBook.byNode([SessionMember]()).isEmpty)
+    }
+
     @Test func sendTargetsMustBeConnectedMembers() throws {
       var mesh = try fiveMemberMesh()
       expectFailure(404, "not_found") { try mesh.send("nope", from: "a1", on: "A", to: nil) }

@@ -12,7 +12,8 @@ import MeshCore
 /// The event hub's state, owned by the node actor and only touched on its executor.
 final class EventHub {
   var subscribers: [Subscriber.Channel: Subscriber] = [:]
-  var subscribersByPeer: [String: [Subscriber.Channel]] = [:]
+  /// The same subscribers by peer (a live event goes to each of its recipients' subscribers without another lookup).
+  var subscribersByPeer: [String: [Subscriber]] = [:]
   var queue = PublishQueue<CheckedContinuation<Void, any Error>>()
   var publishing = false
   /// Whether mesh links are not read because the publish queue is over its high-water mark.
@@ -32,6 +33,8 @@ final class Subscriber {
 
   let channel: Channel
   let peerID: String
+  /// Removed from the hub (a fan-out already under way skips it).
+  var removed = false
   /// The newest event sequence delivered; events at or below it are never sent again.
   var lastSent: Int64 = 0
   /// While replaying from the store, live events are not queued: the replay reads on through the log until it has
@@ -66,13 +69,14 @@ extension Node {
   func addSubscriber(_ channel: Subscriber.Channel, peerID: String) -> Subscriber {
     let subscriber = Subscriber(channel: channel, peerID: peerID)
     events.subscribers[channel] = subscriber
-    events.subscribersByPeer[peerID, default: []].append(channel)
+    events.subscribersByPeer[peerID, default: []].append(subscriber)
     return subscriber
   }
 
   func removeSubscriber(_ channel: Subscriber.Channel) {
     guard let subscriber = events.subscribers.removeValue(forKey: channel) else { return }
-    events.subscribersByPeer[subscriber.peerID]?.removeAll { $0 == channel }
+    subscriber.removed = true
+    events.subscribersByPeer[subscriber.peerID]?.removeAll { $0 === subscriber }
     if events.subscribersByPeer[subscriber.peerID]?.isEmpty == true {
       events.subscribersByPeer[subscriber.peerID] = nil
     }
@@ -219,11 +223,13 @@ extension Node {
       // One transaction per turn: one hop to the database queue and back for many events (fan-outs queue many
       // batches while a write is in flight), chosen so that small events are not stuck behind large ones.
       let batches = events.queue.next()
-      // Peers deleted meanwhile get nothing (their log is gone).
+      // Peers deleted meanwhile get nothing (their log is gone). Looked up by key only: no peer record is copied.
+      let hosted = peerTable.byID
+      func isHosted(_ peerID: String) -> Bool { hosted.index(forKey: peerID) != nil }
       var entries: [(EventFanOut, at: String)] = []
       for batch in batches {
         for var entry in batch.entries {
-          if !entry.peerIDs.allSatisfy({ peers[$0] != nil }) { entry.peerIDs.removeAll { peers[$0] == nil } }
+          if !entry.peerIDs.allSatisfy(isHosted) { entry.peerIDs.removeAll { !isHosted($0) } }
           if !entry.peerIDs.isEmpty { entries.append((entry, batch.at)) }
         }
       }
@@ -266,11 +272,10 @@ extension Node {
       // once and the same message is queued on every socket.
       var frame: OutboundMessage?
       for peerID in event.peerIDs {
-        for channel in events.subscribersByPeer[peerID] ?? [] {
-          guard let subscriber = events.subscribers[channel] else { continue }
+        for subscriber in events.subscribersByPeer[peerID] ?? [] where !subscriber.removed {
           if subscriber.replaying {
             subscriber.newestLive = max(subscriber.newestLive, event.sequence)
-          } else if case .webSocket(let id) = channel {
+          } else if case .webSocket(let id) = subscriber.channel {
             guard event.sequence > subscriber.lastSent else { continue }
             subscriber.lastSent = event.sequence
             let shared = frame ?? OutboundMessage(bytes: event.envelope.serialized(), binary: false)

@@ -127,8 +127,8 @@ extension Node {
     guards.requestLimiter.forget(peer.id)
     feed(.localPeerRemoved(peerID: peer.id, now: Self.monotonicMillis()))
     featuresPeerRemoved(peer.id)
-    for channel in events.subscribersByPeer[peer.id] ?? [] {
-      if let subscriber = events.subscribers[channel] { disconnect(subscriber, code: 4401, reason: "peer deleted") }
+    for subscriber in events.subscribersByPeer[peer.id] ?? [] where !subscriber.removed {
+      disconnect(subscriber, code: 4401, reason: "peer deleted")
     }
     try await store.deletePeer(id: peer.id)
     logger.info("Peer deleted.", ["peer.id": peer.id])

@@ -398,7 +398,7 @@ public actor Node {
     case .mesh: meshSocketClosed(id)
     case .stream: _ = streamSocketClosed(id)
     case .events:
-      guards.socketLimiter.forget("\(id)")
+      guards.socketLimiter.forget(id)
       removeSubscriber(.webSocket(id))
     }
   }

@@ -97,7 +97,7 @@ extension Node {
       )
     }
     if let wait = guards.socketLimiter.check(
-      "\(id)", perSecond: limits.webSocketMessagesPerSecond, now: Self.monotonicMillis())
+      id, perSecond: limits.webSocketMessagesPerSecond, now: Self.monotonicMillis())
     {
       guards.rateLimitedSocketMessages += 1
       var reply = Self.socketError(

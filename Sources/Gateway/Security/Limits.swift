@@ -6,6 +6,7 @@
 /// size cap gets a `message_too_large` reply and the socket closes with 1009. Each refusal is counted on
 /// `/metrics`. The values start from the command line and an admin can change them at run time with
 /// `PATCH /api/v1/node/settings`.
+import LWS
 import MeshCore
 
 /// The limits a node enforces.
@@ -66,11 +67,11 @@ struct TokenBucket: Sendable {
 }
 
 /// Buckets per key (a peer id or a socket), with the counters `/metrics` shows.
-struct RateLimiter: Sendable {
-  var buckets: [String: TokenBucket] = [:]
+struct RateLimiter<Key: Hashable & Sendable>: Sendable {
+  var buckets: [Key: TokenBucket] = [:]
 
   /// nil when allowed, else the whole seconds to wait (at least 1) for `Retry-After`.
-  mutating func check(_ key: String, perSecond: Int, now: UInt64) -> Int? {
+  mutating func check(_ key: Key, perSecond: Int, now: UInt64) -> Int? {
     guard perSecond > 0 else { return nil }
     let rate = Double(perSecond)
     let capacity = rate * 2
@@ -81,7 +82,7 @@ struct RateLimiter: Sendable {
     return max(1, Int(wait.rounded(.up)))
   }
 
-  mutating func forget(_ key: String) {
+  mutating func forget(_ key: Key) {
     buckets[key] = nil
   }
 
@@ -98,10 +99,11 @@ struct RateLimiter: Sendable {
 struct SecurityState: Sendable {
   var adminTokenHash: String
   var limits: Limits
-  var requestLimiter = RateLimiter()
-  var socketLimiter = RateLimiter()
+  var requestLimiter = RateLimiter<String>()
+  /// Keyed by the socket itself: a message's check builds no string.
+  var socketLimiter = RateLimiter<WebSocketID>()
   /// Peer creations by client address (`--peer-create-rate`).
-  var peerCreationLimiter = RateLimiter()
+  var peerCreationLimiter = RateLimiter<String>()
   var rateLimitedPeerCreations = 0
   /// `POST /api/v1/peers` requests between their capacity check and their peer's arrival in `peers`.
   var peersBeingCreated = 0

@@ -244,12 +244,16 @@ extension Node {
     }
     let targets = query["to"].map { $0.split(separator: ",").map(String.init).filter { !$0.isEmpty } }
     guard mode == "reliable" else {
-      return try deliver(
-        session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body,
-        reliable: false, name: nil)
+      return .json(
+        try deliver(
+          session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body,
+          reliable: false, name: nil),
+        status: 202)
     }
-    return try await deliverWhenRoom(
-      session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body, name: nil)
+    return .json(
+      try await deliverWhenRoom(
+        session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body, name: nil),
+      status: 202)
   }
 
   // MARK: - Backpressure on reliable sends
@@ -259,7 +263,7 @@ extension Node {
   /// no room within ``maxSendWaitMillis`` is refused with `503 link_busy` and `Retry-After`, and nothing is sent.
   func deliverWhenRoom(
     _ sessionID: String, from peerID: String, to targets: [String]?, payload: [UInt8], name: String?
-  ) async throws -> HTTPResponse {
+  ) async throws -> JSONValue {
     guard payload.count <= Self.maxDataBytes else {
       throw APIError(status: 413, code: "payload_too_large", message: "session data is limited to 1 MiB per message")
     }
@@ -283,7 +287,8 @@ extension Node {
     if !ignoringHeld, let held = mesh.heldSends.first(where: { $0.producer == producer }) {
       return mustWait(held.sessionID, from: peerID, to: held.targets, ignoringHeld: true) ?? "(earlier send)"
     }
-    guard let session = mesh.sessions.sessions[sessionID] else { return nil }
+    // Without links nothing can be full.
+    guard !mesh.schedulers.isEmpty, let session = mesh.sessions.sessions[sessionID] else { return nil }
     var checked: Set<String> = []
     // Members hosted here need no link (most of a session's members, often): skipped before any hashing.
     for member in session.members
@@ -336,9 +341,11 @@ extension Node {
       headers: [("retry-after", "1")])
   }
 
+  /// Sends session data (or a named event) now. Returns what a sender is told: `{accepted, undelivered, bytes}`, the
+  /// body of the REST route's `202` and the `data` of the WebSocket's `sent` reply.
   func deliver(
     _ sessionID: String, from peerID: String, to targets: [String]?, payload: [UInt8], reliable: Bool, name: String?
-  ) throws -> HTTPResponse {
+  ) throws -> JSONValue {
     guard payload.count <= Self.maxDataBytes else {
       throw APIError(status: 413, code: "payload_too_large", message: "session data is limited to 1 MiB per message")
     }
@@ -351,11 +358,10 @@ extension Node {
     }
     interpret(result.effects)
     let recipients = MeshNode.addressed(by: result.effects).count
-    return .json(
-      [
-        "accepted": .int(Int64(recipients)), "undelivered": .array(result.undelivered.map { .string($0) }),
-        "bytes": .int(Int64(payload.count)),
-      ], status: 202)
+    return [
+      "accepted": .int(Int64(recipients)), "undelivered": .array(result.undelivered.map { .string($0) }),
+      "bytes": .int(Int64(payload.count)),
+    ]
   }
 
   func sendNamedEvent(_ context: RequestContext) async throws -> HTTPResponse {
@@ -368,8 +374,10 @@ extension Node {
     }
     let object = body.object["object"] ?? .null
     let targets = try body.optionalStringArray("to")
-    return try await deliverWhenRoom(
-      session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: object.serialized(), name: name)
+    return .json(
+      try await deliverWhenRoom(
+        session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: object.serialized(), name: name),
+      status: 202)
   }
 
   /// `{"op":"send","session":id,"to":[ids]?,"mode":"reliable|unreliable"?,"text":"…" | "dataBase64":"…"}` over the
@@ -398,9 +406,9 @@ extension Node {
     Task {
       var reply: JSONValue
       do {
-        let response = try await deliverWhenRoom(
+        let sent = try await deliverWhenRoom(
           request.sessionID, from: peerID, to: request.targets, payload: request.payload, name: nil)
-        reply = Self.sentReply { response }
+        reply = Self.sentReply { sent }
       } catch {
         reply = Self.sentReply { throw error }
       }
@@ -416,10 +424,9 @@ extension Node {
   }
 
   /// The WebSocket reply to a send: `{"type":"sent","data":{…}}` like the REST answer, or an error message.
-  static func sentReply(_ send: () throws -> HTTPResponse) -> JSONValue {
+  static func sentReply(_ send: () throws -> JSONValue) -> JSONValue {
     do {
-      let response = try send()
-      return ["type": "sent", "data": (try? JSONValue.parse(response.body)) ?? .null]
+      return ["type": "sent", "data": try send()]
     } catch let error as APIError {
       var reply = socketError(error.code, error.message)
       if error.status == 503, case .object(var object) = reply, case .object(var data)? = object["data"] {
@@ -440,9 +447,11 @@ extension Node {
     let reliable: Bool
   }
 
+  static let socketSendFields: Set<String> = ["op", "session", "to", "mode", "text", "dataBase64"]
+
   func parseSocketSend(_ object: JSONObject, peerID: String) throws -> SocketSendRequest {
     let body = RequestBody(object: object)
-    try body.allowOnly(["op", "session", "to", "mode", "text", "dataBase64"])
+    try body.allowOnly(Self.socketSendFields)
     let sessionID = try body.requiredString("session")
     let mode = try body.optionalString("mode") ?? "reliable"
     guard mode == "reliable" || mode == "unreliable" else {
