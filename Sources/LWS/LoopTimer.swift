@@ -19,7 +19,7 @@ public final class LoopTimer {
   fileprivate let action: @Sendable () -> Void
   fileprivate unowned(unsafe) let server: Server
   /// False once cancelled (by the owner, or by the server stopping).
-  public private(set) var isRunning = true
+  private(set) var isRunning = true
 
   fileprivate init(server: Server, interval: Duration, action: @escaping @Sendable () -> Void) {
     let (seconds, attoseconds) = interval.components
@@ -75,12 +75,7 @@ public final class LoopTimer {
   /// callbacks, see `serverCallback`); from ``Server/run()`` it runs in the drain that follows.
   fileprivate func fire(beforePoll: Bool) {
     guard isRunning else { return }
-    do {
-      let previous = server.wakeForOwnWork
-      server.wakeForOwnWork = beforePoll
-      defer { server.wakeForOwnWork = previous }
-      action()
-    }
+    server.withWakeForOwnWork(beforePoll, action)
     // Not if the action cancelled the timer.
     if isRunning { schedule() }
   }

@@ -37,9 +37,16 @@ func serverCallback(
   // What a callback queues for the service thread itself runs when the service pass returns (``Server/run()``), with
   // no wake-up, if lws called it while serving sockets, after its poll. Teardown callbacks may come from lws's
   // timers instead, which run before the poll: what they queue wakes the loop, or it would wait for the next event.
-  let previous = server.wakeForOwnWork
-  server.wakeForOwnWork = Server.mayRunBeforePoll(reason)
-  defer { server.wakeForOwnWork = previous }
+  return server.withWakeForOwnWork(Server.mayRunBeforePoll(reason)) {
+    serve(server, wsi, reason, user, input, length)
+  }
+}
+
+/// What `serverCallback` does for each reason.
+private func serve(
+  _ server: Server, _ wsi: OpaquePointer, _ reason: lws_callback_reasons, _ user: UnsafeMutableRawPointer?,
+  _ input: UnsafeMutableRawPointer?, _ length: Int
+) -> Int32 {
   switch reason {
   case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
     // Delivered after lws_cancel_service; returning non-zero here would close the event pipe.

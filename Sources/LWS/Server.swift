@@ -242,6 +242,15 @@ public final class Server: @unchecked Sendable {
   var wakeForOwnWork = false
   private let stopRequested = Atomic<Bool>(false)
 
+  /// Runs `body` with ``wakeForOwnWork`` set to `wake`, then puts it back (callbacks and timers nest). Service thread
+  /// only.
+  func withWakeForOwnWork<T>(_ wake: Bool, _ body: () throws -> T) rethrows -> T {
+    let previous = wakeForOwnWork
+    wakeForOwnWork = wake
+    defer { wakeForOwnWork = previous }
+    return try body()
+  }
+
   // Loop-thread state.
   var exchanges: [OpaquePointer: HTTPExchange] = [:]
   var exchangesByID: [RequestID: HTTPExchange] = [:]

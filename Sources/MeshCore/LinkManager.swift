@@ -262,6 +262,9 @@ public struct LinkManager: Sendable {
   /// The ids of linked nodes.
   public var linkedNodeIDs: [String] { links.keys.sorted() }
 
+  /// The ids of linked nodes as a set (no sorting: every session send asks).
+  public var linkedNodeIDSet: Set<String> { Set(links.keys) }
+
   /// The connection carrying the link to `nodeID`, if linked.
   public func connection(of nodeID: String) -> ConnectionID? { links[nodeID] }
 

@@ -174,7 +174,7 @@ public struct MeshNode: Sendable {
     _ sessionID: String, from fromPeerID: String, to toPeerIDs: [String]?, payload: [UInt8], reliable: Bool,
     namedEvent: String? = nil
   ) throws(MeshFailure) -> (effects: [MeshEffect], undelivered: [String]) {
-    let linked = Set(links.linkedNodeIDs)
+    let linked = links.linkedNodeIDSet
     do {
       let result = try sessions.send(
         sessionID, from: fromPeerID, to: toPeerIDs, payload: payload, reliable: reliable, namedEvent: namedEvent,
@@ -225,7 +225,7 @@ public struct MeshNode: Sendable {
 
   /// Leaders make sure every transceiver they see is a member or has a pending invitation (``TransceiveBook``).
   public mutating func reconcile(_ book: inout TransceiveBook, now: UInt64, newID: () -> String) -> [MeshEffect] {
-    let linked = Set(links.linkedNodeIDs)
+    let linked = links.linkedNodeIDSet
     var effects: [MeshEffect] = []
     absorb(
       book.reconcile(directory: directory, sessions: &sessions, linkedNodes: linked, now: now, newID: newID),
