@@ -23,4 +23,26 @@ import Testing
       #expect(try socket.receiveJSONObject()["type"] as? String == "sent")
     }
   }
+
+  /// The `sent` reply's `data` is what `POST /api/v1/sessions/{id}/data` answers with its `202`.
+  @Test func theSentReplyCarriesWhatTheRESTRouteAnswers() async throws {
+    try await withNode { node in
+      let alice = try node.meshPeer("alice")
+      let sessionID = try #require(try alice.createSession(strategy: "cluster")["id"] as? String)
+      let (socket, _) = try node.openEvents(alice.peer)
+      defer { socket.close() }
+      try socket.send(text: try jsonText(["op": "send", "session": sessionID, "text": "abc"]))
+      let reply = try socket.receiveJSONObject()
+      #expect(reply["type"] as? String == "sent", "\(reply)")
+      let data = try #require(reply["data"] as? [String: Any], "\(reply)")
+      #expect(data["accepted"] as? Int == 0, "\(reply)")
+      #expect((data["undelivered"] as? [Any])?.isEmpty == true, "\(reply)")
+      #expect(data["bytes"] as? Int == 3, "\(reply)")
+      let rest = try alice.sendData(sessionID, "abc")
+      #expect(rest.status == 202, "\(rest)")
+      let answer = try rest.jsonObject()
+      #expect(Set(answer.keys) == Set(data.keys), "\(answer) against \(data)")
+      #expect(answer["accepted"] as? Int == 0 && answer["bytes"] as? Int == 3, "\(answer)")
+    }
+  }
 }
