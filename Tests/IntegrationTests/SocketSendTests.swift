@@ -6,11 +6,7 @@ import Testing
 /// message with both is refused, not sent as its `text` with `dataBase64` quietly dropped.
 @Suite(.timeLimit(.minutes(2))) struct SocketSendTests {
   @Test func aSendWithBothTextAndDataBase64IsRefused() async throws {
-    try await withNode { node in
-      let alice = try node.meshPeer("alice")
-      let sessionID = try #require(try alice.createSession(strategy: "cluster")["id"] as? String)
-      let (socket, _) = try node.openEvents(alice.peer)
-      defer { socket.close() }
+    try await withSessionSocket { socket, _, sessionID in
       try socket.send(
         text: try jsonText(["op": "send", "session": sessionID, "text": "a", "dataBase64": "Yg=="]))
       let reply = try socket.receiveJSONObject()
@@ -26,11 +22,7 @@ import Testing
 
   /// The `sent` reply's `data` is what `POST /api/v1/sessions/{id}/data` answers with its `202`.
   @Test func theSentReplyCarriesWhatTheRESTRouteAnswers() async throws {
-    try await withNode { node in
-      let alice = try node.meshPeer("alice")
-      let sessionID = try #require(try alice.createSession(strategy: "cluster")["id"] as? String)
-      let (socket, _) = try node.openEvents(alice.peer)
-      defer { socket.close() }
+    try await withSessionSocket { socket, alice, sessionID in
       try socket.send(text: try jsonText(["op": "send", "session": sessionID, "text": "abc"]))
       let reply = try socket.receiveJSONObject()
       #expect(reply["type"] as? String == "sent", "\(reply)")
@@ -43,6 +35,19 @@ import Testing
       let answer = try rest.jsonObject()
       #expect(Set(answer.keys) == Set(data.keys), "\(answer) against \(data)")
       #expect(answer["accepted"] as? Int == 0 && answer["bytes"] as? Int == 3, "\(answer)")
+    }
+  }
+
+  /// Alice on a fresh node, alone in a session she created, with her events WebSocket open.
+  private func withSessionSocket(
+    _ body: (_ socket: WebSocketClient, _ alice: MeshPeer, _ sessionID: String) throws -> Void
+  ) async throws {
+    try await withNode { node in
+      let alice = try node.meshPeer("alice")
+      let sessionID = try #require(try alice.createSession(strategy: "cluster")["id"] as? String)
+      let (socket, _) = try node.openEvents(alice.peer)
+      defer { socket.close() }
+      try body(socket, alice, sessionID)
     }
   }
 }
