@@ -137,24 +137,26 @@ if want ws-broadcast; then
   stop_pid "$MG_PID"
   stop_pid "$c_pid"
 
-  # paced LABEL KEY: the median over the rounds; paced_ratio KEY: the median of meshgate/C within each round.
-  paced() {
-    for round in $(seq "$rounds"); do field "$out" "$1-paced-$round" "$2"; done | sort -g |
-      awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+  # median: the median of the numbers on standard input, one a line (nothing when there are none).
+  median() {
+    sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
   }
-  paced_ratio() {
+  # paced LABEL KEY: the median over the rounds.
+  paced() { for round in $(seq "$rounds"); do field "$out" "$1-paced-$round" "$2"; done | median; }
+  # round_ratios KEY: meshgate/C of KEY in each round, a line each ("n/a" when C has no figure).
+  round_ratios() {
     for round in $(seq "$rounds"); do
       awk -v a="$(field "$out" "meshgate-paced-$round" "$1")" -v b="$(field "$out" "c-paced-$round" "$1")" \
-        'BEGIN { if (b + 0 > 0) print a / b }'
-    done | sort -g | awk '{ v[NR] = $1 } END {
-      if (NR == 0) print "n/a"; else if (NR % 2) printf "%.2fx", v[(NR + 1) / 2]; else printf "%.2fx", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-  }
-  rounds_of() {
-    for round in $(seq "$rounds"); do
-      awk -v a="$(field "$out" "meshgate-paced-$round" "$1")" -v b="$(field "$out" "c-paced-$round" "$1")" \
-        'BEGIN { if (b + 0 > 0) printf "%.2f ", a / b; else printf "n/a " }'
+        'BEGIN { if (b + 0 > 0) print a / b; else print "n/a" }'
     done
   }
+  # paced_ratio KEY: the median of the rounds' ratios; rounds_of KEY: the rounds' ratios on one line.
+  paced_ratio() {
+    local m
+    m=$(round_ratios "$1" | { grep -v n/a || true; } | median)
+    if [[ -n $m ]]; then printf '%.2fx' "$m"; else printf 'n/a'; fi
+  }
+  rounds_of() { round_ratios "$1" | awk '{ if ($1 == "n/a") printf "n/a "; else printf "%.2f ", $1 }'; }
 
   echo
   printf '%-18s %12s %12s %9s %9s %10s %10s %12s %s\n' server "deliveries/s" "msgs/s" "p99 ms" "paced p50" "paced p99" \
