@@ -116,6 +116,13 @@ public actor Database {
   public func write<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
     try self.connection.transaction { try body(self.connection) }
   }
+
+  /// Runs `body` with the writing connection and no transaction of its own: `body` opens its transactions
+  /// (`Connection.transaction`) and acts on their outcome, commit or rollback, before any other call reaches the
+  /// database.
+  public func withWriter<T: Sendable>(_ body: (Connection) throws -> T) throws -> T {
+    try body(self.connection)
+  }
 }
 
 /// A serial executor backed by a private DispatchQueue, so an actor's jobs run there and blocking calls never

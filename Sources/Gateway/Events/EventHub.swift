@@ -20,6 +20,13 @@ final class EventHub {
   var meshReadsPaused = false
   /// SSE keep-alives every 5 s (which also reveal vanished clients).
   var keepAliveTimer: (any PortTimer)?
+  /// Where small events are made durable on the service thread before they are delivered, SQLite getting them in
+  /// batches behind (nil: every event waits for its SQLite commit).
+  let ring: EventRing?
+
+  init(ring: EventRing?) {
+    self.ring = ring
+  }
 }
 
 @available(*, unavailable) extension EventHub: Sendable {}
@@ -235,8 +242,7 @@ extension Node {
       }
       do {
         if !entries.isEmpty {
-          let appended = try await store.appendEvents(fanOuts: entries)
-          pushLive(appended)
+          pushLive(try await appendDurably(entries))
         }
         for batch in batches { batch.waiter?.resume() }
       } catch {
@@ -248,6 +254,69 @@ extension Node {
       }
     }
     events.publishing = false
+  }
+
+  /// Makes `entries` durable and returns them numbered, as they are to be delivered.
+  ///
+  /// Small events (each at most ``PublishQueue/smallBytes``) are written into the event ring here, on the service
+  /// thread, with no system call and no hop, and staged for SQLite, which gets them in one transaction per
+  /// ``NodeStore/stagedFlushDelay`` (or sooner when many bytes wait); a record in the ring survives `kill -9` and is
+  /// written to SQLite at the next start. Large events, and small ones while the ring has no room (SQLite a ring's
+  /// length behind), wait for their SQLite commit on the store's queue, with everything staged before them: that wait
+  /// is the back-pressure, the publish queue growing behind it.
+  func appendDurably(_ entries: [(EventFanOut, at: String)]) async throws -> [AppendedEvent] {
+    guard let ring = events.ring,
+      entries.allSatisfy({ $0.0.data.approximateSize <= PublishQueue<CheckedContinuation<Void, any Error>>.smallBytes })
+    else { return try await store.appendEvents(fanOuts: entries) }
+    var bodies = NodeStore.bodies(entries)
+    // A record holds no sequence number (the ring's record header does), so it is built before they are handed out.
+    let records = bodies.map(\.ringRecord)
+    let bytes = records.reduce(0) { $0 + EventRing.size(payload: $1.count) }
+    ring.release(through: store.ingestedThrough)
+    // A record that wraps leaves a gap smaller than itself at the end: with room for the largest one more, every
+    // record fits.
+    guard bytes + (records.map(\.count).max().map { EventRing.size(payload: $0) } ?? 0) <= ring.freeBytes else {
+      metrics.eventRingFull += 1
+      return try await store.appendEvents(fanOuts: entries)
+    }
+    let flush = store.stageEvents(&bodies, bytes: bytes)
+    var inRing = true
+    for (body, record) in zip(bodies, records) where inRing {
+      inRing = ring.append(sequence: body.sequence, payload: record)
+    }
+    guard inRing else {
+      // Cannot happen with the room checked above; should it, SQLite has the events before anyone sees them.
+      assertionFailure("the event ring had no room for a batch it was checked to have room for")
+      try await store.flushStagedEvents()
+      return bodies
+    }
+    switch flush {
+    case .none: break
+    case .later: flushStagedEvents(after: NodeStore.stagedFlushDelay)
+    case .now: flushStagedEvents(after: nil)
+    }
+    return bodies
+  }
+
+  /// Writes the staged events to SQLite after `delay`, on a task off the service thread. A failure is logged and
+  /// tried again a second later (the events stay staged, and in the ring), unless another flush was scheduled or
+  /// wrote them meanwhile.
+  nonisolated func flushStagedEvents(after delay: Duration?) {
+    let (store, logger) = (store, logger)
+    Task.detached {
+      if let delay { try? await Task.sleep(for: delay) }
+      while true {
+        do {
+          try await store.flushStagedEvents()
+          return
+        } catch {
+          logger.error(
+            "Could not write staged events to the store; trying again in 1 s.", ["error": String(describing: error)])
+          try? await Task.sleep(for: .seconds(1))
+          guard store.claimStagedFlush() else { return }
+        }
+      }
+    }
   }
 
   /// Stops (or resumes) reading every mesh link while the event log is far behind what the links bring in: the

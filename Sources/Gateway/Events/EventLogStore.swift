@@ -21,6 +21,58 @@ struct AppendedEvent: Sendable {
   }
 }
 
+extension AppendedEvent {
+  /// The event as one record of the node's event ring (``EventRing``), little-endian: type and time (`u16` length,
+  /// UTF-8), the recipients (`u32` count, then each a `u16` length and the id), then the data's serialized bytes.
+  var ringRecord: [UInt8] {
+    let bytes = data.serialized()
+    var record: [UInt8] = []
+    record.reserveCapacity(
+      8 + type.utf8.count + at.utf8.count + peerIDs.reduce(0) { $0 + 2 + $1.utf8.count } + bytes.count)
+    func append<T: FixedWidthInteger>(_ value: T) {
+      withUnsafeBytes(of: value.littleEndian) { record.append(contentsOf: $0) }
+    }
+    func append(_ text: String) {
+      append(UInt16(truncatingIfNeeded: text.utf8.count))
+      record.append(contentsOf: text.utf8)
+    }
+    append(type)
+    append(at)
+    append(UInt32(truncatingIfNeeded: peerIDs.count))
+    for peerID in peerIDs { append(peerID) }
+    record.append(contentsOf: bytes)
+    return record
+  }
+
+  /// The event a ring record holds (nil when the record is not one).
+  init?(ringRecord record: EventRing.Record) {
+    let bytes = record.payload
+    var at = 0
+    func integer<T: FixedWidthInteger>(_: T.Type) -> T? {
+      guard at + MemoryLayout<T>.size <= bytes.count else { return nil }
+      var value = T.zero
+      for index in 0..<MemoryLayout<T>.size { value |= T(bytes[at + index]) << (8 * index) }
+      at += MemoryLayout<T>.size
+      return value
+    }
+    func text() -> String? {
+      guard let count = integer(UInt16.self).map(Int.init), at + count <= bytes.count else { return nil }
+      defer { at += count }
+      return String(decoding: bytes[at..<at + count], as: UTF8.self)
+    }
+    guard let type = text(), let time = text(), let count = integer(UInt32.self), Int(count) <= bytes.count
+    else { return nil }
+    var peerIDs: [String] = []
+    peerIDs.reserveCapacity(Int(count))
+    for _ in 0..<count {
+      guard let peerID = text() else { return nil }
+      peerIDs.append(peerID)
+    }
+    self.init(
+      sequence: record.sequence, peerIDs: peerIDs, type: type, at: time, data: .serialized(Array(bytes[at...])))
+  }
+}
+
 /// One entry of a peer's event log.
 struct StoredEvent: Sendable, Equatable {
   var sequence: Int64
@@ -97,70 +149,202 @@ extension NodeStore {
   /// Each body is one row naming its audience (its set of recipients): a 50-recipient fan-out writes the body and
   /// nothing per recipient, and the audience's rows are written once, the first time that set of peers gets an event
   /// (a session's members share one until the membership changes). The body and its audience are committed together,
-  /// so an event that was delivered is never lost, and a log read sees every committed event.
-  ///
-  /// Consecutive entries with the same type, time and data and no recipient in common (one event published peer by
-  /// peer) share one body, as a fan-out does.
+  /// so an event that was delivered is never lost, and a log read sees every committed event. Events staged before
+  /// (``stageEvents(_:)``) go into the same transaction, first: the log keeps the order of the sequence numbers.
   ///
   /// Runs on the caller's executor up to the database hop (`nonsending`): the node's publish loop goes to the store
-  /// queue and back, not through the global pool as well.
+  /// queue and back, not through the global pool as well. The bodies are serialized on the store's queue, off the
+  /// node's event loop (this is the path of large events).
   nonisolated(nonsending) func appendEvents(fanOuts entries: [(EventFanOut, at: String)]) async throws
     -> [AppendedEvent]
   {
-    let (appended, audiences) = try await database.write { connection in
-      var appended: [AppendedEvent] = []
-      appended.reserveCapacity(entries.count)
-      var data: JSONValue = .null
-      // The last body's recipients as a set, made only when another entry might join it.
-      var members: Set<String>?
-      var nextID = try self.lastBodyID(connection)
-      var audiences = AudienceLookup(self)
-      func finishBody() throws {
-        guard let body = appended.last else { return }
-        try connection.execute(
-          "INSERT INTO event_bodies(id, type, at, data, audience) VALUES (?, ?, ?, ?, ?)",
-          [
-            .integer(body.sequence), .text(body.type), .text(body.at),
-            .text(String(decoding: body.data.serialized(), as: UTF8.self)),
-            .integer(try audiences.id(for: body.peerIDs, connection)),
-          ])
-      }
-      for (entry, at) in entries where !entry.peerIDs.isEmpty {
-        if let last = appended.last, last.type == entry.type, last.at == at, data == entry.data {
-          var joined = members ?? Set(last.peerIDs)
-          if entry.peerIDs.allSatisfy({ !joined.contains($0) }) {
-            joined.formUnion(entry.peerIDs)
-            members = joined
-            appended[appended.count - 1].peerIDs += entry.peerIDs
-            continue
-          }
-        }
-        try finishBody()
-        nextID += 1
-        // Serialized here, off the node's event loop, once per body; live subscribers get these same bytes.
-        appended.append(
-          AppendedEvent(
-            sequence: nextID, peerIDs: entry.peerIDs, type: entry.type, at: at,
-            data: .serialized(entry.data.serialized())))
-        data = entry.data
-        members = nil
-      }
-      try finishBody()
-      try self.countAndTrim(connection, appended)
-      // Last, so a failure before it leaves the number as it was; a failed commit after it only leaves a gap.
-      self.eventLog.withLock { $0.lastBodyID = nextID }
-      return (appended, audiences)
+    try await database.withWriter { connection in
+      var bodies = Self.bodies(entries)
+      let firstID = try self.reserveSequences(bodies.count, connection)
+      for index in bodies.indices { bodies[index].sequence = firstID + Int64(index) }
+      try self.ingestStaged(connection, then: bodies)
+      return bodies
     }
-    audiences.remember()
-    return appended
   }
 
-  /// The highest event body id handed out, inside a write transaction: read from the database once, then kept by the
-  /// appends themselves (they alone insert bodies, one transaction at a time on the writer). A body a trim deleted
-  /// keeps its number taken, so sequence numbers only grow while the node runs.
-  func lastBodyID(_ connection: Connection) throws -> Int64 {
-    if let known = eventLog.withLock({ $0.lastBodyID }) { return known }
-    return try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
+  /// The bodies of `entries`, their data serialized, numbered from 1 (the caller gives them their sequence numbers).
+  ///
+  /// Consecutive entries with the same type, time and data and no recipient in common (one event published peer by
+  /// peer) share one body, as a fan-out does.
+  static func bodies(_ entries: [(EventFanOut, at: String)]) -> [AppendedEvent] {
+    var bodies: [AppendedEvent] = []
+    bodies.reserveCapacity(entries.count)
+    var data: JSONValue = .null
+    // The last body's recipients as a set, made only when another entry might join it.
+    var members: Set<String>?
+    for (entry, at) in entries where !entry.peerIDs.isEmpty {
+      if let last = bodies.last, last.type == entry.type, last.at == at, data == entry.data {
+        var joined = members ?? Set(last.peerIDs)
+        if entry.peerIDs.allSatisfy({ !joined.contains($0) }) {
+          joined.formUnion(entry.peerIDs)
+          members = joined
+          bodies[bodies.count - 1].peerIDs += entry.peerIDs
+          continue
+        }
+      }
+      // Serialized once per body; live subscribers get these same bytes.
+      bodies.append(
+        AppendedEvent(
+          sequence: Int64(bodies.count + 1), peerIDs: entry.peerIDs, type: entry.type, at: at,
+          data: .serialized(entry.data.serialized())))
+      data = entry.data
+      members = nil
+    }
+    return bodies
+  }
+
+  /// Hands out `count` sequence numbers and returns the first, on the store's queue (the database knows the highest
+  /// one taken when no event was staged since the start).
+  private func reserveSequences(_ count: Int, _ connection: Connection) throws -> Int64 {
+    let known = eventLog.withLock { $0.lastBodyID }
+    let highest = try known ?? connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
+    return eventLog.withLock { state in
+      let first = max(state.lastBodyID ?? highest, highest) + 1
+      state.lastBodyID = first + Int64(count) - 1
+      return first
+    }
+  }
+
+  /// Gives `bodies` their sequence numbers and keeps them for SQLite, which gets them in the next batch
+  /// (``flushStagedEvents()``); every read of a log and every peer deletion writes what is staged first. On the
+  /// node's service thread: the caller has made them durable another way (the event ring) before anyone sees them.
+  ///
+  /// Returns when the caller should start a flush: `.later` for the first event staged since the last flush
+  /// (``stagedFlushDelay`` gathers a batch), `.now` once the staged bytes pass ``stagedFlushBytes``.
+  func stageEvents(_ bodies: inout [AppendedEvent], bytes: Int) -> StagedFlush {
+    eventLog.withLock { state in
+      guard var next = state.lastBodyID else {
+        preconditionFailure("events staged before the log was opened (openEventLog)")
+      }
+      for index in bodies.indices {
+        next += 1
+        bodies[index].sequence = next
+      }
+      state.lastBodyID = next
+      state.staged.append(contentsOf: bodies)
+      state.stagedBytes += bytes
+      if state.stagedBytes >= Self.stagedFlushBytes && !state.flushRequested {
+        state.flushRequested = true
+        return .now
+      }
+      guard !state.flushScheduled else { return .none }
+      state.flushScheduled = true
+      return .later
+    }
+  }
+
+  enum StagedFlush { case none, later, now }
+
+  /// How long staged events wait for others to share their transaction, and how many bytes make one at once.
+  static let stagedFlushDelay = Duration.milliseconds(100)
+  static let stagedFlushBytes = 1 << 20
+
+  /// Takes on the flush of events that stay staged after a failed one; false when another flush is scheduled or
+  /// nothing is staged.
+  func claimStagedFlush() -> Bool {
+    eventLog.withLock { state in
+      guard !state.flushScheduled, !state.staged.isEmpty else { return false }
+      state.flushScheduled = true
+      return true
+    }
+  }
+
+  /// The newest sequence number SQLite has committed of the staged events (the event ring releases through it).
+  var ingestedThrough: Int64 { eventLog.withLock { $0.ingestedThrough } }
+
+  /// Whether events wait for SQLite.
+  var hasStagedEvents: Bool { eventLog.withLock { !$0.staged.isEmpty } }
+
+  /// Writes the staged events to SQLite in one transaction. If it fails they stay staged (and in the event ring), and
+  /// the error is thrown.
+  nonisolated(nonsending) func flushStagedEvents() async throws {
+    try await database.withWriter { connection in try self.ingestStaged(connection, then: []) }
+  }
+
+  /// Writes what reads must see first: staged events are written before any log is read.
+  nonisolated(nonsending) func settleEvents() async throws {
+    if hasStagedEvents { try await flushStagedEvents() }
+  }
+
+  /// On the store's queue: writes the staged events, then `bodies`, in one transaction, with the newest sequence
+  /// number as the log's `events_ingested_through` (what the event ring need not give back at the next start). On a
+  /// failure the staged events are staged again, first, and nothing of `bodies` is kept.
+  private func ingestStaged(_ connection: Connection, then bodies: [AppendedEvent]) throws {
+    let (staged, stagedBytes) = eventLog.withLock { state in
+      let taken = (state.staged, state.stagedBytes)
+      state.staged = []
+      state.stagedBytes = 0
+      state.flushScheduled = false
+      state.flushRequested = false
+      return taken
+    }
+    let all = staged.isEmpty ? bodies : staged + bodies
+    guard let newest = all.last?.sequence else { return }
+    do {
+      let audiences = try connection.transaction { try self.ingest(all, connection) }
+      audiences.remember()
+      eventLog.withLock { $0.ingestedThrough = max($0.ingestedThrough, newest) }
+    } catch {
+      eventLog.withLock { state in
+        state.staged.insert(contentsOf: staged, at: 0)
+        state.stagedBytes += stagedBytes
+      }
+      throw error
+    }
+  }
+
+  /// Inserts numbered bodies, inside the caller's transaction; returns the audiences found, to remember once it
+  /// committed.
+  private func ingest(_ bodies: [AppendedEvent], _ connection: Connection) throws -> AudienceLookup {
+    var audiences = AudienceLookup(self)
+    for body in bodies {
+      try connection.execute(
+        "INSERT INTO event_bodies(id, type, at, data, audience) VALUES (?, ?, ?, ?, ?)",
+        [
+          .integer(body.sequence), .text(body.type), .text(body.at),
+          .text(String(decoding: body.data.serialized(), as: UTF8.self)),
+          .integer(try audiences.id(for: body.peerIDs, connection)),
+        ])
+    }
+    try self.countAndTrim(connection, bodies)
+    if let newest = bodies.last?.sequence {
+      try connection.execute(
+        """
+        INSERT INTO node_meta(key, value) VALUES ('events_ingested_through', ?)
+        ON CONFLICT(key) DO UPDATE SET value = excluded.value
+        """, [.text(String(newest))])
+    }
+    return audiences
+  }
+
+  /// At start-up, before anything is published: writes the records the event ring kept that SQLite had not committed
+  /// (the node was killed with events staged), and learns the highest sequence number taken. Returns the newest
+  /// sequence SQLite now holds of the ring's records, which the ring may release.
+  nonisolated(nonsending) func openEventLog(recovering records: [EventRing.Record], ringReleasedThrough: Int64)
+    async throws -> (recovered: Int, through: Int64)
+  {
+    try await database.withWriter { connection in
+      let through =
+        try connection.queryOne("SELECT value FROM node_meta WHERE key = 'events_ingested_through'")
+        .flatMap { Int64(try $0.string(0)) } ?? 0
+      let highest = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
+      let bodies = records.filter { $0.sequence > through }.compactMap(AppendedEvent.init(ringRecord:))
+      if !bodies.isEmpty {
+        let audiences = try connection.transaction { try self.ingest(bodies, connection) }
+        audiences.remember()
+      }
+      let newest = max(through, bodies.last?.sequence ?? 0)
+      self.eventLog.withLock { state in
+        state.lastBodyID = max(highest, newest, ringReleasedThrough, records.last?.sequence ?? 0)
+        state.ingestedThrough = newest
+      }
+      return (bodies.count, newest)
+    }
   }
 
   /// Finds or makes the audience of a set of recipients, inside an append's transaction.
@@ -343,7 +527,8 @@ extension NodeStore {
   nonisolated(nonsending) func events(peerID: String, after since: Int64, limit: Int) async throws
     -> (events: [StoredEvent], truncated: Bool)
   {
-    try await database.read { connection in
+    try await settleEvents()
+    return try await database.read { connection in
       guard let trimmed = try connection.queryOne("SELECT trimmed_through FROM peers WHERE id = ?", [.text(peerID)])
       else { return ([], false) }
       let trimmedThrough = try trimmed.int64(0)
@@ -371,7 +556,8 @@ extension NodeStore {
 
   /// The newest sequence number in `peerID`'s log (0 when empty).
   nonisolated(nonsending) func latestSequence(peerID: String) async throws -> Int64 {
-    try await database.read { connection in
+    try await settleEvents()
+    return try await database.read { connection in
       // The newest body of each audience is one step down its index.
       let row = try connection.queryOne(
         """

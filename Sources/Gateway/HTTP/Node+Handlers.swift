@@ -210,6 +210,11 @@ extension Node {
         metrics.meshReadPauses
       ),
       (
+        "meshgate_event_ring_full_total", "counter",
+        "Small event batches that waited for their SQLite commit because the event ring was full.",
+        metrics.eventRingFull
+      ),
+      (
         "meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.",
         statistics.webSocketMessagesOut
       ),

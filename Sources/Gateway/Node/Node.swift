@@ -18,6 +18,8 @@ struct NodeMetrics {
   var requests: [String: Int] = [:]
   var eventsAppended = 0
   var meshReadPauses = 0
+  /// Small events that waited for their SQLite commit because the event ring had no room.
+  var eventRingFull = 0
   var slowConsumerDisconnects = 0
   var webSocketUpgradesRejected = 0
   var storageFailures = 0
@@ -35,7 +37,7 @@ public actor Node {
   /// TLS identity, pins and the mesh secret (Security/NodeSecurity.swift).
   nonisolated let security: NodeSecurity
   /// Event delivery: subscribers, the ordered publish queue, replays (Events/EventHub.swift).
-  let events = EventHub()
+  let events: EventHub
   /// Links, directory and sessions (Mesh/).
   var mesh: MeshState
   /// The mesh tick, every 100 ms on the port's executor (``startMesh()``).
@@ -63,8 +65,9 @@ public actor Node {
   init(
     server: any ServerPort, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
     services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
-    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
+    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits(), eventRing: EventRing? = nil
   ) {
+    self.events = EventHub(ring: eventRing)
     self.surface = HTTPSurface(staticFiles: staticFiles, hostPolicy: HostPolicy.current(configuration))
     self.server = server
     self.store = store

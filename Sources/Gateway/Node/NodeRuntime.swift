@@ -203,6 +203,14 @@ final class NodeRuntime {
     }
     signals.cancel()
     discovery.stop()
+    // Events still staged are in the event ring, which the next start would read back; SQLite gets them now.
+    do {
+      try await node.store.flushStagedEvents()
+    } catch {
+      logger.warning(
+        "Staged events were not written to the store; the next start writes them from the event ring.",
+        ["error": String(describing: error)])
+    }
     logger.notice("Node stopped.")
     return 0
   }
@@ -251,6 +259,12 @@ struct NodeParts {
   let tls: TLSConfiguration?
   let security: NodeSecurity
   let staticFiles: StaticFiles
+  /// Where small events are durable before SQLite has them (``EventRing``), read back and written to SQLite at start.
+  let eventRing: EventRing
+
+  /// The event ring's file in the data directory, and its size.
+  static let eventRingFileName = "events.ring"
+  static let eventRingBytes = 4 << 20
 
   /// Prepares and locks the data directory, opens the store, loads what it holds, reads the dashboard and sets up the
   /// TLS identity. Throws a ``StartupError`` naming what failed.
@@ -272,6 +286,22 @@ struct NodeParts {
         path: dataURL.appendingPathComponent("meshgate.sqlite").path, retention: configuration.eventRetention)
     } catch {
       throw StartupError(message: "cannot open the store in \(dataURL.path): \(error)")
+    }
+    let eventRing: EventRing
+    do {
+      eventRing = try EventRing(
+        path: dataURL.appendingPathComponent(eventRingFileName).path, capacity: eventRingBytes)
+      let records = eventRing.records()
+      let opened = try await store.openEventLog(
+        recovering: records, ringReleasedThrough: eventRing.releasedThrough)
+      eventRing.release(through: opened.through)
+      if opened.recovered > 0 {
+        logger.notice(
+          "Events the node had delivered before it stopped were written to the store from the event ring.",
+          ["events": opened.recovered, "ring.records": records.count])
+      }
+    } catch {
+      throw StartupError(message: "cannot open the event log in \(dataURL.path): \(error)")
     }
     let nodeID = try await store.nodeID()
     let peers = try await store.allPeers()
@@ -297,7 +327,7 @@ struct NodeParts {
       configuration: configuration, dataURL: dataURL, dataDirectoryLock: dataDirectoryLock, store: store,
       nodeID: nodeID, peers: peers, services: services,
       chatState: chatState, adminTokenHash: admin.hash, newAdminToken: admin.newToken, tls: tls, security: security,
-      staticFiles: staticFiles)
+      staticFiles: staticFiles, eventRing: eventRing)
   }
 
   /// Stores the new admin token's hash, on the first start only. Call it once nothing else can make the start fail,
@@ -316,7 +346,7 @@ struct NodeParts {
     Node(
       server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
       chatState: chatState, staticFiles: staticFiles, security: security, adminTokenHash: adminTokenHash,
-      limits: configuration.limits)
+      limits: configuration.limits, eventRing: eventRing)
   }
 }
 

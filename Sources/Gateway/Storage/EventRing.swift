@@ -2,10 +2,10 @@
 ///
 /// Layer 4 (node runtime), storage. A record copied into the ring is in the page cache at once (`MAP_SHARED`), so it
 /// survives the process being killed, `kill -9` included; like SQLite with `synchronous=NORMAL`, only a power loss can
-/// lose the newest records. The node would append an event here on its service thread, deliver it, and let SQLite
-/// catch up in batches; what SQLite has committed is released, and at start-up what the ring still holds is read back
-/// (``records()``) and written to SQLite first (session 15, bench/RESULTS.md: an experiment build of that design held
-/// the paced broadcast targets). Not used by the node yet.
+/// lose the newest records. The node appends a small event here on its service thread, delivers it, and lets SQLite
+/// catch up in batches (``NodeStore/stageEvents(_:bytes:)``); what SQLite has committed is released, and at start-up
+/// what the ring still holds is read back (``records()``) and written to SQLite first
+/// (``NodeStore/openEventLog(recovering:ringReleasedThrough:)``).
 ///
 /// Layout: a 64-byte header (magic, capacity, the offset of the oldest record not released, the newest sequence
 /// released), then records, each 8-byte aligned: `u32` magic, `u32` payload length, `i64` sequence, `u64` checksum
@@ -13,10 +13,12 @@
 /// marker and goes to the start. Reading back starts at the oldest record kept and stops at the first record that is
 /// torn (bad magic or checksum), released, or not newer than the one before it (a record of an earlier lap).
 ///
-/// Not thread-safe: one owner (the service thread) appends and releases.
+/// Not thread-safe: one owner appends and releases.
 import Foundation
 
-final class EventRing {
+// `@unchecked Sendable`: the ring is read back at start-up, before the node exists, then handed to the node, whose
+// event hub alone uses it, on the node's executor (the service thread). Nothing uses it from two threads at once.
+final class EventRing: @unchecked Sendable {
   struct Record: Equatable {
     let sequence: Int64
     let payload: [UInt8]
@@ -88,24 +90,25 @@ final class EventRing {
       close(fd)
       throw Failure.map(path: path, errno: code)
     }
+    if fresh {
+      mapped.storeBytes(of: Self.fileMagic, toByteOffset: 0, as: UInt64.self)
+      mapped.storeBytes(of: UInt64(capacity), toByteOffset: 8, as: UInt64.self)
+    } else {
+      // Checked before the ring exists: once every stored property is set, a throw runs `deinit`, which unmaps and
+      // closes again (a second `close` of the number could close a file another thread opened meanwhile).
+      guard mapped.load(fromByteOffset: 0, as: UInt64.self) == Self.fileMagic,
+        mapped.load(fromByteOffset: 8, as: UInt64.self) == UInt64(capacity)
+      else {
+        munmap(mapped, capacity)
+        close(fd)
+        throw Failure.foreign(path: path)
+      }
+    }
     self.fd = fd
     self.base = mapped
     self.capacity = capacity
     self.head = Self.headerBytes
-    if fresh {
-      base.storeBytes(of: Self.fileMagic, toByteOffset: 0, as: UInt64.self)
-      base.storeBytes(of: UInt64(capacity), toByteOffset: 8, as: UInt64.self)
-      setTail(Self.headerBytes)
-    } else {
-      guard base.load(fromByteOffset: 0, as: UInt64.self) == Self.fileMagic,
-        base.load(fromByteOffset: 8, as: UInt64.self) == UInt64(capacity)
-      else {
-        munmap(base, capacity)
-        close(fd)
-        throw Failure.foreign(path: path)
-      }
-      recover()
-    }
+    if fresh { setTail(Self.headerBytes) } else { recover() }
   }
 
   deinit {
@@ -117,7 +120,7 @@ final class EventRing {
   func append(sequence: Int64, payload: [UInt8]) -> Bool {
     if let last = kept.last, keptStart < kept.count { precondition(sequence > last.sequence, "sequences must grow") }
     precondition(sequence > releasedThrough, "a sequence at or below the released ones")
-    let size = Self.recordHeaderBytes + (payload.count + 7) & ~7
+    let size = Self.size(payload: payload.count)
     let empty = keptStart == kept.count
     if empty { head = Self.headerBytes }
     var at = head
@@ -181,6 +184,13 @@ final class EventRing {
       return Record(sequence: entry.sequence, payload: Array(UnsafeRawBufferPointer(start: start, count: length)))
     }
   }
+
+  /// Bytes free for records (a record takes ``size(payload:)``, and one that wraps also the gap it leaves, which is
+  /// smaller than itself).
+  var freeBytes: Int { capacity - Self.headerBytes - usedBytes }
+
+  /// The bytes a record with a payload of `count` bytes takes in the ring.
+  static func size(payload count: Int) -> Int { recordHeaderBytes + (count + 7) & ~7 }
 
   /// The newest sequence kept, if any.
   var newestSequence: Int64? { keptStart < kept.count ? kept.last?.sequence : nil }

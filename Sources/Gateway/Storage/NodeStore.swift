@@ -27,8 +27,18 @@ final class NodeStore: Sendable {
     /// Counts the transactions that deleted audiences: what an append learnt is remembered only if none ran since
     /// it started.
     var audienceDeletions = 0
-    /// The highest event body id appended so far, once known (``lastBodyID(_:)``).
+    /// The highest event sequence number handed out, once known (read from the database at the first append, or
+    /// when the node opens the log). A body a trim deleted keeps its number taken, so numbers only grow.
     var lastBodyID: Int64?
+    /// Events with their sequence numbers, durable in the node's event ring, waiting for SQLite
+    /// (``stageEvents(_:bytes:)``), and about how many bytes they hold.
+    var staged: [AppendedEvent] = []
+    var stagedBytes = 0
+    /// A flush of the staged events is scheduled (after ``stagedFlushDelay``), or asked for at once.
+    var flushScheduled = false
+    var flushRequested = false
+    /// The newest sequence number of the staged events SQLite has committed.
+    var ingestedThrough: Int64 = 0
   }
 
   /// Events kept per peer; an admin can change it at run time.

@@ -47,6 +47,8 @@ extension NodeStore {
   }
 
   func deletePeer(id: String) async throws {
+    // What is staged for the peer is written first, so its deletion takes it too.
+    try await settleEvents()
     try await database.write { connection in
       try connection.execute("DELETE FROM jobs WHERE owner_peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peer_services WHERE peer_id = ?", [.text(id)])

@@ -1,0 +1,237 @@
+import Foundation
+import LWS
+import MeshCore
+import Store
+import Testing
+
+@testable import Gateway
+
+/// Small events are made durable in the event ring on the service thread and staged for SQLite, which gets them in
+/// batches: every read and every peer deletion sees what is staged, what the ring kept past SQLite's last commit is
+/// written at the next start (the node was killed), and sequence numbers never go back.
+struct EventJournalTests {
+  /// A data directory with a store and an event ring, opened as a node opens them.
+  final class Journal {
+    let directory: String
+    var store: NodeStore
+    var ring: EventRing
+    var recovered = 0
+
+    init(directory: String? = nil, ringBytes: Int = 64 << 10) async throws {
+      let directory =
+        directory
+        ?? FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString)").path
+      try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+      self.directory = directory
+      store = try NodeStore(path: directory + "/meshgate.sqlite", retention: 100)
+      ring = try EventRing(path: directory + "/events.ring", capacity: ringBytes)
+      let opened = try await store.openEventLog(recovering: ring.records(), ringReleasedThrough: ring.releasedThrough)
+      ring.release(through: opened.through)
+      recovered = opened.recovered
+    }
+
+    /// What the node's publish path does for small events: numbered, staged, written into the ring.
+    func stage(_ entries: [(peerIDs: [String], data: JSONValue)]) -> [AppendedEvent] {
+      var bodies = NodeStore.bodies(
+        entries.map { (EventFanOut(peerIDs: $0.peerIDs, type: "session.data", data: $0.data), at: "t") })
+      ring.release(through: store.ingestedThrough)
+      _ = store.stageEvents(&bodies, bytes: 0)
+      for body in bodies { #expect(ring.append(sequence: body.sequence, payload: body.ringRecord)) }
+      return bodies
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+  }
+
+  func addPeers(_ store: NodeStore, _ ids: [String]) async throws {
+    for id in ids {
+      try await store.database.write { connection in
+        try connection.execute(
+          "INSERT INTO peers(id, display_name, discovery_info, token_hash, created_at) VALUES (?, ?, '{}', ?, 't')",
+          [.text(id), .text(id), .text("hash-\(id)")])
+      }
+    }
+  }
+
+  @Test func aRingRecordGivesBackTheEvent() throws {
+    let event = AppendedEvent(
+      sequence: 42, peerIDs: ["a", "b-é", String(repeating: "p", count: 300)], type: "session.data",
+      at: "2026-12-05T10:00:00.000Z", data: .serialized(Array(#"{"text":"héllo"}"#.utf8)))
+    let decoded = try #require(
+      AppendedEvent(ringRecord: EventRing.Record(sequence: 42, payload: event.ringRecord)))
+    #expect(decoded.sequence == 42)
+    #expect(decoded.peerIDs == event.peerIDs)
+    #expect(decoded.type == event.type)
+    #expect(decoded.at == event.at)
+    #expect(decoded.data.serialized() == event.data.serialized())
+    // A record cut anywhere is not an event.
+    for length in [0, 1, 3, 10, 20] {
+      #expect(AppendedEvent(ringRecord: .init(sequence: 1, payload: Array(event.ringRecord.prefix(length)))) == nil)
+    }
+  }
+
+  /// Staged events are numbered on from the log's newest, and a read of a log, the newest sequence and a peer's
+  /// deletion each see them before SQLite's batch would have come.
+  @Test func readsAndDeletionsSeeStagedEvents() async throws {
+    let journal = try await Journal()
+    defer { journal.remove() }
+    try await addPeers(journal.store, ["a", "b"])
+    let first = try await journal.store.appendEvents([("a", "n", .int(0))], at: "t")
+    let staged = journal.stage([(["a", "b"], .int(1)), (["a"], .int(2))])
+    #expect(staged.map(\.sequence) == [first[0].sequence + 1, first[0].sequence + 2])
+    #expect(journal.store.hasStagedEvents)
+    #expect(try await journal.store.latestSequence(peerID: "b") == staged[0].sequence)
+    #expect(!journal.store.hasStagedEvents)
+    #expect(journal.store.ingestedThrough == staged[1].sequence)
+    let log = try await journal.store.events(peerID: "a", after: 0, limit: 10).events
+    #expect(log.map(\.sequence) == [first[0].sequence] + staged.map(\.sequence))
+    #expect(log.last?.data.serialized() == Array("2".utf8))
+
+    let more = journal.stage([(["b"], .int(3))])
+    #expect(
+      try await journal.store.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence)
+        == [staged[0].sequence, more[0].sequence])
+    _ = journal.stage([(["b"], .int(4))])
+    try await journal.store.deletePeer(id: "b")
+    #expect(!journal.store.hasStagedEvents, "the deletion wrote what was staged first")
+    let bodies = try await journal.store.database.read {
+      try $0.scalar("SELECT count(*) FROM event_bodies", as: Int64.self)
+    }
+    #expect(bodies == 3, "the bodies only b had are gone with it, a's stay")
+  }
+
+  /// The node is killed with events staged: they are in the ring only. The next start writes exactly those SQLite
+  /// did not commit, and numbers new events above every one it ever handed out.
+  @Test func whatTheRingKeptPastTheLastCommitIsWrittenAtTheNextStart() async throws {
+    let journal = try await Journal()
+    defer { journal.remove() }
+    try await addPeers(journal.store, ["a", "b"])
+    let committed = journal.stage([(["a", "b"], .int(1)), (["a"], .int(2))])
+    try await journal.store.flushStagedEvents()
+    let lost = journal.stage([(["a", "b"], .int(3)), (["b"], .int(4)), (["a"], .int(5))])
+    // Killed: nothing more reaches SQLite; the ring's pages are in the file.
+    let restarted = try await Journal(directory: journal.directory)
+    #expect(restarted.recovered == 3)
+    let a = try await restarted.store.events(peerID: "a", after: 0, limit: 10).events
+    #expect(a.map(\.sequence) == [committed[0], committed[1], lost[0], lost[2]].map(\.sequence))
+    #expect(a.map { $0.data.serialized() } == ["1", "2", "3", "5"].map { Array($0.utf8) })
+    let b = try await restarted.store.events(peerID: "b", after: 0, limit: 10).events
+    #expect(b.map(\.sequence) == [committed[0], lost[0], lost[1]].map(\.sequence))
+    #expect(restarted.stage([(["a"], .int(6))])[0].sequence == lost[2].sequence + 1)
+
+    // Started again without a kill: nothing is written twice.
+    try await restarted.store.flushStagedEvents()
+    let again = try await Journal(directory: journal.directory)
+    #expect(again.recovered == 0)
+    #expect(try await again.store.events(peerID: "a", after: 0, limit: 10).events.count == 5)
+  }
+
+  /// The newest events were deleted with their peer, so the database's highest body is below numbers already handed
+  /// out and released from the ring: new events still get numbers above all of them (a client's cursor never points
+  /// past a new event, and the ring never sees a number twice).
+  @Test func numbersStayAboveEveryOneHandedOutAcrossAStart() async throws {
+    let journal = try await Journal()
+    defer { journal.remove() }
+    try await addPeers(journal.store, ["a", "b"])
+    _ = journal.stage([(["a"], .int(1))])
+    let newest = journal.stage([(["b"], .int(2)), (["b"], .int(3))])
+    try await journal.store.deletePeer(id: "b")
+    _ = journal.stage([])
+    #expect(journal.ring.releasedThrough == newest[1].sequence)
+    let restarted = try await Journal(directory: journal.directory)
+    #expect(restarted.stage([(["a"], .int(4))])[0].sequence == newest[1].sequence + 1)
+  }
+
+  /// A flush that fails (the database is read-only here) keeps the events staged, in order, and the next one writes
+  /// them.
+  @Test func aFailedFlushKeepsTheEventsStaged() async throws {
+    let journal = try await Journal()
+    defer { journal.remove() }
+    try await addPeers(journal.store, ["a"])
+    let staged = journal.stage([(["a"], .int(1)), (["a"], .int(2))])
+    try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 1") }
+    await #expect(throws: (any Error).self) { try await journal.store.flushStagedEvents() }
+    #expect(journal.store.hasStagedEvents)
+    #expect(journal.store.ingestedThrough < staged[0].sequence)
+    #expect(journal.store.claimStagedFlush(), "the retry takes the flush on")
+    let later = journal.stage([(["a"], .int(3))])
+    try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 0") }
+    try await journal.store.flushStagedEvents()
+    #expect(
+      try await journal.store.events(peerID: "a", after: 0, limit: 10).events.map(\.sequence)
+        == (staged + later).map(\.sequence))
+  }
+}
+
+/// The node's publish path with its event ring, in process.
+@Suite(.timeLimit(.minutes(1)))
+struct EventJournalNodeTests {
+  /// A small event is in the ring, and staged, when its recipient gets it: it reached SQLite's batch or it is in the
+  /// ring, never neither. A read of the log writes the staged events first.
+  @Test func aSmallEventIsInTheRingWhenItIsDelivered() async throws {
+    try await InProcessNode.with { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let socket = try await node.openEventSocket(token: alice.token)
+      _ = await node.event("hello", on: socket)
+      await node.node.publishInBackground([(alice.id, "session.data", ["text": "one"])])
+      let delivered = await node.port.wait { recorded in
+        (recorded.frames[socket] ?? []).compactMap { frame -> Int64? in
+          guard let object = (try? JSONValue.parse(frame.bytes))?.objectValue,
+            object["type"]?.stringValue == "session.data"
+          else { return nil }
+          return object["id"]?.stringValue.flatMap { Int64($0) }
+        }.first
+      }
+      #expect(await node.node.newestInEventRing == delivered, "the ring holds what was delivered until SQLite has it")
+      let page = await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token)
+      let ids = elements(page.object?["events"]).compactMap { $0.objectValue?["id"]?.stringValue }
+      #expect(ids.last == String(delivered))
+      #expect(await node.node.store.ingestedThrough >= delivered)
+    }
+  }
+
+  /// A batch of small events larger than the ring waits for its SQLite commit instead (counted on `/metrics`), and
+  /// every event is delivered and logged in order.
+  @Test func eventsTheRingHasNoRoomForWaitForTheirCommit() async throws {
+    try await InProcessNode.with { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let socket = try await node.openEventSocket(token: alice.token)
+      _ = await node.event("hello", on: socket)
+      let text = String(repeating: "x", count: 60_000)
+      let count = NodeParts.eventRingBytes / 60_000 + 10
+      await node.node.publishInBackground(
+        (0..<count).map { (alice.id, "session.data", ["text": .string(text), "n": .int(Int64($0))]) })
+      // `hello`, then the events (parsed once they are all there).
+      let frames = await node.port.wait { recorded in
+        (recorded.frames[socket]?.count ?? 0) > count ? recorded.frames[socket] : nil
+      }
+      let numbers = frames.compactMap { frame in
+        (try? JSONValue.parse(frame.bytes))?.objectValue?["data"]?.objectValue?["n"]?.intValue
+      }
+      #expect(numbers == (0..<Int64(count)).map { $0 })
+      let metrics = String(decoding: await node.request(.get, "/metrics").body, as: UTF8.self)
+      #expect(!metrics.contains("meshgate_event_ring_full_total 0"))
+      #expect(metrics.contains("meshgate_event_ring_full_total"))
+      var logged: [Int64] = []
+      var cursor = "0"
+      while true {
+        let page = await node.request(
+          .get, "/api/v1/events", query: [("since", cursor), ("limit", "100")], token: alice.token)
+        let events = elements(page.object?["events"])
+        logged += events.compactMap { $0.objectValue?["data"]?.objectValue?["n"]?.intValue }
+        guard let next = page.object?["nextCursor"]?.stringValue, !events.isEmpty else { break }
+        cursor = next
+      }
+      #expect(logged == numbers)
+    }
+  }
+}
+
+private func elements(_ value: JSONValue?) -> [JSONValue] {
+  if case .array(let values)? = value { values } else { [] }
+}
+
+extension Node {
+  /// The newest sequence number the event ring keeps (tests).
+  var newestInEventRing: Int64? { events.ring?.newestSequence }
+}
