@@ -64,6 +64,22 @@ import Testing
     }
   }
 
+  /// Every single changed byte changes the checksum, in whole words and in the padded last one, and so does the
+  /// sequence or the length (a payload with a trailing zero byte is not the same record).
+  @Test func everyChangedByteChangesTheChecksum() {
+    for length in 0...19 {
+      let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+      let original = bytes.withUnsafeBytes { EventRing.checksum(sequence: 9, payload: $0) }
+      for index in 0..<length {
+        var changed = bytes
+        changed[index] ^= 0x40
+        #expect(changed.withUnsafeBytes { EventRing.checksum(sequence: 9, payload: $0) } != original)
+      }
+      #expect(bytes.withUnsafeBytes { EventRing.checksum(sequence: 10, payload: $0) } != original)
+      #expect((bytes + [0]).withUnsafeBytes { EventRing.checksum(sequence: 9, payload: $0) } != original)
+    }
+  }
+
   @Test func aFullRingRefusesUntilRecordsAreReleased() throws {
     try withRingFile { path in
       let ring = try EventRing(path: path, capacity: 4096)

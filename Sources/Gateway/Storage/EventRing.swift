@@ -9,7 +9,7 @@
 ///
 /// Layout: a 64-byte header (magic, capacity, the offset of the oldest record not released, the newest sequence
 /// released), then records, each 8-byte aligned: `u32` magic, `u32` payload length, `i64` sequence, `u64` checksum
-/// (FNV-1a over sequence, length and payload), the payload. A record that does not fit before the end leaves a wrap
+/// (``checksum(sequence:payload:)``), the payload. A record that does not fit before the end leaves a wrap
 /// marker and goes to the start. Reading back starts at the oldest record kept and stops at the first record that is
 /// torn (bad magic or checksum), released, or not newer than the one before it (a record of an earlier lap).
 ///
@@ -240,16 +240,30 @@ final class EventRing: @unchecked Sendable {
     head = kept.isEmpty ? tail : at
   }
 
-  /// FNV-1a, 64 bits, over the sequence, the length and the payload.
+  /// FNV-1a, 64 bits, taken a word at a time (8 bytes, little-endian, the last one padded with zeros) over the
+  /// sequence, the length and the payload, then mixed so every input bit reaches every output bit. It catches a torn
+  /// or overwritten record; it is no defence against a forged one (the file is the node's own).
   static func checksum(sequence: Int64, payload: UnsafeRawBufferPointer) -> UInt64 {
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    func mix(_ byte: UInt8) {
-      hash ^= UInt64(byte)
+    func mix(_ word: UInt64) {
+      hash ^= word
       hash = hash &* 0x0000_0100_0000_01b3
     }
-    withUnsafeBytes(of: sequence.littleEndian) { for byte in $0 { mix(byte) } }
-    withUnsafeBytes(of: UInt32(truncatingIfNeeded: payload.count).littleEndian) { for byte in $0 { mix(byte) } }
-    for byte in payload { mix(byte) }
-    return hash
+    mix(UInt64(bitPattern: sequence))
+    mix(UInt64(payload.count))
+    let whole = payload.count & ~7
+    var offset = 0
+    while offset < whole {
+      mix(UInt64(littleEndian: payload.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+      offset += 8
+    }
+    if offset < payload.count {
+      var last: UInt64 = 0
+      for (shift, byte) in payload[offset...].enumerated() { last |= UInt64(byte) << (8 * shift) }
+      mix(last)
+    }
+    hash ^= hash >> 33
+    hash = hash &* 0xff51_afd7_ed55_8ccd
+    return hash ^ (hash >> 33)
   }
 }
