@@ -43,15 +43,7 @@ struct EventJournalTests {
     func remove() { try? FileManager.default.removeItem(atPath: directory) }
   }
 
-  func addPeers(_ store: NodeStore, _ ids: [String]) async throws {
-    for id in ids {
-      try await store.database.write { connection in
-        try connection.execute(
-          "INSERT INTO peers(id, display_name, discovery_info, token_hash, created_at) VALUES (?, ?, '{}', ?, 't')",
-          [.text(id), .text(id), .text("hash-\(id)")])
-      }
-    }
-  }
+  func addPeers(_ store: NodeStore, _ ids: [String]) async throws { try await store.insertPeersForTests(ids) }
 
   @Test func aRingRecordGivesBackTheEvent() throws {
     let event = AppendedEvent(

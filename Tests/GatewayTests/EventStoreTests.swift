@@ -13,15 +13,7 @@ struct EventStoreTests {
     FileManager.default.temporaryDirectory.appendingPathComponent("events-\(UUID().uuidString).sqlite").path
   }
 
-  func addPeers(_ store: NodeStore, _ ids: [String]) async throws {
-    for id in ids {
-      try await store.database.write { connection in
-        try connection.execute(
-          "INSERT INTO peers(id, display_name, discovery_info, token_hash, created_at) VALUES (?, ?, '{}', ?, 't')",
-          [.text(id), .text(id), .text("hash-\(id)")])
-      }
-    }
-  }
+  func addPeers(_ store: NodeStore, _ ids: [String]) async throws { try await store.insertPeersForTests(ids) }
 
   @Test func fanOutSharesOneSequenceAndRepeatsStaySeparate() async throws {
     let path = temporaryPath()
@@ -392,5 +384,18 @@ struct EventStoreTests {
       try $0.scalar("SELECT count(*) FROM event_audiences", as: Int64.self)
     }
     #expect(audiences == 5, "{a,b,c}, {a,b}, {c}, {a,c}, {b}")
+  }
+}
+
+extension NodeStore {
+  /// Inserts bare peer rows with these ids (tests of the event log, which needs its recipients to exist).
+  func insertPeersForTests(_ ids: [String]) async throws {
+    for id in ids {
+      try await database.write { connection in
+        try connection.execute(
+          "INSERT INTO peers(id, display_name, discovery_info, token_hash, created_at) VALUES (?, ?, '{}', ?, 't')",
+          [.text(id), .text(id), .text("hash-\(id)")])
+      }
+    }
   }
 }
