@@ -182,6 +182,27 @@ struct EventJournalNodeTests {
     }
   }
 
+  /// While SQLite cannot write, a delivered small event waits in the ring: `/healthz` still answers 200 (it only reads),
+  /// and once SQLite writes again the log has the event.
+  @Test func healthzOnlyReadsWhileEventsWaitForSQLite() async throws {
+    try await InProcessNode.with { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let socket = try await node.openEventSocket(token: alice.token)
+      _ = await node.event("hello", on: socket)
+      let store = await node.node.store
+      try await store.database.withWriter { try $0.execute("PRAGMA query_only = 1") }
+      await node.node.publishInBackground([(alice.id, "session.data", ["text": "waiting"])])
+      _ = await node.event("session.data", on: socket)
+      #expect(store.hasStagedEvents)
+      #expect(await node.request(.get, "/healthz").status == 200)
+      #expect(await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token).status != 200)
+      try await store.database.withWriter { try $0.execute("PRAGMA query_only = 0") }
+      let page = await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token)
+      #expect(page.status == 200)
+      #expect(String(decoding: page.body, as: UTF8.self).contains("waiting"))
+    }
+  }
+
   /// A batch of small events larger than the ring waits for its SQLite commit instead (counted on `/metrics`), and
   /// every event is delivered and logged in order.
   @Test func eventsTheRingHasNoRoomForWaitForTheirCommit() async throws {

@@ -21,6 +21,8 @@ enum EventRoutes {
       200 A page of events.
       400 Bad cursor or limit.
       401 Missing or unknown token.
+      503 storage_unavailable: events delivered in the last moments (durable in the node's event ring) are written to SQLite before the log is read, and that write met an I/O error; retry after Retry-After.
+      507 storage_full: that write found the data directory's disk full; free space there and retry.
       """
     ) { node, context in try await node.listEvents(context) },
     Route(

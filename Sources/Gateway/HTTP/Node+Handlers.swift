@@ -58,7 +58,7 @@ extension Node {
   func healthz() async throws -> HTTPResponse {
     if let lost = dataDirectoryLost { throw dataDirectoryLostError(lost) }
     do {
-      _ = try await store.latestSequence(peerID: "")
+      try await store.probe()
     } catch {
       throw APIError.unavailable("the node's SQLite store does not answer: \(error)")
     }

@@ -151,6 +151,11 @@ final class NodeStore: Sendable {
     self.eventLog = Mutex(EventLogState(retention: retention))
   }
 
+  /// Answers when the database does: a read on its queue, writing nothing (`/healthz`).
+  func probe() async throws {
+    _ = try await database.read { try $0.queryOne("SELECT 1") }
+  }
+
   /// The node id, created on first start and kept for the life of the data directory.
   func nodeID() async throws -> String {
     try await database.write { connection in
