@@ -16,6 +16,7 @@ struct EventJournalTests {
     var store: NodeStore
     var ring: EventRing
     var recovered = 0
+    var unreadable = 0
 
     init(directory: String? = nil, ringBytes: Int = 64 << 10) async throws {
       let directory =
@@ -28,6 +29,7 @@ struct EventJournalTests {
       let opened = try await store.openEventLog(recovering: ring.records(), ringReleasedThrough: ring.releasedThrough)
       ring.release(through: opened.through)
       recovered = opened.recovered
+      unreadable = opened.unreadable
     }
 
     /// What the node's publish path does for small events: numbered, staged, written into the ring.
@@ -116,6 +118,28 @@ struct EventJournalTests {
     let again = try await Journal(directory: journal.directory)
     #expect(again.recovered == 0)
     #expect(try await again.store.events(peerID: "a", after: 0, limit: 10).events.count == 5)
+  }
+
+  /// A record past the last commit that holds no event (a format this version cannot read) is counted and skipped;
+  /// the events around it are written, and numbering goes on above it.
+  @Test func aRecordThatHoldsNoEventIsSkippedAndCounted() async throws {
+    let journal = try await Journal()
+    defer { journal.remove() }
+    try await addPeers(journal.store, ["a"])
+    let before = journal.stage([(["a"], .int(1))])
+    #expect(journal.ring.append(sequence: before[0].sequence + 1, payload: [1, 2, 3]))
+    // Numbered past the foreign record, as the node that wrote it would have.
+    let after = [
+      AppendedEvent(sequence: before[0].sequence + 2, peerIDs: ["a"], type: "n", at: "t", data: .int(3))
+    ]
+    #expect(journal.ring.append(sequence: after[0].sequence, payload: after[0].ringRecord))
+    let restarted = try await Journal(directory: journal.directory)
+    #expect(restarted.recovered == 2)
+    #expect(restarted.unreadable == 1)
+    #expect(
+      try await restarted.store.events(peerID: "a", after: 0, limit: 10).events.map(\.sequence)
+        == [before[0].sequence, after[0].sequence])
+    #expect(restarted.stage([(["a"], .int(4))])[0].sequence == after[0].sequence + 1)
   }
 
   /// The newest events were deleted with their peer, so the database's highest body is below numbers already handed

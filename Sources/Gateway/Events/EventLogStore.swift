@@ -150,7 +150,7 @@ extension NodeStore {
   /// nothing per recipient, and the audience's rows are written once, the first time that set of peers gets an event
   /// (a session's members share one until the membership changes). The body and its audience are committed together,
   /// so an event that was delivered is never lost, and a log read sees every committed event. Events staged before
-  /// (``stageEvents(_:)``) go into the same transaction, first: the log keeps the order of the sequence numbers.
+  /// (``stageEvents(_:bytes:)``) go into the same transaction, first: the log keeps the order of the sequence numbers.
   ///
   /// Runs on the caller's executor up to the database hop (`nonsending`): the node's publish loop goes to the store
   /// queue and back, not through the global pool as well. The bodies are serialized on the store's queue, off the
@@ -324,16 +324,18 @@ extension NodeStore {
 
   /// At start-up, before anything is published: writes the records the event ring kept that SQLite had not committed
   /// (the node was killed with events staged), and learns the highest sequence number taken. Returns the newest
-  /// sequence SQLite now holds of the ring's records, which the ring may release.
+  /// sequence SQLite now holds of the ring's records, which the ring may release, and how many records past the last
+  /// commit held no event this node can read (none but after a downgrade to an older record format).
   nonisolated(nonsending) func openEventLog(recovering records: [EventRing.Record], ringReleasedThrough: Int64)
-    async throws -> (recovered: Int, through: Int64)
+    async throws -> (recovered: Int, through: Int64, unreadable: Int)
   {
     try await database.withWriter { connection in
       let through =
         try connection.queryOne("SELECT value FROM node_meta WHERE key = 'events_ingested_through'")
         .flatMap { Int64(try $0.string(0)) } ?? 0
       let highest = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
-      let bodies = records.filter { $0.sequence > through }.compactMap(AppendedEvent.init(ringRecord:))
+      let pending = records.filter { $0.sequence > through }
+      let bodies = pending.compactMap(AppendedEvent.init(ringRecord:))
       if !bodies.isEmpty {
         let audiences = try connection.transaction { try self.ingest(bodies, connection) }
         audiences.remember()
@@ -343,7 +345,7 @@ extension NodeStore {
         state.lastBodyID = max(highest, newest, ringReleasedThrough, records.last?.sequence ?? 0)
         state.ingestedThrough = newest
       }
-      return (bodies.count, newest)
+      return (bodies.count, newest, pending.count - bodies.count)
     }
   }
 

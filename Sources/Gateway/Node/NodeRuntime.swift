@@ -295,6 +295,11 @@ struct NodeParts {
       let opened = try await store.openEventLog(
         recovering: records, ringReleasedThrough: eventRing.releasedThrough)
       eventRing.release(through: opened.through)
+      if opened.unreadable > 0 {
+        logger.warning(
+          "Records in the event ring that hold no event this version can read were skipped.",
+          ["records": opened.unreadable])
+      }
       if opened.recovered > 0 {
         logger.notice(
           "Events the node had delivered before it stopped were written to the store from the event ring.",
