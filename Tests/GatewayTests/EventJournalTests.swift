@@ -270,5 +270,5 @@ private func elements(_ value: JSONValue?) -> [JSONValue] {
 
 extension Node {
   /// The newest sequence number the event ring keeps (tests).
-  var newestInEventRing: Int64? { events.ring?.newestSequence }
+  var newestInEventRing: Int64? { events.ring.newestSequence }
 }

@@ -21,10 +21,10 @@ final class EventHub {
   /// SSE keep-alives every 5 s (which also reveal vanished clients).
   var keepAliveTimer: (any PortTimer)?
   /// Where small events are made durable on the service thread before they are delivered, SQLite getting them in
-  /// batches behind (nil: every event waits for its SQLite commit).
-  let ring: EventRing?
+  /// batches behind.
+  let ring: EventRing
 
-  init(ring: EventRing?) {
+  init(ring: EventRing) {
     self.ring = ring
   }
 }
@@ -265,17 +265,19 @@ extension Node {
   /// length behind), wait for their SQLite commit on the store's queue, with everything staged before them: that wait
   /// is the back-pressure, the publish queue growing behind it.
   func appendDurably(_ entries: [(EventFanOut, at: String)]) async throws -> [AppendedEvent] {
-    guard let ring = events.ring,
+    guard
       entries.allSatisfy({ $0.0.data.approximateSize <= PublishQueue<CheckedContinuation<Void, any Error>>.smallBytes })
     else { return try await store.appendEvents(fanOuts: entries) }
+    let ring = events.ring
     var bodies = NodeStore.bodies(entries)
     // A record holds no sequence number (the ring's record header does), so it is built before they are handed out.
     let records = bodies.map(\.ringRecord)
-    let bytes = records.reduce(0) { $0 + EventRing.size(payload: $1.count) }
+    let sizes = records.map { EventRing.size(payload: $0.count) }
+    let bytes = sizes.reduce(0, +)
     ring.release(through: store.ingestedThrough)
     // A record that wraps leaves a gap smaller than itself at the end: with room for the largest one more, every
     // record fits.
-    guard bytes + (records.map(\.count).max().map { EventRing.size(payload: $0) } ?? 0) <= ring.freeBytes else {
+    guard bytes + (sizes.max() ?? 0) <= ring.freeBytes else {
       metrics.eventRingFull += 1
       return try await store.appendEvents(fanOuts: entries)
     }

@@ -65,7 +65,7 @@ public actor Node {
   init(
     server: any ServerPort, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
     services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
-    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits(), eventRing: EventRing? = nil
+    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits(), eventRing: EventRing
   ) {
     self.events = EventHub(ring: eventRing)
     self.surface = HTTPSurface(staticFiles: staticFiles, hostPolicy: HostPolicy.current(configuration))
