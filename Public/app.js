@@ -1219,8 +1219,22 @@ function initTheme() {
   });
 }
 
+/**
+ * The tab bar sticks to the top of the screen, and its height changes with the width (it wraps on a phone) and
+ * its badges: keep it in --sticky-top, which the page's scroll-padding-top reads, so that nothing scrolled to
+ * (a focused control, a room's top, a tapped link) ends up under the bar.
+ */
+function initStickyTop() {
+  const bar = document.querySelector('.tabs');
+  if (!bar || typeof ResizeObserver === 'undefined') return;
+  const keep = () => document.documentElement.style.setProperty('--sticky-top', `${Math.ceil(bar.getBoundingClientRect().height)}px`);
+  new ResizeObserver(keep).observe(bar);
+  keep();
+}
+
 function boot() {
   initTheme();
+  initStickyTop();
   initPhoneLink();
   initAlerts();
   eventList.init();

@@ -203,12 +203,13 @@ export function createChat(deps) {
     // history have loaded: the lists above the room change height as it moves into "Your rooms".
     if (focus) {
       el.input.focus({ preventScroll: true });
+      // The tab bar sticks to the top of the screen once scrolled: the page's scroll-padding-top is its height,
+      // so the room's top goes just below it.
       const keepTopInView = () => {
-        // The tab bar sticks to the top of the screen once scrolled: the room's top goes just below it.
         const tabs = document.querySelector('.tabs');
         const covered = tabs ? Math.max(0, tabs.getBoundingClientRect().bottom) : 0;
         const top = el.room.getBoundingClientRect().top;
-        if (top < covered || top > window.innerHeight) window.scrollBy({ top: top - covered - 8, behavior: 'instant' });
+        if (top < covered || top > window.innerHeight) el.room.scrollIntoView({ block: 'start', behavior: 'instant' });
       };
       keepTopInView();
       Promise.resolve(loaded).finally(() => window.requestAnimationFrame(() => state.openId === id && keepTopInView()));

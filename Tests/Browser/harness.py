@@ -166,10 +166,15 @@ class Node:
 
     def api(self, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
+        return self.api_raw(method, path, data, token, "application/json")
+
+    def api_raw(self, method: str, path: str, data: bytes | None, token: str | None = None,
+                content_type: str = "application/octet-stream") -> Any:
+        """A request with a raw body (a file's bytes); the JSON answer, if any."""
         request = urllib.request.Request(self.url + "api/v1/" + path, data=data, method=method)
         request.add_header("Accept", "application/json")
         if data is not None:
-            request.add_header("Content-Type", "application/json")
+            request.add_header("Content-Type", content_type)
         if token:
             request.add_header("Authorization", f"Bearer {token}")
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -347,6 +352,9 @@ class Browser:
             f"[{testid}] to be clickable",
             lambda: (e := self.q(testid, root)).is_displayed() and e.is_enabled() and e,
         )
+        # As a person does: bring the control into view first. The page's scroll-padding keeps what is scrolled to
+        # clear of the sticky tab bar; chromedriver alone clicks a control that is in the viewport but under it.
+        self.js("arguments[0].scrollIntoView({block: 'nearest', inline: 'nearest', behavior: 'instant'})", element)
         element.click()
 
     def type_into(self, testid: str, text: str, clear: bool = True) -> None:
