@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the browser test suite and prints a closing line 'browser: N passed, N failed'.
 
-    MESHGATE_BINARY=.build/debug/meshgate python Tests/Browser/run.py [-k PATTERN]
+    MESHGATE_BINARY=.build/debug/meshgate python Tests/Browser/run.py [-k PATTERN]...
 
 `make test-browser` sets up the virtual environment and calls this. Screenshots, the node logs
 and chromedriver logs go to $MESHGATE_BROWSER_ARTIFACTS (default .build/test-artifacts/browser).
@@ -21,8 +21,10 @@ def main() -> int:
     # Never let Selenium Manager look for (or download) a driver or a browser: Debian's are used.
     os.environ.setdefault("SE_OFFLINE", "true")
     loader = unittest.TestLoader()
-    if len(sys.argv) > 2 and sys.argv[1] == "-k":
-        loader.testNamePatterns = [f"*{sys.argv[2]}*"]
+    # -k PATTERN, repeatable: the steps whose names contain any of them (each step starts from a known state).
+    patterns = [sys.argv[i + 1] for i in range(1, len(sys.argv) - 1) if sys.argv[i] == "-k"]
+    if patterns:
+        loader.testNamePatterns = [f"*{pattern}*" for pattern in patterns]
     suite = loader.discover(str(HERE), pattern="test_*.py", top_level_dir=str(HERE))
     started = time.monotonic()
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
