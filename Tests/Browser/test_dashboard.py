@@ -886,8 +886,10 @@ class DashboardScenario(unittest.TestCase):
                                                                             ann.q("chat-room").get_attribute("data-chat-id")))
         self.assertEqual(bob.text("chat-nearby-name", room), "Roof crew")
         self.assertIn("hosted by Ann", bob.text("chat-nearby-host", room))
-        # Nearby lists the room's host under the chat service type too.
+        # Nearby lists the room's host under the chat service type too (in the service-type panel, unfolded).
         bob.tab("nearby")
+        if not bob.q("services-panel").get_attribute("open"):
+            bob.css('[data-testid="services-panel"] > summary')[0].click()
         bob.wait("Ann under jobmanager-chat", lambda: self.service_peers(bob, "jobmanager-chat") == ["Ann"])
         bob.tab("chat")
         room = row_by_key(bob, "chat-nearby-room", "data-chat-id", ann.q("chat-room").get_attribute("data-chat-id"))
