@@ -101,7 +101,7 @@ struct NodeFaultTests {
     let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("meshgate-full-\(UUID().uuidString)")
       .path
     try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-    let mounted = Self.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mountPoint])
+    let mounted = Self.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mountPoint])
     try #require(mounted.status == 0, "mount failed: \(mounted.output)")
     defer {
       Self.run(["umount", "-l", mountPoint])
@@ -123,7 +123,7 @@ struct NodeFaultTests {
       if response.status == 201 { acknowledged.append("before-\(index)") }
     }
 
-    // Fill the file system to the last byte.
+    // Fill the file system to the last byte (the 4 MiB event ring was allocated when the node started).
     let filler = mountPoint + "/filler"
     _ = FileManager.default.createFile(atPath: filler, contents: nil)
     let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: filler))
@@ -231,6 +231,21 @@ struct NodeFaultTests {
     let log = node.stderrText()
     #expect(log.components(separatedBy: "Could not write events to the event log").count == 2, "logged once")
     #expect(log.contains("The event log can be written again"))
+  }
+
+  /// A data directory without room for the 4 MiB event ring stops the start with exit code 2 and a message naming the
+  /// file and what to do, instead of running on a sparse ring that kills the node (SIGBUS) once the disk fills.
+  @Test(.enabled(if: NodeFaultTests.tmpfsAvailable, "needs root and permission to mount a tmpfs (CAP_SYS_ADMIN)"))
+  func aDiskWithoutRoomForTheEventRingStopsTheStart() async throws {
+    let disk = try Self.mountSmallDisk("3m")
+    defer { disk.unmount() }
+    let node = try NodeProcess(dataDirectory: disk.path + "/data", name: "small")
+    defer { node.cleanup() }
+    #expect(throws: (any Error).self) { try node.start() }
+    #expect(node.exitStatus == 2)
+    let message = node.stderrText()
+    #expect(message.contains(disk.path + "/data/events.ring"), "\(node.logTail(lines: 5))")
+    #expect(message.contains("free at least that much space"))
   }
 
   /// A damaged `events.ring` header (here: both of its slots overwritten) stops the start with exit code 2 and a
