@@ -334,10 +334,17 @@ extension Node {
       while true {
         do {
           try await store.flushStagedEvents()
+          if store.stagedFlushFailing(false) {
+            logger.notice("Staged events are written to the store again.")
+          }
           return
         } catch {
-          logger.error(
-            "Could not write staged events to the store; trying again in 1 s.", ["error": String(describing: error)])
+          // Once per episode, not once a second for as long as the disk stays full.
+          if !store.stagedFlushFailing(true) {
+            logger.error(
+              "Could not write staged events to the store; they are kept in the event ring and tried again every "
+                + "second until it works.", ["error": String(describing: error)])
+          }
           try? await Task.sleep(for: .seconds(1))
           guard store.claimStagedFlush() else { return }
         }

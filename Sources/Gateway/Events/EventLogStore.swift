@@ -254,6 +254,15 @@ extension NodeStore {
     }
   }
 
+  /// Records whether the last flush of staged events failed, and returns whether it had failed before (for one log
+  /// line when failures start and one when they end).
+  func stagedFlushFailing(_ failing: Bool) -> Bool {
+    eventLog.withLock { state in
+      defer { state.flushFailing = failing }
+      return state.flushFailing
+    }
+  }
+
   /// The newest sequence number SQLite has committed of the staged events (the event ring releases through it).
   var ingestedThrough: Int64 { eventLog.withLock { $0.ingestedThrough } }
 
