@@ -238,6 +238,24 @@ struct EventJournalTests {
     #expect(journal.store.eventsTrimmed == 0)
   }
 
+  /// A write that fails (the database is read-only here; a full disk alike) and is tried again uses up no numbers:
+  /// nobody saw them, and the span of numbers a lost event ring may hide stays what the ring can hold.
+  @Test func aFailedWriteUsesUpNoNumbers() async throws {
+    let journal = try await Journal()
+    defer { journal.remove() }
+    try await addPeers(journal.store, ["a"])
+    let first = try await journal.store.appendEvents([("a", "n", .int(1))], at: "t")
+    try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 1") }
+    for _ in 0..<3 {
+      await #expect(throws: (any Error).self) {
+        try await journal.store.appendEvents([("a", "n", .int(2)), ("a", "n", .int(3))], at: "t")
+      }
+    }
+    try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 0") }
+    let second = try await journal.store.appendEvents([("a", "n", .int(2))], at: "t")
+    #expect(second[0].sequence == first[0].sequence + 1)
+  }
+
   /// A flush that fails (the database is read-only here) keeps the events staged, in order, and the next one writes
   /// them.
   @Test func aFailedFlushKeepsTheEventsStaged() async throws {

@@ -162,7 +162,17 @@ extension NodeStore {
       var bodies = Self.bodies(entries)
       let firstID = try self.reserveSequences(bodies.count, connection)
       for index in bodies.indices { bodies[index].sequence = firstID + Int64(index) }
-      try self.ingestStaged(connection, then: bodies)
+      do {
+        try self.ingestStaged(connection, then: bodies)
+      } catch {
+        // Nobody saw these numbers: handed back unless others were handed out since, so that a write retried every
+        // second on a full disk does not use up numbers (the span a lost event ring may hide stays small).
+        let last = firstID + Int64(bodies.count) - 1
+        self.eventLog.withLock { state in
+          if state.lastBodyID == last { state.lastBodyID = firstID - 1 }
+        }
+        throw error
+      }
       return bodies
     }
   }
