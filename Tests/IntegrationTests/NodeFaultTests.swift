@@ -221,7 +221,10 @@ struct NodeFaultTests {
       let response = try alice.sendData(sessionID, text, to: [bob.id])
       #expect(response.status == 202, "\(response)")
     }
-    try await Task.sleep(for: .seconds(2))
+    // The write failed (logged) before space is freed.
+    try await eventuallyAsync(timeout: .seconds(10), message: "the failed event write is logged") {
+      node.stderrText().contains("Could not write events to the event log")
+    }
     #expect(node.isRunning)
     try FileManager.default.removeItem(atPath: filler)
 
