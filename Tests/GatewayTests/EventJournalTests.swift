@@ -17,19 +17,23 @@ struct EventJournalTests {
     var ring: EventRing
     var recovered = 0
     var unreadable = 0
+    var jumpedAbove: Int64?
 
-    init(directory: String? = nil, ringBytes: Int = 64 << 10) async throws {
+    init(directory: String? = nil, ringBytes: Int = 64 << 10, retention: Int = 100) async throws {
       let directory =
         directory
         ?? FileManager.default.temporaryDirectory.appendingPathComponent("journal-\(UUID().uuidString)").path
       try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
       self.directory = directory
-      store = try NodeStore(path: directory + "/meshgate.sqlite", retention: 100)
+      store = try NodeStore(path: directory + "/meshgate.sqlite", retention: retention)
       ring = try EventRing(path: directory + "/events.ring", capacity: ringBytes)
-      let opened = try await store.openEventLog(recovering: ring.records(), ringReleasedThrough: ring.releasedThrough)
+      let opened = try await store.openEventLog(
+        recovering: ring.records(), ringReleasedThrough: ring.releasedThrough, ringLost: ring.wasEmpty,
+        dropped: ring.dropped, mostRecords: EventRing.mostRecords(capacity: ringBytes))
       ring.release(through: opened.through)
       recovered = opened.recovered
       unreadable = opened.unreadable
+      jumpedAbove = opened.jumpedAbove
     }
 
     /// What the node's publish path does for small events: numbered, staged, written into the ring.
@@ -156,6 +160,100 @@ struct EventJournalTests {
     #expect(journal.ring.releasedThrough == newest[1].sequence)
     let restarted = try await Journal(directory: journal.directory)
     #expect(restarted.stage([(["a"], .int(4))])[0].sequence == newest[1].sequence + 1)
+  }
+
+  /// The ring was lost (its file empty at the next start: deleted, or moved aside after damage) while it held events
+  /// SQLite had not committed, and the newest committed events were deleted with their peer: new numbers start above
+  /// every one that may have been handed out, so a client reconnecting with `since=` its last id misses nothing new.
+  @Test func numbersJumpPastARingThatWasLost() async throws {
+    let journal = try await Journal()
+    defer { journal.remove() }
+    try await addPeers(journal.store, ["a", "b"])
+    _ = journal.stage([(["a"], .int(1))])
+    let deleted = journal.stage([(["b"], .int(2))])
+    try await journal.store.deletePeer(id: "b")
+    let lost = journal.stage([(["a"], .int(3)), (["a"], .int(4))])
+    // Killed with those two in the ring only; the ring is then lost.
+    try #require(truncate(journal.directory + "/events.ring", 0) == 0)
+    let restarted = try await Journal(directory: journal.directory)
+    #expect(restarted.recovered == 0)
+    let jumpedAbove = try #require(restarted.jumpedAbove, "the lost ring is reported")
+    #expect(jumpedAbove >= deleted[0].sequence)
+    let next = restarted.stage([(["a"], .int(5))])[0].sequence
+    #expect(next > max(lost[1].sequence, deleted[0].sequence), "a number handed out before is handed out again")
+    #expect(next > jumpedAbove + EventRing.mostRecords(capacity: 64 << 10))
+    #expect(String(next).count <= 18)
+    // A new node (no ring, no events) starts at 1, with nothing logged.
+    let fresh = try await Journal()
+    defer { fresh.remove() }
+    #expect(fresh.jumpedAbove == nil)
+  }
+
+  /// Records the ring holds past a damaged one are not written (what follows damage cannot be trusted), but their
+  /// numbers are never handed out again.
+  @Test func numbersStayAboveRecordsPastADamagedOne() async throws {
+    let journal = try await Journal()
+    defer { journal.remove() }
+    try await addPeers(journal.store, ["a"])
+    let staged = journal.stage([(["a"], .int(1)), (["a"], .int(2)), (["a"], .int(3))])
+    // The first record's magic overwritten.
+    let file = try #require(FileHandle(forUpdatingAtPath: journal.directory + "/events.ring"))
+    try file.seek(toOffset: UInt64(EventRing.headerBytes))
+    try file.write(contentsOf: [0, 0, 0, 0])
+    try file.close()
+    let restarted = try await Journal(directory: journal.directory)
+    #expect(restarted.ring.dropped == (2, staged[2].sequence))
+    #expect(restarted.stage([(["a"], .int(4))])[0].sequence > staged[2].sequence)
+  }
+
+  /// A full disk fails the `COMMIT` of staged events after every statement in it succeeded, again at every retry:
+  /// retention counts none of those attempts, so the first commit once there is room again trims nothing the
+  /// retention limit keeps, and `meshgate_events_trimmed_total` counts only trims that committed.
+  @Test(.enabled(if: SmallDisk.available, "needs root and permission to mount a tmpfs (CAP_SYS_ADMIN)"))
+  func aCommitTheFullDiskFailedCountsNothingTowardRetention() async throws {
+    let disk = try SmallDisk(bytes: 8 << 20)
+    defer { disk.unmount() }
+    let journal = try await Journal(directory: disk.path + "/data", ringBytes: 2 << 20, retention: 100)
+    try await addPeers(journal.store, ["a"])
+    for index in 0..<60 { _ = journal.stage([(["a"], .int(Int64(index)))]) }
+    try await journal.store.flushStagedEvents()
+    #expect(try await journal.store.events(peerID: "a", after: 0, limit: 1000).events.count == 60)
+
+    try disk.fill()
+    // 20 events of 40 KB: the write-ahead log must grow to take them, and cannot.
+    let text = JSONValue.string(String(repeating: "d", count: 40_000))
+    let waiting = journal.stage((0..<20).map { _ in (["a"], text) })
+    for _ in 0..<5 {
+      await #expect(throws: (any Error).self) { try await journal.store.flushStagedEvents() }
+      #expect(journal.store.hasStagedEvents)
+    }
+    #expect(journal.store.eventsTrimmed == 0)
+
+    disk.free()
+    try await journal.store.flushStagedEvents()
+    let (events, truncated) = try await journal.store.events(peerID: "a", after: 0, limit: 1000)
+    #expect(events.count == 80, "events clients saw were trimmed")
+    #expect(!truncated)
+    #expect(events.last?.sequence == waiting.last?.sequence)
+    #expect(journal.store.eventsTrimmed == 0)
+  }
+
+  /// A write that fails (the database is read-only here; a full disk alike) and is tried again uses up no numbers:
+  /// nobody saw them, and the span of numbers a lost event ring may hide stays what the ring can hold.
+  @Test func aFailedWriteUsesUpNoNumbers() async throws {
+    let journal = try await Journal()
+    defer { journal.remove() }
+    try await addPeers(journal.store, ["a"])
+    let first = try await journal.store.appendEvents([("a", "n", .int(1))], at: "t")
+    try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 1") }
+    for _ in 0..<3 {
+      await #expect(throws: (any Error).self) {
+        try await journal.store.appendEvents([("a", "n", .int(2)), ("a", "n", .int(3))], at: "t")
+      }
+    }
+    try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 0") }
+    let second = try await journal.store.appendEvents([("a", "n", .int(2))], at: "t")
+    #expect(second[0].sequence == first[0].sequence + 1)
   }
 
   /// A flush that fails (the database is read-only here) keeps the events staged, in order, and the next one writes

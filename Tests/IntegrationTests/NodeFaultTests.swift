@@ -101,7 +101,7 @@ struct NodeFaultTests {
     let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("meshgate-full-\(UUID().uuidString)")
       .path
     try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-    let mounted = Self.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mountPoint])
+    let mounted = Self.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mountPoint])
     try #require(mounted.status == 0, "mount failed: \(mounted.output)")
     defer {
       Self.run(["umount", "-l", mountPoint])
@@ -123,7 +123,7 @@ struct NodeFaultTests {
       if response.status == 201 { acknowledged.append("before-\(index)") }
     }
 
-    // Fill the file system to the last byte.
+    // Fill the file system to the last byte (the 4 MiB event ring was allocated when the node started).
     let filler = mountPoint + "/filler"
     _ = FileManager.default.createFile(atPath: filler, contents: nil)
     let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: filler))
@@ -167,6 +167,126 @@ struct NodeFaultTests {
     let listed = try HTTPClient.get(port: node.port, path: "/api/v1/jobs?limit=500", token: peer.token).jsonObject()
     let names = Set((listed["jobs"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String })
     #expect(Set(acknowledged).isSubset(of: names), "lost: \(Set(acknowledged).subtracting(names).sorted())")
+    _ = try node.stop()
+  }
+
+  /// Mounts a tmpfs of `size` (e.g. `16m`) for a test; returns its path and a function that unmounts it.
+  static func mountSmallDisk(_ size: String) throws -> (path: String, unmount: () -> Void) {
+    let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("meshgate-full-\(UUID().uuidString)")
+      .path
+    try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+    let mounted = run(["mount", "-t", "tmpfs", "-o", "size=\(size)", "tmpfs", mountPoint])
+    try #require(mounted.status == 0, "mount failed: \(mounted.output)")
+    return (
+      mountPoint,
+      {
+        run(["umount", "-l", mountPoint])
+        try? FileManager.default.removeItem(atPath: mountPoint)
+      }
+    )
+  }
+
+  /// Fills the file system under `mountPoint` to the last byte with one file, and returns its path.
+  static func fill(_ mountPoint: String) throws -> String {
+    let filler = mountPoint + "/filler"
+    _ = FileManager.default.createFile(atPath: filler, contents: nil)
+    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: filler))
+    var chunk = Data(count: 64 << 10)
+    while chunk.count > 0 {
+      do { try handle.write(contentsOf: chunk) } catch { chunk = Data(count: chunk.count / 2) }
+    }
+    try? handle.close()
+    return filler
+  }
+
+  /// Reliable session data answered `202` while the disk is full is kept, not dropped: it reaches the recipient's log
+  /// (and its sockets) once there is room again, every message once and in order.
+  @Test(.enabled(if: NodeFaultTests.tmpfsAvailable, "needs root and permission to mount a tmpfs (CAP_SYS_ADMIN)"))
+  func reliableDataAcceptedOnAFullDiskIsDeliveredOnceThereIsRoom() async throws {
+    let disk = try Self.mountSmallDisk("16m")
+    defer { disk.unmount() }
+    let node = try NodeProcess(dataDirectory: disk.path + "/data", name: "full")
+    defer { node.cleanup() }
+    try node.start()
+    let alice = try node.meshPeer("alice")
+    let bob = try node.meshPeer("bob")
+    let sessionID = try #require(try alice.createSession()["id"] as? String)
+    try await inviteAndAccept(alice, bob, sessionID: sessionID)
+    let since = try bob.lastEventID()
+
+    let filler = try Self.fill(disk.path)
+    // 40 KiB each: larger than the event ring takes, so each waits for its SQLite commit, which fails.
+    let texts = (0..<10).map { index in "\(index):" + String(repeating: "x", count: 40 << 10) }
+    for text in texts {
+      let response = try alice.sendData(sessionID, text, to: [bob.id])
+      #expect(response.status == 202, "\(response)")
+    }
+    // The write failed (logged) before space is freed.
+    try await eventuallyAsync(timeout: .seconds(10), message: "the failed event write is logged") {
+      node.stderrText().contains("Could not write events to the event log")
+    }
+    #expect(node.isRunning)
+    try FileManager.default.removeItem(atPath: filler)
+
+    try await bob.awaitEvent("session.data", since: since) { $0.text?.hasPrefix("9:") == true }
+    let delivered = try bob.events("session.data", since: since).compactMap(\.text)
+    #expect(delivered == texts, "\(delivered.map { $0.prefix(3) })")
+    let log = node.stderrText()
+    #expect(log.components(separatedBy: "Could not write events to the event log").count == 2, "logged once")
+    #expect(log.contains("The event log can be written again"))
+  }
+
+  /// A data directory without room for the 4 MiB event ring stops the start with exit code 2 and a message naming the
+  /// file and what to do, instead of running on a sparse ring that kills the node (SIGBUS) once the disk fills.
+  @Test(.enabled(if: NodeFaultTests.tmpfsAvailable, "needs root and permission to mount a tmpfs (CAP_SYS_ADMIN)"))
+  func aDiskWithoutRoomForTheEventRingStopsTheStart() async throws {
+    let disk = try Self.mountSmallDisk("3m")
+    defer { disk.unmount() }
+    let node = try NodeProcess(dataDirectory: disk.path + "/data", name: "small")
+    defer { node.cleanup() }
+    #expect(throws: (any Error).self) { try node.start() }
+    #expect(node.exitStatus == 2)
+    let message = node.stderrText()
+    #expect(message.contains(disk.path + "/data/events.ring"), "\(node.logTail(lines: 5))")
+    #expect(message.contains("free at least that much space"))
+  }
+
+  /// A damaged `events.ring` header (here: both of its slots overwritten) stops the start with exit code 2 and a
+  /// message naming the file and what to do; once the file is moved aside as it says, the node starts, logs that the
+  /// ring was lost, and hands out event ids above every one it handed out before.
+  @Test func aDamagedEventRingHeaderStopsTheStartWithAMessageNamingTheFile() async throws {
+    let node = try NodeProcess(name: "ring")
+    defer { node.cleanup() }
+    try node.start()
+    let alice = try node.meshPeer("alice")
+    for index in 0..<3 {
+      let response = try HTTPClient.patch(
+        port: node.port, path: "/api/v1/peers/me", json: #"{"displayName":"alice \#(index)"}"#, token: alice.token)
+      #expect(response.status == 200, "\(response)")
+    }
+    let before = try alice.lastEventID()
+    #expect(before > 0)
+    _ = try node.stop()
+
+    let ring = node.dataDirectory + "/events.ring"
+    let file = try #require(FileHandle(forUpdatingAtPath: ring))
+    try file.seek(toOffset: 16)
+    try file.write(contentsOf: [UInt8](repeating: 0xFF, count: 48))
+    try file.close()
+    #expect(throws: (any Error).self) { try node.restart() }
+    #expect(node.exitStatus == 2)
+    let refusal = node.stderrText()
+    #expect(refusal.contains("mv \(ring) \(ring).damaged"), "\(node.logTail(lines: 5))")
+
+    try FileManager.default.moveItem(atPath: ring, toPath: ring + ".damaged")
+    try node.restart()
+    #expect(node.stderrText().contains("The event ring was missing or empty"))
+    let response = try HTTPClient.patch(
+      port: node.port, path: "/api/v1/peers/me", json: #"{"displayName":"alice again"}"#, token: alice.token)
+    #expect(response.status == 200)
+    let after = try alice.allEvents(since: before)
+    #expect(after.map(\.type) == ["peer.updated"], "a client reconnecting with since=\(before) sees the new event")
+    #expect(after.allSatisfy { String($0.id).count <= 18 })
     _ = try node.stop()
   }
 }

@@ -18,6 +18,9 @@ final class EventHub {
   var publishing = false
   /// Whether mesh links are not read because the publish queue is over its high-water mark.
   var meshReadsPaused = false
+  /// Events could not be written because the data directory is full or failing: the batches wait in the queue and
+  /// the write is tried again every ``Node/storageRetryDelay`` (logged once when it starts and once when it ends).
+  var storageFailing = false
   /// SSE keep-alives every 5 s (which also reveal vanished clients).
   var keepAliveTimer: (any PortTimer)?
   /// Where small events are made durable on the service thread before they are delivered, SQLite getting them in
@@ -245,6 +248,24 @@ extension Node {
           pushLive(try await appendDurably(entries))
         }
         for batch in batches { batch.waiter?.resume() }
+        if events.storageFailing {
+          events.storageFailing = false
+          logger.notice("The event log can be written again; the events that waited are stored and delivered.")
+        }
+      } catch let error where APIError.storage(error) != nil {
+        // A full or failing disk: nothing was stored or delivered. What a caller waits for is refused to it (it answers
+        // 507 or 503: nothing was accepted); the rest was accepted already (session data answered 202, events of the
+        // node's own) and is kept, in order, and written and delivered once the disk takes it.
+        for batch in batches { batch.waiter?.resume(throwing: error) }
+        events.queue.putBack(batches.filter { $0.waiter == nil })
+        if !events.storageFailing {
+          events.storageFailing = true
+          logger.error(
+            "Could not write events to the event log: the data directory is full or failing. The events are kept and "
+              + "written every \(Self.storageRetryDelay) until it works; free disk space in the data directory.",
+            ["error": String(describing: error), "queue.bytes": events.queue.bytes])
+        }
+        try? await Task.sleep(for: Self.storageRetryDelay)
       } catch {
         logger.error("Could not append events.", ["error": String(describing: error)])
         for batch in batches { batch.waiter?.resume(throwing: error) }
@@ -255,6 +276,9 @@ extension Node {
     }
     events.publishing = false
   }
+
+  /// How long events that could not be written for want of disk space wait before the write is tried again.
+  static let storageRetryDelay = Duration.seconds(1)
 
   /// Makes `entries` durable and returns them numbered, as they are to be delivered.
   ///
@@ -310,10 +334,17 @@ extension Node {
       while true {
         do {
           try await store.flushStagedEvents()
+          if store.stagedFlushFailing(false) {
+            logger.notice("Staged events are written to the store again.")
+          }
           return
         } catch {
-          logger.error(
-            "Could not write staged events to the store; trying again in 1 s.", ["error": String(describing: error)])
+          // Once per episode, not once a second for as long as the disk stays full.
+          if !store.stagedFlushFailing(true) {
+            logger.error(
+              "Could not write staged events to the store; they are kept in the event ring and tried again every "
+                + "second until it works.", ["error": String(describing: error)])
+          }
           try? await Task.sleep(for: .seconds(1))
           guard store.claimStagedFlush() else { return }
         }

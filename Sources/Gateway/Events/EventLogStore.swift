@@ -162,7 +162,17 @@ extension NodeStore {
       var bodies = Self.bodies(entries)
       let firstID = try self.reserveSequences(bodies.count, connection)
       for index in bodies.indices { bodies[index].sequence = firstID + Int64(index) }
-      try self.ingestStaged(connection, then: bodies)
+      do {
+        try self.ingestStaged(connection, then: bodies)
+      } catch {
+        // Nobody saw these numbers: handed back unless others were handed out since, so that a write retried every
+        // second on a full disk does not use up numbers (the span a lost event ring may hide stays small).
+        let last = firstID + Int64(bodies.count) - 1
+        self.eventLog.withLock { state in
+          if state.lastBodyID == last { state.lastBodyID = firstID - 1 }
+        }
+        throw error
+      }
       return bodies
     }
   }
@@ -254,6 +264,15 @@ extension NodeStore {
     }
   }
 
+  /// Records whether the last flush of staged events failed, and returns whether it had failed before (for one log
+  /// line when failures start and one when they end).
+  func stagedFlushFailing(_ failing: Bool) -> Bool {
+    eventLog.withLock { state in
+      defer { state.flushFailing = failing }
+      return state.flushFailing
+    }
+  }
+
   /// The newest sequence number SQLite has committed of the staged events (the event ring releases through it).
   var ingestedThrough: Int64 { eventLog.withLock { $0.ingestedThrough } }
 
@@ -286,21 +305,47 @@ extension NodeStore {
     let all = staged.isEmpty ? bodies : staged + bodies
     guard let newest = all.last?.sequence else { return }
     do {
-      let audiences = try connection.transaction { try self.ingest(all, connection) }
-      audiences.remember()
+      let ingested = try connection.transaction { try self.ingest(all, connection) }
+      ingested.committed()
       eventLog.withLock { $0.ingestedThrough = max($0.ingestedThrough, newest) }
     } catch {
       eventLog.withLock { state in
         state.staged.insert(contentsOf: staged, at: 0)
         state.stagedBytes += stagedBytes
       }
+      rolledBack(all)
       throw error
     }
   }
 
-  /// Inserts numbered bodies, inside the caller's transaction; returns the audiences found, to remember once it
-  /// committed.
-  private func ingest(_ bodies: [AppendedEvent], _ connection: Connection) throws -> AudienceLookup {
+  /// What an ingest learnt inside its transaction, to keep once it committed (``committed()``): nothing of it is
+  /// true if the transaction rolls back (``rolledBack(_:)``).
+  struct Ingested {
+    let audiences: AudienceLookup
+    let counts: LogCounts
+
+    func committed() {
+      audiences.remember()
+      counts.committed()
+    }
+  }
+
+  /// After a transaction that ingested `bodies` failed (a full disk fails the `COMMIT` after every statement
+  /// succeeded): the log lengths it counted up in memory are forgotten, so each of those peers is counted from the
+  /// database at its next append. Retention only ever counts what committed: a failed commit retried every second
+  /// with the same events would otherwise count them again and again, and the first commit after the disk has room
+  /// again would trim every log by the events that were never there.
+  func rolledBack(_ bodies: [AppendedEvent]) {
+    eventLog.withLock { state in
+      for body in bodies { for peerID in body.peerIDs { state.counts[peerID] = nil } }
+    }
+  }
+
+  /// Inserts numbered bodies, inside the caller's transaction; returns the audiences found and the log lengths
+  /// counted, to keep once it committed. Also records the highest sequence number handed out so far, in the same
+  /// transaction (`events_last_id`): at the next start numbers continue above it even if the event ring and the
+  /// newest bodies are gone.
+  private func ingest(_ bodies: [AppendedEvent], _ connection: Connection) throws -> Ingested {
     var audiences = AudienceLookup(self)
     for body in bodies {
       try connection.execute(
@@ -311,41 +356,72 @@ extension NodeStore {
           .integer(try audiences.id(for: body.peerIDs, connection)),
         ])
     }
-    try self.countAndTrim(connection, bodies)
+    let counts = try self.countAndTrim(connection, bodies)
     if let newest = bodies.last?.sequence {
+      let handedOut = max(newest, eventLog.withLock { $0.lastBodyID ?? 0 })
       try connection.execute(
         """
-        INSERT INTO node_meta(key, value) VALUES ('events_ingested_through', ?)
-        ON CONFLICT(key) DO UPDATE SET value = excluded.value
-        """, [.text(String(newest))])
+        INSERT INTO node_meta(key, value) VALUES ('events_ingested_through', ?1), ('events_last_id', ?2)
+        ON CONFLICT(key) DO UPDATE SET value = CASE
+          WHEN key = 'events_last_id' THEN max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))
+          ELSE excluded.value END
+        """, [.text(String(newest)), .text(String(handedOut))])
     }
-    return audiences
+    return Ingested(audiences: audiences, counts: counts)
   }
 
   /// At start-up, before anything is published: writes the records the event ring kept that SQLite had not committed
   /// (the node was killed with events staged), and learns the highest sequence number taken. Returns the newest
-  /// sequence SQLite now holds of the ring's records, which the ring may release, and how many records past the last
-  /// commit held no event this node can read (none but after a downgrade to an older record format).
-  nonisolated(nonsending) func openEventLog(recovering records: [EventRing.Record], ringReleasedThrough: Int64)
-    async throws -> (recovered: Int, through: Int64, unreadable: Int)
-  {
+  /// sequence SQLite now holds of the ring's records, which the ring may release, how many records past the last
+  /// commit held no event this node can read (none but after a downgrade to an older record format), and, when the
+  /// ring could not give back everything it held, the number new events continue above.
+  ///
+  /// Numbers only grow: the next one is above every body in the database, the newest number recorded as handed out
+  /// at the last commit (`events_last_id`, kept even when trims delete the newest bodies), the ring's released
+  /// sequence and every record it holds. When the ring was lost (`ringLost`: its file was empty while the database
+  /// holds events) or held records it could not give back (`dropped`), numbers up to `mostRecords` above all those
+  /// may have been handed out with no trace left, so new ones start above that: a client's `since` never points past
+  /// a new event.
+  nonisolated(nonsending) func openEventLog(
+    recovering records: [EventRing.Record], ringReleasedThrough: Int64, ringLost: Bool = false,
+    dropped: (count: Int, newest: Int64) = (0, 0), mostRecords: Int64 = 0
+  ) async throws -> (recovered: Int, through: Int64, unreadable: Int, jumpedAbove: Int64?) {
     try await database.withWriter { connection in
-      let through =
-        try connection.queryOne("SELECT value FROM node_meta WHERE key = 'events_ingested_through'")
-        .flatMap { Int64(try $0.string(0)) } ?? 0
+      func meta(_ key: String) throws -> Int64 {
+        try connection.queryOne("SELECT value FROM node_meta WHERE key = ?", [.text(key)])
+          .flatMap { Int64(try $0.string(0)) } ?? 0
+      }
+      let through = try meta("events_ingested_through")
+      let lastID = try meta("events_last_id")
       let highest = try connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
       let pending = records.filter { $0.sequence > through }
       let bodies = pending.compactMap(AppendedEvent.init(ringRecord:))
       if !bodies.isEmpty {
-        let audiences = try connection.transaction { try self.ingest(bodies, connection) }
-        audiences.remember()
+        do {
+          let ingested = try connection.transaction { try self.ingest(bodies, connection) }
+          ingested.committed()
+        } catch {
+          self.rolledBack(bodies)
+          throw error
+        }
       }
       let newest = max(through, bodies.last?.sequence ?? 0)
+      let known = max(highest, newest, lastID, ringReleasedThrough, records.last?.sequence ?? 0, dropped.newest)
+      let unknownTaken = dropped.count > 0 || (ringLost && max(highest, through, lastID) > 0)
+      let next = known + (unknownTaken ? mostRecords : 0)
+      if unknownTaken {
+        // Recorded at once: should this start's ring be lost too, the next start jumps from here.
+        try connection.execute(
+          """
+          INSERT INTO node_meta(key, value) VALUES ('events_last_id', ?)
+          ON CONFLICT(key) DO UPDATE SET value = excluded.value
+          """, [.text(String(next))])
+      }
       self.eventLog.withLock { state in
-        state.lastBodyID = max(highest, newest, ringReleasedThrough, records.last?.sequence ?? 0)
+        state.lastBodyID = next
         state.ingestedThrough = newest
       }
-      return (bodies.count, newest, pending.count - bodies.count)
+      return (bodies.count, newest, pending.count - bodies.count, unknownTaken ? known : nil)
     }
   }
 
@@ -417,10 +493,28 @@ extension NodeStore {
     }
   }
 
+  /// Log lengths learnt and events trimmed by a transaction, kept once it committed.
+  struct LogCounts: Sendable {
+    let store: NodeStore
+    var lengths: [String: Int] = [:]
+    var trimmed = 0
+
+    func committed() {
+      guard !lengths.isEmpty || trimmed > 0 else { return }
+      store.eventLog.withLock { state in
+        state.counts.merge(lengths) { _, new in new }
+        state.trimmed += trimmed
+      }
+    }
+  }
+
   /// Counts the appended events into their recipients' log lengths and trims the logs that grew past the retention
   /// limit plus a slack of 1/64 of it (none below 64) back to the limit: a log never holds more than that, and the
-  /// cost of trimming stays amortised. A peer's length is counted from the database on its first append after a start.
-  func countAndTrim(_ connection: Connection, _ appended: [AppendedEvent]) throws {
+  /// cost of trimming stays amortised. A peer's length is counted from the database on its first append after a start
+  /// (or after a transaction that counted it rolled back). Inside the caller's transaction: the lengths known are
+  /// counted up in place (the caller forgets them if it rolls back, ``rolledBack(_:)``); those learnt from the database
+  /// and the trimmed total are returned, to keep once it committed.
+  func countAndTrim(_ connection: Connection, _ appended: [AppendedEvent]) throws -> LogCounts {
     // One lookup per recipient, in place; peers whose length is unknown or past the limit are dealt with after.
     var unknown: [String] = []
     // The longest each log got in this append (a peer in several of its bodies is trimmed once).
@@ -440,7 +534,7 @@ extension NodeStore {
       }
       return (state.retention, limit)
     }
-    guard !unknown.isEmpty || !over.isEmpty else { return }
+    guard !unknown.isEmpty || !over.isEmpty else { return LogCounts(store: self) }
     var counts: [String: Int] = [:]
     for peerID in Set(unknown) {
       // Counted after this append's bodies went in, so they are included.
@@ -457,10 +551,7 @@ extension NodeStore {
       counts[peerID] = retention
     }
     for audience in touched { try collect(connection, audience: audience) }
-    self.eventLog.withLock { state in
-      state.counts.merge(counts) { _, new in new }
-      state.trimmed += trimmed
-    }
+    return LogCounts(store: self, lengths: counts, trimmed: trimmed)
   }
 
   /// How many events `peerID`'s log holds: the bodies of its audiences above its trim point.

@@ -108,6 +108,14 @@ struct PublishQueue<Waiter> {
     return taken
   }
 
+  /// Puts batches taken by ``next()`` back in front, in their order, to be taken again (their write failed). Each
+  /// peer's order holds: ``next()`` takes a peer's batches only from the front of that peer's waiting ones.
+  mutating func putBack(_ taken: [Batch]) {
+    guard !taken.isEmpty else { return }
+    batches.insert(contentsOf: taken, at: 0)
+    bytes += taken.reduce(0) { $0 + $1.bytes }
+  }
+
   /// Indexes of the batches one transaction would take: small ones only, or the first large one with small ones.
   private func select(large: Bool) -> [Int] {
     var picked: [Int] = []

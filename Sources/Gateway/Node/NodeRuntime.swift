@@ -289,12 +289,30 @@ struct NodeParts {
     }
     let eventRing: EventRing
     do {
-      eventRing = try EventRing(
-        path: dataURL.appendingPathComponent(eventRingFileName).path, capacity: eventRingBytes)
+      let ringPath = dataURL.appendingPathComponent(eventRingFileName).path
+      eventRing = try EventRing(path: ringPath, capacity: eventRingBytes)
       let records = eventRing.records()
       let opened = try await store.openEventLog(
-        recovering: records, ringReleasedThrough: eventRing.releasedThrough)
+        recovering: records, ringReleasedThrough: eventRing.releasedThrough, ringLost: eventRing.wasEmpty,
+        dropped: eventRing.dropped, mostRecords: EventRing.mostRecords(capacity: eventRingBytes))
       eventRing.release(through: opened.through)
+      if eventRing.dropped.count > 0 {
+        logger.warning(
+          "The event ring held records past a damaged one; they were not written to the event log. Peers' logs lack "
+            + "those events (their clients may have seen them); new event ids continue above every id the ring may "
+            + "have held. If this happens again, check the disk (dmesg, smartctl).",
+          [
+            "file": ringPath, "records.dropped": eventRing.dropped.count,
+            "records.newest": eventRing.dropped.newest,
+          ])
+      }
+      if let jumpedAbove = opened.jumpedAbove, eventRing.dropped.count == 0 {
+        logger.warning(
+          "The event ring was missing or empty although the event log holds events: events delivered just before the "
+            + "node stopped that the store had not written are lost from the peers' logs; new event ids continue "
+            + "above every id that may have been handed out.",
+          ["file": ringPath, "ids.above": jumpedAbove])
+      }
       if opened.unreadable > 0 {
         logger.warning(
           "Records in the event ring that hold no event this version can read were skipped.",

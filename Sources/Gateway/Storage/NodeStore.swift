@@ -37,6 +37,8 @@ final class NodeStore: Sendable {
     /// A flush of the staged events is scheduled (after ``stagedFlushDelay``), or asked for at once.
     var flushScheduled = false
     var flushRequested = false
+    /// The last flush of staged events failed (logged once until one succeeds).
+    var flushFailing = false
     /// The newest sequence number of the staged events SQLite has committed.
     var ingestedThrough: Int64 = 0
   }
