@@ -42,11 +42,14 @@ LINT_PATHS := Sources Tests Package.swift Fuzz
 # minute: it finished after 60-62 s in most parallel runs, and two of eight failed its one-minute limit.
 # DiscoveryTests.BeaconTests is the same case (each step polls on the shared pool): its stop test passed after
 # 37-75 s in parallel runs and failed its limit once (107 s, machine loaded), against about 2 s alone.
+# LWSTests.LoopTimerTests and GatewayTests.EventJournalNodeTests too: each awaits a node or a loop timer and resumes
+# on the shared pool; on a fresh clone with the machine loaded (load ~12) four of their tests ran past their one-minute
+# limit in the parallel run (110-130 s), against under two seconds alone.
 BULK_SUITES := IntegrationTests.TransferTests IntegrationTests.StreamTests IntegrationTests.BackpressureTests \
   IntegrationTests.ConnectionLimitTests IntegrationTests.HostileNodeTests IntegrationTests.SurfaceGuardTests \
   IntegrationTests.NodeProcessTests MeshCoreTests.JSONParserCostTests \
   IntegrationTests.GroupSendTests IntegrationTests.GroupSendBulkTests GatewayTests.InProcessNodeTests \
-  DiscoveryTests.BeaconTests
+  DiscoveryTests.BeaconTests LWSTests.LoopTimerTests GatewayTests.EventJournalNodeTests
 BULK_SUITES_REGEX := $(subst $(eval) ,|,$(foreach suite,$(BULK_SUITES),$(suite)/))
 
 # Browser tests (Tests/Browser): Python + selenium in a virtual environment (Debian's python3 is
