@@ -166,7 +166,7 @@ timing-tests:
 	@sync
 	@# The nodes' data directories go to tmpfs (TIMING_TMPDIR) when there is one: the bound is about the link's and the
 	@# event log's order, and on this machine's disk the file system's own stalls under the burst's writes moved the
-	@# p99 by 30-70 ms between runs (README, "A small message beside a bulk burst"). TIMING_TMPDIR= keeps them on disk.
+	@# p99 by 30-70 ms between runs (docs/performance.md, "A small message beside a bulk burst"). TIMING_TMPDIR= keeps them on disk.
 	@MESHGATE_BINARY="$$($(SWIFT) build -c release $(BUILD_ARGS) --show-bin-path)/meshgate" MESHGATE_STRICT_TIMING=1 \
 	  TMPDIR="$(TIMING_TMPDIR)" $(SWIFT) test $(BUILD_ARGS) --skip-build --filter 'BackpressureTests/aBurstOfReliableData'
 
