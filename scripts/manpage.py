@@ -20,7 +20,8 @@ VARIABLE = re.compile(r"\b(MESHGATE_[A-Z_]+)\b")
 
 def roff(text):
     """Escapes text for a roff line."""
-    text = text.replace("\\", "\\e").replace("-", "\\-")
+    text = text.replace("\\", "\\e").replace("-", "\\-").replace("–", "\\(en").replace("—", "\\(em")
+    text = "".join(char if ord(char) < 128 else f"\\[u{ord(char):04X}]" for char in text)
     if text.startswith((".", "'")):
         text = "\\&" + text
     return text
