@@ -39,7 +39,9 @@ struct ConfigurationDocsTests {
     let end = section.range(of: "\n## ")?.lowerBound ?? section.endIndex
     var rows: [(Set<String>, Set<String>)] = []
     for line in section[..<end].split(separator: "\n") where line.hasPrefix("| `-") {
-      let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0 }
+      // `\|` is a bar inside a cell (`auto\|ask`), not a cell border.
+      let cells = line.replacingOccurrences(of: "\\|", with: "/").split(
+        separator: "|", omittingEmptySubsequences: false)
       guard cells.count > 3 else { continue }
       var flags: Set<String> = []
       for word in cells[1].split(whereSeparator: { " `,".contains($0) }) where word.hasPrefix("-") {

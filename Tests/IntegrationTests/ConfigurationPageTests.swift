@@ -34,7 +34,8 @@ struct ConfigurationPageTests {
     var pageFlags: Set<String> = []
     var pageVariables: Set<String> = []
     for row in table.split(separator: "\n") where row.hasPrefix("| `-") {
-      let cells = row.split(separator: "|", omittingEmptySubsequences: false)
+      // `\|` is a bar inside a cell (`auto\|ask`), not a cell border.
+      let cells = row.replacingOccurrences(of: "\\|", with: "/").split(separator: "|", omittingEmptySubsequences: false)
       pageFlags.formUnion(Self.words(cells[1]) { $0.hasPrefix("-") })
       pageVariables.formUnion(Self.words(cells[2]) { $0.hasPrefix("MESHGATE_") })
     }
