@@ -20,7 +20,7 @@ struct DocumentedLimitsTests {
     return rest[..<end].split(separator: "\n").filter { $0.hasPrefix("| ") }.map(String.init)
   }
 
-  @Test func everyListsLimitCapIsEnforcedAsOpenAPIAndTheReadmeSay() async throws {
+  @Test func everyListsLimitCapIsEnforcedAsOpenAPIAndTheAPIGuideSay() async throws {
     try await withNode(name: "limits") { node in
       let peer = try node.createPeer("counter")
       let chat = try HTTPClient.post(
