@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 
@@ -51,10 +52,13 @@ def main(binary):
             message = notify.recv(4096).decode() if readable else ""
             if "READY=1" not in message.split("\n"):
                 problems.append(f"no READY=1 on NOTIFY_SOCKET after the ready line (got {message!r})")
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
-                page = response.read().decode(errors="replace")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
+                    page = response.read().decode(errors="replace")
+            except urllib.error.URLError as error:
+                page = f"({error})"
             if "<html" not in page.lower():
-                problems.append("GET / did not serve the installed dashboard")
+                problems.append(f"GET / did not serve the installed dashboard {page[:80]}")
             node.terminate()
             if node.wait(timeout=15) != 0:
                 problems.append(f"exit code {node.returncode} after SIGTERM, not 0")
