@@ -88,7 +88,7 @@ struct ConnectionLimitTests {
     }
   }
 
-  /// What README's "Request limits" and "API" say of heads libwebsockets' parser handles before the node sees them:
+  /// What docs/operations.md ("Request limits") and docs/api.md say of heads libwebsockets' parser handles before the node sees them:
   /// headers it knows by name count towards 16 KiB (431), others only towards the 64 KiB buffer (served, then closed
   /// unanswered past it); an invalid escape gets its 403 page and a `%00` no answer.
   @Test func headsThatOnlyTheParserSeesAreAnsweredAsDocumented() async throws {

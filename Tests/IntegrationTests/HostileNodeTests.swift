@@ -45,7 +45,7 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
 }
 
 @Suite(.serialized, .timeLimit(.minutes(3))) struct HostileNodeTests {
-  /// Issue 13 item 1: a transfer id is a path on the receiving node. A linked node offering `../../../../tmp/x`, or
+  /// A transfer id is a path on the receiving node. A linked node offering `../../../../tmp/x`, or
   /// `../..` with the name `node-cert.pem`, must not write outside the data directory or over the node's certificate.
   @Test func aTransferOfferWhoseIDIsAPathWritesNothingOutsideTheDataDirectory() async throws {
     try await withNode { node in
@@ -131,7 +131,7 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
     }
   }
 
-  /// Issue 13 item 2: a forged `sessionState` naming the victim's peer as a connected member must not enrol it, and
+  /// A forged `sessionState` naming the victim's peer as a connected member must not enrol it, and
   /// nothing addressed to it through that session (data, events, files, streams) may reach it.
   @Test func aForgedSessionStateDoesNotEnrolALocalPeer() async throws {
     try await withNode(arguments: ["--mesh-tls", "off"]) { node in
@@ -203,7 +203,7 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
     }
   }
 
-  /// Issue 13 item 5: a `nodeDirectory` of 2,000 invented node ids must not make the node dial 2,000 addresses, and
+  /// A `nodeDirectory` of 2,000 invented node ids must not make the node dial 2,000 addresses, and
   /// the addresses it refused or failed to reach are shown to admins only.
   @Test func inventedNodeIDsInADirectoryCauseNoDiallingStorm() async throws {
     try await withNode(arguments: ["--mesh-tls", "off"]) { node in
@@ -249,7 +249,7 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
     }
   }
 
-  /// Issue 13 item 5: a `peerSnapshot` of 65,536 peers must be refused, not fill the directory, memory and the event
+  /// A `peerSnapshot` of 65,536 peers must be refused, not fill the directory, memory and the event
   /// log of every browsing peer.
   @Test func aHugePeerSnapshotIsRefusedAndMemoryAndEventLogsStayBounded() async throws {
     try await withNode(arguments: ["--mesh-tls", "off"]) { node in

@@ -3,7 +3,7 @@ import Glibc
 import MeshgateTestSupport
 import Testing
 
-/// Disk and data-directory pressure on real nodes (issue 14, item 6): concurrent file offers against a small disk
+/// Disk and data-directory pressure on real nodes: concurrent file offers against a small disk
 /// (a tmpfs the test mounts; skipped, saying why, where mounting is not allowed) and a data directory deleted under a
 /// running node.
 @Suite(.timeLimit(.minutes(4)))

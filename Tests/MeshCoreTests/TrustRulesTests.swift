@@ -2,7 +2,7 @@ import Testing
 
 @testable import MeshCore
 
-// The trust rules of issue 13 (docs/security.md, "What a linked node may do"), one state machine at a time: a linked
+// The trust rules (docs/security.md, "What a linked node may do"), one state machine at a time: a linked
 // node changes only its own peers' membership, a local peer joins only by its own act, announcements are bounded and
 // gossip cannot make a node dial at will. Node "B" is the victim throughout, "M" the hostile node.
 

@@ -424,7 +424,7 @@ extension Node {
     }
   }
 
-  /// The largest number of event bytes that may wait in the node for one WebSocket or SSE client (README).
+  /// The largest number of event bytes that may wait in the node for one WebSocket or SSE client (docs/api.md).
   static let slowConsumerBytes = 8 << 20
 
   /// Cuts off a client that let more than ``slowConsumerBytes`` of events pile up: what it has not started to receive

@@ -141,6 +141,26 @@ public struct NodeConfiguration: Sendable, Equatable {
     Logs go to standard error as key=value lines.
     """
 
+  /// Every flag that takes a value, with its environment variable (`-h`/`--help` and `--version` take none).
+  /// `--help`, docs/configuration.md and the man page list each one; `ConfigurationDocsTests` keeps them equal.
+  public static let settings: [(flag: String, env: String)] = [
+    ("--port", "MESHGATE_PORT"), ("--bind", "MESHGATE_BIND"), ("--data-dir", "MESHGATE_DATA_DIR"),
+    ("--name", "MESHGATE_NAME"), ("--log-level", "MESHGATE_LOG_LEVEL"), ("--public-dir", "MESHGATE_PUBLIC_DIR"),
+    ("--max-body-bytes", "MESHGATE_MAX_BODY_BYTES"), ("--event-retention", "MESHGATE_EVENT_RETENTION"),
+    ("--peer", "MESHGATE_PEERS"), ("--discovery", "MESHGATE_DISCOVERY"), ("--beacon-group", "MESHGATE_BEACON_GROUP"),
+    ("--beacon-port", "MESHGATE_BEACON_PORT"), ("--mesh-tls", "MESHGATE_MESH_TLS"),
+    ("--mesh-secret", "MESHGATE_MESH_SECRET"), ("--tls-cert", "MESHGATE_TLS_CERT"), ("--tls-key", "MESHGATE_TLS_KEY"),
+    ("--max-transfer-bytes", "MESHGATE_MAX_TRANSFER_BYTES"),
+    ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
+    ("--file-consent", "MESHGATE_FILE_CONSENT"), ("--file-consent-timeout", "MESHGATE_FILE_CONSENT_TIMEOUT"),
+    ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
+    ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
+    ("--peer-create-rate", "MESHGATE_PEER_CREATE_RATE"), ("--max-peers", "MESHGATE_MAX_PEERS"),
+    ("--allowed-hosts", "MESHGATE_ALLOWED_HOSTS"),
+    ("--max-connections", "MESHGATE_MAX_CONNECTIONS"), ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
+    ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
+  ]
+
   /// What the command line asks for.
   public enum Command: Equatable, Sendable {
     case run(NodeConfiguration)
@@ -153,23 +173,7 @@ public struct NodeConfiguration: Sendable, Equatable {
     arguments: [String], environment: [String: String]
   ) throws(ConfigurationError) -> Command {
     var configuration = NodeConfiguration()
-    let settings: [(flag: String, env: String)] = [
-      ("--port", "MESHGATE_PORT"), ("--bind", "MESHGATE_BIND"), ("--data-dir", "MESHGATE_DATA_DIR"),
-      ("--name", "MESHGATE_NAME"), ("--log-level", "MESHGATE_LOG_LEVEL"), ("--public-dir", "MESHGATE_PUBLIC_DIR"),
-      ("--max-body-bytes", "MESHGATE_MAX_BODY_BYTES"), ("--event-retention", "MESHGATE_EVENT_RETENTION"),
-      ("--peer", "MESHGATE_PEERS"), ("--discovery", "MESHGATE_DISCOVERY"), ("--beacon-group", "MESHGATE_BEACON_GROUP"),
-      ("--beacon-port", "MESHGATE_BEACON_PORT"), ("--mesh-tls", "MESHGATE_MESH_TLS"),
-      ("--mesh-secret", "MESHGATE_MESH_SECRET"), ("--tls-cert", "MESHGATE_TLS_CERT"), ("--tls-key", "MESHGATE_TLS_KEY"),
-      ("--max-transfer-bytes", "MESHGATE_MAX_TRANSFER_BYTES"),
-      ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
-      ("--file-consent", "MESHGATE_FILE_CONSENT"), ("--file-consent-timeout", "MESHGATE_FILE_CONSENT_TIMEOUT"),
-      ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
-      ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
-      ("--peer-create-rate", "MESHGATE_PEER_CREATE_RATE"), ("--max-peers", "MESHGATE_MAX_PEERS"),
-      ("--allowed-hosts", "MESHGATE_ALLOWED_HOSTS"),
-      ("--max-connections", "MESHGATE_MAX_CONNECTIONS"), ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
-      ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
-    ]
+    let settings = Self.settings
     // The flags first: a setting given as a flag ignores its variable entirely (a list flag such as --peer replaces
     // the variable's list, and a bad variable does not stop a node whose flag says otherwise).
     var flags: [(flag: String, value: String)] = []
@@ -336,12 +340,14 @@ public struct NodeConfiguration: Sendable, Equatable {
     return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
-  /// The dashboard directory: the configured one, else `./Public`, `/usr/share/meshgate/Public`, or a
-  /// `Public` folder beside or above the executable (for `swift run` and tests). Nil if none exists.
+  /// The dashboard directory: the configured one, else `./Public`, `share/meshgate/Public` beside the executable's
+  /// `bin` directory (where `make install` puts it under any `PREFIX`), `/usr/share/meshgate/Public`, or a `Public`
+  /// folder beside or above the executable (for `swift run` and tests). Nil if none exists.
   public func resolvePublicDirectory() -> String? {
     if let publicDirectory { return publicDirectory }
-    var candidates = ["./Public", "/usr/share/meshgate/Public"]
     var directory = URL(fileURLWithPath: Self.executablePath).resolvingSymlinksInPath().deletingLastPathComponent()
+    let installed = directory.deletingLastPathComponent().appendingPathComponent("share/meshgate/Public").path
+    var candidates = ["./Public", installed, "/usr/share/meshgate/Public"]
     for _ in 0..<5 {
       candidates.append(directory.appendingPathComponent("Public").path)
       directory = directory.deletingLastPathComponent()

@@ -1,4 +1,4 @@
-/// File consent (issue 20 item 4) and re-offers of transfers this node already holds.
+/// File consent and re-offers of transfers this node already holds.
 ///
 /// Layer 4. With `--file-consent ask` (or `fileConsent: "ask"` in `PATCH /api/v1/node/settings`) an offer from
 /// another node is recorded in state `awaitingConsent` without any file being created; the recipient gets

@@ -7,7 +7,7 @@
 /// leader they see automatically, leaving any transceive session they were in before. This file wires the book to the
 /// node: reconciliation runs whenever the directory tells a local peer something and once a second, received
 /// invitations go to ``TransceiveBook/invitationReceived(_:directory:sessions:now:)``, and a restarted node restores
-/// its transceivers from the advertisements it reloads (`Node.init`), so its peers regroup (issue 14).
+/// its transceivers from the advertisements it reloads (`Node.init`), so its peers regroup.
 import Foundation
 import LWS
 import MeshCore
