@@ -133,6 +133,8 @@ final class NodeStore: Sendable {
         );
         """),
     Migration(version: 12, name: "event bodies stored once for their audience", sql: NodeStore.eventAudiencesSchema),
+    Migration(
+      version: 13, name: "always-accept entries bound to the sender's node", sql: NodeStore.alwaysAcceptBindingSchema),
   ]
 
   /// Job writes waiting for the next group commit (``saveJob(_:)``).
