@@ -198,6 +198,10 @@ extension Node {
         "Connections closed because a request body stopped (--body-timeout).",
         statistics.bodyTimeouts
       ),
+      (
+        "meshgate_slow_bodies_total", "counter",
+        "Requests answered 408 because their body arrived slower than --min-body-rate.", statistics.slowBodies
+      ),
       ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
       ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
       (
@@ -310,8 +314,13 @@ extension Node {
         "Reliable session sends answered 503 link_busy: no room on their mesh link within 10 s.", mesh.sendsRefused
       ),
       (
-        "meshgate_mesh_sends_waiting", "gauge", "Reliable session sends waiting for room on a mesh link.",
-        mesh.heldSends.count
+        "meshgate_event_queue_sends_refused_total", "counter",
+        "Local session sends answered 503 event_queue_full: no room in the event queue within 10 s.",
+        mesh.localSendsRefused
+      ),
+      (
+        "meshgate_mesh_sends_waiting", "gauge",
+        "Session sends waiting for room on a mesh link or in the event queue.", mesh.heldSends.count
       ),
       (
         "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",
