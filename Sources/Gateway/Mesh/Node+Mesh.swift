@@ -135,6 +135,7 @@ extension Node {
     interpret(effects)
     admitHeldSends()
     featuresTick()
+    expirePeers()
   }
 
   /// One line per link the tick declared dead, with what its kernel had received (docs/security.md, "Fault tests"):

@@ -40,6 +40,10 @@ public struct NodeConfiguration: Sendable, Equatable {
   /// Seconds an accepted incoming file may go without a byte (its link up or not) before it fails and the disk space
   /// it reserved is released (`--transfer-idle-timeout`).
   public var transferIdleTimeoutSeconds = 300
+  /// Seconds after which a peer whose token was never used since it was created is deleted (0 = never).
+  public var peerUnusedExpirySeconds = 3600
+  /// Seconds after which a peer whose token has not been used is deleted (0 = never; default 90 days).
+  public var peerIdleExpirySeconds = 7_776_000
   /// Static mesh seeds (`--peer HOST:PORT`, repeatable), dialled at start and re-dialled after every loss.
   public var seeds: [MeshAddress] = []
   /// How nodes find each other.
@@ -128,7 +132,12 @@ public struct NodeConfiguration: Sendable, Equatable {
       --ws-max-message-bytes N  largest message a browser WebSocket may send
                             (MESHGATE_WS_MAX_MESSAGE_BYTES, default 2097152)
       --peer-create-rate N  peers one client address may create per second, bursts of 2N; 0 = off
-                            (MESHGATE_PEER_CREATE_RATE, default 10)
+                            (MESHGATE_PEER_CREATE_RATE, default 10); a /24 or /64 network may
+                            create 4N per second
+      --peer-unused-expiry S  delete a peer whose token was never used within S seconds of its
+                            creation; 0 = never (MESHGATE_PEER_UNUSED_EXPIRY, default 3600)
+      --peer-idle-expiry S  delete a peer whose token was not used for S seconds; 0 = never
+                            (MESHGATE_PEER_IDLE_EXPIRY, default 7776000, 90 days)
       --max-peers N         most peers this node hosts, 1–50000; linked nodes accept at most 4096
                             from one node (MESHGATE_MAX_PEERS, default 4096)
       --allowed-hosts LIST  more names the node answers to in Host and Origin, comma-separated;
@@ -178,6 +187,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
       ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
       ("--peer-create-rate", "MESHGATE_PEER_CREATE_RATE"), ("--max-peers", "MESHGATE_MAX_PEERS"),
+      ("--peer-unused-expiry", "MESHGATE_PEER_UNUSED_EXPIRY"), ("--peer-idle-expiry", "MESHGATE_PEER_IDLE_EXPIRY"),
       ("--allowed-hosts", "MESHGATE_ALLOWED_HOSTS"),
       ("--max-connections", "MESHGATE_MAX_CONNECTIONS"), ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
       ("--min-body-rate", "MESHGATE_MIN_BODY_RATE"),
@@ -264,6 +274,10 @@ public struct NodeConfiguration: Sendable, Equatable {
       fileConsent = mode
     case "--file-consent-timeout": fileConsentTimeout = try integer(1...86_400, "seconds from 1 to 86400")
     case "--transfer-idle-timeout": transferIdleTimeoutSeconds = try integer(1...86_400, "seconds from 1 to 86400")
+    case "--peer-unused-expiry":
+      peerUnusedExpirySeconds = try integer(0...(1 << 31), "seconds from 0 (never) to 2147483648")
+    case "--peer-idle-expiry":
+      peerIdleExpirySeconds = try integer(0...(1 << 31), "seconds from 0 (never) to 2147483648")
     case "--peer":
       for part in value.split(separator: ",") where !part.isEmpty {
         guard let address = MeshAddress(String(part)) else {
