@@ -92,4 +92,96 @@ struct LocalSenderBoundTests {
       #expect(seen.count == accepted.count && Set(seen) == accepted, "member0 got \(seen.count) of \(accepted.count)")
     }
   }
+
+  /// The same over browser WebSockets: `{"op":"send"}` as fast as four sockets take them. The node stops reading a
+  /// socket while its sender is over its bound (the client's writes block), never closes it, answers every message
+  /// (`sent`, or an `event_queue_full` error), and delivers every message answered `sent`. (A debug build parses the
+  /// messages more slowly than its store writes them, so there this checks the holding path, not the growth.)
+  @Test func aFastWebSocketSenderIsHeldAndNeverClosed() async throws {
+    try await withNode { node in
+      let alice = try node.meshPeer("alice")
+      let members = try (0..<5).map { try node.meshPeer("member\($0)") }
+      let sessionID = try #require(try alice.createSession()["id"] as? String)
+      for member in members { try await inviteAndAccept(alice, member, sessionID: sessionID) }
+      let start = try members[0].lastEventID()
+      let flag = SamplerFlag()
+      let port = node.port
+      let sampler = Task { try await onDedicatedThread { try Self.sampleQueueBytes(port: port, flag: flag) } }
+      // Four sockets of alice's, each on its own thread; message ids are `socket * 100_000 + n`.
+      let senders = (0..<4).map { socketIndex in
+        Task {
+          try await onDedicatedThread { () -> (sent: Set<Int>, refused: Int, unexpected: [String], open: Bool) in
+            let (socket, _) = try node.openEvents(alice.peer)
+            defer { socket.close() }
+            var sent: Set<Int> = []
+            var refused = 0
+            var answered = 0
+            var unexpected: [String] = []
+            func take(_ message: WebSocketMessage?) throws {
+              guard case .text(let text)? = message,
+                let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+              else { return }
+              let data = object["data"] as? [String: Any]
+              switch object["type"] as? String {
+              case "sent":
+                sent.insert(socketIndex * 100_000 + answered)
+                answered += 1
+              case "error":
+                if data?["code"] as? String != "event_queue_full" { unexpected.append(text) }
+                answered += 1
+                refused += 1
+              default: break
+              }
+            }
+            var count = 0
+            let until = ContinuousClock.now + .seconds(6)
+            while ContinuousClock.now < until {
+              var payload = Array(String(format: "m%06d:", socketIndex * 100_000 + count).utf8)
+              payload += [UInt8](repeating: 0xFF, count: (48 << 10) - payload.count)
+              let message = try jsonText(
+                ["op": "send", "session": sessionID, "dataBase64": Data(payload).base64EncodedString()])
+              try socket.send(text: message, timeout: .seconds(30))
+              count += 1
+              if count % 32 == 0 {
+                while let reply = try socket.receive(timeout: .milliseconds(1)) { try take(reply) }
+              }
+            }
+            while answered < count { try take(try socket.receive(timeout: .seconds(30))) }
+            return (sent, refused, unexpected, !socket.isClosed)
+          }
+        }
+      }
+      var sent: Set<Int> = []
+      var refused = 0
+      var open = true
+      for sender in senders {
+        let result = try await sender.value
+        sent.formUnion(result.sent)
+        refused += result.refused
+        open = open && result.open
+        #expect(result.unexpected.isEmpty, "\(result.unexpected)")
+      }
+      flag.done.store(true, ordering: .releasing)
+      let largest = try await sampler.value
+      #expect(open, "the sender's socket was closed")
+      #expect(!sent.isEmpty)
+      #expect(
+        largest <= Self.senderBound,
+        "meshgate_event_queue_bytes reached \(largest) bytes with one WebSocket sender (bound \(Self.senderBound))")
+      // Sends are answered in order: the i-th reply answers the i-th message. Every `sent` one reached member0.
+      var seen: [Int] = []
+      try await eventuallyAsync(timeout: .seconds(60), message: "member0 has the \(sent.count) sent messages") {
+        seen = try members[0].allEvents(since: start, pageSize: 50).compactMap { event -> Int? in
+          guard event.type == "session.data", let encoded = (event.data["dataBase64"] as? String)?.prefix(12),
+            let prefix = Data(base64Encoded: String(encoded)), prefix.count == 9
+          else { return nil }
+          return Int(String(decoding: prefix.dropFirst().prefix(6), as: UTF8.self))
+        }
+        return seen.count >= sent.count
+      }
+      #expect(
+        Set(seen) == sent && seen.count == sent.count, "member0 got \(seen.count) of \(sent.count) (\(refused) refused)"
+      )
+    }
+  }
 }
