@@ -390,9 +390,9 @@ private func fileOffer(_ transferID: String, sessionID: String, sender: PeerAnno
     }
   }
 
-  /// A linked node cannot reserve the whole disk with offers it never sends: one sender may hold a quarter (one node a
-  /// half) of the space for files in offered files not yet stored, and an accepted file that makes no progress fails
-  /// after `--transfer-idle-timeout`, releasing its space.
+  /// A linked node cannot reserve the whole disk with offers it never sends: one sender may hold half (one node three
+  /// quarters) of the space for files in offered files not yet stored, and an accepted file that makes no progress
+  /// fails after `--transfer-idle-timeout`, releasing its space.
   @Test func offersNeverSentCannotReserveTheWholeDisk() async throws {
     try await withNode(arguments: ["--max-transfer-bytes", "1125899906842624", "--transfer-idle-timeout", "2"]) {
       node in
@@ -424,19 +424,19 @@ private func fileOffer(_ transferID: String, sessionID: String, sender: PeerAnno
 
       let whole = try offer(available / 10 * 9)
       #expect(refusedForSpace(whole.answer), "an offer of 90% of the free space: \(whole.answer)")
-      let fifth = try offer(available / 5)
+      let fifth = try offer(available / 10 * 3)
       guard case .transferAccept = fifth.answer else {
-        Issue.record("an offer of a fifth of the free space was not accepted: \(fifth.answer)")
+        Issue.record("an offer of 30% of the free space was not accepted: \(fifth.answer)")
         return
       }
-      let another = try offer(available / 5)
-      #expect(refusedForSpace(another.answer), "a second fifth from the same sender: \(another.answer)")
+      let another = try offer(available / 10 * 3)
+      #expect(refusedForSpace(another.answer), "a second 30% from the same sender: \(another.answer)")
 
       // The accepted file never gets a byte: it fails after the idle timeout and its space is free again.
       try hostile.waitFor(timeout: .seconds(30), "the idle file failing") {
         if case .transferFailed(fifth.id, _) = $0 { true } else { false }
       }
-      let again = try offer(available / 5)
+      let again = try offer(available / 10 * 3)
       if case .transferAccept = again.answer {
       } else {
         Issue.record("the space of the failed file was not released: \(again.answer)")

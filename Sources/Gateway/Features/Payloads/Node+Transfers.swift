@@ -313,10 +313,11 @@ extension Node {
   }
 
   /// The shares of the space for files (free space above `--min-free-bytes` not promised to others) that one linked
-  /// node and one of its senders may hold with the incoming files it offered and this node has not stored yet
-  /// (accepted, or waiting for consent): so no one node, and no one sender, can reserve the whole disk.
-  static let nodeShareDivisor: UInt64 = 2
-  static let senderShareDivisor: UInt64 = 4
+  /// node (3/4) and one of its senders (1/2) may hold with the incoming files it offered and this node has not stored
+  /// yet (accepted, or waiting for consent): so no one node, and no one sender, can reserve the whole disk, while one
+  /// file of up to half the space still goes through.
+  static let nodeShare: (numerator: UInt64, denominator: UInt64) = (3, 4)
+  static let senderShare: (numerator: UInt64, denominator: UInt64) = (1, 2)
 
   /// Why a file of `size` bytes cannot be taken now (nil: it can). `from`: the linked node and sender offering it
   /// (nil for an upload this node spools), held to their shares of the space.
@@ -342,21 +343,20 @@ extension Node {
       )
     }
     guard let offerer else { return nil }
-    let shares: [(held: UInt64, divisor: UInt64, who: String)] = [
-      (promisedBytes(fromNode: offerer.node), Self.nodeShareDivisor, "node \(offerer.node)"),
-      (promisedBytes(sender: offerer.sender), Self.senderShareDivisor, "sender \(offerer.sender)"),
+    let shares: [(held: UInt64, share: (numerator: UInt64, denominator: UInt64), who: String, kind: String)] = [
+      (promisedBytes(fromNode: offerer.node), Self.nodeShare, "node \(offerer.node)", "linked node"),
+      (promisedBytes(sender: offerer.sender), Self.senderShare, "sender \(offerer.sender)", "sender"),
     ]
     for share in shares {
       // The space for files outside everyone else's promises: what this offerer holds plus what is still free.
       let space = available - reserve + share.held
-      let limit = space / share.divisor
+      let limit = space / share.share.denominator * share.share.numerator
       if share.held + size > limit {
         return (
           .insufficientStorage,
-          "\(share.who) already holds \(share.held) bytes of this node's space for files in offered files not yet "
-            + "stored, and one \(share.divisor == Self.nodeShareDivisor ? "linked node" : "sender") may hold at most "
-            + "1/\(share.divisor) of it (\(limit) bytes now); the file needs \(size). Retry when its other files "
-            + "have arrived"
+          "\(share.who) already holds \(share.held) bytes promised to its files not yet stored here, and one "
+            + "\(share.kind) may hold at most \(share.share.numerator)/\(share.share.denominator) of this node's "
+            + "space for files (\(limit) bytes now); the file needs \(size). Retry when its other files have arrived"
         )
       }
     }
