@@ -444,4 +444,44 @@ private func fileOffer(_ transferID: String, sessionID: String, sender: PeerAnno
       #expect(hostile.closeReason == nil)
     }
   }
+
+  /// Files waiting for consent (`--file-consent ask`) count against the sender's share like accepted ones: a second
+  /// offer of 30% of the free space from the same sender is refused while the first waits for its answer.
+  @Test func offersWaitingForConsentCountAgainstTheSendersShare() async throws {
+    try await withNode(arguments: ["--max-transfer-bytes", "1125899906842624", "--file-consent", "ask"]) { node in
+      let victim = try node.meshPeer("victim")
+      let hostile = try HostileNode(name: "mallory", tls: true)
+      defer { hostile.close() }
+      try hostile.link(port: node.port)
+      let mallory = PeerAnnouncement(peerID: uuid(), displayName: "Mallory")
+      hostile.send(.peerSnapshot([mallory]))
+      let sessionID = try await hostileSessionWithVictim(hostile, sender: mallory, victim: victim, node: node)
+      let attributes = try FileManager.default.attributesOfFileSystem(forPath: node.dataDirectory)
+      let free = try #require((attributes[.systemFreeSize] as? NSNumber)?.uint64Value)
+      let size = (free - min(free, 64 << 20)) / 10 * 3
+      try #require(size > 16 << 20, "the test needs some free disk space")
+      var answers: [MeshMessage] = []
+      for _ in 0..<2 {
+        let id = uuid()
+        var offer = fileOffer(id, sessionID: sessionID, sender: mallory, victim: victim)
+        if case .transferOffer(var details) = offer {
+          details.size = size
+          offer = .transferOffer(details)
+        }
+        hostile.send(offer)
+        answers.append(
+          try hostile.waitFor(timeout: .seconds(30), "an answer to offer \(id)") {
+            switch $0 {
+            case .transferAwaitingConsent(id, _), .transferAccept(id, _), .transferReject(id, _, _): true
+            default: false
+            }
+          })
+      }
+      if case .transferAwaitingConsent = answers[0] {} else { Issue.record("the first offer: \(answers[0])") }
+      if case .transferReject(_, .insufficientStorage, _) = answers[1] {
+      } else {
+        Issue.record("a second 30% while the first waits for consent: \(answers[1])")
+      }
+    }
+  }
 }
