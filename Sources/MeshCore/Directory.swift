@@ -59,6 +59,13 @@ public struct Directory: Sendable {
   var remoteNodes: [String: [String: PeerAnnouncement]] = [:]
   /// Which linked node announced each remote peer (the first claim of a peer id wins).
   var owners: [String: String] = [:]
+  /// Which node owned each remote peer whose node unlinked without removing it: while remembered, only that node may
+  /// announce the peer id again (another node taking over a departed node's peer id would borrow the trust its
+  /// recipients gave that peer). A peer its node removed (`peerRemoved`) is forgotten. At most
+  /// ``MeshLimits/rememberedOwners`` entries, the oldest forgotten first.
+  var formerOwners: [String: String] = [:]
+  /// ``formerOwners``' peer ids, oldest first (an id may appear again after it was reclaimed; stale ones are skipped).
+  var formerOwnerOrder: [String] = []
   /// Directory frames refused, by reason: `too_many_peers` (beyond ``MeshLimits/peersPerNode`` or
   /// ``MeshLimits/advertisementsPerNode``), `invalid_peer` (a display name, service type or discovery info that breaks
   /// the rules a local peer is held to), `not_own_peer` (a peer id another node already announced).
@@ -231,7 +238,10 @@ public struct Directory: Sendable {
   public mutating func nodeUnlinked(_ remoteNode: String) -> [Directive] {
     guard let peers = remoteNodes.removeValue(forKey: remoteNode) else { return [] }
     var directives: [Directive] = []
-    for peerID in peers.keys where owners[peerID] == remoteNode { owners[peerID] = nil }
+    for peerID in peers.keys.sorted() where owners[peerID] == remoteNode {
+      owners[peerID] = nil
+      rememberOwner(peerID, remoteNode)
+    }
     for peerID in peers.keys.sorted() where localPeers[peerID] == nil {
       let announcement = peers[peerID]!
       let ref = PeerRef(peerID: peerID, displayName: announcement.displayName, nodeID: remoteNode)
@@ -305,14 +315,31 @@ public struct Directory: Sendable {
     guard localPeers[peerID] == nil, claimable(peerID, by: remoteNode) else { return }
     remoteNodes[remoteNode]![peerID] = new
     owners[peerID] = new == nil ? nil : remoteNode
+    formerOwners[peerID] = nil
     let name = new?.displayName ?? old?.displayName ?? ""
     let ref = PeerRef(peerID: peerID, displayName: name, nodeID: remoteNode)
     appendChanges(for: ref, from: old?.advertising ?? [:], to: new?.advertising ?? [:], into: &directives)
   }
 
-  /// Whether `remoteNode` may announce `peerID`: no local peer and no other linked node has it.
+  /// Whether `remoteNode` may announce `peerID`: no local peer and no other linked node has it, and no other node
+  /// owned it when that node left.
   func claimable(_ peerID: String, by remoteNode: String) -> Bool {
     localPeers[peerID] == nil && (owners[peerID] == nil || owners[peerID] == remoteNode)
+      && (formerOwners[peerID] == nil || formerOwners[peerID] == remoteNode)
+  }
+
+  /// Remembers that `remoteNode` owned `peerID` when it left (``formerOwners``), forgetting the oldest beyond the
+  /// bound.
+  mutating func rememberOwner(_ peerID: String, _ remoteNode: String) {
+    formerOwners[peerID] = remoteNode
+    formerOwnerOrder.append(peerID)
+    while formerOwners.count > MeshLimits.rememberedOwners, !formerOwnerOrder.isEmpty {
+      formerOwners[formerOwnerOrder.removeFirst()] = nil
+    }
+    // Ids reclaimed since they were queued leave stale entries behind; compact when they dominate.
+    if formerOwnerOrder.count > 2 * max(formerOwners.count, 1024) {
+      formerOwnerOrder.removeAll { formerOwners[$0] == nil }
+    }
   }
 
   /// Whether a remote announcement keeps the rules a local peer is held to (DESIGN.md, "Identity, names and

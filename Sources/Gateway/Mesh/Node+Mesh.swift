@@ -55,6 +55,9 @@ struct MeshState {
   var heldLeaves: [(sessionID: String, peerID: String)] = []
   /// Reliable sends answered 503 because their link had no room within ``Node/maxSendWaitMillis``.
   var sendsRefused = 0
+  /// Local session sends answered 503 because the node's event queue had no room for them within
+  /// ``Node/maxSendWaitMillis``.
+  var localSendsRefused = 0
   /// Each mesh socket's `tcpi_data_segs_in` and when it last changed.
   var dataSegmentsIn: [WebSocketID: (count: UInt32, at: UInt64)] = [:]
   /// When the last mesh tick ran (a late tick would show in the silent-link log line).
@@ -76,7 +79,7 @@ enum MeshOutbound {
   case reliable(MeshMessage, nodeID: String)
 }
 
-/// A reliable send held until its sender's lane has room on every link it crosses.
+/// A send held until its sender's lane has room on every link it crosses and the event queue has room for it.
 struct HeldSend {
   let producer: String
   let sessionID: String
@@ -84,6 +87,7 @@ struct HeldSend {
   let targets: [String]?
   let payload: [UInt8]
   let name: String?
+  let reliable: Bool
   let deadline: UInt64
   let continuation: CheckedContinuation<JSONValue, any Error>
 }
@@ -131,6 +135,7 @@ extension Node {
     interpret(effects)
     admitHeldSends()
     featuresTick()
+    expirePeers()
   }
 
   /// One line per link the tick declared dead, with what its kernel had received (docs/security.md, "Fault tests"):

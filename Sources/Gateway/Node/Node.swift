@@ -260,6 +260,7 @@ public actor Node {
     guard let peerID = peerIDsByTokenHash[Crypto.sha256Hex(token)], let peer = peers[peerID] else {
       throw .invalidToken
     }
+    notePeerUsed(peerID)
     return peer
   }
 

@@ -118,7 +118,7 @@ final class NodeRuntime {
           maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol],
           tls: parts.tls, maxConnections: connections.served, overflowConnections: connections.overflow,
           alwaysServedPaths: ["/healthz"], bodyIdleTimeoutSeconds: configuration.bodyTimeoutSeconds,
-          webSocketPingSeconds: configuration.webSocketPingSeconds))
+          webSocketPingSeconds: configuration.webSocketPingSeconds, minBodyBytesPerWindow: configuration.minBodyRate))
     } catch {
       throw StartupError(message: error.description)
     }

@@ -205,13 +205,13 @@ extension Node {
         to: nodeID)
       return
     }
-    if let rejection = receivability(size: offer.size) {
+    if let rejection = receivability(size: offer.size, from: (nodeID, offer.fromPeerID)) {
       sendTransferFrame(.transferReject(transferID: id, code: rejection.code, message: rejection.message), to: nodeID)
       return
     }
     let name = Self.sanitizedFileName(offer.name) ?? "file"
     let now = Timestamp.now()
-    let ask = fileConsent == .ask && transfers.alwaysAccept[peer.id]?[offer.fromPeerID] == nil
+    let ask = fileConsent == .ask && !alwaysAccepts(peer.id, from: offer.fromPeerID, node: nodeID)
     let record = TransferRecord(
       id: id,
       parties: PayloadParties(
@@ -287,6 +287,7 @@ extension Node {
     case .failure(let error):
       failTransfer(transfer, reason: "the receiving node could not write: \(error)", notify: true)
     case .success(let length):
+      transfer.lastProgressAt = Self.monotonicMillis()
       let actions = receiver.wrote(upTo: length)
       transfer.receiver = receiver
       transfer.record.bytes = receiver.written

@@ -258,9 +258,9 @@ extension Schemas {
       "alwaysAccept": [
         "type": "array",
         "items": [
-          "type": "object", "required": ["peerId", "displayName", "since"],
+          "type": "object", "required": ["peerId", "displayName", "nodeId", "since"],
           "properties": [
-            "peerId": ["type": "string"], "displayName": ["type": "string"],
+            "peerId": ["type": "string"], "displayName": ["type": "string"], "nodeId": ["type": ["string", "null"]],
             "since": ["type": "string", "format": "date-time"],
           ],
         ],
