@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs schemathesis (pinned in Tests/schemathesis/requirements.txt, installed in a venv under .build/) against the
-# OpenAPI document of a freshly started node, authenticated as a peer, with every check on. Fails on any 5xx, any
-# response that does not match the document, or a node that stops answering.
+# OpenAPI document of a freshly started node, with every check on: peer operations with a peer's token, admin ones
+# with the node's admin token, on objects Tests/schemathesis/seed.py created (settings in
+# Tests/schemathesis/schemathesis.toml). Fails on any 5xx, any response that does not match the document, or a node
+# that stops answering.
 #
-#   scripts/schemathesis.sh [MAX_EXAMPLES]    default 10; make test passes 5, make schemathesis 100
+#   scripts/schemathesis.sh [MAX_EXAMPLES]    default 10; make test passes 8, make schemathesis 100
 #
 # MESHGATE_BIN picks the binary (default .build/debug/meshgate); SCHEMATHESIS_TIMEOUT bounds the run (seconds).
 set -euo pipefail

@@ -45,15 +45,17 @@ def session_with_bob():
 
 
 def invitation_from_bob():
-    """An invitation bob sent the run's peer, still pending."""
+    """An invitation bob sent the run's peer, pending for the longest time allowed (the run takes minutes)."""
     session = call("POST", "/api/v1/sessions", {}, as_token=bob_token)["session"]["id"]
-    return call("POST", "/api/v1/invitations", {"to": me, "session": session}, as_token=bob_token)["invitation"]["id"]
+    invitation = {"to": me, "session": session, "timeoutSeconds": 300}
+    return call("POST", "/api/v1/invitations", invitation, as_token=bob_token)["invitation"]["id"]
 
 
 def invitation_to_bob():
-    """An invitation the run's peer sent bob, still pending."""
+    """An invitation the run's peer sent bob, pending for the longest time allowed."""
     session = call("POST", "/api/v1/sessions", {})["session"]["id"]
-    return call("POST", "/api/v1/invitations", {"to": bob, "session": session})["invitation"]["id"]
+    invitation = {"to": bob, "session": session, "timeoutSeconds": 300}
+    return call("POST", "/api/v1/invitations", invitation)["invitation"]["id"]
 
 
 def file_from_bob(session):
