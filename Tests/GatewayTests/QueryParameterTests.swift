@@ -1,3 +1,4 @@
+import Foundation
 import LWS
 import MeshCore
 import Testing
@@ -55,6 +56,29 @@ struct QueryParameterTests {
         }
       }
       #expect(checked >= 10, "the routes document their integer and enum query parameters")
+    }
+  }
+
+  /// A parameter the document marks required is refused when missing (its handler says what to send), and every
+  /// other one may be left out.
+  @Test func aRequiredQueryParameterIsRefusedWhenMissing() async throws {
+    try await InProcessNode.with { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let session = await node.request(.post, "/api/v1/sessions", json: [:], token: alice.token)
+      let id = try #require(session.object?["session"]?.objectValue?["id"]?.stringValue)
+      var required = 0
+      for route in Router.standard.routes where route.pattern.hasPrefix("/api/v1/sessions/{sessionId}") {
+        let path = route.pattern.replacingOccurrences(of: "{sessionId}", with: id)
+        let all = route.queryParameters.filter(\.required)
+        for missing in all {
+          let query = all.filter { $0.name != missing.name }.map { ($0.name, $0.validExample) }
+          let answer = await node.request(route.method, path, query: query, token: alice.token)
+          let message = answer.object?["error"]?.objectValue?["message"]?.stringValue ?? ""
+          #expect(answer.status == 400 && message.hasPrefix("\(missing.name) is required"), "\(route.operationID)")
+          required += 1
+        }
+      }
+      #expect(required == 2, "sendResource's to and name")
     }
   }
 

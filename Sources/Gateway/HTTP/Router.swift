@@ -97,11 +97,14 @@ struct QueryParameter: Sendable {
   let name: String
   let description: String
   let rule: QueryRule
+  /// Whether a request without it is refused (by its handler, whose message says what to send).
+  let required: Bool
 
-  init(_ name: String, _ description: String, _ rule: QueryRule = .text) {
+  init(_ name: String, _ description: String, _ rule: QueryRule = .text, required: Bool = false) {
     self.name = name
     self.description = description
     self.rule = rule
+    self.required = required
   }
 
   /// The parameter's JSON Schema in the OpenAPI document.
@@ -345,7 +348,8 @@ extension Router {
       }
       for query in route.queryParameters {
         parameters.append([
-          "name": .string(query.name), "in": "query", "required": false, "description": .string(query.description),
+          "name": .string(query.name), "in": "query", "required": .bool(query.required),
+          "description": .string(query.description),
           "schema": query.schema,
         ])
       }

@@ -12,9 +12,10 @@ enum PayloadRoutes {
       query: [
         QueryParameter(
           "to",
-          "The receiving peer's id (a connected member of the session); or several ids separated by commas, or all (every other connected member), for a group send."
-        ),
-        QueryParameter("name", "The file name; path components, control characters and leading dots are removed."),
+          "The receiving peer's id (a connected member of the session); or several ids separated by commas, or all (every other connected member), for a group send.",
+          required: true),
+        QueryParameter(
+          "name", "The file name; path components, control characters and leading dots are removed.", required: true),
       ],
       links: .id(at: "/transfer/id", as: "transferId", to: ["getTransfer", "cancelTransfer", "getTransferContent"])
         + .id(at: "/group/id", as: "groupId", to: ["getTransferGroup", "cancelTransferGroup"]),
