@@ -65,9 +65,16 @@ status=0
 (cd "$work" && timeout "$limit" "$venv/bin/schemathesis" --no-color --config-file "$config" run \
   "$base/api/v1/openapi.json" --url "$base" --checks all --exclude-checks unsupported_method,positive_data_acceptance \
   --exclude-operation-id deleteMe --exclude-operation-id openWebSocket --generation-allow-x00 false \
-  --max-examples "$examples" --request-timeout 10 --generation-deterministic >"$work/report.txt" 2>&1) || status=$?
+  --max-examples "$examples" --request-timeout 10 --generation-deterministic \
+  --report har --report-har-path "$work/requests.har" >"$work/report.txt" 2>&1) || status=$?
 mkdir -p test-artifacts
 cp "$work/report.txt" test-artifacts/schemathesis.txt
+# Which statuses each operation got: "2xx" marks the ones the run reached, "---" those only ever refused.
+if [[ -f $work/requests.har ]] && curl -sf -m 5 -o "$work/openapi.json" "$base/api/v1/openapi.json"; then
+  python3 Tests/schemathesis/statuses.py "$work/openapi.json" "$work/requests.har" >test-artifacts/schemathesis-statuses.txt
+  echo "==> $(grep -c '^2xx' test-artifacts/schemathesis-statuses.txt) of $(wc -l <test-artifacts/schemathesis-statuses.txt)" \
+    "operations answered 2xx at least once (test-artifacts/schemathesis-statuses.txt)"
+fi
 tail -40 "$work/report.txt"
 if ! curl -sf -m 5 -o /dev/null "$base/healthz"; then
   echo "schemathesis: the node stopped answering during the run" >&2
