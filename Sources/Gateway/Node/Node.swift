@@ -187,6 +187,7 @@ public actor Node {
         try checkRequestRate(peerID: authenticated.id)
         peer = authenticated
       }
+      try route.checkQuery(request.head.query)
       let context = RequestContext(request: request, parameters: parameters, peer: peer)
       var response = try await route.handler(self, context)
       if request.head.method == .head { response.omitBody = true }

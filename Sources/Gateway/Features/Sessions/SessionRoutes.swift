@@ -9,6 +9,9 @@ enum SessionRoutes {
   static let routes: [Route] = [
     Route(
       .post, "/api/v1/sessions", "createSession", body: Schemas.createSession, returns: Schemas.sessionEnvelope,
+      links: .id(
+        at: "/session/id", as: "sessionId",
+        to: ["getSession", "leaveSession", "sendData", "sendEvent", "sendResource", "openStream"]),
       """
       Creates a session (MCSession) with this peer as its first member; defaults: optional, cluster, 64.
       201 The session.
@@ -43,8 +46,7 @@ enum SessionRoutes {
       .post, "/api/v1/sessions/{sessionId}/data", "sendData", returns: Schemas.sendResult,
       query: [
         QueryParameter("to", "Comma-separated peer ids; default every connected member."),
-        QueryParameter(
-          "mode", "reliable (default) or unreliable.", ["type": "string", "enum": ["reliable", "unreliable"]]),
+        QueryParameter("mode", "reliable (default) or unreliable.", .oneOf(["reliable", "unreliable"])),
       ],
       """
       Sends the raw body (≤ 1 MiB) to ?to=id,id (default: every connected member). reliable: once and in order per sender, or session.send.failed; the answer waits while the sender's lane on a mesh link is full (503 link_busy after 10 s); unreliable: never waits for a link, may drop. Both modes wait while the node's event queue is over 64 MiB (until 56 MiB remain) or this sender's events in it over 8 MiB (503 event_queue_full after 10 s).
