@@ -49,7 +49,10 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     /** Bumped on sign-in/out so late responses for an old peer are dropped. */
     generation: 0,
     receiving: false,
-    nearby: new Map(), // peerId → {peer, discoveryInfo}
+    /** Everyone signed in nearby (presence; without it, the peers receiving jobs): peerId → {peer}. */
+    nearby: new Map(),
+    /** The peers receiving jobs (advertising jobmanager-jobs): peerId → {peer, discoveryInfo}. */
+    jobPeers: new Map(),
     /** Other browsed service types: type → Map(peerId → {peer, discoveryInfo}). */
     services: new Map(),
     meshSelf: null,
@@ -138,6 +141,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     return id ? String(id).slice(0, 8) : '—';
   }
 
+  function nodeLabel(nodeId) {
+    const seen = state.meshSeen.get(nodeId);
+    return seen && seen.node && seen.node.name ? seen.node.name : nodeName(nodeId);
+  }
+
   function nodeName(nodeId) {
     if (!nodeId) return 'unknown node';
     if (state.meshSelf && state.meshSelf.id === nodeId) return `${state.meshSelf.name || shortId(nodeId)} (this node)`;
@@ -207,16 +215,19 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   }
 
   /** Replace a <select>'s options with the nearby peers, keeping the choice. */
-  function fillPeerSelect(select, { exclude = new Set() } = {}) {
+  function fillPeerSelect(select, { exclude = new Set(), jobsOnly = false } = {}) {
     const current = select.value;
-    const peers = [...state.nearby.values()].filter((entry) => !exclude.has(entry.peer.id));
+    const pool = jobsOnly ? state.jobPeers : state.nearby;
+    const peers = [...pool.values()].filter((entry) => !exclude.has(entry.peer.id));
     const signature = peers.map((e) => `${e.peer.id}:${e.peer.displayName}`).join('|');
     if (select.dataset.signature !== signature) {
       select.dataset.signature = signature;
       const options = peers.map((entry) =>
         h('option', { value: entry.peer.id }, `${peerName(entry.peer)} · ${nodeName(entry.peer.nodeId)}`),
       );
-      if (options.length === 0) options.push(h('option', { value: '' }, 'No one nearby is receiving jobs'));
+      if (options.length === 0) {
+        options.push(h('option', { value: '' }, jobsOnly ? 'No one nearby is receiving jobs' : 'No one else is nearby'));
+      }
       select.replaceChildren(...options);
       if (peers.some((e) => e.peer.id === current)) select.value = current;
     }
@@ -335,6 +346,12 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     signedIn,
     sessions: () => [...state.sessions.values()],
     hasPath: (path) => hasPath(path),
+    /** Transfers or uploads changed: the Nearby rows' send lines follow. */
+    onChange: () => renderDirectSends(),
+    /** A node's name, also once it left the node list (it is remembered while the page is open). */
+    nodeLabel: (nodeId) => nodeLabel(nodeId),
+    /** When a node was seen lost (ms), or undefined while it is linked or was never seen. */
+    nodeLostAt: (nodeId) => (state.meshSeen.get(nodeId) || {}).lostAt || undefined,
   });
 
   // ----------------------------------------------------------- features
@@ -452,6 +469,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             h('strong', { className: 'row-title', dataset: { testid: 'nearby-peer-name' } }),
             h('span', { className: 'row-sub', dataset: { testid: 'nearby-peer-node' } }),
             h('span', { className: 'hint nearby-status', role: 'status', dataset: { testid: 'nearby-status' } }),
+            h('progress', { className: 'nearby-progress', hidden: true, dataset: { testid: 'nearby-progress' } }),
           ),
           h(
             'div',
@@ -471,7 +489,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           if (chosen.length > 0) sendFilesToPeer(id, chosen);
         });
         row.querySelector('[data-testid="nearby-offer-job"]').addEventListener('click', () => {
-          const entry = state.nearby.get(id);
+          const entry = state.jobPeers.get(id);
           if (entry) startJobOffer(entry.peer);
         });
         // The whole row is a drop target for files (PairDrop-style).
@@ -494,25 +512,34 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         const name = peerName(e.peer);
         setText(row.querySelector('[data-testid="nearby-peer-name"]'), name);
         setText(row.querySelector('.avatar'), name.slice(0, 1).toUpperCase());
-        const info = Object.entries(e.discoveryInfo || {})
+        const jobs = state.jobPeers.get(e.peer.id);
+        const info = Object.entries((jobs && jobs.discoveryInfo) || {})
           .map(([k, v]) => `${k}: ${v}`)
           .join(' · ');
-        setText(row.querySelector('[data-testid="nearby-peer-node"]'), [nodeName(e.peer.nodeId), info].filter(Boolean).join(' · '));
+        setText(
+          row.querySelector('[data-testid="nearby-peer-node"]'),
+          [nodeName(e.peer.nodeId), jobs ? 'receiving jobs' : '', info].filter(Boolean).join(' · '),
+        );
+        row.dataset.receivesJobs = jobs ? 'true' : 'false';
+        // Job offers go only to people receiving jobs; everyone else can still get files, invitations and chats.
+        row.querySelector('[data-testid="nearby-offer-job"]').hidden = !jobs;
         const send = row.querySelector('[data-testid="nearby-send-file"]');
         send.hidden = !hasPath('/api/v1/transfers');
         send.setAttribute('aria-label', `Send a file to ${name}`);
         row.querySelector('[data-testid="nearby-offer-job"]').setAttribute('aria-label', `Offer a job to ${name}`);
         row.classList.toggle('is-drop-target', !send.hidden);
-        const direct = state.directSends.get(e.peer.id);
-        setText(row.querySelector('[data-testid="nearby-status"]'), direct ? direct.status : '');
-        row.dataset.sendState = direct ? direct.phase : '';
+        renderDirectSend(row);
       },
       animateOut,
     );
     el.nearbyEmpty.hidden = entries.length > 0;
     setText(
       el.nearbyEmpty,
-      signedIn() ? 'No one nearby is receiving jobs right now. They appear here as they turn it on.' : 'Sign in to see nearby peers.',
+      !signedIn()
+        ? 'Sign in to see nearby peers.'
+        : presenceMode()
+          ? 'No one else has joined nearby yet. People appear here as soon as they join.'
+          : 'No one nearby is receiving jobs right now. They appear here as they turn it on.',
     );
     // The send/invite pickers list the same peers.
     renderOfferTo();
@@ -900,7 +927,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         ? await call(`jobs/${encodeURIComponent(editing)}`, { method: 'PATCH', body })
         : await call('jobs', { method: 'POST', body });
       if (result && result.job) upsertJob(result.job);
-      const offerTo = !editing && state.offerTo && state.nearby.has(state.offerTo.id) ? state.offerTo : null;
+      const offerTo = !editing && state.offerTo && state.jobPeers.has(state.offerTo.id) ? state.offerTo : null;
       state.offerTo = null;
       resetJobForm();
       if (!editing) jobFieldEl('name').focus();
@@ -980,7 +1007,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function renderOfferTo() {
     const line = byTestId('job-offer-to');
-    const peer = state.offerTo && state.nearby.get(state.offerTo.id) ? state.offerTo : null;
+    const peer = state.offerTo && state.jobPeers.get(state.offerTo.id) ? state.offerTo : null;
     line.hidden = !peer || Boolean(state.editingJobId);
     setText(byTestId('job-offer-to-text'), peer ? `Offered to ${peerName(peer)} as soon as you add it.` : '');
     if (!state.editingJobId) setText(el.jobSubmit, peer ? `Add and offer to ${peerName(peer)}` : 'Add job');
@@ -1078,7 +1105,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         received.hidden = !job.receivedFrom;
         row.dataset.assigned = job.assignedTo ? 'true' : 'false';
         const select = row.querySelector('[data-testid="job-send-to"]');
-        const count = fillPeerSelect(select);
+        const count = fillPeerSelect(select, { jobsOnly: true });
         const pending = status.kind === 'pending';
         const sendGroup = row.querySelector('.send-group');
         // A job that was assigned, or that came from someone else, is not offered on again from here.
@@ -1699,11 +1726,25 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   /** Each nearby row's one-step-send status line. */
   function renderDirectSends() {
-    for (const row of el.nearbyList.children) {
-      const direct = state.directSends.get(row.dataset.peerId);
-      const status = row.querySelector('[data-testid="nearby-status"]');
-      if (status) setText(status, direct ? direct.status : '');
-      row.dataset.sendState = direct ? direct.phase : '';
+    for (const row of el.nearbyList.children) renderDirectSend(row);
+  }
+
+  /** A nearby row's one-step-send line: what is asked, then the files' progress (a bar) until "Sent". */
+  function renderDirectSend(row) {
+    const peerId = row.dataset.peerId;
+    const direct = state.directSends.get(peerId);
+    const entry = state.nearby.get(peerId);
+    const progress = direct && direct.keys ? files.progressOf(direct.keys, peerName((entry || {}).peer || { id: peerId })) : null;
+    const status = row.querySelector('[data-testid="nearby-status"]');
+    if (status) setText(status, progress ? progress.text : direct ? direct.status : '');
+    row.dataset.sendState = progress ? progress.phase : direct ? direct.phase : '';
+    const bar = row.querySelector('[data-testid="nearby-progress"]');
+    if (!bar) return;
+    bar.hidden = !progress || progress.phase === 'sent' || progress.phase === 'failed';
+    if (progress) {
+      bar.max = Math.max(1, progress.total);
+      bar.value = Math.min(bar.max, progress.done);
+      bar.setAttribute('aria-label', `${progress.text} ${Math.round((100 * bar.value) / bar.max)}%`);
     }
   }
 
@@ -1719,8 +1760,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     }
     const session = sessionWith(peerId);
     if (session) {
-      files.sendTo(session.id, peerId, list);
-      setDirectSend(peerId, { phase: 'sent', status: `Sending ${what} to ${name}: progress in Files.` });
+      const keys = files.sendTo(session.id, peerId, list);
+      setDirectSend(peerId, { phase: 'sent', keys, status: `Sending ${what} to ${name}…` });
       return;
     }
     setDirectSend(peerId, { phase: 'inviting', status: `Asking ${name}…` });
@@ -1782,8 +1823,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       }
       const session = state.sessions.get(direct.sessionId);
       if (session && (session.members || []).some((m) => m.id === peerId && m.state === 'connected')) {
-        files.sendTo(session.id, peerId, direct.files);
-        state.directSends.set(peerId, { phase: 'sent', status: `Sending ${direct.what} to ${name}: progress in Files.` });
+        const keys = files.sendTo(session.id, peerId, direct.files);
+        state.directSends.set(peerId, { phase: 'sent', keys, status: `Sending ${direct.what} to ${name}…` });
         changed = true;
       }
     }
@@ -1792,17 +1833,31 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   // ------------------------------------------------------------ loading
 
+  /** Whether this node lists everyone signed in (presence), not only the peers receiving jobs. */
+  function presenceMode() {
+    return Boolean(state.paths) && hasPath('/api/v1/presence');
+  }
+
   async function loadAll() {
     if (!signedIn()) return;
     const g = guard((fn) => fn());
     const tasks = [
-      // Browse (idempotent PUT) answers with who advertises right now.
-      call(`browsing/${JOBS_SERVICE}`, { method: 'PUT' }).then((r) =>
-        g(() => {
-          state.nearby = new Map((r.peers || []).map((e) => [e.peer.id, e]));
-          renderNearby();
-          state.nearbyLoaded = true;
-        }),
+      // Browse and watch presence (idempotent PUTs): each answers with who is there right now. Watching presence
+      // lives in the node's memory only, so it is asked again on every hello.
+      loadFeatures().then(() =>
+        Promise.all([
+          call(`browsing/${JOBS_SERVICE}`, { method: 'PUT' }),
+          presenceMode() ? call('presence', { method: 'PUT' }) : null,
+        ]).then(([jobs, presence]) =>
+          g(() => {
+            state.jobPeers = new Map((jobs.peers || []).map((e) => [e.peer.id, e]));
+            state.nearby = presence
+              ? new Map((presence.peers || []).map((peer) => [peer.id, { peer }]))
+              : new Map(state.jobPeers);
+            renderNearby();
+            state.nearbyLoaded = true;
+          }),
+        ),
       ),
       call('advertising').then((r) =>
         g(() => {
@@ -1859,7 +1914,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           renderServices();
         }
         if (data.serviceType === JOBS_SERVICE && data.peer && data.peer.id) {
-          state.nearby.set(data.peer.id, { peer: data.peer, discoveryInfo: data.discoveryInfo || {} });
+          state.jobPeers.set(data.peer.id, { peer: data.peer, discoveryInfo: data.discoveryInfo || {} });
+          if (!presenceMode()) state.nearby.set(data.peer.id, { peer: data.peer });
           renderNearby();
         }
         break;
@@ -1869,7 +1925,21 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           renderServices();
         }
         if (data.serviceType === JOBS_SERVICE && data.peer) {
+          state.jobPeers.delete(data.peer.id);
+          if (!presenceMode()) state.nearby.delete(data.peer.id);
+          renderNearby();
+        }
+        break;
+      case 'presence.found':
+        if (data.peer && data.peer.id && presenceMode()) {
+          state.nearby.set(data.peer.id, { peer: data.peer });
+          renderNearby();
+        }
+        break;
+      case 'presence.lost':
+        if (data.peer && presenceMode()) {
           state.nearby.delete(data.peer.id);
+          state.jobPeers.delete(data.peer.id);
           renderNearby();
         }
         break;
@@ -1970,6 +2040,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.token = token;
       state.me = peer || null;
       state.nearby.clear();
+      state.jobPeers.clear();
       state.services.clear();
       state.nearbyLoaded = false;
       state.jobs.clear();
@@ -1998,6 +2069,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.token = null;
       state.me = null;
       state.nearby.clear();
+      state.jobPeers.clear();
       state.services.clear();
       state.jobs.clear();
       state.invitations.clear();

@@ -73,6 +73,8 @@ export function createFiles(deps) {
     keyTransfers: new Map(), // row key → transfer id
     // File consent.
     deadlines: new Map(), // id of an incoming transfer awaiting consent → when its wait ends (ms), from transfer.offered
+    // Interrupted transfers: id → {nodeId, since (ms)}, from transfer.interrupted (the node that went away, and when).
+    paused: new Map(),
     answering: new Set(), // ids whose Accept / Decline is on its way to the node
     accepting: new Set(), // ids accepted without asking (promised by an accepted invitation): never prompted
     problems: new Map(), // transfer id → why its answer failed
@@ -264,6 +266,7 @@ export function createFiles(deps) {
     });
     xhr.send(file);
     render();
+    return key;
   }
 
   // ---------------------------------------------------------- transfers
@@ -710,7 +713,7 @@ export function createFiles(deps) {
     bar.max = size;
     bar.value = t.state === 'finished' ? size : Math.min(size, t.bytes || 0);
     const stateKey = t.state === 'inProgress' && t.direction !== 'outgoing' ? 'receiving' : t.state;
-    const parts = [STATE_TEXT[stateKey] || t.state];
+    const parts = [t.state === 'interrupted' ? pausedText(t) : STATE_TEXT[stateKey] || t.state];
     const asking = t.state === 'awaitingConsent';
     if (asking && t.direction === 'outgoing') parts[0] = `waiting for ${peerName(t.to)} to accept`;
     if (asking && t.direction === 'incoming' && consentExpiresText(t)) parts.push(consentExpiresText(t));
@@ -728,6 +731,17 @@ export function createFiles(deps) {
     cancelButton.hidden = !ACTIVE.has(t.state) || answerable;
     setText(cancelButton, 'Cancel');
     cancelButton.setAttribute('aria-label', `Cancel ${t.name}`);
+  }
+
+  /** "Paused: beta unreachable since 11:48 PM · resumes by itself" for an interrupted transfer. */
+  function pausedText(t) {
+    const paused = state.paused.get(t.id) || {};
+    const other = t.direction === 'outgoing' ? t.to : t.from;
+    const nodeId = paused.nodeId || (other && other.nodeId);
+    const since = paused.since || (deps.nodeLostAt && deps.nodeLostAt(nodeId)) || Date.parse(t.updatedAt);
+    const name = deps.nodeLabel ? deps.nodeLabel(nodeId) : 'the other node';
+    const time = Number.isFinite(since) ? ` since ${new Date(since).toLocaleTimeString([], { hour: 'numeric', minute: '2-digit' })}` : '';
+    return `Paused: ${name} unreachable${time} · resumes by itself`;
   }
 
   /** One line per group send of ours: how many recipients, finished, failed, still going. */
@@ -770,6 +784,43 @@ export function createFiles(deps) {
     renderPrompts();
     renderAlways();
     renderBadge();
+    if (deps.onChange) deps.onChange();
+  }
+
+  /**
+   * How the files sent under these row keys (``sendTo``'s answer) are doing, for the Nearby row of their
+   * recipient: {phase: 'sending'|'paused'|'sent'|'failed', text, done, total}, or null when none is known.
+   */
+  function progressOf(keys, to) {
+    const items = [];
+    for (const key of keys) {
+      const upload = state.uploads.get(key);
+      const transfer = transferByKey(key);
+      if (upload && !transfer) items.push({ name: upload.name, size: upload.size, done: 0, state: upload.error ? 'failed' : 'uploading', reason: upload.error });
+      else if (transfer) items.push({ name: transfer.name, size: transfer.size, done: transfer.state === 'finished' ? transfer.size : transfer.bytes || 0, state: transfer.state, reason: transfer.reason, transfer });
+    }
+    if (items.length === 0) return null;
+    const what = items.length === 1 ? items[0].name : `${items.length} files`;
+    const total = items.reduce((sum, i) => sum + (i.size || 0), 0);
+    const done = items.reduce((sum, i) => sum + Math.min(i.size || 0, i.done || 0), 0);
+    const paused = items.find((i) => i.state === 'interrupted');
+    const failed = items.filter((i) => ['failed', 'canceled', 'declined'].includes(i.state));
+    if (items.some((i) => ACTIVE.has(i.state) || i.state === 'uploading')) {
+      if (paused) return { phase: 'paused', text: pausedText(paused.transfer), done, total };
+      const asking = items.find((i) => i.state === 'awaitingConsent');
+      if (asking) return { phase: 'sending', text: `Waiting for ${to} to accept ${asking.name}`, done, total };
+      return { phase: 'sending', text: `Sending ${what} to ${to}…`, done, total };
+    }
+    if (failed.length === 0) return { phase: 'sent', text: `Sent ${what} to ${to}`, done: total, total };
+    const first = failed[0];
+    const why = first.state === 'declined' ? `declined by ${to}` : first.reason || first.state;
+    const sent = items.length - failed.length;
+    return {
+      phase: 'failed',
+      text: sent > 0 ? `Sent ${sent} of ${items.length} files to ${to}; ${first.name}: ${why}` : `${first.name} not sent: ${why}`,
+      done,
+      total,
+    };
   }
 
   // ------------------------------------------------------------- events
@@ -780,6 +831,12 @@ export function createFiles(deps) {
     if (!data.transfer) return;
     const transfer = { ...data.transfer };
     if (event.type === 'transfer.progress' && Number.isFinite(data.bytes)) transfer.bytes = data.bytes;
+    if (event.type === 'transfer.interrupted') {
+      const since = Date.parse(event.at);
+      state.paused.set(transfer.id, { nodeId: data.nodeId, since: Number.isFinite(since) ? since : Date.now() });
+    } else if (transfer.state !== 'interrupted') {
+      state.paused.delete(transfer.id);
+    }
     if (event.type === 'transfer.offered' && transfer.direction === 'incoming') {
       if (Number.isFinite(data.timeoutSeconds)) state.deadlines.set(transfer.id, Date.now() + data.timeoutSeconds * 1000);
       if (!state.transfers.has(transfer.id) && transfer.state === 'awaitingConsent' && takeExpected(transfer)) {
@@ -918,9 +975,11 @@ export function createFiles(deps) {
     },
     /** Sends files to `to` in session `sessionId` (the one-step send from a nearby peer's row). */
     sendTo(sessionId, to, list) {
-      for (const file of list) upload(file, sessionId, to);
+      const keys = list.map((file) => upload(file, sessionId, to));
       render();
+      return keys;
     },
+    progressOf,
     /** Sessions changed (members joined, left, connected): refresh the pickers. */
     render,
   };

@@ -89,6 +89,7 @@ class Node:
         self.stdout_path = work_dir / f"{name}.stdout"
         self.stderr_path = work_dir / f"{name}.stderr"
         self.peers: list[int] = []
+        self.extra_args: list[str] = []  # more flags for the next start (e.g. --transfer-rate)
         self.process: subprocess.Popen | None = None
         self.node_id = ""
         self.admin_token = ""  # printed once, on the node's first start
@@ -110,6 +111,7 @@ class Node:
         ]
         for port in self.peers:
             args += ["--peer", f"127.0.0.1:{port}"]
+        args += self.extra_args
         offset = self.stdout_path.stat().st_size if self.stdout_path.exists() else 0
         with open(self.stderr_path, "a") as err:
             err.write(f"=== browser-test: launching {' '.join(args)}\n")

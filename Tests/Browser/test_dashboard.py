@@ -308,6 +308,10 @@ class DashboardScenario(unittest.TestCase):
         for browser in (self.ann, self.bob):
             browser.tab("nearby")
             self.record_row_classes(browser)
+        # Presence is not an advert: each is listed before switching anything on, with Send file and no Offer job.
+        self.ann.wait("Bob in Nearby before Receive Jobs", lambda: self.nearby_names(self.ann) == ["Bob"])
+        self.assertTrue(self.ann.q("nearby-send-file").is_displayed())
+        self.assertFalse(self.ann.q("nearby-offer-job").is_displayed(), "no job offers to someone not receiving jobs")
         # Keyboard: the switch is a focusable checkbox toggled with Space.
         for browser in (self.ann, self.bob):
             switch = browser.q("receive-jobs")
@@ -319,7 +323,8 @@ class DashboardScenario(unittest.TestCase):
         self.ann.wait("Bob in Nearby", lambda: self.nearby_names(self.ann) == ["Bob"])
         self.bob.wait("Ann in Nearby", lambda: self.nearby_names(self.bob) == ["Ann"])
         self.assertIn("beta", self.ann.text("nearby-peer-node"), "the row names the peer's node")
-        self.ann.wait("Bob's row to animate in", lambda: self.saw_row_class(self.ann, "is-entering"))
+        self.ann.wait("Bob shown receiving jobs", lambda: "receiving jobs" in self.ann.text("nearby-peer-node"))
+        self.assertTrue(self.ann.q("nearby-offer-job").is_displayed(), "Offer job once Bob receives jobs")
         # The mesh: the other node, linked, with a round-trip time.
         for browser, other in ((self.ann, "beta"), (self.bob, "alpha")):
             browser.wait(f"{other} linked in Mesh", lambda: browser.text("mesh-node-state") == "linked")
@@ -509,8 +514,11 @@ class DashboardScenario(unittest.TestCase):
         self.assertIn(digest[:12], bob.text("transfer-status", transfer(bob, "incoming")))
         self.assertEqual(self.most_transfer_rows(ann, source.name), 1, "one row per file on the sender's side")
         ann.tab("nearby")
-        self.assertIn("Sending quote.pdf (200 KB) to Bob",
-                      ann.text("nearby-status", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())))
+        # The sender's row follows the file to the end: "Sent", and its progress bar is gone.
+        bob_row = row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())
+        ann.wait("Sent on Bob's row", lambda: ann.text("nearby-status", bob_row) == "Sent quote.pdf to Bob")
+        self.assertEqual(bob_row.get_attribute("data-send-state"), "sent")
+        self.assertFalse(ann.q("nearby-progress", bob_row).is_displayed(), "no bar once sent")
         # A second file reuses that session: no new question for Bob, the file just goes.
         second = Path(self.work.name) / "appendix.txt"
         second.write_bytes(b"more" * 100)
@@ -835,6 +843,7 @@ class DashboardScenario(unittest.TestCase):
             ann.screenshot("ann-files-choose-people")
         finally:
             self.beta.api("DELETE", f"sessions/{session}/members/me", token=cleo_token)
+            self.beta.api("DELETE", "peers/me", token=cleo_token)
 
     def test_05_live_event_log(self) -> None:
         self.ensure_receiving_jobs()
@@ -1023,8 +1032,8 @@ class DashboardScenario(unittest.TestCase):
         ann.wait("live again without a reload", lambda: ann.state() == "live", 30)
         self.assertEqual(ann.q("job-name").get_attribute("value"), "typed while offline")
         ann.tab("nearby")
-        ann.wait("Bob found again", lambda: self.nearby_names(ann) == ["Bob"], 30)
-        bob.wait("Ann found again", lambda: self.nearby_names(bob) == ["Ann"], 30)
+        ann.wait("Bob found again", lambda: "Bob" in self.nearby_names(ann), 30)
+        bob.wait("Ann found again", lambda: "Ann" in self.nearby_names(bob), 30)
         bob.wait("alpha linked again in Bob's Mesh", lambda: bob.text("mesh-node-state") == "linked", 30)
         ann.tab("events")
         ids = ann.event_ids()
@@ -1648,6 +1657,92 @@ class DashboardScenario(unittest.TestCase):
                 self.assertEqual(found["covered"], [], f"targets under the sticky tab bar in the {view} view")
         finally:
             bob.viewport(DESKTOP)
+
+    def test_21_everyone_signed_in_is_nearby(self) -> None:
+        """Presence does not wait for Receive Jobs: a person who joins anywhere in the mesh is in Nearby within 2 s,
+        with Send file (and Offer job only once they receive jobs), and leaves it when they leave."""
+        ann = self.ann
+        for size, name in ((DESKTOP, "Cy"), (PHONE, "Dee")):
+            ann.viewport(size)
+            try:
+                ann.tab("nearby")
+                self.record_row_classes(ann)
+                joined = self.beta.api("POST", "peers", {"displayName": name})
+                token = joined["token"]
+                try:
+                    row = wait_until(f"{name} in Ann's Nearby within 2 s", lambda: row_by_key(
+                        ann, "nearby-peer", "data-peer-id", joined["peer"]["id"]), 2)
+                    self.assertEqual(ann.text("nearby-peer-name", row), name)
+                    self.assertIn("beta", ann.text("nearby-peer-node", row))
+                    send = ann.q("nearby-send-file", row)
+                    self.assertTrue(send.is_displayed(), "Send file for someone not receiving jobs")
+                    self.assertEqual(send.get_attribute("aria-label"), f"Send a file to {name}")
+                    self.assertFalse(ann.q("nearby-offer-job", row).is_displayed(), "Offer job waits for Receive Jobs")
+                    self.assertTrue(self.saw_row_class(ann, "is-entering"), "the new row animates in")
+                    self.assertLessEqual(ann.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
+                    # Switching Receive Jobs on adds Offer job to the same row.
+                    self.beta.api("PUT", "advertising/jobmanager-jobs", {}, token=token)
+                    ann.wait(f"Offer job for {name}", lambda: ann.q("nearby-offer-job", row).is_displayed())
+                    ann.screenshot(f"ann-nearby-presence-{size[0]}")
+                finally:
+                    self.beta.api("DELETE", "peers/me", token=token)
+                ann.wait(f"{name} gone from Nearby", lambda: row_by_key(
+                    ann, "nearby-peer", "data-peer-id", joined["peer"]["id"]) is None)
+            finally:
+                ann.viewport(DESKTOP)
+
+    def restart_alpha(self, *flags: str) -> None:
+        """Restarts Ann's node with these flags and waits until it is linked and her page is live again."""
+        type(self).noisy = True
+        self.alpha.stop()
+        self.alpha.extra_args = list(flags)
+        self.alpha.start()
+        wait_until("alpha and beta linked again", lambda: linked(self.alpha, self.beta) and linked(self.beta, self.alpha), 30)
+        self.ann.wait("Ann's page live again", lambda: self.ann.state() == "live", 30)
+
+    def test_22_an_interrupted_transfer_says_it_is_paused(self) -> None:
+        """kill -9 of the receiver's node during a transfer: within 5 s the sender's row says who is unreachable since
+        when and that it resumes by itself; once the node is back the transfer finishes on both sides."""
+        ann, bob = self.ann, self.bob
+        self.restart_alpha("--transfer-rate", "1500000")  # about 10 s for the file below, so the kill lands mid-way
+        try:
+            session = self.ensure_session()
+            payload = os.urandom(15 * 1024 * 1024)
+            ann_token = ann.local_storage("meshgate.token")
+            self.alpha.api_raw("POST", f"sessions/{session}/resources?to={self.bob_id()}&name=survey.bin", payload,
+                               token=ann_token)
+            ann.tab("files")
+            row = ann.wait("Ann's row sending", lambda: (r := self.transfer_named(ann, "survey.bin", "outgoing"))
+                           and r.get_attribute("data-state") == "inProgress" and r)
+            ann.wait("some bytes sent", lambda: not ann.text("transfer-status", row).startswith("sending · 0 B"))
+            self.beta.kill()
+            type(self).noisy = True
+            paused = wait_until("the paused line within 5 s", lambda: (
+                text := ann.text("transfer-status", row)).startswith("Paused: beta unreachable since") and text, 5)
+            self.assertRegex(paused, r"^Paused: beta unreachable since \d{1,2}:\d{2}( [AP]M)? · resumes by itself · ")
+            self.assertEqual(row.get_attribute("data-state"), "interrupted")
+            ann.screenshot("ann-transfer-paused-desktop")
+            ann.viewport(PHONE)
+            try:
+                self.assertTrue(ann.q("transfer-status", row).is_displayed())
+                self.assertLessEqual(ann.js("return document.documentElement.scrollWidth"), PHONE[0], "no sideways scroll")
+                ann.screenshot("ann-transfer-paused-phone")
+            finally:
+                ann.viewport(DESKTOP)
+            self.beta.start()
+            wait_until("alpha and beta linked again", lambda: linked(self.alpha, self.beta) and linked(self.beta, self.alpha), 30)
+            ann.wait("the transfer finished after the node came back", lambda: row.get_attribute("data-state") == "finished", 60)
+            bob.wait("Bob's page live again", lambda: bob.state() == "live", 30)
+            bob.tab("files")
+            bob.wait("Bob's copy finished", lambda: (r := self.transfer_named(bob, "survey.bin", "incoming"))
+                     and r.get_attribute("data-state") == "finished", 30)
+            bob_token = bob.local_storage("meshgate.token")
+            received = [t for t in self.beta.api("GET", "transfers", token=bob_token)["transfers"] if t["name"] == "survey.bin"]
+            self.assertEqual(received[0]["sha256"], hashlib.sha256(payload).hexdigest())
+        finally:
+            if self.beta.process is None or self.beta.process.poll() is not None:
+                self.beta.start()
+            self.restart_alpha()
 
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
