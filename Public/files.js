@@ -75,6 +75,8 @@ export function createFiles(deps) {
     deadlines: new Map(), // id of an incoming transfer awaiting consent → when its wait ends (ms), from transfer.offered
     // Interrupted transfers: id → {nodeId, since (ms)}, from transfer.interrupted (the node that went away, and when).
     paused: new Map(),
+    // Files that arrived while the page was open, shown above every view until downloaded or dismissed: id → transfer.
+    arrived: new Map(),
     answering: new Set(), // ids whose Accept / Decline is on its way to the node
     accepting: new Set(), // ids accepted without asking (promised by an accepted invitation): never prompted
     problems: new Map(), // transfer id → why its answer failed
@@ -99,6 +101,8 @@ export function createFiles(deps) {
     badge: byTestId('files-badge'),
     prompts: byTestId('file-prompts'),
     promptList: byTestId('file-prompt-list'),
+    arrivals: byTestId('file-arrivals'),
+    arrivalList: byTestId('file-arrival-list'),
     always: byTestId('always-accept'),
     alwaysList: byTestId('always-accept-list'),
     shared: byTestId('shared-files'),
@@ -319,11 +323,10 @@ export function createFiles(deps) {
   }
 
   /** Downloads need the bearer token, so fetch the file and hand the browser a blob. */
-  async function download(transfer, row) {
-    const error = row.querySelector('[data-testid="transfer-error"]');
-    const button = row.querySelector('[data-testid="transfer-download"]');
+  async function download(transfer, row, { error = row.querySelector('[data-testid="transfer-error"]'), button = row.querySelector('[data-testid="transfer-download"]') } = {}) {
     showError(error, '');
     button.disabled = true;
+    const label = button.textContent;
     try {
       const response = await fetch(deps.apiUrl(`transfers/${encodeURIComponent(transfer.id)}/content`), {
         headers: { Authorization: `Bearer ${deps.token()}` },
@@ -339,7 +342,7 @@ export function createFiles(deps) {
         }
         throw new Error(message);
       }
-      const blob = await response.blob();
+      const blob = await readWithProgress(response, transfer, button);
       const url = URL.createObjectURL(blob);
       const link = h('a', { href: url, download: transfer.name, hidden: true });
       document.body.append(link);
@@ -347,11 +350,89 @@ export function createFiles(deps) {
       link.remove();
       window.setTimeout(() => URL.revokeObjectURL(url), 60_000);
       row.dataset.downloaded = 'true';
+      // Downloaded: its arrival card has done its job.
+      if (state.arrived.delete(transfer.id)) renderArrivals();
     } catch (err) {
       showError(error, `Could not download: ${err.message}`);
     } finally {
       button.disabled = false;
+      setText(button, label);
+      button.removeAttribute('aria-valuenow');
     }
+  }
+
+  /** The body as a blob, with "Downloading 45%" on the button while it comes. */
+  async function readWithProgress(response, transfer, button) {
+    const total = Number(response.headers.get('content-length')) || transfer.size || 0;
+    if (!response.body || !response.body.getReader || total <= 0) return response.blob();
+    const reader = response.body.getReader();
+    const chunks = [];
+    let received = 0;
+    let shown = -1;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      received += value.byteLength;
+      const percent = Math.min(100, Math.floor((100 * received) / total));
+      if (percent !== shown) {
+        shown = percent;
+        setText(button, `Downloading ${percent}%`);
+      }
+    }
+    return new Blob(chunks, { type: response.headers.get('content-type') || 'application/octet-stream' });
+  }
+
+  /** "plan.pdf from Ann arrived — Download": one card per file that arrived while the page was open. */
+  function renderArrivals() {
+    const items = deps.signedIn() ? [...state.arrived.values()] : [];
+    syncList(
+      el.arrivalList,
+      items,
+      (t) => t.id,
+      (t) => {
+        const id = t.id;
+        const download_ = h('button', { type: 'button', className: 'button button-small button-primary', dataset: { testid: 'file-arrival-download' } }, 'Download');
+        const dismiss = h('button', { type: 'button', className: 'button button-small', dataset: { testid: 'file-arrival-dismiss' } }, 'Dismiss');
+        const row = h(
+          'li',
+          { className: 'prompt', dataset: { testid: 'file-arrival', transferId: id } },
+          h(
+            'p',
+            { className: 'prompt-title' },
+            h('strong', { className: 'wrap', dataset: { testid: 'file-arrival-name' } }),
+            ' from ',
+            h('strong', { dataset: { testid: 'file-arrival-from' } }),
+            ' arrived',
+            h('span', { className: 'hint', dataset: { testid: 'file-arrival-size' } }),
+          ),
+          h('div', { className: 'button-row' }, download_, dismiss),
+          h('p', { className: 'field-error', role: 'alert', dataset: { testid: 'file-arrival-error' }, hidden: true }),
+        );
+        download_.addEventListener('click', () => {
+          const transfer = state.transfers.get(id) || state.arrived.get(id);
+          if (transfer) download(transfer, row, { button: download_, error: row.querySelector('[data-testid="file-arrival-error"]') });
+        });
+        dismiss.addEventListener('click', () => {
+          const next = row.nextElementSibling || row.previousElementSibling;
+          state.arrived.delete(id);
+          renderArrivals();
+          // Focus stays in the card list when there is one left, else goes to the Files tab.
+          const target = next && next.querySelector('[data-testid="file-arrival-download"]');
+          (target || byTestId('tab-files')).focus();
+        });
+        animateIn(row);
+        return row;
+      },
+      (row, t) => {
+        setText(row.querySelector('[data-testid="file-arrival-name"]'), t.name);
+        setText(row.querySelector('[data-testid="file-arrival-from"]'), peerName(t.from));
+        setText(row.querySelector('[data-testid="file-arrival-size"]'), ` · ${formatBytes(t.size)}`);
+        row.querySelector('[data-testid="file-arrival-download"]').setAttribute('aria-label', `Download ${t.name} from ${peerName(t.from)}`);
+        row.querySelector('[data-testid="file-arrival-dismiss"]').setAttribute('aria-label', `Dismiss ${t.name} arrived`);
+      },
+    );
+    el.arrivals.hidden = items.length === 0;
   }
 
   async function load() {
@@ -782,6 +863,7 @@ export function createFiles(deps) {
     el.empty.hidden = items.length > 0;
     renderShared();
     renderPrompts();
+    renderArrivals();
     renderAlways();
     renderBadge();
     if (deps.onChange) deps.onChange();
@@ -868,6 +950,15 @@ export function createFiles(deps) {
         renderBadge();
       }
     }
+    if (event.type === 'transfer.finished' && transfer.direction === 'incoming' && !state.arrived.has(transfer.id)) {
+      const known = state.transfers.get(transfer.id);
+      if (!known || known.state !== 'finished') {
+        state.arrived.set(transfer.id, transfer);
+        arrive(`${transfer.name} from ${peerName(transfer.from)} arrived. Download it from the card at the top or in Files.`, {
+          tag: `transfer-${transfer.id}`,
+        });
+      }
+    }
     upsert(transfer);
     render();
   }
@@ -934,6 +1025,8 @@ export function createFiles(deps) {
       state.keyTransfers.clear();
       state.unseen.clear();
       state.deadlines.clear();
+      state.paused.clear();
+      state.arrived.clear();
       state.answering.clear();
       state.accepting.clear();
       state.problems.clear();

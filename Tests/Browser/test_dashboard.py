@@ -1744,6 +1744,47 @@ class DashboardScenario(unittest.TestCase):
                 self.beta.start()
             self.restart_alpha()
 
+    def test_23_a_file_that_arrives_is_said_and_the_sender_sees_it_to_the_end(self) -> None:
+        """The receiver is told "<file> from Ann arrived" with Download (card above every view and the live region);
+        the sender's Nearby row shows a bar while it goes and then "Sent"."""
+        ann, bob = self.ann, self.bob
+        self.ensure_session()
+        for size, name in ((DESKTOP, "plan.pdf"), (PHONE, "floor-plan.pdf")):
+            bob.viewport(size)
+            try:
+                source = Path(self.work.name) / name
+                source.write_bytes(os.urandom(2 * 1024 * 1024))
+                bob.tab("jobs")  # looking elsewhere: the card is above every view
+                ann.tab("nearby")
+                ann.js(
+                    """
+                    window.__barShown = false;
+                    new MutationObserver(() => {
+                      for (const bar of document.querySelectorAll('[data-testid=nearby-progress]')) if (!bar.hidden) window.__barShown = true;
+                    }).observe(document.querySelector('[data-testid=nearby-list]'), { attributes: true, subtree: true, childList: true });
+                    """)
+                row = row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())
+                picker = ann.q("nearby-file-input", row)
+                ann.js("arguments[0].hidden = false", picker)
+                picker.send_keys(str(source))
+                ann.js("arguments[0].hidden = true", picker)
+                card = bob.wait(f"the {name} arrived card", lambda: next(
+                    (c for c in bob.qa("file-arrival") if bob.text("file-arrival-name", c) == name), None), 30)
+                self.assertTrue(card.is_displayed())
+                self.assertEqual(card.find_element("css selector", ".prompt-title").text, f"{name} from Ann arrived · 2.0 MB")
+                self.assertIn(f"{name} from Ann arrived", bob.q("arrivals-live").get_attribute("textContent"))
+                self.assertLessEqual(bob.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
+                bob.screenshot(f"bob-file-arrived-{size[0]}")
+                ann.wait("Sent on Bob's row", lambda: ann.text("nearby-status", row) == f"Sent {name} to Bob", 30)
+                self.assertTrue(ann.js("return window.__barShown"), "a progress bar while it went")
+                self.assertFalse(ann.q("nearby-progress", row).is_displayed())
+                bob.click("file-arrival-download", card)
+                bob.wait("the card gone once downloaded", lambda: not [
+                    c for c in bob.qa("file-arrival") if bob.text("file-arrival-name", c) == name
+                    and "is-leaving" not in (c.get_attribute("class") or "")], 30)
+            finally:
+                bob.viewport(DESKTOP)
+
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
         ann.tab("nearby")

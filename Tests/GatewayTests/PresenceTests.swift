@@ -23,7 +23,9 @@ struct PresenceTests {
       #expect(watch.status == 200)
       #expect(watch.object?["watching"] == true)
       #expect(ids(watch.object?["peers"]) == [bob.id])
-      let bobFound = await node.event("presence.found", on: socket) { $0["peer"]?.objectValue?["id"]?.stringValue == bob.id }
+      let bobFound = await node.event("presence.found", on: socket) {
+        $0["peer"]?.objectValue?["id"]?.stringValue == bob.id
+      }
       #expect(bobFound["peer"]?.objectValue?["displayName"] == "Bob")
 
       let cy = try await node.createPeerWithToken("Cy")
@@ -33,7 +35,9 @@ struct PresenceTests {
       #expect(ids(list.object?["peers"]) == [bob.id, cy.id].sorted())
 
       #expect(await node.request(.delete, "/api/v1/peers/me", token: cy.token).status == 204)
-      let cyLost = await node.event("presence.lost", on: socket) { $0["peer"]?.objectValue?["id"]?.stringValue == cy.id }
+      let cyLost = await node.event("presence.lost", on: socket) {
+        $0["peer"]?.objectValue?["id"]?.stringValue == cy.id
+      }
       #expect(cyLost["peer"]?.objectValue?["displayName"] == "Cy")
 
       #expect(await node.request(.delete, "/api/v1/presence", token: ann.token).status == 204)

@@ -320,7 +320,7 @@ struct TransferTests {
         try bob.transfer(id)?["state"] as? String == "interrupted"
       }
       // Bob is told, with the node that went away.
-      let interrupted = try await bob.awaitEvent("transfer.interrupted") { Self.transferID(of: $0) == id }
+      let interrupted = try await bob.awaitEvent("transfer.interrupted") { Self.transferOfEvent($0) == id }
       #expect(interrupted.data["nodeId"] as? String == nodes[0].nodeID)
       #expect((interrupted.data["transfer"] as? [String: Any])?["state"] as? String == "interrupted")
       let heldBeforeRestart = try #require(try bob.transfer(id)?["bytes"] as? Int)
@@ -334,7 +334,7 @@ struct TransferTests {
       #expect(try await sha256OfFile(stored) == digest)
       let sent = try await alice.awaitTransfer(id, state: "finished")
       #expect(sent["resumedFrom"] as? Int == resumedFrom)
-      let resumed = try await bob.awaitEvent("transfer.resumed") { Self.transferID(of: $0) == id }
+      let resumed = try await bob.awaitEvent("transfer.resumed") { Self.transferOfEvent($0) == id }
       #expect((resumed.data["transfer"] as? [String: Any])?["resumedFrom"] as? Int == resumedFrom)
       #expect(resumed.id > interrupted.id)
     }
@@ -362,7 +362,7 @@ struct TransferTests {
         return aliceSide?["state"] as? String == "interrupted"
       }
       // Alice (the sender) is told, with the node that went away.
-      let interrupted = try await alice.awaitEvent("transfer.interrupted") { Self.transferID(of: $0) == id }
+      let interrupted = try await alice.awaitEvent("transfer.interrupted") { Self.transferOfEvent($0) == id }
       #expect(interrupted.data["nodeId"] as? String == nodes[1].nodeID)
       #expect((interrupted.data["transfer"] as? [String: Any])?["state"] as? String == "interrupted")
       try await onDedicatedThread { try nodes[1].restart() }
@@ -373,13 +373,13 @@ struct TransferTests {
       let content = try bob.get("/api/v1/transfers/\(id)/content")
       #expect(content.body == body)
       _ = try await alice.awaitTransfer(id, state: "finished")
-      let resumed = try await alice.awaitEvent("transfer.resumed") { Self.transferID(of: $0) == id }
+      let resumed = try await alice.awaitEvent("transfer.resumed") { Self.transferOfEvent($0) == id }
       #expect((resumed.data["transfer"] as? [String: Any])?["state"] as? String == "inProgress")
       #expect(resumed.id > interrupted.id)
     }
   }
 
-  static func transferID(of event: MeshEvent) -> String? {
+  static func transferOfEvent(_ event: MeshEvent) -> String? {
     (event.data["transfer"] as? [String: Any])?["id"] as? String
   }
 }

@@ -493,7 +493,9 @@ private struct Mesh {
     _ = directory.received(.peerUpdated(PeerAnnouncement(peerID: "b", displayName: "Bob")), from: "n2")
     #expect(directory.presentPeers(excluding: "me") == [ref("a", "A", "n1"), ref("b", "Bob", "n2")])
     #expect(
-      directory.startWatchingPresence("me") == [present("me", ref("a", "A", "n1")), present("me", ref("b", "Bob", "n2"))])
+      directory.startWatchingPresence("me") == [
+        present("me", ref("a", "A", "n1")), present("me", ref("b", "Bob", "n2")),
+      ])
     #expect(directory.watchesPresence("me"))
     #expect(directory.startWatchingPresence("me").isEmpty, "watching twice tells nothing new")
   }
