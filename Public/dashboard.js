@@ -1204,6 +1204,17 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     return context ? `${from} invites you to a session: “${context}”` : `${from} invites you to a session`;
   }
 
+  /** What an invitation this peer sent offers, from its side: "Job “Fix the roof” offered to Bob". */
+  function sentOfferText(invitation) {
+    const to = peerName(invitation.to);
+    const job = jobOffer(invitation);
+    if (job) return `Job “${job.name}” offered to ${to}`;
+    const file = fileOffer(invitation);
+    if (file) return `${file} offered to ${to}`;
+    const context = invitation.context ? String(invitation.context) : '';
+    return context ? `${to} invited to a session: “${context}”` : `${to} invited to a session`;
+  }
+
   /** [lead words, the offer] shown after the sender's name on a prompt. */
   function promptWords(invitation) {
     const from = peerName(invitation.from);
@@ -1416,7 +1427,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     row.dataset.state = inv.state;
     setText(
       row.querySelector('[data-testid="invitation-title"]'),
-      incoming ? `${peerName(inv.from)} offers ${offerText(inv)}` : `To ${peerName(inv.to)}: ${offerText(inv)}`,
+      incoming ? offerText(inv) : sentOfferText(inv),
     );
     setText(
       row.querySelector('[data-testid="invitation-meta"]'),
@@ -1450,6 +1461,22 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   function refreshSessionsSoon() {
     window.clearTimeout(sessionsTimer);
     sessionsTimer = window.setTimeout(guard(refreshSessions), SESSION_REFRESH_DEBOUNCE_MS);
+  }
+
+  /** A session's facts in words: "2 of 3 connected · encrypted · up to 64 people". */
+  function sessionFacts(s) {
+    const members = s.members || [];
+    const connected = members.filter((m) => m.state === 'connected').length;
+    const encryption = { required: 'encrypted', optional: 'encrypted where the link allows', none: 'not encrypted' }[s.encryption];
+    const shape = { star: 'everyone through the host', pointToPoint: 'two people only' }[s.strategy];
+    return [
+      `${connected} of ${members.length} connected`,
+      encryption,
+      shape,
+      s.strategy === 'pointToPoint' || !s.maxPeers ? '' : `up to ${s.maxPeers} people`,
+    ]
+      .filter(Boolean)
+      .join(' · ');
   }
 
   async function refreshSessions() {
@@ -1627,7 +1654,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       (row, s) => {
         const others = (s.members || []).filter((m) => !(state.me && m.id === state.me.id)).map((m) => peerName(m));
         setText(row.querySelector('[data-testid="session-title"]'), others.length > 0 ? `with ${others.join(', ')}` : 'Just you so far');
-        setText(row.querySelector('[data-testid="session-meta"]'), `session ${shortId(s.id)} · ${s.strategy} · encryption ${s.encryption} · up to ${s.maxPeers}`);
+        setText(row.querySelector('[data-testid="session-meta"]'), sessionFacts(s));
         const members = [...(s.members || [])].sort((a, b) => peerName(a).localeCompare(peerName(b)));
         syncList(
           row.querySelector('[data-testid="session-members"]'),
@@ -1984,8 +2011,13 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         break;
       case 'job.send.failed':
         if (data.jobId) {
-          const why = { declined: 'declined the offer', expired: 'did not answer in time', canceled: 'offer canceled' }[data.reason] || data.reason;
-          state.jobOffers.set(data.jobId, { failure: `Not delivered to ${peerName(data.to)}: ${why}` });
+          const who = peerName(data.to);
+          const failure = {
+            declined: `Declined by ${who}`,
+            expired: `${who} did not answer in time`,
+            canceled: `Offer to ${who} canceled`,
+          }[data.reason] || `Not delivered to ${who}: ${data.reason}`;
+          state.jobOffers.set(data.jobId, { failure });
           renderJobs();
         }
         break;

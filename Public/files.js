@@ -800,7 +800,8 @@ export function createFiles(deps) {
     if (asking && t.direction === 'incoming' && consentExpiresText(t)) parts.push(consentExpiresText(t));
     if (ACTIVE.has(t.state) && !asking) parts.push(`${formatBytes(t.bytes || 0)} of ${formatBytes(t.size)}`);
     if (t.state === 'finished' && t.sha256) parts.push(`SHA-256 ${String(t.sha256).slice(0, 12)}…`);
-    if ((t.state === 'failed' || t.state === 'canceled' || t.state === 'declined') && t.reason) parts.push(t.reason);
+    if (t.state === 'declined') parts[0] = t.direction === 'outgoing' ? `Declined by ${peerName(t.to)}` : 'You declined it';
+    else if ((t.state === 'failed' || t.state === 'canceled') && t.reason) parts.push(t.reason);
     setText(row.querySelector('[data-testid="transfer-status"]'), parts.join(' · '));
     download.hidden = t.state !== 'finished';
     download.setAttribute('aria-label', `Download ${t.name}`);

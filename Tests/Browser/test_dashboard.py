@@ -462,8 +462,8 @@ class DashboardScenario(unittest.TestCase):
         self.assertFalse(ann.q("job-offer-to").is_displayed(), "the next job is not offered to Bob again")
         self.assertIn("Paint the fence", bob.text("prompt-context", prompt))
         bob.click("prompt-decline", prompt)
-        ann.wait("the decline shown on Ann's job", lambda: "declined the offer"
-                 in ann.text("job-status", self.job_row(ann, "Paint the fence")))
+        ann.wait("the decline shown on Ann's job", lambda: ann.text(
+            "job-status", self.job_row(ann, "Paint the fence")) == "Declined by Bob")
         self.assertIsNone(self.job_row(bob, "Paint the fence"), "a declined job is not delivered")
         # Delete takes two presses (the first arms the button).
         ann.click("job-delete", self.job_row(ann, "Paint the fence"))
@@ -714,7 +714,7 @@ class DashboardScenario(unittest.TestCase):
             bob.wait("the title without a count", lambda: bob.driver.title == "beta · meshgate")
             row = ann.wait("Ann's row declined", lambda: (r := self.transfer_named(ann, first.name, "outgoing"))
                            and r.get_attribute("data-state") == "declined" and r)
-            self.assertEqual(ann.text("transfer-status", row), "declined · Bob declined the file")
+            self.assertEqual(ann.text("transfer-status", row), "Declined by Bob")
             self.assertIn("Bob declined plan-a.txt.", ann.q("arrivals-live").get_attribute("textContent"))
 
             # Phone: Bob answers in the Files view, on the file's own row, and accepts Ann's files from now on.
@@ -1784,6 +1784,39 @@ class DashboardScenario(unittest.TestCase):
                     and "is-leaving" not in (c.get_attribute("class") or "")], 30)
             finally:
                 bob.viewport(DESKTOP)
+
+    def test_24_offers_and_sessions_read_as_sentences(self) -> None:
+        """An offer says who and what once ("Ann wants to send you plan.pdf (1.0 KB)", not "Ann offers Ann wants …"),
+        the sender's copy says it from her side, and a session's facts are words, not its id and settings."""
+        ann, bob = self.ann, self.bob
+        session = self.ensure_session()
+        ann_token = ann.local_storage("meshgate.token")
+        spare = self.alpha.api("POST", "sessions", {"strategy": "cluster"}, token=ann_token)["session"]["id"]
+        invitation = self.alpha.api("POST", "invitations", {
+            "to": self.bob_id(), "session": spare, "context": "Ann wants to send you plan.pdf (1.0 KB)",
+            "timeoutSeconds": 120}, token=ann_token)["invitation"]["id"]
+        # Made through the API: Ann's page learns of her own outgoing invitation when it loads.
+        ann.driver.refresh()
+        ann.wait("Ann's page live again", lambda: ann.state() == "live")
+        try:
+            for size in (DESKTOP, PHONE):
+                for browser in (ann, bob):
+                    browser.viewport(size)
+                    browser.tab("invitations")
+                incoming = bob.wait("Bob's invitation row", lambda: row_by_key(bob, "invitation-row", "data-invitation-id", invitation))
+                self.assertEqual(bob.text("invitation-title", incoming), "Ann wants to send you plan.pdf (1.0 KB)")
+                outgoing = ann.wait("Ann's invitation row", lambda: row_by_key(ann, "invitation-row", "data-invitation-id", invitation))
+                self.assertEqual(ann.text("invitation-title", outgoing), "plan.pdf (1.0 KB) offered to Bob")
+                ann.tab("sessions")
+                meta = ann.wait("the shared session's facts", lambda: (r := self.session_row(ann)) and ann.text("session-meta", r))
+                self.assertEqual(meta, "2 of 2 connected · encrypted where the link allows · up to 64 people")
+                self.assertNotIn(session[:8], ann.text("session-meta", self.session_row(ann)), "no id in the facts")
+                self.assertLessEqual(ann.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
+        finally:
+            for browser in (ann, bob):
+                browser.viewport(DESKTOP)
+            self.quietly(self.beta, "POST", f"invitations/{invitation}/decline", bob.local_storage("meshgate.token"))
+            self.quietly(self.alpha, "DELETE", f"sessions/{spare}/members/me", ann_token)
 
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
