@@ -115,7 +115,7 @@
 //                row event-row [data-type, data-id]: event-type
 
 import { createDashboard } from './dashboard.js';
-import { setBase as setTitleBase } from './arrivals.js';
+import { announce, setBase as setTitleBase } from './arrivals.js';
 import { initPhoneLink } from './phone-link.js';
 import { initAlerts } from './alerts.js';
 import { registerServiceWorker, takeSharedFiles } from './share.js';
@@ -1056,6 +1056,13 @@ function startSession(token, peer, { persist = true } = {}) {
   showNotice('');
   renderIdentity();
   socket.start(token);
+  if (persist) {
+    // Joined: the field typed into is gone. Start at the top of the page, with the focus on the view shown (its
+    // tab), not wherever the browser scrolled while the form folded away.
+    const tab = document.querySelector('.tab[aria-selected="true"]');
+    if (tab) tab.focus({ preventScroll: true });
+    window.scrollTo({ top: 0, left: 0, behavior: 'instant' });
+  }
 }
 
 /** Live byte counter and inline validation while typing. */
@@ -1099,7 +1106,8 @@ async function onSignIn(submitEvent) {
     }
     ui.nameInput.value = '';
     startSession(result.token, result.peer);
-    ui.peerLine.focus();
+    // The focus is on the view shown, at the top (startSession); who you are now is said, not scrolled to.
+    announce(`You joined as ${result.peer.displayName}.`);
   } catch (err) {
     const message =
       err instanceof ApiError && err.status === 0

@@ -187,11 +187,32 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       if (row !== cursor) list.insertBefore(row, cursor);
       else cursor = cursor.nextElementSibling;
     }
+    let rescue = null;
     for (const [key, row] of existing) {
       if (wanted.has(key)) continue;
+      // The focus is in a row that goes: it moves to the row after it (or before it), never to <body>.
+      if (row.contains(document.activeElement)) rescue = { next: row.nextElementSibling, previous: row.previousElementSibling };
       if (leave) leave(row);
       else row.remove();
     }
+    if (rescue) moveFocusNear(list, rescue);
+  }
+
+  /** Focus the first control of the nearest row that stays in `list`, else the tab of the view shown. */
+  function moveFocusNear(list, { next, previous }) {
+    const usable = (row) => row && row.parentNode === list && !row.classList.contains('is-leaving');
+    const control = (row) =>
+      [...row.querySelectorAll('button, a[href], input, select, textarea, [tabindex="-1"]')].find(
+        (e) => !e.disabled && !e.hidden && e.getClientRects().length > 0,
+      );
+    for (let row = next; row; row = row.nextElementSibling) if (usable(row) && control(row)) return control(row).focus();
+    for (let row = previous; row; row = row.previousElementSibling) if (usable(row) && control(row)) return control(row).focus();
+    focusCurrentTab();
+  }
+
+  function focusCurrentTab() {
+    const tab = document.querySelector('.tab[aria-selected="true"]');
+    if (tab) tab.focus({ preventScroll: true });
   }
 
   /** Give a row an enter animation (skipped for reduced motion). */
@@ -1320,6 +1341,10 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         const answer = (accept) => {
           const current = state.invitations.get(id);
           if (!current) return;
+          // The pressed button is disabled (a disabled button loses the focus to <body>): the prompt holds it
+          // until the answer is shown.
+          row.tabIndex = -1;
+          row.focus({ preventScroll: true });
           row.querySelector('[data-testid="prompt-accept"]').disabled = true;
           row.querySelector('[data-testid="prompt-decline"]').disabled = true;
           if (accept && jobOffer(current)) state.acceptedOffers.add(id);
@@ -1371,7 +1396,13 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         const open = inv.state === 'pending' && !problem;
         row.querySelector('[data-testid="prompt-accept"]').hidden = !open;
         row.querySelector('[data-testid="prompt-decline"]').hidden = !open;
+        const hadFocus = row.contains(document.activeElement);
         row.querySelector('[data-testid="prompt-dismiss"]').hidden = open;
+        if (hadFocus && !open && (document.activeElement === row || document.activeElement.hidden || !row.contains(document.activeElement) || document.activeElement.getClientRects().length === 0)) {
+          // Answered: the buttons pressed are gone; the focus goes to what happened ("Added to your Jobs") and its Dismiss.
+          const shown = row.querySelector('[data-testid="prompt-show-job"]');
+          (shown && !shown.hidden ? shown : row.querySelector('[data-testid="prompt-dismiss"]')).focus();
+        }
         if (open) {
           row.querySelector('[data-testid="prompt-accept"]').disabled = false;
           row.querySelector('[data-testid="prompt-decline"]').disabled = false;

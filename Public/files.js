@@ -576,12 +576,20 @@ export function createFiles(deps) {
     const alwaysLabel = h('span', { dataset: { testid: `${prefix}-always-label` } });
     const accept = h('button', { type: 'button', className: 'button button-primary', dataset: { testid: `${prefix}-accept` } }, 'Accept');
     const decline = h('button', { type: 'button', className: 'button', dataset: { testid: `${prefix}-decline` } }, 'Decline');
-    const act = (yes) => {
+    const act = (yes, button) => {
       const transfer = state.transfers.get(idOf());
-      if (transfer && transfer.state === 'awaitingConsent') answer(transfer, yes, yes && always.checked);
+      if (!transfer || transfer.state !== 'awaitingConsent') return;
+      // The buttons are disabled while the node answers (a disabled button loses the focus to <body>): the
+      // prompt or row holds the focus and shows the result; a prompt that goes hands it to the next one.
+      const holder = button.closest('li');
+      if (holder) {
+        holder.tabIndex = -1;
+        holder.focus({ preventScroll: true });
+      }
+      answer(transfer, yes, yes && always.checked);
     };
-    accept.addEventListener('click', () => act(true));
-    decline.addEventListener('click', () => act(false));
+    accept.addEventListener('click', () => act(true, accept));
+    decline.addEventListener('click', () => act(false, decline));
     return h(
       'div',
       { className: 'consent', dataset: { testid: `${prefix}-consent` } },

@@ -1818,6 +1818,48 @@ class DashboardScenario(unittest.TestCase):
             self.quietly(self.beta, "POST", f"invitations/{invitation}/decline", bob.local_storage("meshgate.token"))
             self.quietly(self.alpha, "DELETE", f"sessions/{spare}/members/me", ann_token)
 
+    def active_testid(self, browser: Browser) -> str:
+        return browser.js("const a = document.activeElement; return a === document.body ? 'BODY' : (a.dataset.testid || a.id || a.tagName)")
+
+    def test_25_focus_follows_the_answer_and_joining_starts_at_the_top(self) -> None:
+        """Keyboard users keep their place: after Decline the focus goes to what is next (never <body>), after Accept
+        to the result; a person who joins (on a phone too) starts at the top of the page, on the view shown."""
+        ann, bob = self.ann, self.bob
+        for size in (DESKTOP, PHONE):
+            bob.viewport(size)
+            try:
+                # Joining: Bob leaves from the bottom of the page and joins again.
+                bob.tab("nearby")
+                bob.js("window.scrollTo(0, document.documentElement.scrollHeight)")
+                bob.click("leave")
+                bob.visible("sign-in-form")
+                bob.type_into("name-input", "Bob\n")
+                bob.wait("signed in again", lambda: bob.text("peer-name") == "Bob" and bob.state() == "live")
+                self.assertEqual(bob.js("return window.scrollY"), 0, "joined at the top of the page")
+                self.assertEqual(self.active_testid(bob), "tab-nearby", "the focus on the view shown")
+                self.ensure_receiving_jobs()
+                ann_token = ann.local_storage("meshgate.token")
+                for answer in ("decline", "accept"):
+                    job = self.alpha.api("POST", "jobs", {"name": f"Sweep the yard ({answer}, {size[0]})"}, token=ann_token)["job"]["id"]
+                    self.alpha.api("POST", f"jobs/{job}/send", {"to": self.bob_id()}, token=ann_token)
+                    prompt = bob.wait("the offer", lambda: next((p for p in bob.qa("invitation-prompt")
+                                                                 if p.get_attribute("data-state") == "pending"), None))
+                    button = bob.q(f"prompt-{answer}", prompt)
+                    bob.js("arguments[0].focus()", button)
+                    button.send_keys(Keys.ENTER)
+                    if answer == "decline":
+                        bob.wait("the declined prompt gone", lambda: not [
+                            p for p in bob.qa("invitation-prompt") if "is-leaving" not in (p.get_attribute("class") or "")])
+                        bob.wait("the focus on the view's tab, not <body>", lambda: self.active_testid(bob) == "tab-nearby")
+                    else:
+                        bob.wait("the focus on the result", lambda: self.active_testid(bob) in ("prompt-show-job", "prompt-dismiss"))
+                        bob.wait("Added to your Jobs", lambda: "Added to your Jobs" in prompt.text)
+                        bob.q("prompt-dismiss", prompt).send_keys(Keys.ENTER)
+                        bob.wait("the focus back on the view's tab", lambda: self.active_testid(bob) == "tab-nearby")
+            finally:
+                bob.viewport(DESKTOP)
+        type(self).session_id = ""  # Bob is a new peer: the next step makes a new session
+
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
         ann.tab("nearby")
