@@ -1109,7 +1109,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       },
       (row, job) => {
         setText(row.querySelector('[data-testid="job-name"]'), job.name);
-        const meta = [job.dueDate ? `Due ${job.dueDate}` : 'No due date', job.payment ? `Pays ${job.payment}` : 'No payment set'];
+        const meta = [job.dueDate ? `Due ${formatDay(job.dueDate)}` : 'No due date', job.payment ? `Pays ${job.payment}` : 'No payment set'];
         setText(row.querySelector('[data-testid="job-meta"]'), meta.join(' · '));
         const notes = row.querySelector('[data-testid="job-notes"]');
         setText(notes, job.notes || '');
@@ -1208,8 +1208,16 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   }
 
   /** The job offer's fields in a sentence: "due 2027-03-31, pays 120.00". */
+  /** A YYYY-MM-DD day in the person's locale ("Mar 31, 2027"); anything else as it came. */
+  function formatDay(day) {
+    const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(String(day));
+    if (!match) return String(day);
+    const date = new Date(Number(match[1]), Number(match[2]) - 1, Number(match[3]));
+    return Number.isNaN(date.getTime()) ? String(day) : date.toLocaleDateString(undefined, { dateStyle: 'medium' });
+  }
+
   function jobTerms(offer) {
-    return [offer.dueDate ? `due ${offer.dueDate}` : '', offer.payment ? `pays ${offer.payment}` : ''].filter(Boolean).join(', ');
+    return [offer.dueDate ? `due ${formatDay(offer.dueDate)}` : '', offer.payment ? `pays ${offer.payment}` : ''].filter(Boolean).join(', ');
   }
 
   /** What an invitation offers, said once in the arrivals region. */
@@ -1378,7 +1386,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         const job = jobOffer(inv);
         row.querySelector('[data-testid="prompt-job"]').hidden = !job;
         if (job) {
-          setText(row.querySelector('[data-testid="prompt-job-due"]'), job.dueDate || 'No due date');
+          setText(row.querySelector('[data-testid="prompt-job-due"]'), job.dueDate ? formatDay(job.dueDate) : 'No due date');
+          row.querySelector('[data-testid="prompt-job-due"]').title = job.dueDate || '';
           setText(row.querySelector('[data-testid="prompt-job-payment"]'), job.payment || 'Not set');
           setText(row.querySelector('[data-testid="prompt-job-notes"]'), job.notes || 'None');
         }

@@ -415,10 +415,11 @@ class DashboardScenario(unittest.TestCase):
         self.assertEqual(bob.text("prompt-context", prompt), JOB_NAME)
         self.assertEqual(bob.text("prompt-code", prompt), code, "both sides show the same verification code")
         # The whole job in the offer: due date, payment and notes, and time enough to read them (60 s).
-        self.assertEqual(bob.text("prompt-job-due", prompt), "2027-03-31")
+        self.assertEqual(bob.text("prompt-job-due", prompt), bob.js(
+            "return new Date(2027, 2, 31).toLocaleDateString(undefined, { dateStyle: 'medium' })"), "in Bob's locale")
         self.assertEqual(bob.text("prompt-job-payment", prompt), "150.00")
         self.assertEqual(bob.text("prompt-job-notes", prompt), "Bring a ladder")
-        self.assertIn("due 2027-03-31, pays 150.00", bob.q("arrivals-live").get_attribute("textContent"))
+        self.assertIn(f"due {bob.text('prompt-job-due', prompt)}, pays 150.00", bob.q("arrivals-live").get_attribute("textContent"))
         expires = int(re.search(r"expires in (\d+) s", bob.text("prompt-expires", prompt)).group(1))
         self.assertGreater(expires, 45, "a job offer waits 60 s by default")
         bob.screenshot("bob-job-prompt")
@@ -1859,6 +1860,55 @@ class DashboardScenario(unittest.TestCase):
             finally:
                 bob.viewport(DESKTOP)
         type(self).session_id = ""  # Bob is a new peer: the next step makes a new session
+
+    def test_26_an_offer_card_fits_and_speaks_the_persons_dates(self) -> None:
+        """The offer card's facts stay inside the card (no sideways scroll at 390 px, no fact running into the next
+        on a desktop), long notes wrap, and the due date is in the person's locale."""
+        ann, bob = self.ann, self.bob
+        self.ensure_receiving_jobs()
+        ann_token = ann.local_storage("meshgate.token")
+        notes = "Bring the long ladder; the gate code is " + "9" * 80 + " and the dog is friendly."
+        for size in (PHONE, DESKTOP):
+            bob.viewport(size)
+            try:
+                job = self.alpha.api("POST", "jobs", {"name": f"Clean the gutters ({size[0]})", "dueDate": "2027-03-04",
+                                                      "payment": "1234567.89", "notes": notes}, token=ann_token)["job"]["id"]
+                self.alpha.api("POST", f"jobs/{job}/send", {"to": self.bob_id()}, token=ann_token)
+                prompt = bob.wait("the offer", lambda: next((p for p in bob.qa("invitation-prompt")
+                                                             if p.get_attribute("data-state") == "pending"), None))
+                self.assertEqual(bob.text("prompt-job-due", prompt), bob.js(
+                    "return new Date(2027, 2, 4).toLocaleDateString(undefined, { dateStyle: 'medium' })"))
+                self.assertLessEqual(bob.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
+                overlaps = bob.js(
+                    """
+                    const card = arguments[0];
+                    const box = card.getBoundingClientRect();
+                    const facts = [...card.querySelectorAll('.prompt-job dt, .prompt-job dd')];
+                    const out = facts.filter((f) => { const r = f.getBoundingClientRect(); return r.right > box.right + 0.5 || r.left < box.left - 0.5; })
+                      .map((f) => f.textContent.slice(0, 20));
+                    const rects = facts.map((f) => [f.textContent.slice(0, 20), f.getBoundingClientRect()]);
+                    const range = document.createRange();
+                    for (const [name, r] of rects) {
+                      for (const [other, q] of rects) {
+                        if (name === other) continue;
+                        if (r.left < q.right - 0.5 && q.left < r.right - 0.5 && r.top < q.bottom - 0.5 && q.top < r.bottom - 0.5) out.push(`${name} over ${other}`);
+                      }
+                    }
+                    // The text itself must not run past its box either (a nowrap or a negative margin would).
+                    for (const f of facts) {
+                      range.selectNodeContents(f);
+                      const t = range.getBoundingClientRect();
+                      if (t.right > f.getBoundingClientRect().right + 0.5) out.push(`${f.textContent.slice(0, 20)} spills`);
+                    }
+                    return out;
+                    """, prompt)
+                self.assertEqual(overlaps, [], "facts inside the card and apart")
+                bob.screenshot(f"bob-job-offer-card-{size[0]}")
+                bob.click("prompt-decline", prompt)
+                bob.wait("the prompt gone", lambda: not [p for p in bob.qa("invitation-prompt")
+                                                         if p.get_attribute("data-state") == "pending"])
+            finally:
+                bob.viewport(DESKTOP)
 
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
