@@ -890,6 +890,18 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     const counter = byTestId('job-name-count');
     setText(counter, `${count} / ${MAX_JOB_NAME_CHARACTERS}`);
     counter.classList.toggle('is-over', count > MAX_JOB_NAME_CHARACTERS);
+    // Over the limit it is said at once; an error already shown follows what is typed (never a stale one).
+    const error = byTestId('job-name-error');
+    if (!error || (error.hidden && count <= MAX_JOB_NAME_CHARACTERS)) return;
+    const value = jobFieldEl('name').value;
+    const problem = !value.trim()
+      ? 'Give the job a name.'
+      : count > MAX_JOB_NAME_CHARACTERS
+        ? `Shorten the name to ${MAX_JOB_NAME_CHARACTERS} characters or fewer (it has ${count}).`
+        : '';
+    showError(error, problem);
+    if (problem) jobFieldEl('name').setAttribute('aria-invalid', 'true');
+    else jobFieldEl('name').removeAttribute('aria-invalid');
   }
 
   /** A problem with one job field, said for people, shown under that field. */

@@ -1910,6 +1910,56 @@ class DashboardScenario(unittest.TestCase):
             finally:
                 bob.viewport(DESKTOP)
 
+    def test_27_names_are_counted_in_characters_and_checked_before_sending(self) -> None:
+        """Display, room and job names: counted in characters, checked in the page before anything is sent (a
+        spaces-only name, a name too long by so many characters), never cut silently, and an error follows the
+        typing instead of going stale."""
+        bob = self.bob
+        for size in (DESKTOP, PHONE):
+            bob.viewport(size)
+            try:
+                bob.tab("nearby")
+                bob.click("leave")
+                bob.visible("sign-in-form")
+                bob.type_into("name-input", "   \n")
+                bob.wait("the spaces-only error", lambda: bob.text("sign-in-error")
+                         == "A name needs a letter, digit or symbol, not only spaces.")
+                self.assertTrue(bob.q("sign-in-form").is_displayed(), "nothing was sent")
+                bob.type_into("name-input", "é" * 32)
+                self.assertEqual(bob.text("name-byte-count"), "32 characters · 64 of 63 bytes")
+                bob.wait("too long, said in characters", lambda: bob.text("sign-in-error").startswith(
+                    "Too long by 1 character: a name holds 63 bytes"))
+                bob.type_into("name-input", "Bob")
+                self.assertEqual(bob.text("name-byte-count"), "3 / 63 characters")
+                bob.wait("the error gone once fixed", lambda: not bob.q("sign-in-error").is_displayed())
+                bob.q("name-input").send_keys("\n")
+                bob.wait("signed in again", lambda: bob.text("peer-name") == "Bob" and bob.state() == "live")
+
+                bob.tab("chat")
+                room = bob.q("chat-host-name")
+                room.clear()
+                room.send_keys("r" * 70)
+                self.assertEqual(len(room.get_attribute("value")), 70, "never cut silently")
+                bob.wait("the room name error while typing", lambda: bob.text("chat-host-error").startswith(
+                    "Too long by 7 characters: a room name holds 63 bytes"))
+                for _ in range(7):
+                    room.send_keys(Keys.BACKSPACE)
+                bob.wait("the room name error gone", lambda: not bob.q("chat-host-error").is_displayed())
+                room.clear()
+
+                bob.tab("jobs")
+                bob.type_into("job-name", "")
+                bob.click("job-submit")
+                bob.wait("the job name error", lambda: bob.text("job-name-error") == "Give the job a name.")
+                bob.q("job-name").send_keys("Mow")
+                bob.wait("the job name error gone while typing", lambda: not bob.q("job-name-error").is_displayed())
+                self.assertIsNone(bob.q("job-name").get_attribute("aria-invalid"))
+                bob.type_into("job-name", "")
+                self.assertLessEqual(bob.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
+            finally:
+                bob.viewport(DESKTOP)
+        type(self).session_id = ""  # Bob is a new peer: the next step makes a new session
+
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
         ann.tab("nearby")
