@@ -77,6 +77,11 @@ export function createFiles(deps) {
     paused: new Map(),
     // Files that arrived while the page was open, shown above every view until downloaded or dismissed: id → transfer.
     arrived: new Map(),
+    // A group send whose recipients' node asks before storing a file: each such recipient is sent the file on its
+    // own (and asked); upload key → the group it belongs to, so the group's line counts it.
+    askGroups: new Map(),
+    // Group transfers refused because their node asks (each was sent again on its own): not shown as failures.
+    reasked: new Set(),
     answering: new Set(), // ids whose Accept / Decline is on its way to the node
     accepting: new Set(), // ids accepted without asking (promised by an accepted invitation): never prompted
     problems: new Map(), // transfer id → why its answer failed
@@ -248,7 +253,25 @@ export function createFiles(deps) {
       if (xhr.status >= 200 && xhr.status < 300 && payload && payload.group && Array.isArray(payload.transfers)) {
         // A group send: the upload's row gives way to a row per recipient and the group's summary line.
         state.uploads.delete(key);
-        for (const transfer of payload.transfers) upsert(transfer);
+        const asking = [];
+        for (const transfer of payload.transfers) {
+          if (transfer.state === 'failed' && refusedForConsent(transfer.reason)) {
+            state.reasked.add(transfer.id);
+            if (transfer.to) asking.push(transfer.to.id);
+          }
+          upsert(transfer);
+        }
+        // Recipients whose node asks first: each gets the file on its own, with the usual question.
+        for (const id of asking) state.askGroups.set(upload(file, sessionId, id), payload.group.id);
+      } else if (xhr.status === 409 && payload && payload.error && refusedForConsent(payload.error.message)
+        && (to === 'all' || to.includes(','))) {
+        // Every recipient's node asks first: ask each of them, one file each, as one group.
+        state.uploads.delete(key);
+        const members = deps.sessions().find((s) => s.id === sessionId)?.members || [];
+        const ids = to === 'all'
+          ? members.filter((m) => !mine(m) && m.state === 'connected').map((m) => m.id)
+          : to.split(',');
+        for (const id of ids) state.askGroups.set(upload(file, sessionId, id), `ask-${key}`);
       } else if (xhr.status >= 200 && xhr.status < 300 && payload && payload.transfer) {
         state.uploads.delete(key);
         adopt(payload.transfer.id, key);
@@ -288,6 +311,11 @@ export function createFiles(deps) {
 
   function upsert(transfer) {
     if (!transfer || !transfer.id) return;
+    // A group's recipient refused by its node's file consent is sent the file on its own (see upload): that
+    // transfer is the one shown, not the refusal.
+    if (transfer.direction === 'outgoing' && transfer.groupId && transfer.state === 'failed' && refusedForConsent(transfer.reason)) {
+      state.reasked.add(transfer.id);
+    }
     if (transfer.direction === 'outgoing' && !transfer.groupId && !state.rowKeys.has(transfer.id)) {
       // The node's transfer for an upload still in flight here (its event overtook the 202): same row.
       for (const upload of state.uploads.values()) {
@@ -712,6 +740,7 @@ export function createFiles(deps) {
     const uploads = [...state.uploads.values()].map((u) => ({ kind: 'upload', key: u.key, upload: u }));
     const uploading = new Set(uploads.map((u) => u.key));
     const transfers = [...state.transfers.values()]
+      .filter((t) => !state.reasked.has(t.id))
       .sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)))
       .map((t) => ({ kind: 'transfer', key: state.rowKeys.get(t.id) || t.id, transfer: t }))
       .filter((item) => !uploading.has(item.key));
@@ -834,14 +863,21 @@ export function createFiles(deps) {
     return `Paused: ${name} unreachable${time} · resumes by itself`;
   }
 
-  /** One line per group send of ours: how many recipients, finished, failed, still going. */
+  /** Whether a refusal is a receiving node's file consent (`--file-consent ask`), which asking each one answers. */
+  function refusedForConsent(reason) {
+    return /file-consent ask|asks before a file is stored/.test(String(reason || ''));
+  }
+
+  /** One line per group send of ours: how many recipients, finished, declined, not answered, failed, still going. */
   function renderGroups() {
     const groups = new Map();
     for (const t of state.transfers.values()) {
-      if (!t.groupId || t.direction !== 'outgoing') continue;
-      const group = groups.get(t.groupId) || { id: t.groupId, name: t.name, createdAt: t.createdAt, all: [] };
+      if (t.direction !== 'outgoing' || state.reasked.has(t.id)) continue;
+      const groupId = t.groupId || state.askGroups.get(state.rowKeys.get(t.id));
+      if (!groupId) continue;
+      const group = groups.get(groupId) || { id: groupId, name: t.name, createdAt: t.createdAt, all: [] };
       group.all.push(t);
-      groups.set(t.groupId, group);
+      groups.set(groupId, group);
     }
     const items = [...groups.values()].sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
     syncList(
@@ -851,14 +887,23 @@ export function createFiles(deps) {
       () => h('li', { className: 'row group-summary', dataset: { testid: 'group-summary' } }),
       (row, g) => {
         const count = (state) => g.all.filter((t) => t.state === state).length;
-        const failed = count('failed') + count('declined');
-        const going = g.all.filter((t) => ACTIVE.has(t.state)).length;
+        const asking = count('awaitingConsent');
+        const going = g.all.filter((t) => ACTIVE.has(t.state)).length - asking;
+        const names = (state) => g.all.filter((t) => t.state === state).map((t) => peerName(t.to)).join(', ');
         row.dataset.groupId = g.id;
         row.dataset.finished = String(count('finished'));
+        row.dataset.declined = String(count('declined'));
+        row.dataset.asking = String(asking);
         setText(
           row,
-          `${g.name} to ${g.all.length} people: ${count('finished')} finished, ${failed} failed, `
-            + `${count('canceled')} canceled, ${going} in progress`,
+          [
+            `${g.name} to ${g.all.length} people: ${count('finished')} finished, ${count('failed')} failed, `
+              + `${count('canceled')} canceled, ${going} in progress`,
+            count('declined') ? `declined by ${names('declined')}` : '',
+            asking ? `not answered yet: ${names('awaitingConsent')}` : '',
+          ]
+            .filter(Boolean)
+            .join(' · '),
         );
       },
     );
@@ -1036,6 +1081,8 @@ export function createFiles(deps) {
       state.deadlines.clear();
       state.paused.clear();
       state.arrived.clear();
+      state.askGroups.clear();
+      state.reasked.clear();
       state.answering.clear();
       state.accepting.clear();
       state.problems.clear();
