@@ -2021,9 +2021,71 @@ class DashboardScenario(unittest.TestCase):
             self.quietly(self.beta, "DELETE", f"sessions/{session}/members/me", cleo_token)
             self.quietly(self.beta, "DELETE", "peers/me", cleo_token)
 
+    def test_29_open_on_phone_gives_the_lan_address_and_says_what_plain_http_lacks(self) -> None:
+        """On a localhost page of a node that listens on the LAN, "Open on phone" encodes the node's LAN address
+        (not 127.0.0.1) and lists its others; on plain HTTP one line says what a phone misses and how to get HTTPS."""
+        ann = self.ann
+        self.restart_alpha("--bind", "0.0.0.0")
+        try:
+            lan = self.alpha.api("GET", "node")["lanAddresses"]
+            for size in (DESKTOP, PHONE):
+                ann.viewport(size)
+                ann.click("qr-toggle")
+                ann.visible("qr-panel")
+                if lan:
+                    host = f"[{lan[0]}]" if ":" in lan[0] else lan[0]
+                    expected = f"http://{host}:{self.alpha.port}/"
+                    ann.wait("the LAN address in the code", lambda: ann.text("qr-url") == expected)
+                    self.assertEqual(ann.q("qr-code").get_attribute("aria-label"), f"QR code of {expected}")
+                    self.assertFalse(ann.q("qr-note").is_displayed(), "no 'this computer only' note")
+                    self.assertEqual(len(ann.qa("qr-other")), len(lan) - 1, "the other addresses as links")
+                else:  # a machine without a LAN interface: the page says how to reach the node instead
+                    self.assertTrue(ann.q("qr-note").is_displayed())
+                https = ann.q("qr-https")
+                self.assertTrue(https.is_displayed())
+                self.assertIn("no notifications", https.text)
+                self.assertIn("--tls-cert", https.text)
+                self.assertLessEqual(ann.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
+                ann.screenshot(f"ann-open-on-phone-{size[0]}")
+                ann.click("qr-close")
+        finally:
+            ann.viewport(DESKTOP)
+            self.restart_alpha()
+
+    def test_30_the_task_comes_first(self) -> None:
+        """Signed out, one sentence says what this is for above Join; signed in, the peer id, the token and switching
+        identity wait under Details, and the Files help says how to reach someone new."""
+        bob = self.bob
+        for size in (DESKTOP, PHONE):
+            bob.viewport(size)
+            try:
+                bob.tab("files")
+                self.assertIn("Send file on their row in Nearby", bob.text("file-drop-help") if bob.qa("file-drop-help")
+                              else bob.css("#file-drop-help")[0].text)
+                for testid in ("peer-id", "copy-token", "switch-peer"):
+                    self.assertFalse(bob.q(testid).is_displayed(), f"{testid} folded under Details")
+                self.assertTrue(bob.q("leave").is_displayed())
+                bob.tab("nearby")
+                bob.click("leave")
+                form = bob.visible("sign-in-form")
+                purpose = bob.q("purpose")
+                self.assertTrue(purpose.is_displayed())
+                self.assertIn("people near you", purpose.text)
+                self.assertLess(purpose.location["y"], bob.q("sign-in-submit").location["y"], "the purpose above Join")
+                self.assertTrue(form.is_displayed())
+                bob.type_into("name-input", "Bob\n")
+                bob.wait("signed in again", lambda: bob.text("peer-name") == "Bob" and bob.state() == "live")
+                self.assertLessEqual(bob.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
+            finally:
+                bob.viewport(DESKTOP)
+        type(self).session_id = ""  # Bob is a new peer: the next step makes a new session
+
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
         ann.tab("nearby")
+        # Switching identity is under Details, with the peer id and the token.
+        self.assertFalse(ann.q("switch-peer").is_displayed(), "folded under Details")
+        ann.css('[data-testid="peer-details"] > summary')[0].click()
         ann.click("switch-peer")
         ann.visible("sign-in-form")
         self.assertIsNone(ann.local_storage("meshgate.token"))
