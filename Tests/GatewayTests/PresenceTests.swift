@@ -20,7 +20,7 @@ struct PresenceTests {
       let socket = try await node.openEventSocket(token: ann.token)
 
       let watch = await node.request(.put, "/api/v1/presence", token: ann.token)
-      #expect(watch.status == 200)
+      try #require(watch.status == 200, "no presence route: the waits below would not end")
       #expect(watch.object?["watching"] == true)
       #expect(ids(watch.object?["peers"]) == [bob.id])
       let bobFound = await node.event("presence.found", on: socket) {

@@ -56,8 +56,8 @@ struct DocumentedLimitsTests {
         #expect(row?.contains("1–\(maximum), default 100") == true, "README limit row for \(pattern): \(row ?? "none")")
         checked.append(pattern)
       }
-      // Every paged list: events, chat messages, sessions, invitations, jobs, transfers, service peers.
-      #expect(checked.count == 7, "\(checked)")
+      // Every paged list: events, chat messages, sessions, invitations, jobs, transfers, service peers, presence.
+      #expect(checked.count == 8, "\(checked)")
     }
   }
 
