@@ -140,18 +140,27 @@ export function createFiles(deps) {
     select.disabled = items.length === 0;
   }
 
+  /** "With Bob, Cleo" (its people); the id's start only tells apart sessions with the same people. */
+  function sessionLabel(s, all) {
+    const people = (x) => (x.members || []).filter((m) => !mine(m)).map((m) => peerName(m)).join(', ');
+    const label = `With ${people(s) || 'nobody else yet'}`;
+    return all.filter((x) => people(x) === people(s)).length > 1 ? `${label} · ${String(s.id).slice(0, 8)}` : label;
+  }
+
   function renderPickers() {
     const sessions = deps.signedIn() ? connectedSessions() : [];
     fillSelect(
       el.session,
       sessions,
       (s) => s.id,
-      (s) => {
-        const others = (s.members || []).filter((m) => !mine(m)).map((m) => peerName(m));
-        return `Session ${String(s.id).slice(0, 8)} · with ${others.join(', ')}`;
-      },
+      (s) => sessionLabel(s, sessions),
       'No session with a connected peer: start one in Sessions',
     );
+    const one = sessions.length === 1;
+    byTestId('file-session-field').hidden = one;
+    const oneLine = byTestId('file-session-one');
+    oneLine.hidden = !one;
+    setText(oneLine, one ? `In your session ${sessionLabel(sessions[0], sessions).replace(/^W/, 'w')}` : '');
     const session = sessions.find((s) => s.id === el.session.value);
     const members = session ? (session.members || []).filter((m) => !mine(m) && m.state === 'connected') : [];
     // A group send (?to=a,b or ?to=all): one upload, one copy per node, a transfer (and a row) per recipient.

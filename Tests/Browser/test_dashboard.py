@@ -580,8 +580,7 @@ class DashboardScenario(unittest.TestCase):
 
         bob.tab("jobs")  # looking elsewhere when the file arrives
         ann.tab("files")
-        Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(
-            type(self).session_id)
+        self.pick_file_session(ann, type(self).session_id)
         Select(ann.wait("Bob in the To picker", lambda: (s := ann.q("file-to")).is_enabled() and s)).select_by_visible_text("Bob")
         self.record_transfer_rows(ann, source.name)
         picker = ann.q("file-input")
@@ -645,13 +644,22 @@ class DashboardScenario(unittest.TestCase):
     def send_in_files(self, browser: Browser, path: Path, to: str = "Bob") -> None:
         """Sends a file from the Files view to `to` in the session Ann and Bob share (ensure_session)."""
         browser.tab("files")
-        Select(browser.wait("the session picker", lambda: (s := browser.q("file-session")).is_enabled() and s)).select_by_value(
-            type(self).session_id)
+        self.pick_file_session(browser, type(self).session_id)
         Select(browser.wait(f"{to} in the To picker", lambda: (s := browser.q("file-to")).is_enabled() and s)).select_by_visible_text(to)
         picker = browser.q("file-input")
         browser.js("arguments[0].hidden = false", picker)
         picker.send_keys(str(path))
         browser.js("arguments[0].hidden = true", picker)
+
+    def pick_file_session(self, browser: Browser, session: str) -> None:
+        """Chooses the session in Files; with only one session to send in there is no picker, and it is that one."""
+        browser.wait("the session to send in", lambda: any(
+            o.get_attribute("value") == session for o in browser.q("file-session").find_elements("tag name", "option")))
+        if browser.q("file-session-field").is_displayed():
+            Select(browser.q("file-session")).select_by_value(session)
+        else:
+            self.assertEqual(browser.q("file-session").get_attribute("value"), session, "the one session is chosen")
+            self.assertIn("with", browser.text("file-session-one"))
 
     def transfer_named(self, browser: Browser, name: str, direction: str):
         return next((r for r in browser.qa("transfer-row") if browser.text("transfer-name", r) == name
@@ -796,8 +804,7 @@ class DashboardScenario(unittest.TestCase):
             payload = os.urandom(1024 * 1024 + 3)
             source.write_bytes(payload)
             ann.tab("files")
-            Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(
-                session)
+            self.pick_file_session(ann, session)
             Select(ann.wait("Everyone in the To picker", lambda: (s := ann.q("file-to")).is_enabled()
                             and any(o.get_attribute("value") == "all" for o in s.find_elements("tag name", "option"))
                             and s)).select_by_value("all")
@@ -1448,7 +1455,7 @@ class DashboardScenario(unittest.TestCase):
         self.assertTrue(self.within_viewport(ann, ann.q("shared-send")))
         ann.screenshot("ann-phone-shared")
         self.assertEqual(self.axe_violations(ann) if AXE_SCRIPT else [], [], "axe-core with shared files ready")
-        Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(session)
+        self.pick_file_session(ann, session)
         Select(ann.wait("Bob in the To picker", lambda: (s := ann.q("file-to")).is_enabled() and s)).select_by_visible_text("Bob")
         ann.click("shared-send")
         ann.wait("the box gone once sent", lambda: not box.is_displayed())
@@ -1980,7 +1987,7 @@ class DashboardScenario(unittest.TestCase):
             source = Path(self.work.name) / "brief.txt"
             source.write_bytes(b"site brief " * 1000)
             ann.tab("files")
-            Select(ann.wait("the session picker", lambda: (s := ann.q("file-session")).is_enabled() and s)).select_by_value(session)
+            self.pick_file_session(ann, session)
             Select(ann.wait("Everyone in the To picker", lambda: (s := ann.q("file-to")).is_enabled()
                             and any(o.get_attribute("value") == "all" for o in s.find_elements("tag name", "option"))
                             and s)).select_by_value("all")
@@ -2076,9 +2083,14 @@ class DashboardScenario(unittest.TestCase):
                 bob.type_into("name-input", "Bob\n")
                 bob.wait("signed in again", lambda: bob.text("peer-name") == "Bob" and bob.state() == "live")
                 self.assertLessEqual(bob.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
+                # The new Bob shares one session with Ann: Files names it instead of offering a picker of one.
+                type(self).session_id = self.connect_ann_and_bob()
+                bob.tab("files")
+                one = bob.wait("the one session named", lambda: bob.q("file-session-one").is_displayed() and bob.q("file-session-one"))
+                self.assertEqual(one.text, "In your session with Ann")
+                self.assertFalse(bob.q("file-session-field").is_displayed(), "no picker for one session")
             finally:
                 bob.viewport(DESKTOP)
-        type(self).session_id = ""  # Bob is a new peer: the next step makes a new session
 
     def test_99_switch_peer_and_leave(self) -> None:
         ann = self.ann
