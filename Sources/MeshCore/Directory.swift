@@ -58,12 +58,13 @@ public struct Directory: Sendable {
     var displayName: String
     var advertising: [String: [String: String]] = [:]
     var browsing: Set<String> = []
-    var watchesPresence = false
   }
 
   /// This node's id.
   public let nodeID: String
   var localPeers: [String: LocalPeer] = [:]
+  /// The local peers watching presence (few: the dashboards open now), so a change does not walk every local peer.
+  var presenceWatchers: Set<String> = []
   /// Linked nodes and the peers they announced.
   var remoteNodes: [String: [String: PeerAnnouncement]] = [:]
   /// Which linked node announced each remote peer (the first claim of a peer id wins).
@@ -128,7 +129,7 @@ public struct Directory: Sendable {
 
   /// Whether `peerID` (a local peer) watches presence.
   public func watchesPresence(_ peerID: String) -> Bool {
-    localPeers[peerID]?.watchesPresence ?? false
+    presenceWatchers.contains(peerID)
   }
 
   /// Any peer known mesh-wide.
@@ -194,6 +195,7 @@ public struct Directory: Sendable {
   /// A local peer left: its advertisements end (browsers get `lost`) and the mesh forgets it.
   public mutating func removeLocalPeer(_ peerID: String) -> [Directive] {
     guard let peer = localPeers.removeValue(forKey: peerID) else { return [] }
+    presenceWatchers.remove(peerID)
     var directives: [Directive] = []
     let ref = PeerRef(peerID: peerID, displayName: peer.displayName, nodeID: nodeID)
     appendChanges(for: ref, from: peer.advertising, to: [:], into: &directives)
@@ -245,8 +247,7 @@ public struct Directory: Sendable {
 
   /// A local peer starts watching presence: it is told about every present peer.
   public mutating func startWatchingPresence(_ peerID: String) -> [Directive] {
-    guard localPeers[peerID] != nil, !localPeers[peerID]!.watchesPresence else { return [] }
-    localPeers[peerID]?.watchesPresence = true
+    guard localPeers[peerID] != nil, presenceWatchers.insert(peerID).inserted else { return [] }
     var directives: [Directive] = []
     for peer in presentPeers(excluding: peerID) { directives.append(.notify(peerID: peerID, .peerPresent(peer))) }
     return directives
@@ -254,7 +255,7 @@ public struct Directory: Sendable {
 
   /// A local peer stops watching presence.
   public mutating func stopWatchingPresence(_ peerID: String) -> [Directive] {
-    localPeers[peerID]?.watchesPresence = false
+    presenceWatchers.remove(peerID)
     return []
   }
 
@@ -371,8 +372,9 @@ public struct Directory: Sendable {
     case .peerPresent(let peer), .peerAbsent(let peer): subject = peer.peerID
     case .peerFound, .peerLost: return
     }
-    for (peerID, peer) in localPeers.sorted(by: { $0.key < $1.key }) where peer.watchesPresence && peerID != subject {
-      directives.append(.notify(peerID: peerID, event))
+    guard !presenceWatchers.isEmpty else { return }
+    for watcher in presenceWatchers.sorted() where watcher != subject {
+      directives.append(.notify(peerID: watcher, event))
     }
   }
 
