@@ -19,6 +19,7 @@ const LEAVE_ANIMATION_MS = 400;
 const CONFIRM_MS = 4_000;
 const MAX_MESSAGES_PER_SESSION = 200;
 const KEY_VIEW = 'meshgate.view';
+const KEY_DEVELOPER = 'meshgate.developer';
 const DRAFT_PREFIX = 'meshgate.draft.';
 const VIEWS = ['nearby', 'jobs', 'chat', 'files', 'invitations', 'sessions', 'events'];
 const JOB_FIELDS = { name: 'job-name', dueDate: 'job-due', payment: 'job-payment', notes: 'job-notes' };
@@ -406,6 +407,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function selectView(view, { focus = false } = {}) {
     if (!VIEWS.includes(view)) view = 'nearby';
+    // A hidden tab's view (the Events tab with developer views off) is not shown: Nearby is.
+    if (el.tabs.some((t) => t.dataset.view === view && t.hidden)) view = 'nearby';
     for (const tab of el.tabs) {
       const selected = tab.dataset.view === view;
       tab.setAttribute('aria-selected', selected ? 'true' : 'false');
@@ -419,7 +422,28 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     files.shown(view === 'files');
   }
 
+  /** The Events tab is a developer's: shown only while "Developer: show the Events tab" is on. */
+  function renderDeveloperViews() {
+    const on = storage.get(KEY_DEVELOPER) === 'on';
+    const toggle = byTestId('developer-views');
+    if (toggle) {
+      toggle.checked = on;
+      toggle.setAttribute('aria-checked', on ? 'true' : 'false');
+    }
+    const tab = byTestId('tab-events');
+    tab.hidden = !on;
+    if (!on && state.view === 'events') selectView('nearby');
+  }
+
   function initTabs() {
+    const toggle = byTestId('developer-views');
+    if (toggle) {
+      toggle.addEventListener('change', () => {
+        storage.set(KEY_DEVELOPER, toggle.checked ? 'on' : 'off');
+        renderDeveloperViews();
+      });
+    }
+    renderDeveloperViews();
     for (const tab of el.tabs) {
       tab.addEventListener('click', () => selectView(tab.dataset.view));
       tab.addEventListener('keydown', (event) => {

@@ -369,6 +369,10 @@ class Browser:
         return self.q("connection-state").get_attribute("data-state") or ""
 
     def tab(self, view: str) -> None:
+        if view == "events" and not self.q("tab-events").is_displayed():
+            # The Events tab is a developer's: switch it on (You panel) the way a developer would.
+            self.js("arguments[0].click()", self.q("developer-views"))
+            self.wait("the Events tab", lambda: self.q("tab-events").is_displayed())
         self.click(f"tab-{view}")
         self.wait(f"the {view} view", lambda: self.q(f"tab-{view}").get_attribute("aria-selected") == "true")
 

@@ -1080,9 +1080,10 @@ class DashboardScenario(unittest.TestCase):
         ann.q("tab-nearby").send_keys(Keys.ARROW_RIGHT)
         ann.wait("Jobs selected by arrow key", lambda: ann.q("tab-jobs").get_attribute("aria-selected") == "true")
         self.assertEqual(ann.js("return document.activeElement.dataset.testid"), "tab-jobs")
+        last = self.views(ann)[-1]  # Events, when the developer switch shows it; else the last shown
         ann.q("tab-jobs").send_keys(Keys.END)
-        ann.wait("the last tab selected by End", lambda: ann.q("tab-events").get_attribute("aria-selected") == "true")
-        ann.q("tab-events").send_keys(Keys.HOME)
+        ann.wait("the last tab selected by End", lambda: ann.q(f"tab-{last}").get_attribute("aria-selected") == "true")
+        ann.q(f"tab-{last}").send_keys(Keys.HOME)
         ann.wait("the first tab selected by Home", lambda: ann.q("tab-nearby").get_attribute("aria-selected") == "true")
         # Every button and field in the Nearby view and header can be reached by Tab.
         unreachable = ann.js(
@@ -2071,6 +2072,15 @@ class DashboardScenario(unittest.TestCase):
                               else bob.css("#file-drop-help")[0].text)
                 for testid in ("peer-id", "copy-token", "switch-peer"):
                     self.assertFalse(bob.q(testid).is_displayed(), f"{testid} folded under Details")
+                # The Events tab is a developer's: off, it is not among the tabs; the switch brings it back.
+                developer = bob.q("developer-views")
+                if developer.is_selected():
+                    bob.js("arguments[0].click()", developer)
+                bob.wait("no Events tab", lambda: not bob.q("tab-events").is_displayed())
+                self.assertNotIn("events", self.views(bob))
+                bob.js("arguments[0].click()", developer)
+                bob.wait("the Events tab back", lambda: bob.q("tab-events").is_displayed())
+                bob.js("arguments[0].click()", developer)
                 self.assertTrue(bob.q("leave").is_displayed())
                 bob.tab("nearby")
                 bob.click("leave")
