@@ -1558,7 +1558,16 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   async function refreshSessions() {
     if (!signedIn()) return;
     const done = guard((result) => {
-      state.sessions = new Map((result.sessions || []).map((s) => [s.id, s]));
+      const fresh = new Map((result.sessions || []).map((s) => [s.id, s]));
+      // A session hosted on another node that the node no longer lists, which we did not leave, ended with its
+      // host's node: it stays shown as ended (its people offline) until that node is back, instead of vanishing.
+      for (const [id, old] of state.sessions) {
+        if (fresh.has(id) || !old.hostNodeId || (state.me && old.hostNodeId === state.me.nodeId)) continue;
+        const mine = (old.members || []).find((m) => state.me && m.id === state.me.id);
+        if (!mine || (mine.state === 'notConnected' && !old.ended)) continue;
+        fresh.set(id, { ...old, ended: true, members: (old.members || []).map((m) => (m === mine ? m : { ...m, state: 'notConnected' })) });
+      }
+      state.sessions = fresh;
       renderSessions();
     });
     try {
@@ -1730,7 +1739,12 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       (row, s) => {
         const others = (s.members || []).filter((m) => !(state.me && m.id === state.me.id)).map((m) => peerName(m));
         setText(row.querySelector('[data-testid="session-title"]'), others.length > 0 ? `with ${others.join(', ')}` : 'Just you so far');
-        setText(row.querySelector('[data-testid="session-meta"]'), sessionFacts(s));
+        setText(
+          row.querySelector('[data-testid="session-meta"]'),
+          s.ended ? `Ended: ${nodeLabel(s.hostNodeId)}, which hosted it, is unreachable` : sessionFacts(s),
+        );
+        row.dataset.ended = s.ended ? 'true' : 'false';
+        for (const control of row.querySelectorAll('[data-testid="session-text"], [data-testid="session-send"]')) control.disabled = Boolean(s.ended);
         const members = [...(s.members || [])].sort((a, b) => peerName(a).localeCompare(peerName(b)));
         syncList(
           row.querySelector('[data-testid="session-members"]'),
@@ -1790,8 +1804,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     const member = (session.members || []).find((m) => m.id === peer.id);
     if (member) member.state = data.state;
     else session.members = [...(session.members || []), { ...peer, state: data.state }];
-    // We left (or were dropped): the node no longer lists the session for us.
-    if (state.me && peer.id === state.me.id && data.state === 'notConnected') refreshSessionsSoon();
+    // We left (or were dropped), or someone's node went away: the node's list is the truth. A session's host drops
+    // the members of a lost node (they are no longer shown), others keep them as offline until they return.
+    if (data.state === 'notConnected') refreshSessionsSoon();
     renderSessions();
   }
 
@@ -2047,6 +2062,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         }
         break;
       case 'node.linked':
+        // Sessions that ended with this node are over for good once it is back.
+        for (const [id, s] of state.sessions) if (s.ended && data.node && s.hostNodeId === data.node.id) state.sessions.delete(id);
+        renderSessions();
+        refreshMesh();
+        break;
       case 'node.unlinked':
       case 'node.link.refused':
         refreshMesh();

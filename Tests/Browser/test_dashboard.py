@@ -1011,6 +1011,10 @@ class DashboardScenario(unittest.TestCase):
             m for m in bob.qa("session-member")
             if m.get_attribute("data-peer-id") == ann_id and m.get_attribute("data-state") == "notConnected"], 30)
         self.assertEqual(bob.text("session-member-state", offline[0]), "offline")
+        # The session ended with alpha, which hosted it (Bob's node no longer has it): it says so, it does not pretend.
+        ended = bob.wait("the session marked ended", lambda: self.session_row(bob)
+                         and self.session_row(bob).get_attribute("data-ended") == "true" and self.session_row(bob), 30)
+        self.assertEqual(bob.text("session-meta", ended), "Ended: alpha, which hosted it, is unreachable")
         mine = next(m for m in bob.qa("session-member") if bob.text("session-member-name", m) == "Bob (you)")
         colour = "return getComputedStyle(arguments[0].querySelector('[data-testid=session-member-name]')).color"
         self.assertNotEqual(bob.js(colour, offline[0]), bob.js(colour, mine), "the offline member is greyed")
@@ -1731,6 +1735,11 @@ class DashboardScenario(unittest.TestCase):
             self.assertRegex(paused, r"^Paused: beta unreachable since \d{1,2}:\d{2}( [AP]M)? · resumes by itself · ")
             self.assertEqual(row.get_attribute("data-state"), "interrupted")
             ann.screenshot("ann-transfer-paused-desktop")
+            # Ann hosts the session: her node dropped Bob from it, and her page says so (not a stale "offline" Bob).
+            members = lambda: [ann.text("session-member-name", m) for m in ann.qa("session-member", self.session_row(ann))]
+            ann.tab("sessions")
+            ann.wait("Bob gone from the session Ann hosts", lambda: self.session_row(ann) and members() == ["Ann (you)"], 15)
+            ann.tab("files")
             ann.viewport(PHONE)
             try:
                 self.assertTrue(ann.q("transfer-status", row).is_displayed())
