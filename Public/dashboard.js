@@ -407,8 +407,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function selectView(view, { focus = false } = {}) {
     if (!VIEWS.includes(view)) view = 'nearby';
-    // A hidden tab's view (the Events tab with developer views off) is not shown: Nearby is.
-    if (el.tabs.some((t) => t.dataset.view === view && t.hidden)) view = 'nearby';
+    // The Events view with developer views off is not shown: Nearby is. (Other tabs may still be hidden while the
+    // node's features load; their views stay selectable.)
+    if (view === 'events' && storage.get(KEY_DEVELOPER) !== 'on') view = 'nearby';
     for (const tab of el.tabs) {
       const selected = tab.dataset.view === view;
       tab.setAttribute('aria-selected', selected ? 'true' : 'false');
