@@ -105,7 +105,13 @@ class DashboardScenario(unittest.TestCase):
             type(self).stop_world()
             type(self).start_world()
         if self._testMethodName != "test_01_sign_in":
-            self.baseline()
+            try:
+                self.baseline()
+            except BaseException:
+                # tearDown does not run after a failed setUp: mark the world broken here, or every later step would
+                # start on it too (a node a failed step left stopped refuses them all).
+                type(self).broken = True
+                raise
 
     def tearDown(self) -> None:
         try:
