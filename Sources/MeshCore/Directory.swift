@@ -13,6 +13,10 @@
 /// - `lost` follows when the advertiser stops advertising `S`, leaves, or its node's link goes down.
 /// - Changing the discovery info of a running advertisement reports `found` again with the new info.
 /// - Order is deterministic (sorted by peer id and service type), so the simulator is reproducible.
+///
+/// Presence is not an advert: every peer the directory knows, local or remote, is present, whatever it advertises.
+/// A local peer watching presence is told `present` for every present peer when it starts (itself excluded), then
+/// `present` as peers appear or change their display name, and `absent` as they leave or their node's link goes down.
 public struct Directory: Sendable {
   /// A peer as browsers see it.
   public struct PeerRef: Sendable, Hashable {
@@ -34,6 +38,10 @@ public struct Directory: Sendable {
   public enum Event: Sendable, Hashable {
     case peerFound(PeerRef, serviceType: String, discoveryInfo: [String: String])
     case peerLost(PeerRef, serviceType: String)
+    /// A peer appeared in the mesh, or changed its display name (to a peer watching presence).
+    case peerPresent(PeerRef)
+    /// A peer left the mesh, or its node's link went down (to a peer watching presence).
+    case peerAbsent(PeerRef)
   }
 
   /// An output of the directory.
@@ -55,6 +63,8 @@ public struct Directory: Sendable {
   /// This node's id.
   public let nodeID: String
   var localPeers: [String: LocalPeer] = [:]
+  /// The local peers watching presence (few: the dashboards open now), so a change does not walk every local peer.
+  var presenceWatchers: Set<String> = []
   /// Linked nodes and the peers they announced.
   var remoteNodes: [String: [String: PeerAnnouncement]] = [:]
   /// Which linked node announced each remote peer (the first claim of a peer id wins).
@@ -110,6 +120,25 @@ public struct Directory: Sendable {
     localPeers[peerID]?.browsing ?? []
   }
 
+  /// Every peer known mesh-wide (local and remote), except `excluding`, sorted by peer id.
+  public func presentPeers(excluding: String? = nil) -> [PeerRef] {
+    var result: [PeerRef] = []
+    for (peerID, peer) in localPeers where peerID != excluding {
+      result.append(PeerRef(peerID: peerID, displayName: peer.displayName, nodeID: nodeID))
+    }
+    for (remoteNode, peers) in remoteNodes {
+      for (peerID, announcement) in peers where peerID != excluding && owners[peerID] == remoteNode {
+        result.append(PeerRef(peerID: peerID, displayName: announcement.displayName, nodeID: remoteNode))
+      }
+    }
+    return result.sorted { $0.peerID < $1.peerID }
+  }
+
+  /// Whether `peerID` (a local peer) watches presence.
+  public func watchesPresence(_ peerID: String) -> Bool {
+    presenceWatchers.contains(peerID)
+  }
+
   /// Any peer known mesh-wide.
   public func peer(_ peerID: String) -> PeerRef? {
     if let local = localPeers[peerID] {
@@ -152,6 +181,7 @@ public struct Directory: Sendable {
       }
     }
     localPeers[peerID] = LocalPeer(displayName: displayName)
+    appendPresence(.peerPresent(PeerRef(peerID: peerID, displayName: displayName, nodeID: nodeID)), into: &directives)
     directives.append(.broadcast(.peerUpdated(announcement(of: peerID)!)))
     return directives
   }
@@ -159,9 +189,12 @@ public struct Directory: Sendable {
   /// A local peer changed its display name. Browsers are not re-notified (an MCPeerID never changes);
   /// new `found` events carry the new name.
   public mutating func renameLocalPeer(_ peerID: String, displayName: String) -> [Directive] {
-    guard localPeers[peerID] != nil else { return [] }
+    guard let old = localPeers[peerID]?.displayName else { return [] }
     localPeers[peerID]?.displayName = displayName
     var directives: [Directive] = []
+    if old != displayName {
+      appendPresence(.peerPresent(PeerRef(peerID: peerID, displayName: displayName, nodeID: nodeID)), into: &directives)
+    }
     directives.append(.broadcast(.peerUpdated(announcement(of: peerID)!)))
     return directives
   }
@@ -169,9 +202,11 @@ public struct Directory: Sendable {
   /// A local peer left: its advertisements end (browsers get `lost`) and the mesh forgets it.
   public mutating func removeLocalPeer(_ peerID: String) -> [Directive] {
     guard let peer = localPeers.removeValue(forKey: peerID) else { return [] }
+    presenceWatchers.remove(peerID)
     var directives: [Directive] = []
     let ref = PeerRef(peerID: peerID, displayName: peer.displayName, nodeID: nodeID)
     appendChanges(for: ref, from: peer.advertising, to: [:], into: &directives)
+    appendPresence(.peerAbsent(ref), into: &directives)
     directives.append(.broadcast(.peerRemoved(peerID: peerID)))
     return directives
   }
@@ -217,6 +252,20 @@ public struct Directory: Sendable {
     return directives
   }
 
+  /// A local peer starts watching presence: it is told about every present peer.
+  public mutating func startWatchingPresence(_ peerID: String) -> [Directive] {
+    guard localPeers[peerID] != nil, presenceWatchers.insert(peerID).inserted else { return [] }
+    var directives: [Directive] = []
+    for peer in presentPeers(excluding: peerID) { directives.append(.notify(peerID: peerID, .peerPresent(peer))) }
+    return directives
+  }
+
+  /// A local peer stops watching presence.
+  public mutating func stopWatchingPresence(_ peerID: String) -> [Directive] {
+    presenceWatchers.remove(peerID)
+    return []
+  }
+
   /// A local peer stops browsing `serviceType`.
   public mutating func stopBrowsing(_ peerID: String, serviceType: String) -> [Directive] {
     localPeers[peerID]?.browsing.remove(serviceType)
@@ -246,6 +295,7 @@ public struct Directory: Sendable {
       let announcement = peers[peerID]!
       let ref = PeerRef(peerID: peerID, displayName: announcement.displayName, nodeID: remoteNode)
       appendChanges(for: ref, from: announcement.advertising, to: [:], into: &directives)
+      appendPresence(.peerAbsent(ref), into: &directives)
     }
     return directives
   }
@@ -319,6 +369,24 @@ public struct Directory: Sendable {
     let name = new?.displayName ?? old?.displayName ?? ""
     let ref = PeerRef(peerID: peerID, displayName: name, nodeID: remoteNode)
     appendChanges(for: ref, from: old?.advertising ?? [:], to: new?.advertising ?? [:], into: &directives)
+    if new == nil {
+      if old != nil { appendPresence(.peerAbsent(ref), into: &directives) }
+    } else if old?.displayName != new?.displayName {
+      appendPresence(.peerPresent(ref), into: &directives)
+    }
+  }
+
+  /// Tells every local peer watching presence (the peer itself excluded) that `event` happened.
+  func appendPresence(_ event: Event, into directives: inout [Directive]) {
+    let subject: String
+    switch event {
+    case .peerPresent(let peer), .peerAbsent(let peer): subject = peer.peerID
+    case .peerFound, .peerLost: return
+    }
+    guard !presenceWatchers.isEmpty else { return }
+    for watcher in presenceWatchers.sorted() where watcher != subject {
+      directives.append(.notify(peerID: watcher, event))
+    }
   }
 
   /// Whether `remoteNode` may announce `peerID`: no local peer and no other linked node has it, and no other node

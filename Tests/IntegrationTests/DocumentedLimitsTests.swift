@@ -60,9 +60,9 @@ struct DocumentedLimitsTests {
           row?.contains("1–\(maximum), default 100") == true, "docs/api.md limit row for \(pattern): \(row ?? "none")")
         checked.append(pattern)
       }
-      // Every paged list: events, chat messages, sessions, invitations, jobs, transfers, service peers, and the
-      // admin's peers.
-      #expect(checked.count == 8, "\(checked)")
+      // Every paged list: events, chat messages, sessions, invitations, jobs, transfers, service peers, presence,
+      // and the admin's peers.
+      #expect(checked.count == 9, "\(checked)")
     }
   }
 

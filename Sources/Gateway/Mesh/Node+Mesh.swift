@@ -353,7 +353,8 @@ extension Node {
 
   // MARK: - The mesh runtime's verbs
 
-  /// Gathers a `peer.found` or `peer.lost` event for local peer `peerID` (published at the next ``flush()``).
+  /// Gathers a `peer.found`, `peer.lost`, `presence.found` or `presence.lost` event for local peer `peerID`
+  /// (published at the next ``flush()``).
   package func directoryEvent(peerID: String, _ event: Directory.Event) {
     switch event {
     case .peerFound(let peer, let serviceType, let info):
@@ -365,6 +366,10 @@ extension Node {
       mesh.pendingEvents.append(
         EventFanOut(
           peerIDs: [peerID], type: "peer.lost", data: ["peer": peer.json, "serviceType": .string(serviceType)]))
+    case .peerPresent(let peer):
+      mesh.pendingEvents.append(EventFanOut(peerIDs: [peerID], type: "presence.found", data: ["peer": peer.json]))
+    case .peerAbsent(let peer):
+      mesh.pendingEvents.append(EventFanOut(peerIDs: [peerID], type: "presence.lost", data: ["peer": peer.json]))
     }
   }
 

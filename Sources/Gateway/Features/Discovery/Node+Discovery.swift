@@ -79,6 +79,31 @@ extension Node {
     return .noContent
   }
 
+  func listPresence(_ context: RequestContext) throws -> HTTPResponse {
+    let page = try Page(
+      mesh.directory.presentPeers(excluding: context.authenticatedPeer.id), id: \.peerID,
+      query: context.request.head.query)
+    return .json(["peers": .array(page.items.map(\.json)), "nextCursor": page.nextCursorJSON])
+  }
+
+  /// Presence watching lives in the directory only (not the store): the dashboard PUTs it again on every hello.
+  func startWatchingPresence(_ context: RequestContext) -> HTTPResponse {
+    let peer = context.authenticatedPeer
+    feed(.presenceWatchStarted(peerID: peer.id))
+    return .json([
+      "watching": true, "peers": .array(mesh.directory.presentPeers(excluding: peer.id).map(\.json)),
+    ])
+  }
+
+  func stopWatchingPresence(_ context: RequestContext) throws -> HTTPResponse {
+    let peer = context.authenticatedPeer
+    guard mesh.directory.watchesPresence(peer.id) else {
+      throw APIError.notFound("this peer is not watching presence; start with PUT /api/v1/presence")
+    }
+    feed(.presenceWatchStopped(peerID: peer.id))
+    return .noContent
+  }
+
   func servicePeers(_ context: RequestContext) throws -> HTTPResponse {
     let type = try serviceType(context)
     let page = try Page(

@@ -50,10 +50,13 @@ extension Node {
     switch answer {
     case .accept(let offset):
       transfer.lastProgressAt = Self.monotonicMillis()
+      let wasInterrupted = transfer.record.state == .interrupted
       if offset > 0 { transfer.record.resumedFrom = offset }
       transfer.record.state = .inProgress
       persist(transfer)
       sendTransferFrame(.transferAccept(transferID: id, offset: offset), to: nodeID)
+      if transfer.record.role == .copy { syncRiders(transfer) }
+      if wasInterrupted { reportPause("transfer.resumed", transfer) }
     case .finished(let digest):
       // The sender missed the verdict (the link dropped just after it was sent): send it again.
       meshLogger.info("Transfer offered again after it finished here; answered finished.", ["transfer.id": id])

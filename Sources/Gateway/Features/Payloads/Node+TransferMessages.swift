@@ -46,10 +46,13 @@ extension Node {
       let consented = transfer.consentDeadline != nil || transfer.record.state == .awaitingConsent
       transfer.consentDeadline = nil
       if let resumedFrom = sender.resumedFrom {
+        let wasInterrupted = transfer.record.state == .interrupted
         transfer.record.resumedFrom = resumedFrom
         transfer.record.state = .inProgress
         meshLogger.info("Transfer resumed.", ["transfer.id": id, "offset": offset])
         persist(transfer)
+        if transfer.record.role == .copy { syncRiders(transfer) }
+        if wasInterrupted { reportPause("transfer.resumed", transfer) }
       } else if transfer.answer == nil && transfer.record.state != .inProgress {
         transfer.record.state = .inProgress
         persist(transfer)
@@ -371,8 +374,10 @@ extension Node {
 
   func transfersLinkDown(_ nodeID: String) {
     streamsLinkDown(nodeID)
+    var paused: [LiveTransfer] = []
     for group in transfers.groups.values where group.open { group.nodesAway.insert(nodeID) }
     for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID && !transfer.record.isTerminal {
+      if transfer.record.state == .inProgress { paused.append(transfer) }
       transfer.sender?.linkLost()
       if let answer = transfer.answer {
         transfer.answer = nil
@@ -387,9 +392,20 @@ extension Node {
     }
     for transfer in transfers.incoming.values where transfer.record.fromNodeID == nodeID && !transfer.record.isTerminal
     {
+      if transfer.record.state == .inProgress { paused.append(transfer) }
       transfer.receiver?.linkLost()
       if transfer.receiver?.state == .interrupted { transfer.record.state = .interrupted }
       if transfer.record.role == .copy { syncRiders(transfer) }
     }
+    for transfer in paused where transfer.record.state == .interrupted {
+      reportPause("transfer.interrupted", transfer, extra: ["nodeId": .string(nodeID)])
+    }
+  }
+
+  /// Publishes `transfer.interrupted` or `transfer.resumed` to the transfer's local party, or for a group send's
+  /// node copy to each of its recipients' transfers.
+  func reportPause(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:]) {
+    guard transfer.record.role == .copy else { return publishTransferEvent(type, transfer, extra: extra) }
+    for rider in riders(of: transfer) where !rider.record.isTerminal { publishTransferEvent(type, rider, extra: extra) }
   }
 }
