@@ -23,10 +23,12 @@ struct DNSSDDiscoveryTests {
   @Test func twoNodesFindEachOtherThroughDNSSDAloneAndAvahiBrowseListsThem() async throws {
     try await AvahiFixture.shared.with {
       // No seeds and no beacon: --discovery dnssd runs only DNS-SD while the daemon is reachable. Unique names keep
-      // instance names apart from anything else on the daemon.
+      // instance names apart from anything else on the daemon, and a mesh secret of their own keeps other nodes the
+      // daemon lists (another test run on this machine, like strangers on a LAN) out of their mesh.
       let tag = UUID().uuidString.prefix(6).lowercased()
       try await withNodes(
-        count: 2, arguments: ["--discovery", "dnssd"], names: ["dnssd-a-\(tag)", "dnssd-b-\(tag)"]
+        count: 2, arguments: ["--discovery", "dnssd", "--mesh-secret", "dnssd-test-\(tag)"],
+        names: ["dnssd-a-\(tag)", "dnssd-b-\(tag)"]
       ) { nodes in
         let ready = ContinuousClock.now
         try await awaitLinks(nodes, timeout: .seconds(40))
