@@ -193,11 +193,13 @@ schemathesis: deps-test swift-check ## Run schemathesis against a fresh node's O
 	@$(SWIFT) build $(BUILD_ARGS)
 	@bash scripts/schemathesis.sh 100
 
-lint: swift-check ## Check formatting and style (swift format lint --strict)
+lint: swift-check ## Check formatting and style (swift format lint --strict) and that the node's shell names no feature
 	@$(SWIFT) format --version >/dev/null 2>&1 || { \
 	  echo "error: '$(SWIFT) format' is not available; it ships with Swift 6 toolchains." >&2; exit 1; }
 	$(call step,swift format lint --strict)
 	@$(SWIFT) format lint --strict --parallel -r $(LINT_PATHS)
+	$(call step,the node's shell names no feature type)
+	@bash scripts/check-blind-shell.sh
 	@echo "lint: clean"
 
 format: swift-check ## Reformat Sources, Tests and Package.swift in place

@@ -496,9 +496,9 @@ extension Node {
     }
   }
 
-  /// A chat batch joins the chat feature's queue (store writes, then sends and events; Features/Chat).
+  /// A chat batch goes to the features (the chat feature queues it: store writes, then sends and events).
   package func chat(_ directives: [ChatBook.Directive]) {
-    enqueueChat(directives)
+    featuresMeshEffect(.chat(directives))
   }
 
   package func chatFrameMalformed(nodeID: String, detail: String) {
