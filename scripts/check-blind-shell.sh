@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 # Feature type and the folder under Sources/Gateway/Features that holds it.
 features=(
   ChatFeature:Chat
+  JobsFeature:Jobs
+  TransceiveFeature:Transceive
 )
 shell_dirs=(Sources/Gateway/Node Sources/Gateway/Events Sources/Gateway/HTTP Sources/Gateway/Mesh)
 

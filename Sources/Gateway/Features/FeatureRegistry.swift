@@ -14,13 +14,15 @@ final class Features {
   let discovery = DiscoveryFeature()
 
   /// `directory`: the restored advertisements (peers that transceived before a restart transceive again).
-  init(restoringFrom directory: Directory) {
-    self.transceive = TransceiveFeature(
-      book: TransceiveBook(restoringFrom: directory, maxPeers: Node.largestMaxPeers))
-  }
+  /// Every feature, in the order hooks reach them (built once: hooks run for every peer a session event reaches).
+  let all: [any NodeFeature]
 
-  /// Every feature, in the order hooks reach them.
-  var all: [any NodeFeature] { [chat, payloads, jobs, transceive, discovery] }
+  init(restoringFrom directory: Directory) {
+    let transceive = TransceiveFeature(
+      book: TransceiveBook(restoringFrom: directory, maxPeers: Node.largestMaxPeers))
+    self.transceive = transceive
+    self.all = [chat, payloads, jobs, transceive, discovery]
+  }
 }
 
 @available(*, unavailable) extension Features: Sendable {}

@@ -393,18 +393,10 @@ extension Node {
     for peerID in peerIDs { followUp(event, for: peerID) }
   }
 
-  /// What a session event sets off beyond the peer's event log: a job offer arriving, a job delivery failing.
+  /// What a session event sets off beyond the peer's event log (a job offer arriving, a job delivery failing) is the
+  /// features' to say.
   func followUp(_ event: SessionBook.Event, for peerID: String) {
-    switch event {
-    case .namedEvent(_, let from, JobRules.transferEvent, let object):
-      Task { await self.jobArrived(for: peerID, from: from, object: object) }
-    case .sendFailed(let sessionID, _, let reason):
-      if let delivery = deliveringJobs.removeValue(forKey: sessionID) {
-        Task { await self.jobDeliveryFailed(delivery, reason: reason) }
-      }
-    default:
-      break
-    }
+    for feature in features.all { feature.sessionEvent(event, for: peerID, node: self) }
   }
 
   /// Publishes the gathered events in one batch.
@@ -506,15 +498,15 @@ extension Node {
   }
 
   package func directoryChanged() {
-    if !transceivers.isEmpty { reconcileTransceivers() }
+    for feature in features.all { feature.directoryChanged(node: self) }
   }
 
   package func invitationReceived(_ invitation: SessionBook.Invitation) {
-    if !transceivers.isEmpty { autoAccept(invitation) }
+    for feature in features.all { feature.invitationReceived(invitation, node: self) }
   }
 
   package func invitationEnded(_ invitation: SessionBook.Invitation) {
-    if pendingJobSends[invitation.id] != nil { jobOfferEnded(invitation) }
+    for feature in features.all { feature.invitationEnded(invitation, node: self) }
   }
 
   /// Queues an encoded frame on `connection` in `lane` (control unless said otherwise). Links are never closed for

@@ -21,6 +21,14 @@ protocol NodeFeature: AnyObject {
   func tick(node: isolated Node)
   /// The mesh core asked for work outside it (``MeshEffect/chat(_:)``): the feature it concerns carries it out.
   func meshEffect(_ effect: MeshEffect, node: isolated Node)
+  /// Local peer `peerID` was told a session or invitation event (it is in its event log's batch already).
+  func sessionEvent(_ event: SessionBook.Event, for peerID: String, node: isolated Node)
+  /// An invitation a local peer sent or received was answered, expired or canceled.
+  func invitationEnded(_ invitation: SessionBook.Invitation, node: isolated Node)
+  /// A local peer received an invitation.
+  func invitationReceived(_ invitation: SessionBook.Invitation, node: isolated Node)
+  /// The directory told local peers something (a peer found or lost, advertising changed).
+  func directoryChanged(node: isolated Node)
 }
 
 extension NodeFeature {
@@ -33,6 +41,10 @@ extension NodeFeature {
   func peerRemoved(_ peerID: String, node: isolated Node) {}
   func tick(node: isolated Node) {}
   func meshEffect(_ effect: MeshEffect, node: isolated Node) {}
+  func sessionEvent(_ event: SessionBook.Event, for peerID: String, node: isolated Node) {}
+  func invitationEnded(_ invitation: SessionBook.Invitation, node: isolated Node) {}
+  func invitationReceived(_ invitation: SessionBook.Invitation, node: isolated Node) {}
+  func directoryChanged(node: isolated Node) {}
 }
 
 extension Node {
