@@ -13,6 +13,8 @@ features=(
   ChatFeature:Chat
   JobsFeature:Jobs
   TransceiveFeature:Transceive
+  InvitationsFeature:Invitations
+  DiscoveryFeature:Discovery
 )
 shell_dirs=(Sources/Gateway/Node Sources/Gateway/Events Sources/Gateway/HTTP Sources/Gateway/Mesh)
 

@@ -12,6 +12,7 @@ final class Features {
   let jobs = JobsFeature()
   let transceive: TransceiveFeature
   let discovery = DiscoveryFeature()
+  let invitations = InvitationsFeature()
 
   /// `directory`: the restored advertisements (peers that transceived before a restart transceive again).
   /// Every feature, in the order hooks reach them (built once: hooks run for every peer a session event reaches).
@@ -21,7 +22,7 @@ final class Features {
     let transceive = TransceiveFeature(
       book: TransceiveBook(restoringFrom: directory, maxPeers: Node.largestMaxPeers))
     self.transceive = transceive
-    self.all = [chat, payloads, jobs, transceive, discovery]
+    self.all = [chat, payloads, jobs, transceive, discovery, invitations]
   }
 }
 

@@ -333,14 +333,14 @@ extension Node {
 
   // MARK: - Reporting to the mesh core
 
-  /// Reports `input` to the mesh core and carries out what it returns (``MeshRuntime/interpret(_:)``). Inputs that change what local peers
-  /// advertise also update the DNS-SD registrations.
+  /// Reports `input` to the mesh core and carries out what it returns (``MeshRuntime/interpret(_:)``). Inputs that
+  /// change what local peers advertise are told to the features (DNS-SD registrations follow them).
   func feed(_ input: MeshInput) {
     interpret(mesh.node.handle(input))
     switch input {
     case .localPeerAdded, .localPeerRenamed, .localPeerRemoved, .advertisingStarted, .advertisingStopped,
       .browsingStarted, .browsingStopped:
-      if dnssd != nil { publishLocalServiceTypes() }
+      for feature in features.all { feature.localServicesChanged(node: self) }
     default:
       break
     }

@@ -29,6 +29,8 @@ protocol NodeFeature: AnyObject {
   func invitationReceived(_ invitation: SessionBook.Invitation, node: isolated Node)
   /// The directory told local peers something (a peer found or lost, advertising changed).
   func directoryChanged(node: isolated Node)
+  /// What local peers advertise or browse, or the local peers themselves, changed.
+  func localServicesChanged(node: isolated Node)
 }
 
 extension NodeFeature {
@@ -45,6 +47,7 @@ extension NodeFeature {
   func invitationEnded(_ invitation: SessionBook.Invitation, node: isolated Node) {}
   func invitationReceived(_ invitation: SessionBook.Invitation, node: isolated Node) {}
   func directoryChanged(node: isolated Node) {}
+  func localServicesChanged(node: isolated Node) {}
 }
 
 extension Node {

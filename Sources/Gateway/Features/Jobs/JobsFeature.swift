@@ -166,9 +166,9 @@ final class JobsFeature: NodeFeature {
       maxPeers: 2)
     let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
     do {
-      (invitation, effects) = try node.invite(
+      (invitation, effects) = try node.features.invitations.invite(
         receiver.peerID, displayName: receiver.displayName, nodeID: receiver.nodeID, from: sender.id,
-        into: session.sessionID, context: Self.invitationContext(job), timeoutSeconds: timeout)
+        into: session.sessionID, context: Self.invitationContext(job), timeoutSeconds: timeout, node: node)
     } catch {
       node.interpret((try? node.mesh.node.leave(session.sessionID, peerID: sender.id)) ?? [])
       throw node.failure(error)
