@@ -173,9 +173,6 @@ extension Node {
 
   func isMeshSocket(_ id: WebSocketID) -> Bool { mesh.connectionBySocket[id] != nil }
 
-  /// Whether the link to `nodeID` runs over TLS (what `encryption: required` traffic, such as chat, needs).
-  func linkIsEncrypted(_ nodeID: String) -> Bool { linkSecurity(nodeID).encrypted }
-
   // MARK: - Transport events
 
   func meshSocketOpened(_ id: WebSocketID, remoteAddress: String) {
@@ -527,48 +524,6 @@ extension Node {
 
   static func mapJSON(_ map: [String: String]) -> JSONValue {
     .object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
-  }
-
-  /// `GET /api/v1/mesh/nodes` body. Addresses that are not linked (being dialled, backing off after failures, or
-  /// waiting) are shown only to the admin: they may come from another node's gossip, and listing whether they
-  /// answered would make this node a port scanner for anyone who can link to it.
-  func meshNodesJSON(admin: Bool = false) -> JSONValue {
-    let now = Self.monotonicMillis()
-    let statuses = mesh.links.status(now: now).filter { admin || $0.state == .linked }
-    let nodes: [JSONValue] = statuses.map { status in
-      var object = JSONObject()
-      object["id"] = status.nodeID.map { .string($0) } ?? .null
-      object["name"] = status.name.map { .string($0) } ?? .null
-      object["address"] = status.address.map { .string($0) } ?? .null
-      object["state"] = .string(status.state.rawValue)
-      object["rttMillis"] = status.rttMillis.map { .int(Int64($0)) } ?? .null
-      object["source"] = status.source.map { .string($0.rawValue) } ?? .null
-      object["direction"] = .string(status.inbound ? "inbound" : "outbound")
-      object["linkedForSeconds"] =
-        status.linkedSinceMillis.map { .double(Double(now - min(now, $0)) / 1000) } ?? .null
-      object["encrypted"] = status.encrypted.map { .bool($0) } ?? .null
-      object["fingerprint"] = status.fingerprint.map { .string($0) } ?? .null
-      object["pinned"] = .bool(status.nodeID.map { mesh.links.pins[$0] != nil } ?? false)
-      return .object(object)
-    }
-    let result: JSONValue = [
-      "self": [
-        "id": .string(nodeID), "name": .string(configuration.name), "port": .int(Int64(server.port)),
-        "fingerprint": .string(security.fingerprint), "meshTls": .bool(security.meshTLS),
-        "meshSecret": .bool(security.secret != nil), "https": .bool(security.servesHTTPS),
-      ],
-      "nodes": .array(nodes),
-    ]
-    guard admin, case .object(var object) = result else { return result }
-    object["forgotten"] = .array(
-      mesh.links.forgotten.map { entry in
-        [
-          "address": .string(entry.address), "id": entry.nodeID.map { .string($0) } ?? .null,
-          "gossipedBy": entry.gossipedBy.map { .string($0) } ?? .null, "reason": .string(entry.reason),
-          "attempts": .int(Int64(entry.attempts)),
-        ]
-      })
-    return .object(object)
   }
 }
 

@@ -144,7 +144,49 @@ final class DiscoveryFeature: NodeFeature {
       throw APIError.badRequest("\(address) is this node itself; give the address of another node")
     }
     node.addSeed(address)
-    return .json(node.meshNodesJSON(admin: true), status: 202)
+    return .json(meshNodesJSON(admin: true, node: node), status: 202)
+  }
+
+  /// `GET /api/v1/mesh/nodes` body. Addresses that are not linked (being dialled, backing off after failures, or
+  /// waiting) are shown only to the admin: they may come from another node's gossip, and listing whether they
+  /// answered would make this node a port scanner for anyone who can link to it.
+  func meshNodesJSON(admin: Bool, node: isolated Node) -> JSONValue {
+    let now = Node.monotonicMillis()
+    let statuses = node.mesh.links.status(now: now).filter { admin || $0.state == .linked }
+    let nodes: [JSONValue] = statuses.map { status in
+      var object = JSONObject()
+      object["id"] = status.nodeID.map { .string($0) } ?? .null
+      object["name"] = status.name.map { .string($0) } ?? .null
+      object["address"] = status.address.map { .string($0) } ?? .null
+      object["state"] = .string(status.state.rawValue)
+      object["rttMillis"] = status.rttMillis.map { .int(Int64($0)) } ?? .null
+      object["source"] = status.source.map { .string($0.rawValue) } ?? .null
+      object["direction"] = .string(status.inbound ? "inbound" : "outbound")
+      object["linkedForSeconds"] =
+        status.linkedSinceMillis.map { .double(Double(now - min(now, $0)) / 1000) } ?? .null
+      object["encrypted"] = status.encrypted.map { .bool($0) } ?? .null
+      object["fingerprint"] = status.fingerprint.map { .string($0) } ?? .null
+      object["pinned"] = .bool(status.nodeID.map { node.mesh.links.pins[$0] != nil } ?? false)
+      return .object(object)
+    }
+    let result: JSONValue = [
+      "self": [
+        "id": .string(node.nodeID), "name": .string(node.configuration.name), "port": .int(Int64(node.server.port)),
+        "fingerprint": .string(node.security.fingerprint), "meshTls": .bool(node.security.meshTLS),
+        "meshSecret": .bool(node.security.secret != nil), "https": .bool(node.security.servesHTTPS),
+      ],
+      "nodes": .array(nodes),
+    ]
+    guard admin, case .object(var object) = result else { return result }
+    object["forgotten"] = .array(
+      node.mesh.links.forgotten.map { entry in
+        [
+          "address": .string(entry.address), "id": entry.nodeID.map { .string($0) } ?? .null,
+          "gossipedBy": entry.gossipedBy.map { .string($0) } ?? .null, "reason": .string(entry.reason),
+          "attempts": .int(Int64(entry.attempts)),
+        ]
+      })
+    return .object(object)
   }
 }
 

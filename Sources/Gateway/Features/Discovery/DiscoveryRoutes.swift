@@ -74,7 +74,9 @@ enum DiscoveryRoutes {
       This node and the nodes linked to it: direction, RTT, how each was found, TLS. With the admin token (optional) also the addresses it is dialling, backing off from or waiting for.
       200 Known nodes.
       """
-    ) { node, context in .json(node.meshNodesJSON(admin: node.carriesAdminToken(context.request.head))) },
+    ) { node, context in
+      .json(node.features.discovery.meshNodesJSON(admin: node.carriesAdminToken(context.request.head), node: node))
+    },
     Route(
       .post, "/api/v1/mesh/nodes", "addMeshNode", access: .admin, body: Schemas.addMeshNode, returns: Schemas.meshNodes,
       """
