@@ -6,8 +6,9 @@
 /// the simulator) carries out the ``MeshEffect``s in order: the verbs dial and close WebSockets (subprotocol
 /// `meshgate-node.v1`, path `/mesh`), encode and decode frames with ``MeshFrameCodec``, tick the mesh every 100 ms,
 /// turn what peers are told into `peer.*`, `session.*`, `invitation.*` and `node.*` events, and hand transfer and
-/// stream frames to their feature, chat batches to the chat feature's queue and link changes to the features'
-/// hooks.
+/// stream frames to their feature. Everything else features act on (link changes, chat batches, session events,
+/// invitations received or ended, directory and local-service changes) reaches them through ``NodeFeature``'s hooks,
+/// over the feature registry: this file names no feature type.
 import Dispatch
 import LWS
 import Logging
