@@ -26,13 +26,30 @@ TEST_ARGS ?=
 # Bounded fuzzing and API-schema testing inside `make test`; `make fuzz` / `make schemathesis` run longer.
 FUZZ_TEST_SECONDS ?= 10
 FUZZ_SECONDS ?= 300
-SCHEMATHESIS_TEST_EXAMPLES ?= 5
+# 8 examples per operation: 3m46s-4m04s (about 1 950 requests) with a debug build on a loaded 2-core machine
+# (5: 3m11s, 10: 4m25s); the whole CI run must stay well under 45 minutes.
+SCHEMATHESIS_TEST_EXAMPLES ?= 8
 BUILD_ARGS ?=
 # Where the release timing test's nodes keep their data: tmpfs when the machine has one (see timing-tests).
 TIMING_TMPDIR ?= $(shell [[ -d /dev/shm && -w /dev/shm ]] && echo /dev/shm || echo "$${TMPDIR:-/tmp}")
 export RUN_ARGS
 
 LINT_PATHS := Sources Tests Package.swift Fuzz
+
+# `make install` / `make uninstall` (docs/operations.md): PREFIX for the binary, dashboard and man page, DESTDIR to
+# stage into another root (packaging). The unit goes to UNITDIR; the settings file is /etc/default/meshgate.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+SHAREDIR ?= $(PREFIX)/share/meshgate
+MANDIR ?= $(PREFIX)/share/man/man1
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+# The installed binary links the Swift runtime statically (as the Docker image's does), so it runs without a Swift
+# toolchain; it is built in a scratch directory of its own so that `make build` and `make install` do not rebuild
+# each other's objects.
+INSTALL_SCRATCH ?= .build/static
+INSTALL_BINARY ?= $(INSTALL_SCRATCH)/release/meshgate
 
 # Suites that move tens of MiB, open hundreds of sockets or time CPU work. `make test` runs each on its own after
 # the others (which run in parallel): on a 2-core machine, running them beside 600 other tests starves the test
@@ -42,11 +59,14 @@ LINT_PATHS := Sources Tests Package.swift Fuzz
 # minute: it finished after 60-62 s in most parallel runs, and two of eight failed its one-minute limit.
 # DiscoveryTests.BeaconTests is the same case (each step polls on the shared pool): its stop test passed after
 # 37-75 s in parallel runs and failed its limit once (107 s, machine loaded), against about 2 s alone.
+# LWSTests.LoopTimerTests and GatewayTests.EventJournalNodeTests too: each awaits a node or a loop timer and resumes
+# on the shared pool; on a fresh clone with the machine loaded (load ~12) four of their tests ran past their one-minute
+# limit in the parallel run (110-130 s), against under two seconds alone.
 BULK_SUITES := IntegrationTests.TransferTests IntegrationTests.StreamTests IntegrationTests.BackpressureTests \
   IntegrationTests.ConnectionLimitTests IntegrationTests.HostileNodeTests IntegrationTests.SurfaceGuardTests \
   IntegrationTests.NodeProcessTests MeshCoreTests.JSONParserCostTests \
   IntegrationTests.GroupSendTests IntegrationTests.GroupSendBulkTests GatewayTests.InProcessNodeTests \
-  DiscoveryTests.BeaconTests
+  DiscoveryTests.BeaconTests LWSTests.LoopTimerTests GatewayTests.EventJournalNodeTests
 BULK_SUITES_REGEX := $(subst $(eval) ,|,$(foreach suite,$(BULK_SUITES),$(suite)/))
 
 # Browser tests (Tests/Browser): Python + selenium in a virtual environment (Debian's python3 is
@@ -66,7 +86,8 @@ DEPS_RUN := $(DEPS_BUILD) Docker/packages-run.txt
 DEPS_TEST := $(DEPS_BUILD) Docker/packages-test.txt
 
 .PHONY: help deps deps-run deps-test swift-check build build-debug run test timing-tests test-browser browser-tests test-netns \
-  netns-tests lint format bench clean fuzz schemathesis docker-test docker-clean
+  netns-tests lint format bench clean fuzz schemathesis docker-test docker-clean install install-files static-binary uninstall deb \
+  check-docs check-unit
 
 help: ## Show this help
 	@echo "meshgate make targets:"
@@ -77,7 +98,7 @@ help: ## Show this help
 	@echo "           RUN_ARGS, TEST_ARGS, BUILD_ARGS, BROWSER_ARGS (e.g. \"-k chat\"), MESHGATE_SKIP_DEPS=1,"
 	@echo "           NETNS_ARGS (e.g. \"--only partition\"), MESHGATE_SKIP_BROWSER_TESTS=1, MESHGATE_SKIP_NETNS_TESTS=1,"
 	@echo "           MESHGATE_DOCKER_ENGINE=docker|podman, MESHGATE_DOCKER_PULL=0,"
-	@echo "           MESHGATE_* (see README)"
+	@echo "           PREFIX=/usr/local, DESTDIR= (install, uninstall), MESHGATE_* (docs/configuration.md)"
 
 deps: ## Install the missing Debian packages for building (Docker/packages-build.txt)
 	@bash scripts/install-deps.sh $(DEPS_BUILD)
@@ -108,7 +129,7 @@ run: deps-run swift-check ## Build, start a node, create a first peer and print 
 	@$(SWIFT) build -c release $(BUILD_ARGS)
 	@bash scripts/run.sh
 
-test: deps-test swift-check ## Build the debug binary and run all tests (Swift, browser, network faults, fuzz, schemathesis)
+test: deps-test swift-check ## Build the debug binary and run all tests (Swift, browser, network faults, links, unit, fuzz, schemathesis)
 	$(call step,swift build (debug; integration tests launch .build/debug/meshgate))
 	@$(SWIFT) build $(BUILD_ARGS)
 	@if [[ -n "$(strip $(TEST_ARGS))" ]]; then \
@@ -133,6 +154,8 @@ test: deps-test swift-check ## Build the debug binary and run all tests (Swift, 
 	else \
 	  $(MAKE) netns-tests; \
 	fi
+	@$(MAKE) check-docs
+	@INSTALL_BINARY="$$($(SWIFT) build $(BUILD_ARGS) --show-bin-path)/meshgate" $(MAKE) check-unit
 	$(call step,fuzz: $(FUZZ_TEST_SECONDS)s per decoder (make fuzz runs longer))
 	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_TEST_SECONDS)
 	$(call step,schemathesis: $(SCHEMATHESIS_TEST_EXAMPLES) examples per operation)
@@ -148,7 +171,7 @@ timing-tests:
 	@sync
 	@# The nodes' data directories go to tmpfs (TIMING_TMPDIR) when there is one: the bound is about the link's and the
 	@# event log's order, and on this machine's disk the file system's own stalls under the burst's writes moved the
-	@# p99 by 30-70 ms between runs (README, "A small message beside a bulk burst"). TIMING_TMPDIR= keeps them on disk.
+	@# p99 by 30-70 ms between runs (docs/performance.md, "A small message beside a bulk burst"). TIMING_TMPDIR= keeps them on disk.
 	@MESHGATE_BINARY="$$($(SWIFT) build -c release $(BUILD_ARGS) --show-bin-path)/meshgate" MESHGATE_STRICT_TIMING=1 \
 	  TMPDIR="$(TIMING_TMPDIR)" $(SWIFT) test $(BUILD_ARGS) --skip-build --filter 'BackpressureTests/aBurstOfReliableData'
 
@@ -193,7 +216,15 @@ schemathesis: deps-test swift-check ## Run schemathesis against a fresh node's O
 	@$(SWIFT) build $(BUILD_ARGS)
 	@bash scripts/schemathesis.sh 100
 
-lint: swift-check ## Check formatting and style (swift format lint --strict) and that the node's shell names no feature
+check-docs: ## Check that every relative link and anchor in README.md, CHANGELOG.md and docs/ resolves
+	$(call step,relative links and anchors in README.md and CHANGELOG.md and docs/)
+	@$(PYTHON) scripts/check-links.py
+
+check-unit: ## Install into a scratch DESTDIR and check the systemd unit with systemd-analyze verify
+	$(call step,systemd-analyze verify on the installed unit)
+	@bash scripts/check-unit.sh
+
+lint: swift-check check-docs ## Check formatting and style (swift format lint --strict), the documents' links, and that the node's shell names no feature
 	@$(SWIFT) format --version >/dev/null 2>&1 || { \
 	  echo "error: '$(SWIFT) format' is not available; it ships with Swift 6 toolchains." >&2; exit 1; }
 	$(call step,swift format lint --strict)
@@ -221,6 +252,48 @@ docker-test: ## Build the image and prove Docker/compose.yml: TLS mesh, job, fil
 
 docker-clean: ## Remove the docker-test image, its build cache and the locally prepared base images
 	@bash scripts/docker-clean.sh
+
+install: deps swift-check ## Install the binary, dashboard, man page and systemd unit (PREFIX=/usr/local, DESTDIR=)
+	@$(MAKE) static-binary
+	@$(MAKE) install-files
+
+static-binary:
+	$(call step,swift build -c release --static-swift-stdlib (the installed binary))
+	@$(SWIFT) build -c release --static-swift-stdlib --scratch-path $(INSTALL_SCRATCH) --product meshgate $(BUILD_ARGS)
+
+# Copies what `install` installs, from an already built INSTALL_BINARY (used by install, check-unit and deb).
+install-files:
+	@test -x "$(INSTALL_BINARY)" || { echo "error: $(INSTALL_BINARY) is not built; run make build (or make install)" >&2; exit 1; }
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(SHAREDIR)" "$(DESTDIR)$(MANDIR)" "$(DESTDIR)$(UNITDIR)"
+	install -m 0755 "$(INSTALL_BINARY)" "$(DESTDIR)$(BINDIR)/meshgate"
+	rm -rf "$(DESTDIR)$(SHAREDIR)/Public"
+	cp -R Public "$(DESTDIR)$(SHAREDIR)/Public"
+	chmod -R u=rwX,go=rX "$(DESTDIR)$(SHAREDIR)/Public"
+	$(PYTHON) scripts/manpage.py "$(INSTALL_BINARY)" > "$(DESTDIR)$(MANDIR)/meshgate.1"
+	chmod 0644 "$(DESTDIR)$(MANDIR)/meshgate.1"
+	sed 's|@BINDIR@|$(BINDIR)|g' packaging/meshgate.service.in > "$(DESTDIR)$(UNITDIR)/meshgate.service"
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/meshgate.service"
+	@if [[ ! -e "$(DESTDIR)$(SYSCONFDIR)/default/meshgate" ]]; then \
+	  install -D -m 0644 packaging/meshgate.default "$(DESTDIR)$(SYSCONFDIR)/default/meshgate"; \
+	else \
+	  echo "kept $(DESTDIR)$(SYSCONFDIR)/default/meshgate (your settings)"; \
+	fi
+	@if [[ -z "$(DESTDIR)" ]]; then \
+	  echo; echo "Installed. Start it with: systemctl daemon-reload && systemctl enable --now meshgate"; \
+	  echo "Its admin token: journalctl -u meshgate -o cat | grep admin-token (see docs/operations.md)"; \
+	fi
+
+uninstall: ## Remove what make install installed (keeps /etc/default/meshgate and the data in /var/lib/meshgate)
+	@if [[ -z "$(DESTDIR)" ]] && command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet meshgate 2>/dev/null; then \
+	  echo "error: the meshgate service is running; stop it first: systemctl disable --now meshgate" >&2; exit 1; \
+	fi
+	rm -f "$(DESTDIR)$(BINDIR)/meshgate" "$(DESTDIR)$(MANDIR)/meshgate.1" "$(DESTDIR)$(UNITDIR)/meshgate.service"
+	rm -rf "$(DESTDIR)$(SHAREDIR)"
+	@echo "Kept $(SYSCONFDIR)/default/meshgate and the data directory /var/lib/meshgate; remove them by hand if wanted."
+
+deb: deps swift-check ## Build a Debian package (.build/deb/meshgate_VERSION_ARCH.deb) with dpkg-deb
+	@$(MAKE) static-binary
+	@INSTALL_BINARY=$(INSTALL_BINARY) bash scripts/make-deb.sh
 
 clean: ## Remove build outputs and test artifacts (keeps .meshgate data)
 	rm -rf .build test-artifacts

@@ -115,7 +115,7 @@
 //                row event-row [data-type, data-id]: event-type
 
 import { createDashboard } from './dashboard.js';
-import { setBase as setTitleBase } from './arrivals.js';
+import { announce, setBase as setTitleBase } from './arrivals.js';
 import { initPhoneLink } from './phone-link.js';
 import { initAlerts } from './alerts.js';
 import { registerServiceWorker, takeSharedFiles } from './share.js';
@@ -232,10 +232,32 @@ function displayNameProblem(name) {
   const bytes = utf8Length(name);
   if (bytes === 0) return 'Enter a display name.';
   if (bytes > MAX_NAME_BYTES) {
-    return `Display name is ${bytes} bytes of UTF-8; the limit is ${MAX_NAME_BYTES}.`;
+    const over = charactersOver(name, MAX_NAME_BYTES);
+    return `Too long by ${over} character${over === 1 ? '' : 's'}: a name holds ${MAX_NAME_BYTES} bytes, and letters like é take 2, emoji 4.`;
   }
   if (CONTROL_CHARS.test(name)) return 'Display name cannot contain control characters.';
+  if (!/[^\s]/u.test(name)) return 'A name needs a letter, digit or symbol, not only spaces.';
   return null;
+}
+
+/** How many characters (from the end) must go for `text` to fit in `maxBytes` of UTF-8. */
+function charactersOver(text, maxBytes) {
+  const characters = [...text];
+  let bytes = utf8Length(text);
+  let over = 0;
+  while (bytes > maxBytes && characters.length > 0) {
+    bytes -= utf8Length(characters.pop());
+    over += 1;
+  }
+  return over;
+}
+
+/** "12 characters", with the bytes when they differ ("12 characters · 20 of 63 bytes"). */
+function nameCountText(text, maxBytes) {
+  const characters = [...text].length;
+  const bytes = utf8Length(text);
+  const noun = characters === 1 ? 'character' : 'characters';
+  return bytes === characters ? `${characters} / ${maxBytes} ${noun}` : `${characters} ${noun} · ${bytes} of ${maxBytes} bytes`;
 }
 
 /**
@@ -1056,13 +1078,20 @@ function startSession(token, peer, { persist = true } = {}) {
   showNotice('');
   renderIdentity();
   socket.start(token);
+  if (persist) {
+    // Joined: the field typed into is gone. Start at the top of the page, with the focus on the view shown (its
+    // tab), not wherever the browser scrolled while the form folded away.
+    const tab = document.querySelector('.tab[aria-selected="true"]');
+    if (tab) tab.focus({ preventScroll: true });
+    window.scrollTo({ top: 0, left: 0, behavior: 'instant' });
+  }
 }
 
 /** Live byte counter and inline validation while typing. */
 function updateByteCount() {
   const value = ui.nameInput.value;
   const bytes = utf8Length(value);
-  setText(ui.byteCount, `${bytes} / ${MAX_NAME_BYTES} bytes`);
+  setText(ui.byteCount, nameCountText(value, MAX_NAME_BYTES));
   const tooLong = bytes > MAX_NAME_BYTES;
   ui.byteCount.classList.toggle('is-over', tooLong);
   // While typing, only complain about real violations, not an empty field.
@@ -1099,7 +1128,8 @@ async function onSignIn(submitEvent) {
     }
     ui.nameInput.value = '';
     startSession(result.token, result.peer);
-    ui.peerLine.focus();
+    // The focus is on the view shown, at the top (startSession); who you are now is said, not scrolled to.
+    announce(`You joined as ${result.peer.displayName}.`);
   } catch (err) {
     const message =
       err instanceof ApiError && err.status === 0

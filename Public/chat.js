@@ -24,6 +24,7 @@ const REFRESH_DEBOUNCE_MS = 150;
 const HISTORY_PAGE = 500;
 const HISTORY_MAX_PAGES = 20;
 const NEAR_BOTTOM_PX = 48;
+const MAX_ROOM_NAME_BYTES = 63; // the node's rule for a room name (README: chat)
 
 /**
  * @param {object} deps from dashboard.js: h, call, setText, byTestId, storage, syncList,
@@ -225,12 +226,25 @@ export function createChat(deps) {
     setStatus('');
   }
 
+  /** The node's rule for a room name (1–63 bytes of UTF-8), said in characters; null when it is fine. */
+  function roomNameProblem(name) {
+    if (!name) return 'Give the room a name.';
+    const bytes = new TextEncoder().encode(name).length;
+    if (bytes <= MAX_ROOM_NAME_BYTES) return null;
+    const characters = [...name];
+    let over = 0;
+    for (let left = bytes; left > MAX_ROOM_NAME_BYTES; over += 1) left -= new TextEncoder().encode(characters.pop()).length;
+    return `Too long by ${over} character${over === 1 ? '' : 's'}: a room name holds ${MAX_ROOM_NAME_BYTES} bytes, and letters like é take 2, emoji 4.`;
+  }
+
   async function host(event) {
     event.preventDefault();
     const name = el.hostName.value.trim();
     showError(el.hostError, '');
-    if (!name) {
-      showError(el.hostError, 'name is required: give the room a name.');
+    const problem = roomNameProblem(name);
+    if (problem) {
+      showError(el.hostError, problem);
+      el.hostName.setAttribute('aria-invalid', 'true');
       el.hostName.focus();
       return;
     }
@@ -598,7 +612,15 @@ export function createChat(deps) {
       el.input.addEventListener('input', () => {
         if (el.input.dataset.draft) deps.setDraft(el.input.dataset.draft, el.input.value);
       });
-      el.hostName.addEventListener('input', () => deps.setDraft('chat.host', el.hostName.value));
+      el.hostName.addEventListener('input', () => {
+        deps.setDraft('chat.host', el.hostName.value);
+        // Said while typing once it is too long (never cut silently); an error shown goes when it is fixed.
+        const name = el.hostName.value.trim();
+        const problem = name === '' && el.hostError.hidden ? null : roomNameProblem(name);
+        showError(el.hostError, problem || '');
+        if (problem) el.hostName.setAttribute('aria-invalid', 'true');
+        else el.hostName.removeAttribute('aria-invalid');
+      });
       render();
     },
     signIn() {

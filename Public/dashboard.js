@@ -19,6 +19,7 @@ const LEAVE_ANIMATION_MS = 400;
 const CONFIRM_MS = 4_000;
 const MAX_MESSAGES_PER_SESSION = 200;
 const KEY_VIEW = 'meshgate.view';
+const KEY_DEVELOPER = 'meshgate.developer';
 const DRAFT_PREFIX = 'meshgate.draft.';
 const VIEWS = ['nearby', 'jobs', 'chat', 'files', 'invitations', 'sessions', 'events'];
 const JOB_FIELDS = { name: 'job-name', dueDate: 'job-due', payment: 'job-payment', notes: 'job-notes' };
@@ -49,7 +50,10 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     /** Bumped on sign-in/out so late responses for an old peer are dropped. */
     generation: 0,
     receiving: false,
-    nearby: new Map(), // peerId → {peer, discoveryInfo}
+    /** Everyone signed in nearby (presence; without it, the peers receiving jobs): peerId → {peer}. */
+    nearby: new Map(),
+    /** The peers receiving jobs (advertising jobmanager-jobs): peerId → {peer, discoveryInfo}. */
+    jobPeers: new Map(),
     /** Other browsed service types: type → Map(peerId → {peer, discoveryInfo}). */
     services: new Map(),
     meshSelf: null,
@@ -138,6 +142,11 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     return id ? String(id).slice(0, 8) : '—';
   }
 
+  function nodeLabel(nodeId) {
+    const seen = state.meshSeen.get(nodeId);
+    return seen && seen.node && seen.node.name ? seen.node.name : nodeName(nodeId);
+  }
+
   function nodeName(nodeId) {
     if (!nodeId) return 'unknown node';
     if (state.meshSelf && state.meshSelf.id === nodeId) return `${state.meshSelf.name || shortId(nodeId)} (this node)`;
@@ -179,11 +188,32 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       if (row !== cursor) list.insertBefore(row, cursor);
       else cursor = cursor.nextElementSibling;
     }
+    let rescue = null;
     for (const [key, row] of existing) {
       if (wanted.has(key)) continue;
+      // The focus is in a row that goes: it moves to the row after it (or before it), never to <body>.
+      if (row.contains(document.activeElement)) rescue = { next: row.nextElementSibling, previous: row.previousElementSibling };
       if (leave) leave(row);
       else row.remove();
     }
+    if (rescue) moveFocusNear(list, rescue);
+  }
+
+  /** Focus the first control of the nearest row that stays in `list`, else the tab of the view shown. */
+  function moveFocusNear(list, { next, previous }) {
+    const usable = (row) => row && row.parentNode === list && !row.classList.contains('is-leaving');
+    const control = (row) =>
+      [...row.querySelectorAll('button, a[href], input, select, textarea, [tabindex="-1"]')].find(
+        (e) => !e.disabled && !e.hidden && e.getClientRects().length > 0,
+      );
+    for (let row = next; row; row = row.nextElementSibling) if (usable(row) && control(row)) return control(row).focus();
+    for (let row = previous; row; row = row.previousElementSibling) if (usable(row) && control(row)) return control(row).focus();
+    focusCurrentTab();
+  }
+
+  function focusCurrentTab() {
+    const tab = document.querySelector('.tab[aria-selected="true"]');
+    if (tab) tab.focus({ preventScroll: true });
   }
 
   /** Give a row an enter animation (skipped for reduced motion). */
@@ -207,16 +237,19 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   }
 
   /** Replace a <select>'s options with the nearby peers, keeping the choice. */
-  function fillPeerSelect(select, { exclude = new Set() } = {}) {
+  function fillPeerSelect(select, { exclude = new Set(), jobsOnly = false } = {}) {
     const current = select.value;
-    const peers = [...state.nearby.values()].filter((entry) => !exclude.has(entry.peer.id));
+    const pool = jobsOnly ? state.jobPeers : state.nearby;
+    const peers = [...pool.values()].filter((entry) => !exclude.has(entry.peer.id));
     const signature = peers.map((e) => `${e.peer.id}:${e.peer.displayName}`).join('|');
     if (select.dataset.signature !== signature) {
       select.dataset.signature = signature;
       const options = peers.map((entry) =>
         h('option', { value: entry.peer.id }, `${peerName(entry.peer)} · ${nodeName(entry.peer.nodeId)}`),
       );
-      if (options.length === 0) options.push(h('option', { value: '' }, 'No one nearby is receiving jobs'));
+      if (options.length === 0) {
+        options.push(h('option', { value: '' }, jobsOnly ? 'No one nearby is receiving jobs' : 'No one else is nearby'));
+      }
       select.replaceChildren(...options);
       if (peers.some((e) => e.peer.id === current)) select.value = current;
     }
@@ -335,6 +368,12 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     signedIn,
     sessions: () => [...state.sessions.values()],
     hasPath: (path) => hasPath(path),
+    /** Transfers or uploads changed: the Nearby rows' send lines follow. */
+    onChange: () => renderDirectSends(),
+    /** A node's name, also once it left the node list (it is remembered while the page is open). */
+    nodeLabel: (nodeId) => nodeLabel(nodeId),
+    /** When a node was seen lost (ms), or undefined while it is linked or was never seen. */
+    nodeLostAt: (nodeId) => (state.meshSeen.get(nodeId) || {}).lostAt || undefined,
   });
 
   // ----------------------------------------------------------- features
@@ -368,6 +407,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function selectView(view, { focus = false } = {}) {
     if (!VIEWS.includes(view)) view = 'nearby';
+    // The Events view with developer views off is not shown: Nearby is. (Other tabs may still be hidden while the
+    // node's features load; their views stay selectable.)
+    if (view === 'events' && storage.get(KEY_DEVELOPER) !== 'on') view = 'nearby';
     for (const tab of el.tabs) {
       const selected = tab.dataset.view === view;
       tab.setAttribute('aria-selected', selected ? 'true' : 'false');
@@ -381,7 +423,28 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     files.shown(view === 'files');
   }
 
+  /** The Events tab is a developer's: shown only while "Developer: show the Events tab" is on. */
+  function renderDeveloperViews() {
+    const on = storage.get(KEY_DEVELOPER) === 'on';
+    const toggle = byTestId('developer-views');
+    if (toggle) {
+      toggle.checked = on;
+      toggle.setAttribute('aria-checked', on ? 'true' : 'false');
+    }
+    const tab = byTestId('tab-events');
+    tab.hidden = !on;
+    if (!on && state.view === 'events') selectView('nearby');
+  }
+
   function initTabs() {
+    const toggle = byTestId('developer-views');
+    if (toggle) {
+      toggle.addEventListener('change', () => {
+        storage.set(KEY_DEVELOPER, toggle.checked ? 'on' : 'off');
+        renderDeveloperViews();
+      });
+    }
+    renderDeveloperViews();
     for (const tab of el.tabs) {
       tab.addEventListener('click', () => selectView(tab.dataset.view));
       tab.addEventListener('keydown', (event) => {
@@ -452,6 +515,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
             h('strong', { className: 'row-title', dataset: { testid: 'nearby-peer-name' } }),
             h('span', { className: 'row-sub', dataset: { testid: 'nearby-peer-node' } }),
             h('span', { className: 'hint nearby-status', role: 'status', dataset: { testid: 'nearby-status' } }),
+            h('progress', { className: 'nearby-progress', hidden: true, dataset: { testid: 'nearby-progress' } }),
           ),
           h(
             'div',
@@ -471,7 +535,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           if (chosen.length > 0) sendFilesToPeer(id, chosen);
         });
         row.querySelector('[data-testid="nearby-offer-job"]').addEventListener('click', () => {
-          const entry = state.nearby.get(id);
+          const entry = state.jobPeers.get(id);
           if (entry) startJobOffer(entry.peer);
         });
         // The whole row is a drop target for files (PairDrop-style).
@@ -494,25 +558,34 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         const name = peerName(e.peer);
         setText(row.querySelector('[data-testid="nearby-peer-name"]'), name);
         setText(row.querySelector('.avatar'), name.slice(0, 1).toUpperCase());
-        const info = Object.entries(e.discoveryInfo || {})
+        const jobs = state.jobPeers.get(e.peer.id);
+        const info = Object.entries((jobs && jobs.discoveryInfo) || {})
           .map(([k, v]) => `${k}: ${v}`)
           .join(' · ');
-        setText(row.querySelector('[data-testid="nearby-peer-node"]'), [nodeName(e.peer.nodeId), info].filter(Boolean).join(' · '));
+        setText(
+          row.querySelector('[data-testid="nearby-peer-node"]'),
+          [nodeName(e.peer.nodeId), jobs ? 'receiving jobs' : '', info].filter(Boolean).join(' · '),
+        );
+        row.dataset.receivesJobs = jobs ? 'true' : 'false';
+        // Job offers go only to people receiving jobs; everyone else can still get files, invitations and chats.
+        row.querySelector('[data-testid="nearby-offer-job"]').hidden = !jobs;
         const send = row.querySelector('[data-testid="nearby-send-file"]');
         send.hidden = !hasPath('/api/v1/transfers');
         send.setAttribute('aria-label', `Send a file to ${name}`);
         row.querySelector('[data-testid="nearby-offer-job"]').setAttribute('aria-label', `Offer a job to ${name}`);
         row.classList.toggle('is-drop-target', !send.hidden);
-        const direct = state.directSends.get(e.peer.id);
-        setText(row.querySelector('[data-testid="nearby-status"]'), direct ? direct.status : '');
-        row.dataset.sendState = direct ? direct.phase : '';
+        renderDirectSend(row);
       },
       animateOut,
     );
     el.nearbyEmpty.hidden = entries.length > 0;
     setText(
       el.nearbyEmpty,
-      signedIn() ? 'No one nearby is receiving jobs right now. They appear here as they turn it on.' : 'Sign in to see nearby peers.',
+      !signedIn()
+        ? 'Sign in to see nearby peers.'
+        : presenceMode()
+          ? 'No one else has joined nearby yet. People appear here as soon as they join.'
+          : 'No one nearby is receiving jobs right now. They appear here as they turn it on.',
     );
     // The send/invite pickers list the same peers.
     renderOfferTo();
@@ -842,6 +915,18 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     const counter = byTestId('job-name-count');
     setText(counter, `${count} / ${MAX_JOB_NAME_CHARACTERS}`);
     counter.classList.toggle('is-over', count > MAX_JOB_NAME_CHARACTERS);
+    // Over the limit it is said at once; an error already shown follows what is typed (never a stale one).
+    const error = byTestId('job-name-error');
+    if (!error || (error.hidden && count <= MAX_JOB_NAME_CHARACTERS)) return;
+    const value = jobFieldEl('name').value;
+    const problem = !value.trim()
+      ? 'Give the job a name.'
+      : count > MAX_JOB_NAME_CHARACTERS
+        ? `Shorten the name to ${MAX_JOB_NAME_CHARACTERS} characters or fewer (it has ${count}).`
+        : '';
+    showError(error, problem);
+    if (problem) jobFieldEl('name').setAttribute('aria-invalid', 'true');
+    else jobFieldEl('name').removeAttribute('aria-invalid');
   }
 
   /** A problem with one job field, said for people, shown under that field. */
@@ -900,7 +985,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         ? await call(`jobs/${encodeURIComponent(editing)}`, { method: 'PATCH', body })
         : await call('jobs', { method: 'POST', body });
       if (result && result.job) upsertJob(result.job);
-      const offerTo = !editing && state.offerTo && state.nearby.has(state.offerTo.id) ? state.offerTo : null;
+      const offerTo = !editing && state.offerTo && state.jobPeers.has(state.offerTo.id) ? state.offerTo : null;
       state.offerTo = null;
       resetJobForm();
       if (!editing) jobFieldEl('name').focus();
@@ -980,7 +1065,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   function renderOfferTo() {
     const line = byTestId('job-offer-to');
-    const peer = state.offerTo && state.nearby.get(state.offerTo.id) ? state.offerTo : null;
+    const peer = state.offerTo && state.jobPeers.get(state.offerTo.id) ? state.offerTo : null;
     line.hidden = !peer || Boolean(state.editingJobId);
     setText(byTestId('job-offer-to-text'), peer ? `Offered to ${peerName(peer)} as soon as you add it.` : '');
     if (!state.editingJobId) setText(el.jobSubmit, peer ? `Add and offer to ${peerName(peer)}` : 'Add job');
@@ -1061,7 +1146,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       },
       (row, job) => {
         setText(row.querySelector('[data-testid="job-name"]'), job.name);
-        const meta = [job.dueDate ? `Due ${job.dueDate}` : 'No due date', job.payment ? `Pays ${job.payment}` : 'No payment set'];
+        const meta = [job.dueDate ? `Due ${formatDay(job.dueDate)}` : 'No due date', job.payment ? `Pays ${job.payment}` : 'No payment set'];
         setText(row.querySelector('[data-testid="job-meta"]'), meta.join(' · '));
         const notes = row.querySelector('[data-testid="job-notes"]');
         setText(notes, job.notes || '');
@@ -1078,7 +1163,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         received.hidden = !job.receivedFrom;
         row.dataset.assigned = job.assignedTo ? 'true' : 'false';
         const select = row.querySelector('[data-testid="job-send-to"]');
-        const count = fillPeerSelect(select);
+        const count = fillPeerSelect(select, { jobsOnly: true });
         const pending = status.kind === 'pending';
         const sendGroup = row.querySelector('.send-group');
         // A job that was assigned, or that came from someone else, is not offered on again from here.
@@ -1160,8 +1245,16 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
   }
 
   /** The job offer's fields in a sentence: "due 2027-03-31, pays 120.00". */
+  /** A YYYY-MM-DD day in the person's locale ("Mar 31, 2027"); anything else as it came. */
+  function formatDay(day) {
+    const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(String(day));
+    if (!match) return String(day);
+    const date = new Date(Number(match[1]), Number(match[2]) - 1, Number(match[3]));
+    return Number.isNaN(date.getTime()) ? String(day) : date.toLocaleDateString(undefined, { dateStyle: 'medium' });
+  }
+
   function jobTerms(offer) {
-    return [offer.dueDate ? `due ${offer.dueDate}` : '', offer.payment ? `pays ${offer.payment}` : ''].filter(Boolean).join(', ');
+    return [offer.dueDate ? `due ${formatDay(offer.dueDate)}` : '', offer.payment ? `pays ${offer.payment}` : ''].filter(Boolean).join(', ');
   }
 
   /** What an invitation offers, said once in the arrivals region. */
@@ -1175,6 +1268,17 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     const context = invitation.context ? String(invitation.context) : '';
     if (context.startsWith(`${from} `)) return context;
     return context ? `${from} invites you to a session: “${context}”` : `${from} invites you to a session`;
+  }
+
+  /** What an invitation this peer sent offers, from its side: "Job “Fix the roof” offered to Bob". */
+  function sentOfferText(invitation) {
+    const to = peerName(invitation.to);
+    const job = jobOffer(invitation);
+    if (job) return `Job “${job.name}” offered to ${to}`;
+    const file = fileOffer(invitation);
+    if (file) return `${file} offered to ${to}`;
+    const context = invitation.context ? String(invitation.context) : '';
+    return context ? `${to} invited to a session: “${context}”` : `${to} invited to a session`;
   }
 
   /** [lead words, the offer] shown after the sender's name on a prompt. */
@@ -1282,6 +1386,10 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         const answer = (accept) => {
           const current = state.invitations.get(id);
           if (!current) return;
+          // The pressed button is disabled (a disabled button loses the focus to <body>): the prompt holds it
+          // until the answer is shown.
+          row.tabIndex = -1;
+          row.focus({ preventScroll: true });
           row.querySelector('[data-testid="prompt-accept"]').disabled = true;
           row.querySelector('[data-testid="prompt-decline"]').disabled = true;
           if (accept && jobOffer(current)) state.acceptedOffers.add(id);
@@ -1315,7 +1423,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         const job = jobOffer(inv);
         row.querySelector('[data-testid="prompt-job"]').hidden = !job;
         if (job) {
-          setText(row.querySelector('[data-testid="prompt-job-due"]'), job.dueDate || 'No due date');
+          setText(row.querySelector('[data-testid="prompt-job-due"]'), job.dueDate ? formatDay(job.dueDate) : 'No due date');
+          row.querySelector('[data-testid="prompt-job-due"]').title = job.dueDate || '';
           setText(row.querySelector('[data-testid="prompt-job-payment"]'), job.payment || 'Not set');
           setText(row.querySelector('[data-testid="prompt-job-notes"]'), job.notes || 'None');
         }
@@ -1333,7 +1442,13 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         const open = inv.state === 'pending' && !problem;
         row.querySelector('[data-testid="prompt-accept"]').hidden = !open;
         row.querySelector('[data-testid="prompt-decline"]').hidden = !open;
+        const hadFocus = row.contains(document.activeElement);
         row.querySelector('[data-testid="prompt-dismiss"]').hidden = open;
+        if (hadFocus && !open && (document.activeElement === row || document.activeElement.hidden || !row.contains(document.activeElement) || document.activeElement.getClientRects().length === 0)) {
+          // Answered: the buttons pressed are gone; the focus goes to what happened ("Added to your Jobs") and its Dismiss.
+          const shown = row.querySelector('[data-testid="prompt-show-job"]');
+          (shown && !shown.hidden ? shown : row.querySelector('[data-testid="prompt-dismiss"]')).focus();
+        }
         if (open) {
           row.querySelector('[data-testid="prompt-accept"]').disabled = false;
           row.querySelector('[data-testid="prompt-decline"]').disabled = false;
@@ -1389,7 +1504,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     row.dataset.state = inv.state;
     setText(
       row.querySelector('[data-testid="invitation-title"]'),
-      incoming ? `${peerName(inv.from)} offers ${offerText(inv)}` : `To ${peerName(inv.to)}: ${offerText(inv)}`,
+      incoming ? offerText(inv) : sentOfferText(inv),
     );
     setText(
       row.querySelector('[data-testid="invitation-meta"]'),
@@ -1425,10 +1540,35 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     sessionsTimer = window.setTimeout(guard(refreshSessions), SESSION_REFRESH_DEBOUNCE_MS);
   }
 
+  /** A session's facts in words: "2 of 3 connected · encrypted · up to 64 people". */
+  function sessionFacts(s) {
+    const members = s.members || [];
+    const connected = members.filter((m) => m.state === 'connected').length;
+    const encryption = { required: 'encrypted', optional: 'encrypted where the link allows', none: 'not encrypted' }[s.encryption];
+    const shape = { star: 'everyone through the host', pointToPoint: 'two people only' }[s.strategy];
+    return [
+      `${connected} of ${members.length} connected`,
+      encryption,
+      shape,
+      s.strategy === 'pointToPoint' || !s.maxPeers ? '' : `up to ${s.maxPeers} people`,
+    ]
+      .filter(Boolean)
+      .join(' · ');
+  }
+
   async function refreshSessions() {
     if (!signedIn()) return;
     const done = guard((result) => {
-      state.sessions = new Map((result.sessions || []).map((s) => [s.id, s]));
+      const fresh = new Map((result.sessions || []).map((s) => [s.id, s]));
+      // A session hosted on another node that the node no longer lists, which we did not leave, ended with its
+      // host's node: it stays shown as ended (its people offline) until that node is back, instead of vanishing.
+      for (const [id, old] of state.sessions) {
+        if (fresh.has(id) || !old.hostNodeId || (state.me && old.hostNodeId === state.me.nodeId)) continue;
+        const mine = (old.members || []).find((m) => state.me && m.id === state.me.id);
+        if (!mine || (mine.state === 'notConnected' && !old.ended)) continue;
+        fresh.set(id, { ...old, ended: true, members: (old.members || []).map((m) => (m === mine ? m : { ...m, state: 'notConnected' })) });
+      }
+      state.sessions = fresh;
       renderSessions();
     });
     try {
@@ -1600,7 +1740,12 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       (row, s) => {
         const others = (s.members || []).filter((m) => !(state.me && m.id === state.me.id)).map((m) => peerName(m));
         setText(row.querySelector('[data-testid="session-title"]'), others.length > 0 ? `with ${others.join(', ')}` : 'Just you so far');
-        setText(row.querySelector('[data-testid="session-meta"]'), `session ${shortId(s.id)} · ${s.strategy} · encryption ${s.encryption} · up to ${s.maxPeers}`);
+        setText(
+          row.querySelector('[data-testid="session-meta"]'),
+          s.ended ? `Ended: ${nodeLabel(s.hostNodeId)}, which hosted it, is unreachable` : sessionFacts(s),
+        );
+        row.dataset.ended = s.ended ? 'true' : 'false';
+        for (const control of row.querySelectorAll('[data-testid="session-text"], [data-testid="session-send"]')) control.disabled = Boolean(s.ended);
         const members = [...(s.members || [])].sort((a, b) => peerName(a).localeCompare(peerName(b)));
         syncList(
           row.querySelector('[data-testid="session-members"]'),
@@ -1660,8 +1805,9 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     const member = (session.members || []).find((m) => m.id === peer.id);
     if (member) member.state = data.state;
     else session.members = [...(session.members || []), { ...peer, state: data.state }];
-    // We left (or were dropped): the node no longer lists the session for us.
-    if (state.me && peer.id === state.me.id && data.state === 'notConnected') refreshSessionsSoon();
+    // We left (or were dropped), or someone's node went away: the node's list is the truth. A session's host drops
+    // the members of a lost node (they are no longer shown), others keep them as offline until they return.
+    if (data.state === 'notConnected') refreshSessionsSoon();
     renderSessions();
   }
 
@@ -1699,11 +1845,25 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   /** Each nearby row's one-step-send status line. */
   function renderDirectSends() {
-    for (const row of el.nearbyList.children) {
-      const direct = state.directSends.get(row.dataset.peerId);
-      const status = row.querySelector('[data-testid="nearby-status"]');
-      if (status) setText(status, direct ? direct.status : '');
-      row.dataset.sendState = direct ? direct.phase : '';
+    for (const row of el.nearbyList.children) renderDirectSend(row);
+  }
+
+  /** A nearby row's one-step-send line: what is asked, then the files' progress (a bar) until "Sent". */
+  function renderDirectSend(row) {
+    const peerId = row.dataset.peerId;
+    const direct = state.directSends.get(peerId);
+    const entry = state.nearby.get(peerId);
+    const progress = direct && direct.keys ? files.progressOf(direct.keys, peerName((entry || {}).peer || { id: peerId })) : null;
+    const status = row.querySelector('[data-testid="nearby-status"]');
+    if (status) setText(status, progress ? progress.text : direct ? direct.status : '');
+    row.dataset.sendState = progress ? progress.phase : direct ? direct.phase : '';
+    const bar = row.querySelector('[data-testid="nearby-progress"]');
+    if (!bar) return;
+    bar.hidden = !progress || progress.phase === 'sent' || progress.phase === 'failed';
+    if (progress) {
+      bar.max = Math.max(1, progress.total);
+      bar.value = Math.min(bar.max, progress.done);
+      bar.setAttribute('aria-label', `${progress.text} ${Math.round((100 * bar.value) / bar.max)}%`);
     }
   }
 
@@ -1719,8 +1879,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
     }
     const session = sessionWith(peerId);
     if (session) {
-      files.sendTo(session.id, peerId, list);
-      setDirectSend(peerId, { phase: 'sent', status: `Sending ${what} to ${name}: progress in Files.` });
+      const keys = files.sendTo(session.id, peerId, list);
+      setDirectSend(peerId, { phase: 'sent', keys, status: `Sending ${what} to ${name}…` });
       return;
     }
     setDirectSend(peerId, { phase: 'inviting', status: `Asking ${name}…` });
@@ -1782,8 +1942,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       }
       const session = state.sessions.get(direct.sessionId);
       if (session && (session.members || []).some((m) => m.id === peerId && m.state === 'connected')) {
-        files.sendTo(session.id, peerId, direct.files);
-        state.directSends.set(peerId, { phase: 'sent', status: `Sending ${direct.what} to ${name}: progress in Files.` });
+        const keys = files.sendTo(session.id, peerId, direct.files);
+        state.directSends.set(peerId, { phase: 'sent', keys, status: `Sending ${direct.what} to ${name}…` });
         changed = true;
       }
     }
@@ -1792,17 +1952,31 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
 
   // ------------------------------------------------------------ loading
 
+  /** Whether this node lists everyone signed in (presence), not only the peers receiving jobs. */
+  function presenceMode() {
+    return Boolean(state.paths) && hasPath('/api/v1/presence');
+  }
+
   async function loadAll() {
     if (!signedIn()) return;
     const g = guard((fn) => fn());
     const tasks = [
-      // Browse (idempotent PUT) answers with who advertises right now.
-      call(`browsing/${JOBS_SERVICE}`, { method: 'PUT' }).then((r) =>
-        g(() => {
-          state.nearby = new Map((r.peers || []).map((e) => [e.peer.id, e]));
-          renderNearby();
-          state.nearbyLoaded = true;
-        }),
+      // Browse and watch presence (idempotent PUTs): each answers with who is there right now. Watching presence
+      // lives in the node's memory only, so it is asked again on every hello.
+      loadFeatures().then(() =>
+        Promise.all([
+          call(`browsing/${JOBS_SERVICE}`, { method: 'PUT' }),
+          presenceMode() ? call('presence', { method: 'PUT' }) : null,
+        ]).then(([jobs, presence]) =>
+          g(() => {
+            state.jobPeers = new Map((jobs.peers || []).map((e) => [e.peer.id, e]));
+            state.nearby = presence
+              ? new Map((presence.peers || []).map((peer) => [peer.id, { peer }]))
+              : new Map(state.jobPeers);
+            renderNearby();
+            state.nearbyLoaded = true;
+          }),
+        ),
       ),
       call('advertising').then((r) =>
         g(() => {
@@ -1859,7 +2033,8 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           renderServices();
         }
         if (data.serviceType === JOBS_SERVICE && data.peer && data.peer.id) {
-          state.nearby.set(data.peer.id, { peer: data.peer, discoveryInfo: data.discoveryInfo || {} });
+          state.jobPeers.set(data.peer.id, { peer: data.peer, discoveryInfo: data.discoveryInfo || {} });
+          if (!presenceMode()) state.nearby.set(data.peer.id, { peer: data.peer });
           renderNearby();
         }
         break;
@@ -1869,11 +2044,30 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
           renderServices();
         }
         if (data.serviceType === JOBS_SERVICE && data.peer) {
+          state.jobPeers.delete(data.peer.id);
+          if (!presenceMode()) state.nearby.delete(data.peer.id);
+          renderNearby();
+        }
+        break;
+      case 'presence.found':
+        if (data.peer && data.peer.id && presenceMode()) {
+          state.nearby.set(data.peer.id, { peer: data.peer });
+          renderNearby();
+        }
+        break;
+      case 'presence.lost':
+        if (data.peer && presenceMode()) {
           state.nearby.delete(data.peer.id);
+          state.jobPeers.delete(data.peer.id);
           renderNearby();
         }
         break;
       case 'node.linked':
+        // Sessions that ended with this node are over for good once it is back.
+        for (const [id, s] of state.sessions) if (s.ended && data.node && s.hostNodeId === data.node.id) state.sessions.delete(id);
+        renderSessions();
+        refreshMesh();
+        break;
       case 'node.unlinked':
       case 'node.link.refused':
         refreshMesh();
@@ -1914,8 +2108,13 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
         break;
       case 'job.send.failed':
         if (data.jobId) {
-          const why = { declined: 'declined the offer', expired: 'did not answer in time', canceled: 'offer canceled' }[data.reason] || data.reason;
-          state.jobOffers.set(data.jobId, { failure: `Not delivered to ${peerName(data.to)}: ${why}` });
+          const who = peerName(data.to);
+          const failure = {
+            declined: `Declined by ${who}`,
+            expired: `${who} did not answer in time`,
+            canceled: `Offer to ${who} canceled`,
+          }[data.reason] || `Not delivered to ${who}: ${data.reason}`;
+          state.jobOffers.set(data.jobId, { failure });
           renderJobs();
         }
         break;
@@ -1970,6 +2169,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.token = token;
       state.me = peer || null;
       state.nearby.clear();
+      state.jobPeers.clear();
       state.services.clear();
       state.nearbyLoaded = false;
       state.jobs.clear();
@@ -1998,6 +2198,7 @@ export function createDashboard({ h, api, ApiError, setText, byTestId, storage }
       state.token = null;
       state.me = null;
       state.nearby.clear();
+      state.jobPeers.clear();
       state.services.clear();
       state.jobs.clear();
       state.invitations.clear();

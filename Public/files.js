@@ -73,6 +73,15 @@ export function createFiles(deps) {
     keyTransfers: new Map(), // row key → transfer id
     // File consent.
     deadlines: new Map(), // id of an incoming transfer awaiting consent → when its wait ends (ms), from transfer.offered
+    // Interrupted transfers: id → {nodeId, since (ms)}, from transfer.interrupted (the node that went away, and when).
+    paused: new Map(),
+    // Files that arrived while the page was open, shown above every view until downloaded or dismissed: id → transfer.
+    arrived: new Map(),
+    // A group send whose recipients' node asks before storing a file: each such recipient is sent the file on its
+    // own (and asked); upload key → the group it belongs to, so the group's line counts it.
+    askGroups: new Map(),
+    // Group transfers refused because their node asks (each was sent again on its own): not shown as failures.
+    reasked: new Set(),
     answering: new Set(), // ids whose Accept / Decline is on its way to the node
     accepting: new Set(), // ids accepted without asking (promised by an accepted invitation): never prompted
     problems: new Map(), // transfer id → why its answer failed
@@ -97,6 +106,8 @@ export function createFiles(deps) {
     badge: byTestId('files-badge'),
     prompts: byTestId('file-prompts'),
     promptList: byTestId('file-prompt-list'),
+    arrivals: byTestId('file-arrivals'),
+    arrivalList: byTestId('file-arrival-list'),
     always: byTestId('always-accept'),
     alwaysList: byTestId('always-accept-list'),
     shared: byTestId('shared-files'),
@@ -129,18 +140,27 @@ export function createFiles(deps) {
     select.disabled = items.length === 0;
   }
 
+  /** "With Bob, Cleo" (its people); the id's start only tells apart sessions with the same people. */
+  function sessionLabel(s, all) {
+    const people = (x) => (x.members || []).filter((m) => !mine(m)).map((m) => peerName(m)).join(', ');
+    const label = `With ${people(s) || 'nobody else yet'}`;
+    return all.filter((x) => people(x) === people(s)).length > 1 ? `${label} · ${String(s.id).slice(0, 8)}` : label;
+  }
+
   function renderPickers() {
     const sessions = deps.signedIn() ? connectedSessions() : [];
     fillSelect(
       el.session,
       sessions,
       (s) => s.id,
-      (s) => {
-        const others = (s.members || []).filter((m) => !mine(m)).map((m) => peerName(m));
-        return `Session ${String(s.id).slice(0, 8)} · with ${others.join(', ')}`;
-      },
+      (s) => sessionLabel(s, sessions),
       'No session with a connected peer: start one in Sessions',
     );
+    const one = sessions.length === 1;
+    byTestId('file-session-field').hidden = one;
+    const oneLine = byTestId('file-session-one');
+    oneLine.hidden = !one;
+    setText(oneLine, one ? `In your session ${sessionLabel(sessions[0], sessions).replace(/^W/, 'w')}` : '');
     const session = sessions.find((s) => s.id === el.session.value);
     const members = session ? (session.members || []).filter((m) => !mine(m) && m.state === 'connected') : [];
     // A group send (?to=a,b or ?to=all): one upload, one copy per node, a transfer (and a row) per recipient.
@@ -242,7 +262,25 @@ export function createFiles(deps) {
       if (xhr.status >= 200 && xhr.status < 300 && payload && payload.group && Array.isArray(payload.transfers)) {
         // A group send: the upload's row gives way to a row per recipient and the group's summary line.
         state.uploads.delete(key);
-        for (const transfer of payload.transfers) upsert(transfer);
+        const asking = [];
+        for (const transfer of payload.transfers) {
+          if (transfer.state === 'failed' && refusedForConsent(transfer.reason)) {
+            state.reasked.add(transfer.id);
+            if (transfer.to) asking.push(transfer.to.id);
+          }
+          upsert(transfer);
+        }
+        // Recipients whose node asks first: each gets the file on its own, with the usual question.
+        for (const id of asking) state.askGroups.set(upload(file, sessionId, id), payload.group.id);
+      } else if (xhr.status === 409 && payload && payload.error && refusedForConsent(payload.error.message)
+        && (to === 'all' || to.includes(','))) {
+        // Every recipient's node asks first: ask each of them, one file each, as one group.
+        state.uploads.delete(key);
+        const members = deps.sessions().find((s) => s.id === sessionId)?.members || [];
+        const ids = to === 'all'
+          ? members.filter((m) => !mine(m) && m.state === 'connected').map((m) => m.id)
+          : to.split(',');
+        for (const id of ids) state.askGroups.set(upload(file, sessionId, id), `ask-${key}`);
       } else if (xhr.status >= 200 && xhr.status < 300 && payload && payload.transfer) {
         state.uploads.delete(key);
         adopt(payload.transfer.id, key);
@@ -264,6 +302,7 @@ export function createFiles(deps) {
     });
     xhr.send(file);
     render();
+    return key;
   }
 
   // ---------------------------------------------------------- transfers
@@ -281,6 +320,11 @@ export function createFiles(deps) {
 
   function upsert(transfer) {
     if (!transfer || !transfer.id) return;
+    // A group's recipient refused by its node's file consent is sent the file on its own (see upload): that
+    // transfer is the one shown, not the refusal.
+    if (transfer.direction === 'outgoing' && transfer.groupId && transfer.state === 'failed' && refusedForConsent(transfer.reason)) {
+      state.reasked.add(transfer.id);
+    }
     if (transfer.direction === 'outgoing' && !transfer.groupId && !state.rowKeys.has(transfer.id)) {
       // The node's transfer for an upload still in flight here (its event overtook the 202): same row.
       for (const upload of state.uploads.values()) {
@@ -316,11 +360,10 @@ export function createFiles(deps) {
   }
 
   /** Downloads need the bearer token, so fetch the file and hand the browser a blob. */
-  async function download(transfer, row) {
-    const error = row.querySelector('[data-testid="transfer-error"]');
-    const button = row.querySelector('[data-testid="transfer-download"]');
+  async function download(transfer, row, { error = row.querySelector('[data-testid="transfer-error"]'), button = row.querySelector('[data-testid="transfer-download"]') } = {}) {
     showError(error, '');
     button.disabled = true;
+    const label = button.textContent;
     try {
       const response = await fetch(deps.apiUrl(`transfers/${encodeURIComponent(transfer.id)}/content`), {
         headers: { Authorization: `Bearer ${deps.token()}` },
@@ -336,7 +379,7 @@ export function createFiles(deps) {
         }
         throw new Error(message);
       }
-      const blob = await response.blob();
+      const blob = await readWithProgress(response, transfer, button);
       const url = URL.createObjectURL(blob);
       const link = h('a', { href: url, download: transfer.name, hidden: true });
       document.body.append(link);
@@ -344,11 +387,89 @@ export function createFiles(deps) {
       link.remove();
       window.setTimeout(() => URL.revokeObjectURL(url), 60_000);
       row.dataset.downloaded = 'true';
+      // Downloaded: its arrival card has done its job.
+      if (state.arrived.delete(transfer.id)) renderArrivals();
     } catch (err) {
       showError(error, `Could not download: ${err.message}`);
     } finally {
       button.disabled = false;
+      setText(button, label);
+      button.removeAttribute('aria-valuenow');
     }
+  }
+
+  /** The body as a blob, with "Downloading 45%" on the button while it comes. */
+  async function readWithProgress(response, transfer, button) {
+    const total = Number(response.headers.get('content-length')) || transfer.size || 0;
+    if (!response.body || !response.body.getReader || total <= 0) return response.blob();
+    const reader = response.body.getReader();
+    const chunks = [];
+    let received = 0;
+    let shown = -1;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      received += value.byteLength;
+      const percent = Math.min(100, Math.floor((100 * received) / total));
+      if (percent !== shown) {
+        shown = percent;
+        setText(button, `Downloading ${percent}%`);
+      }
+    }
+    return new Blob(chunks, { type: response.headers.get('content-type') || 'application/octet-stream' });
+  }
+
+  /** "plan.pdf from Ann arrived — Download": one card per file that arrived while the page was open. */
+  function renderArrivals() {
+    const items = deps.signedIn() ? [...state.arrived.values()] : [];
+    syncList(
+      el.arrivalList,
+      items,
+      (t) => t.id,
+      (t) => {
+        const id = t.id;
+        const download_ = h('button', { type: 'button', className: 'button button-small button-primary', dataset: { testid: 'file-arrival-download' } }, 'Download');
+        const dismiss = h('button', { type: 'button', className: 'button button-small', dataset: { testid: 'file-arrival-dismiss' } }, 'Dismiss');
+        const row = h(
+          'li',
+          { className: 'prompt', dataset: { testid: 'file-arrival', transferId: id } },
+          h(
+            'p',
+            { className: 'prompt-title' },
+            h('strong', { className: 'wrap', dataset: { testid: 'file-arrival-name' } }),
+            ' from ',
+            h('strong', { dataset: { testid: 'file-arrival-from' } }),
+            ' arrived',
+            h('span', { className: 'hint', dataset: { testid: 'file-arrival-size' } }),
+          ),
+          h('div', { className: 'button-row' }, download_, dismiss),
+          h('p', { className: 'field-error', role: 'alert', dataset: { testid: 'file-arrival-error' }, hidden: true }),
+        );
+        download_.addEventListener('click', () => {
+          const transfer = state.transfers.get(id) || state.arrived.get(id);
+          if (transfer) download(transfer, row, { button: download_, error: row.querySelector('[data-testid="file-arrival-error"]') });
+        });
+        dismiss.addEventListener('click', () => {
+          const next = row.nextElementSibling || row.previousElementSibling;
+          state.arrived.delete(id);
+          renderArrivals();
+          // Focus stays in the card list when there is one left, else goes to the Files tab.
+          const target = next && next.querySelector('[data-testid="file-arrival-download"]');
+          (target || byTestId('tab-files')).focus();
+        });
+        animateIn(row);
+        return row;
+      },
+      (row, t) => {
+        setText(row.querySelector('[data-testid="file-arrival-name"]'), t.name);
+        setText(row.querySelector('[data-testid="file-arrival-from"]'), peerName(t.from));
+        setText(row.querySelector('[data-testid="file-arrival-size"]'), ` · ${formatBytes(t.size)}`);
+        row.querySelector('[data-testid="file-arrival-download"]').setAttribute('aria-label', `Download ${t.name} from ${peerName(t.from)}`);
+        row.querySelector('[data-testid="file-arrival-dismiss"]').setAttribute('aria-label', `Dismiss ${t.name} arrived`);
+      },
+    );
+    el.arrivals.hidden = items.length === 0;
   }
 
   async function load() {
@@ -492,12 +613,20 @@ export function createFiles(deps) {
     const alwaysLabel = h('span', { dataset: { testid: `${prefix}-always-label` } });
     const accept = h('button', { type: 'button', className: 'button button-primary', dataset: { testid: `${prefix}-accept` } }, 'Accept');
     const decline = h('button', { type: 'button', className: 'button', dataset: { testid: `${prefix}-decline` } }, 'Decline');
-    const act = (yes) => {
+    const act = (yes, button) => {
       const transfer = state.transfers.get(idOf());
-      if (transfer && transfer.state === 'awaitingConsent') answer(transfer, yes, yes && always.checked);
+      if (!transfer || transfer.state !== 'awaitingConsent') return;
+      // The buttons are disabled while the node answers (a disabled button loses the focus to <body>): the
+      // prompt or row holds the focus and shows the result; a prompt that goes hands it to the next one.
+      const holder = button.closest('li');
+      if (holder) {
+        holder.tabIndex = -1;
+        holder.focus({ preventScroll: true });
+      }
+      answer(transfer, yes, yes && always.checked);
     };
-    accept.addEventListener('click', () => act(true));
-    decline.addEventListener('click', () => act(false));
+    accept.addEventListener('click', () => act(true, accept));
+    decline.addEventListener('click', () => act(false, decline));
     return h(
       'div',
       { className: 'consent', dataset: { testid: `${prefix}-consent` } },
@@ -620,6 +749,7 @@ export function createFiles(deps) {
     const uploads = [...state.uploads.values()].map((u) => ({ kind: 'upload', key: u.key, upload: u }));
     const uploading = new Set(uploads.map((u) => u.key));
     const transfers = [...state.transfers.values()]
+      .filter((t) => !state.reasked.has(t.id))
       .sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)))
       .map((t) => ({ kind: 'transfer', key: state.rowKeys.get(t.id) || t.id, transfer: t }))
       .filter((item) => !uploading.has(item.key));
@@ -710,13 +840,14 @@ export function createFiles(deps) {
     bar.max = size;
     bar.value = t.state === 'finished' ? size : Math.min(size, t.bytes || 0);
     const stateKey = t.state === 'inProgress' && t.direction !== 'outgoing' ? 'receiving' : t.state;
-    const parts = [STATE_TEXT[stateKey] || t.state];
+    const parts = [t.state === 'interrupted' ? pausedText(t) : STATE_TEXT[stateKey] || t.state];
     const asking = t.state === 'awaitingConsent';
     if (asking && t.direction === 'outgoing') parts[0] = `waiting for ${peerName(t.to)} to accept`;
     if (asking && t.direction === 'incoming' && consentExpiresText(t)) parts.push(consentExpiresText(t));
     if (ACTIVE.has(t.state) && !asking) parts.push(`${formatBytes(t.bytes || 0)} of ${formatBytes(t.size)}`);
     if (t.state === 'finished' && t.sha256) parts.push(`SHA-256 ${String(t.sha256).slice(0, 12)}…`);
-    if ((t.state === 'failed' || t.state === 'canceled' || t.state === 'declined') && t.reason) parts.push(t.reason);
+    if (t.state === 'declined') parts[0] = t.direction === 'outgoing' ? `Declined by ${peerName(t.to)}` : 'You declined it';
+    else if ((t.state === 'failed' || t.state === 'canceled') && t.reason) parts.push(t.reason);
     setText(row.querySelector('[data-testid="transfer-status"]'), parts.join(' · '));
     download.hidden = t.state !== 'finished';
     download.setAttribute('aria-label', `Download ${t.name}`);
@@ -730,14 +861,32 @@ export function createFiles(deps) {
     cancelButton.setAttribute('aria-label', `Cancel ${t.name}`);
   }
 
-  /** One line per group send of ours: how many recipients, finished, failed, still going. */
+  /** "Paused: beta unreachable since 11:48 PM · resumes by itself" for an interrupted transfer. */
+  function pausedText(t) {
+    const paused = state.paused.get(t.id) || {};
+    const other = t.direction === 'outgoing' ? t.to : t.from;
+    const nodeId = paused.nodeId || (other && other.nodeId);
+    const since = paused.since || (deps.nodeLostAt && deps.nodeLostAt(nodeId)) || Date.parse(t.updatedAt);
+    const name = deps.nodeLabel ? deps.nodeLabel(nodeId) : 'the other node';
+    const time = Number.isFinite(since) ? ` since ${new Date(since).toLocaleTimeString([], { hour: 'numeric', minute: '2-digit' })}` : '';
+    return `Paused: ${name} unreachable${time} · resumes by itself`;
+  }
+
+  /** Whether a refusal is a receiving node's file consent (`--file-consent ask`), which asking each one answers. */
+  function refusedForConsent(reason) {
+    return /file-consent ask|asks before a file is stored/.test(String(reason || ''));
+  }
+
+  /** One line per group send of ours: how many recipients, finished, declined, not answered, failed, still going. */
   function renderGroups() {
     const groups = new Map();
     for (const t of state.transfers.values()) {
-      if (!t.groupId || t.direction !== 'outgoing') continue;
-      const group = groups.get(t.groupId) || { id: t.groupId, name: t.name, createdAt: t.createdAt, all: [] };
+      if (t.direction !== 'outgoing' || state.reasked.has(t.id)) continue;
+      const groupId = t.groupId || state.askGroups.get(state.rowKeys.get(t.id));
+      if (!groupId) continue;
+      const group = groups.get(groupId) || { id: groupId, name: t.name, createdAt: t.createdAt, all: [] };
       group.all.push(t);
-      groups.set(t.groupId, group);
+      groups.set(groupId, group);
     }
     const items = [...groups.values()].sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
     syncList(
@@ -747,14 +896,23 @@ export function createFiles(deps) {
       () => h('li', { className: 'row group-summary', dataset: { testid: 'group-summary' } }),
       (row, g) => {
         const count = (state) => g.all.filter((t) => t.state === state).length;
-        const failed = count('failed') + count('declined');
-        const going = g.all.filter((t) => ACTIVE.has(t.state)).length;
+        const asking = count('awaitingConsent');
+        const going = g.all.filter((t) => ACTIVE.has(t.state)).length - asking;
+        const names = (state) => g.all.filter((t) => t.state === state).map((t) => peerName(t.to)).join(', ');
         row.dataset.groupId = g.id;
         row.dataset.finished = String(count('finished'));
+        row.dataset.declined = String(count('declined'));
+        row.dataset.asking = String(asking);
         setText(
           row,
-          `${g.name} to ${g.all.length} people: ${count('finished')} finished, ${failed} failed, `
-            + `${count('canceled')} canceled, ${going} in progress`,
+          [
+            `${g.name} to ${g.all.length} people: ${count('finished')} finished, ${count('failed')} failed, `
+              + `${count('canceled')} canceled, ${going} in progress`,
+            count('declined') ? `declined by ${names('declined')}` : '',
+            asking ? `not answered yet: ${names('awaitingConsent')}` : '',
+          ]
+            .filter(Boolean)
+            .join(' · '),
         );
       },
     );
@@ -768,8 +926,46 @@ export function createFiles(deps) {
     el.empty.hidden = items.length > 0;
     renderShared();
     renderPrompts();
+    renderArrivals();
     renderAlways();
     renderBadge();
+    if (deps.onChange) deps.onChange();
+  }
+
+  /**
+   * How the files sent under these row keys (``sendTo``'s answer) are doing, for the Nearby row of their
+   * recipient: {phase: 'sending'|'paused'|'sent'|'failed', text, done, total}, or null when none is known.
+   */
+  function progressOf(keys, to) {
+    const items = [];
+    for (const key of keys) {
+      const upload = state.uploads.get(key);
+      const transfer = transferByKey(key);
+      if (upload && !transfer) items.push({ name: upload.name, size: upload.size, done: 0, state: upload.error ? 'failed' : 'uploading', reason: upload.error });
+      else if (transfer) items.push({ name: transfer.name, size: transfer.size, done: transfer.state === 'finished' ? transfer.size : transfer.bytes || 0, state: transfer.state, reason: transfer.reason, transfer });
+    }
+    if (items.length === 0) return null;
+    const what = items.length === 1 ? items[0].name : `${items.length} files`;
+    const total = items.reduce((sum, i) => sum + (i.size || 0), 0);
+    const done = items.reduce((sum, i) => sum + Math.min(i.size || 0, i.done || 0), 0);
+    const paused = items.find((i) => i.state === 'interrupted');
+    const failed = items.filter((i) => ['failed', 'canceled', 'declined'].includes(i.state));
+    if (items.some((i) => ACTIVE.has(i.state) || i.state === 'uploading')) {
+      if (paused) return { phase: 'paused', text: pausedText(paused.transfer), done, total };
+      const asking = items.find((i) => i.state === 'awaitingConsent');
+      if (asking) return { phase: 'sending', text: `Waiting for ${to} to accept ${asking.name}`, done, total };
+      return { phase: 'sending', text: `Sending ${what} to ${to}…`, done, total };
+    }
+    if (failed.length === 0) return { phase: 'sent', text: `Sent ${what} to ${to}`, done: total, total };
+    const first = failed[0];
+    const why = first.state === 'declined' ? `declined by ${to}` : first.reason || first.state;
+    const sent = items.length - failed.length;
+    return {
+      phase: 'failed',
+      text: sent > 0 ? `Sent ${sent} of ${items.length} files to ${to}; ${first.name}: ${why}` : `${first.name} not sent: ${why}`,
+      done,
+      total,
+    };
   }
 
   // ------------------------------------------------------------- events
@@ -780,6 +976,12 @@ export function createFiles(deps) {
     if (!data.transfer) return;
     const transfer = { ...data.transfer };
     if (event.type === 'transfer.progress' && Number.isFinite(data.bytes)) transfer.bytes = data.bytes;
+    if (event.type === 'transfer.interrupted') {
+      const since = Date.parse(event.at);
+      state.paused.set(transfer.id, { nodeId: data.nodeId, since: Number.isFinite(since) ? since : Date.now() });
+    } else if (transfer.state !== 'interrupted') {
+      state.paused.delete(transfer.id);
+    }
     if (event.type === 'transfer.offered' && transfer.direction === 'incoming') {
       if (Number.isFinite(data.timeoutSeconds)) state.deadlines.set(transfer.id, Date.now() + data.timeoutSeconds * 1000);
       if (!state.transfers.has(transfer.id) && transfer.state === 'awaitingConsent' && takeExpected(transfer)) {
@@ -809,6 +1011,15 @@ export function createFiles(deps) {
       if (!state.visible) {
         state.unseen.add(transfer.id);
         renderBadge();
+      }
+    }
+    if (event.type === 'transfer.finished' && transfer.direction === 'incoming' && !state.arrived.has(transfer.id)) {
+      const known = state.transfers.get(transfer.id);
+      if (!known || known.state !== 'finished') {
+        state.arrived.set(transfer.id, transfer);
+        arrive(`${transfer.name} from ${peerName(transfer.from)} arrived. Download it from the card at the top or in Files.`, {
+          tag: `transfer-${transfer.id}`,
+        });
       }
     }
     upsert(transfer);
@@ -877,6 +1088,10 @@ export function createFiles(deps) {
       state.keyTransfers.clear();
       state.unseen.clear();
       state.deadlines.clear();
+      state.paused.clear();
+      state.arrived.clear();
+      state.askGroups.clear();
+      state.reasked.clear();
       state.answering.clear();
       state.accepting.clear();
       state.problems.clear();
@@ -918,9 +1133,11 @@ export function createFiles(deps) {
     },
     /** Sends files to `to` in session `sessionId` (the one-step send from a nearby peer's row). */
     sendTo(sessionId, to, list) {
-      for (const file of list) upload(file, sessionId, to);
+      const keys = list.map((file) => upload(file, sessionId, to));
       render();
+      return keys;
     },
+    progressOf,
     /** Sessions changed (members joined, left, connected): refresh the pickers. */
     render,
   };

@@ -1,7 +1,8 @@
 // "Open on a phone": a button in the header shows a QR code of this dashboard's address (qr.js draws it).
 //
-// The address is the page's own, without query or fragment. An address a phone cannot reach (localhost,
-// 127.x, ::1) gets a note saying to open the dashboard by the node's network address first.
+// The address is the page's own, without query or fragment. A page opened by an address a phone cannot reach
+// (localhost, 127.x, ::1) shows the node's LAN addresses instead (GET /api/v1/node's lanAddresses): the code is the
+// first, the others are links. On plain HTTP one line says what a phone misses and how to get HTTPS.
 
 import { encode, toSvg } from './qr.js';
 
@@ -12,6 +13,12 @@ export function dashboardAddress(location = window.location) {
   return `${location.origin}${location.pathname}`;
 }
 
+/** The dashboard's address on the LAN address `host` (an IPv6 one in brackets), same scheme, port and path. */
+export function lanAddress(host, location = window.location) {
+  const name = host.includes(':') ? `[${host}]` : host;
+  return `${location.protocol}//${name}${location.port ? `:${location.port}` : ''}${location.pathname}`;
+}
+
 export function initPhoneLink() {
   const button = document.querySelector('[data-testid="qr-toggle"]');
   const panel = document.querySelector('[data-testid="qr-panel"]');
@@ -19,9 +26,25 @@ export function initPhoneLink() {
   const url = panel.querySelector('[data-testid="qr-url"]');
   const note = panel.querySelector('[data-testid="qr-note"]');
   const close = panel.querySelector('[data-testid="qr-close"]');
+  const others = panel.querySelector('[data-testid="qr-others"]');
+  const https = panel.querySelector('[data-testid="qr-https"]');
+  let lan = []; // the node's LAN addresses, asked for when the page is on a loopback address
+
+  async function loadLanAddresses() {
+    try {
+      const response = await fetch(new URL('api/v1/node', document.baseURI), { cache: 'no-store' });
+      const node = response.ok ? await response.json() : null;
+      lan = node && Array.isArray(node.lanAddresses) ? node.lanAddresses.filter((a) => typeof a === 'string') : [];
+    } catch {
+      lan = []; // the note says to open the page by the node's address
+    }
+    if (!panel.hidden) render();
+  }
 
   function render() {
-    const address = dashboardAddress();
+    const loopback = LOOPBACK.test(window.location.hostname);
+    const addresses = loopback ? lan.map((host) => lanAddress(host)) : [];
+    const address = addresses[0] || dashboardAddress();
     let code;
     try {
       code = encode(address, { level: 'M' });
@@ -38,11 +61,26 @@ export function initPhoneLink() {
     }
     url.textContent = address;
     url.href = address;
-    note.hidden = !LOOPBACK.test(window.location.hostname);
+    note.hidden = !loopback || addresses.length > 0;
+    others.replaceChildren(
+      ...addresses.slice(1).map((other) => {
+        const item = document.createElement('li');
+        const link = document.createElement('a');
+        link.className = 'mono wrap';
+        link.href = other;
+        link.textContent = other;
+        link.dataset.testid = 'qr-other';
+        item.append(link);
+        return item;
+      }),
+    );
+    others.hidden = addresses.length < 2;
+    https.hidden = window.location.protocol !== 'http:';
   }
 
   function show(open) {
     if (open) render();
+    if (open && LOOPBACK.test(window.location.hostname)) loadLanAddresses();
     panel.hidden = !open;
     button.setAttribute('aria-expanded', open ? 'true' : 'false');
     if (open) close.focus();

@@ -232,11 +232,11 @@ fi
 if want rest; then
   secs=${REST_SECONDS:-10} paced=${REST_PACED_RATE:-5000}
   # paced: C connections each waiting D = 11 ms between requests: C*1000/(D + latency + wrk's own timer lag) req/s.
-  # 13 % over paced/100 connections: with 10 % and 10 ms (sessions 2-5) wrk reached only 4 350-4 800 req/s here even
+  # 13 % over paced/100 connections: with 10 % and 10 ms (2026-12-02 to 2026-12-03) wrk reached only 4 350-4 800 req/s here even
   # against a trivial C server, whose cycle measured ~12.7 ms; 66 x 11 ms reached 5 000-5 400. Two wrk threads (one
   # could not drive 5 000 req/s; more than the 2 cores only add switching).
   pconns=$(( paced * 13 / 1000 + 1 )) pdelay=11
-  # Paced twice: "paced" keeps every connection's pause at exactly 11 ms, as in sessions 2-7. Then the connections one
+  # Paced twice: "paced" keeps every connection's pause at exactly 11 ms, as until 2026-12-04. Then the connections one
   # burst of answers releases all send their next request in the same instant again, so arrivals stay lock-stepped to
   # the server's batching and a request waits for the whole burst (the C responder's p99 too: 1.1 ms, against 0.3 ms
   # otherwise). "independent" draws each pause uniformly from 5.5-16.5 ms (the same mean, so the same rate): clients

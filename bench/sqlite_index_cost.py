@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""What one per-recipient row of the per-peer event log costs SQLite itself (session 10, issue 16).
+"""What one per-recipient row of the per-peer event log costs SQLite itself (2026-12-04).
 
-Until session 12 the node indexed a fan-out's recipients into `event_log(peer_id, seq)` (WITHOUT ROWID) in steps, many
+Until 2026-12-05 the node indexed a fan-out's recipients into `event_log(peer_id, seq)` (WITHOUT ROWID) in steps, many
 bodies at a time, grouped by peer; since then a body names its audience and no such row is written (bench/RESULTS.md). This replays that write pattern from C-speed `executemany` (no Swift in the way) on a WAL
 database with `synchronous=NORMAL`: 50 peers, steps of N bodies each (50 x N rows, peer by peer), and prints the CPU
 per row and per 50-recipient body, with ratios against the node's own setting (text ids, 64 bodies per step).

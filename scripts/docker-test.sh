@@ -235,7 +235,7 @@ say "compose up and checks: $(elapsed "$t")"
 
 # ---- 5. graceful stop -------------------------------------------------------------------------------------------
 # All three at once, as `compose stop` and a host shutdown do. (One at a time, a node whose seed's container
-# is already gone can block for seconds resolving the seed's name: see the report of issue 18.)
+# is already gone can block for seconds resolving the seed's name: as seen on CI.)
 mapfile -t all < <(for service in node-a node-b node-c; do container_of "$service"; done)
 t0=$(date +%s%N)
 timeout 60 "$engine" stop -t 10 "${all[@]}" >/dev/null 2>>"$logs/run.log" || fail "$engine stop ${all[*]} failed"

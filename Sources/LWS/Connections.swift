@@ -135,6 +135,10 @@ final class HTTPExchange {
   var bodyEnded = false
   /// When a body byte last arrived (or a paused streamed body was resumed), monotonic milliseconds.
   var lastBodyActivity: UInt64 = 0
+  /// The current window of the minimum body rate (``ServerConfiguration/minBodyBytesPerWindow``): when it began
+  /// (monotonic ms) and the body bytes that arrived in it.
+  var rateWindowStart: UInt64 = 0
+  var rateWindowBytes = 0
   /// The open file of a file response, and the bytes of it sent so far.
   var fileDescriptor: Int32 = -1
   var fileSent = 0

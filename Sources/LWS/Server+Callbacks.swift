@@ -263,6 +263,7 @@ extension Server {
     exchange.bodyLimit = limit
     exchange.awaitingBody = true
     exchange.lastBodyActivity = Self.monotonicMilliseconds()
+    exchange.rateWindowStart = exchange.lastBodyActivity
     exchange.body.reserveCapacity(min(contentLength, 1 << 20))
     return 0
   }
@@ -307,13 +308,29 @@ extension Server {
     let open = acceptedConnections.count
     if open >= configuration.maxConnections + configuration.overflowConnections {
       refusedConnections += 1
-      logger.warning(
-        "Connection closed at once: the connection limit is reached.",
-        ["connections.open": open, "connections.max": configuration.maxConnections])
+      logConnectionLimit(open: open)
       return 1
     }
     nextAcceptIsOverCapacity = open >= configuration.maxConnections
     return 0
+  }
+
+  /// The warning for a connection closed at the limit, at most once per ``LWSLogBridge/quietSeconds`` (a client
+  /// looping connect/close would otherwise write a line per connection); the next line carries the count suppressed.
+  private func logConnectionLimit(open: Int) {
+    let seconds = Self.monotonicMilliseconds() / 1000
+    if let last = connectionLimitLoggedAt, seconds < last + LWSLogBridge.quietSeconds {
+      connectionLimitSuppressed += 1
+      return
+    }
+    logger.warning(
+      "Connection closed at once: the connection limit is reached.",
+      [
+        "connections.open": open, "connections.max": configuration.maxConnections,
+        "connections.overflow": configuration.overflowConnections, "repeats.suppressed": connectionLimitSuppressed,
+      ])
+    connectionLimitLoggedAt = seconds
+    connectionLimitSuppressed = 0
   }
 
   func connectionAdopted(_ wsi: OpaquePointer) {
@@ -334,9 +351,24 @@ extension Server {
   func closeIdleBodies() {
     let now = Self.monotonicMilliseconds()
     let timeout = UInt64(configuration.bodyIdleTimeoutSeconds) * 1000
+    let window = UInt64(ServerConfiguration.bodyRateWindowSeconds) * 1000
     for exchange in exchanges.values where exchange.awaitingBody {
       let reading = exchange.streamsBody ? exchange.bodyFlowing && !exchange.bodyEnded : !exchange.dispatched
-      guard reading, now >= exchange.lastBodyActivity + timeout else { continue }
+      guard reading else {
+        // The client cannot send while the handler holds the body back: that time starts no window.
+        exchange.rateWindowStart = now
+        exchange.rateWindowBytes = 0
+        continue
+      }
+      if configuration.minBodyBytesPerWindow > 0, now >= exchange.rateWindowStart + window {
+        if exchange.rateWindowBytes < configuration.minBodyBytesPerWindow {
+          closeSlowBody(exchange)
+          continue
+        }
+        exchange.rateWindowStart = now
+        exchange.rateWindowBytes = 0
+      }
+      guard timeout > 0, now >= exchange.lastBodyActivity + timeout else { continue }
       bodyTimeouts += 1
       logger.info(
         "Request body stalled; closing the connection.",
@@ -346,8 +378,33 @@ extension Server {
     }
   }
 
+  /// Answers a request whose body arrived slower than ``ServerConfiguration/minBodyBytesPerWindow`` with `408` and
+  /// closes its connection (a streamed body already handed to its handler is cut off like a stalled one: the handler
+  /// hears that the request closed).
+  private func closeSlowBody(_ exchange: HTTPExchange) {
+    slowBodies += 1
+    logger.info(
+      "Request body too slow; answering 408 and closing the connection.",
+      [
+        "http.request.id": exchange.id, "http.body.window.bytes": exchange.rateWindowBytes,
+        "http.body.min.bytes": configuration.minBodyBytesPerWindow,
+        "http.body.window.seconds": ServerConfiguration.bodyRateWindowSeconds,
+      ])
+    exchange.awaitingBody = false
+    guard !exchange.dispatched else {
+      lws_set_timeout(exchange.wsi, PENDING_TIMEOUT_HTTP_CONTENT, LWS_TO_KILL_ASYNC)
+      return
+    }
+    reject(
+      exchange, status: 408,
+      message:
+        "the request body arrived at \(exchange.rateWindowBytes) bytes in \(ServerConfiguration.bodyRateWindowSeconds) s; "
+        + "this node needs at least \(configuration.minBodyBytesPerWindow) (--min-body-rate): send the body at once")
+  }
+
   func httpBodyReceived(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
     exchanges[wsi]?.lastBodyActivity = Self.monotonicMilliseconds()
+    exchanges[wsi]?.rateWindowBytes += length
     if let exchange = exchanges[wsi], exchange.streamsBody {
       guard exchange.awaitingBody, !exchange.bodyEnded, let input, length > 0 else { return 0 }
       let bytes = [UInt8](UnsafeRawBufferPointer(start: input, count: length))
@@ -438,8 +495,10 @@ extension Server {
       return
     }
     lws_rx_flow_control(exchange.wsi, 1)
-    // The idle clock restarts: the client could not send while the handler held the body back.
+    // The idle clock and the rate window restart: the client could not send while the handler held the body back.
     exchange.lastBodyActivity = Self.monotonicMilliseconds()
+    exchange.rateWindowStart = exchange.lastBodyActivity
+    exchange.rateWindowBytes = 0
     lws_set_timeout(exchange.wsi, PENDING_TIMEOUT_HTTP_CONTENT, Int32(30))
     if !exchange.pendingBody.isEmpty || exchange.bodyEndPending {
       // Delivered from the inbox, not from inside the caller.

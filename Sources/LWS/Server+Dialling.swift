@@ -1,7 +1,7 @@
 /// Connections this server dials: lws raw sockets carrying a TLS session and a WebSocket of our own.
 ///
 /// lws 4.1.6's WebSocket client parses what it receives one byte per function call (`lws_ws_client_rx_sm`): while a
-/// node received a file over a link it had dialled, that was 53–58 % of its CPU (bench/RESULTS.md, session 6). lws
+/// node received a file over a link it had dialled, that was 53–58 % of its CPU (bench/RESULTS.md, 2026-12-03). lws
 /// writes raw sockets with `LWS_WRITE_HTTP` (`LWS_WRITE_RAW` is a macro alias of it). Its raw client cannot start
 /// TLS itself in 4.1.6 ("tls start fail"), so the server connects the socket, lws adopts it as a raw socket, and TLS
 /// runs over memory buffers here (``TLSClientSession``). What goes over the wire is unchanged: the same upgrade

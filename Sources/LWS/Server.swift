@@ -102,6 +102,12 @@ public struct ServerConfiguration: Sendable {
   /// Seconds a request body may go without a byte arriving before the connection is closed (0 = never). Time while
   /// the handler has paused a streamed body (``Server/setBodyFlow(_:enabled:)``) does not count.
   public var bodyIdleTimeoutSeconds: Int
+  /// Bytes a request body must deliver in every ``bodyRateWindowSeconds`` while the server reads it (0 = no minimum):
+  /// a body slower than that (a trickle that never goes quiet for ``bodyIdleTimeoutSeconds``) is answered `408` and
+  /// its connection closed. Time while the handler has paused a streamed body does not count.
+  public var minBodyBytesPerWindow: Int
+  /// The window of ``minBodyBytesPerWindow``.
+  public static let bodyRateWindowSeconds = 10
   /// Seconds an accepted WebSocket may go without proving it is alive (a PONG) before lws sends it a PING; it is
   /// closed ``webSocketPongGraceSeconds`` later if no PONG came. 0 turns the check off. lws's own default is 300.
   public var webSocketPingSeconds: Int
@@ -113,8 +119,9 @@ public struct ServerConfiguration: Sendable {
     maxQueuedBytesPerWebSocket: Int = 8 << 20, maxQueuedBytesPerStream: Int = 8 << 20, serverName: String = "meshgate",
     subprotocols: [String] = [], tls: TLSConfiguration? = nil, maxConnections: Int = 10_000,
     overflowConnections: Int = 64, alwaysServedPaths: Set<String> = [], maxRequestHeadBytes: Int = 16 << 10,
-    bodyIdleTimeoutSeconds: Int = 10, webSocketPingSeconds: Int = 300
+    bodyIdleTimeoutSeconds: Int = 10, webSocketPingSeconds: Int = 300, minBodyBytesPerWindow: Int = 0
   ) {
+    self.minBodyBytesPerWindow = minBodyBytesPerWindow
     self.maxConnections = maxConnections
     self.overflowConnections = overflowConnections
     self.alwaysServedPaths = alwaysServedPaths
@@ -197,6 +204,8 @@ public struct ServerStatistics: Sendable {
   public var oversizedHeads: Int = 0
   /// Connections closed because a request body stopped arriving (``ServerConfiguration/bodyIdleTimeoutSeconds``).
   public var bodyTimeouts: Int = 0
+  /// Requests answered 408 because their body arrived slower than ``ServerConfiguration/minBodyBytesPerWindow``.
+  public var slowBodies: Int = 0
   /// Times another thread woke the service loop (`lws_cancel_service`) to run what it queued.
   public var loopWakeUps: Int = 0
   /// Passes of the service loop, each one `poll` (how often the loop woke, for whatever reason).
@@ -273,6 +282,10 @@ public final class Server: @unchecked Sendable {
   var refusedConnections = 0
   var oversizedHeads = 0
   var bodyTimeouts = 0
+  var slowBodies = 0
+  /// The connection-limit warning: when it was last written (monotonic seconds) and the copies suppressed since.
+  var connectionLimitLoggedAt: UInt64?
+  var connectionLimitSuppressed = 0
   /// Timers on lws's timer list now running (``repeating(every:_:)``).
   var loopTimers: [LoopTimer] = []
   private let tokenLimits: UnsafeMutablePointer<lws_token_limits>
@@ -550,13 +563,14 @@ public final class Server: @unchecked Sendable {
       openWebSockets: sockets.count, openRequests: exchanges.count, webSocketMessagesOut: messagesOut,
       webSocketMessagesIn: messagesIn, coalescedWrites: coalescedWrites, openConnections: acceptedConnections.count,
       refusedConnections: refusedConnections, acceptFailures: AcceptGuard.failures, oversizedHeads: oversizedHeads,
-      bodyTimeouts: bodyTimeouts, loopWakeUps: wakeUps.load(ordering: .relaxed), servicePasses: servicePasses)
+      bodyTimeouts: bodyTimeouts, slowBodies: slowBodies, loopWakeUps: wakeUps.load(ordering: .relaxed),
+      servicePasses: servicePasses)
   }
 
   /// Once a second (on the service thread), closes connections whose request body has not moved for
   /// ``ServerConfiguration/bodyIdleTimeoutSeconds``.
   private func startBodyTimer() {
-    guard configuration.bodyIdleTimeoutSeconds > 0 else { return }
+    guard configuration.bodyIdleTimeoutSeconds > 0 || configuration.minBodyBytesPerWindow > 0 else { return }
     _ = repeating(every: .seconds(1)) { [weak self] in self?.closeIdleBodies() }
   }
 

@@ -13,6 +13,10 @@
 /// - `lost` follows when the advertiser stops advertising `S`, leaves, or its node's link goes down.
 /// - Changing the discovery info of a running advertisement reports `found` again with the new info.
 /// - Order is deterministic (sorted by peer id and service type), so the simulator is reproducible.
+///
+/// Presence is not an advert: every peer the directory knows, local or remote, is present, whatever it advertises.
+/// A local peer watching presence is told `present` for every present peer when it starts (itself excluded), then
+/// `present` as peers appear or change their display name, and `absent` as they leave or their node's link goes down.
 public struct Directory: Sendable {
   /// A peer as browsers see it.
   public struct PeerRef: Sendable, Hashable {
@@ -34,6 +38,10 @@ public struct Directory: Sendable {
   public enum Event: Sendable, Hashable {
     case peerFound(PeerRef, serviceType: String, discoveryInfo: [String: String])
     case peerLost(PeerRef, serviceType: String)
+    /// A peer appeared in the mesh, or changed its display name (to a peer watching presence).
+    case peerPresent(PeerRef)
+    /// A peer left the mesh, or its node's link went down (to a peer watching presence).
+    case peerAbsent(PeerRef)
   }
 
   /// An output of the directory.
@@ -55,10 +63,19 @@ public struct Directory: Sendable {
   /// This node's id.
   public let nodeID: String
   var localPeers: [String: LocalPeer] = [:]
+  /// The local peers watching presence (few: the dashboards open now), so a change does not walk every local peer.
+  var presenceWatchers: Set<String> = []
   /// Linked nodes and the peers they announced.
   var remoteNodes: [String: [String: PeerAnnouncement]] = [:]
   /// Which linked node announced each remote peer (the first claim of a peer id wins).
   var owners: [String: String] = [:]
+  /// Which node owned each remote peer whose node unlinked without removing it: while remembered, only that node may
+  /// announce the peer id again (another node taking over a departed node's peer id would borrow the trust its
+  /// recipients gave that peer). A peer its node removed (`peerRemoved`) is forgotten. At most
+  /// ``MeshLimits/rememberedOwners`` entries, the oldest forgotten first.
+  var formerOwners: [String: String] = [:]
+  /// ``formerOwners``' peer ids, oldest first (an id may appear again after it was reclaimed; stale ones are skipped).
+  var formerOwnerOrder: [String] = []
   /// Directory frames refused, by reason: `too_many_peers` (beyond ``MeshLimits/peersPerNode`` or
   /// ``MeshLimits/advertisementsPerNode``), `invalid_peer` (a display name, service type or discovery info that breaks
   /// the rules a local peer is held to), `not_own_peer` (a peer id another node already announced).
@@ -103,6 +120,25 @@ public struct Directory: Sendable {
     localPeers[peerID]?.browsing ?? []
   }
 
+  /// Every peer known mesh-wide (local and remote), except `excluding`, sorted by peer id.
+  public func presentPeers(excluding: String? = nil) -> [PeerRef] {
+    var result: [PeerRef] = []
+    for (peerID, peer) in localPeers where peerID != excluding {
+      result.append(PeerRef(peerID: peerID, displayName: peer.displayName, nodeID: nodeID))
+    }
+    for (remoteNode, peers) in remoteNodes {
+      for (peerID, announcement) in peers where peerID != excluding && owners[peerID] == remoteNode {
+        result.append(PeerRef(peerID: peerID, displayName: announcement.displayName, nodeID: remoteNode))
+      }
+    }
+    return result.sorted { $0.peerID < $1.peerID }
+  }
+
+  /// Whether `peerID` (a local peer) watches presence.
+  public func watchesPresence(_ peerID: String) -> Bool {
+    presenceWatchers.contains(peerID)
+  }
+
   /// Any peer known mesh-wide.
   public func peer(_ peerID: String) -> PeerRef? {
     if let local = localPeers[peerID] {
@@ -145,6 +181,7 @@ public struct Directory: Sendable {
       }
     }
     localPeers[peerID] = LocalPeer(displayName: displayName)
+    appendPresence(.peerPresent(PeerRef(peerID: peerID, displayName: displayName, nodeID: nodeID)), into: &directives)
     directives.append(.broadcast(.peerUpdated(announcement(of: peerID)!)))
     return directives
   }
@@ -152,9 +189,12 @@ public struct Directory: Sendable {
   /// A local peer changed its display name. Browsers are not re-notified (an MCPeerID never changes);
   /// new `found` events carry the new name.
   public mutating func renameLocalPeer(_ peerID: String, displayName: String) -> [Directive] {
-    guard localPeers[peerID] != nil else { return [] }
+    guard let old = localPeers[peerID]?.displayName else { return [] }
     localPeers[peerID]?.displayName = displayName
     var directives: [Directive] = []
+    if old != displayName {
+      appendPresence(.peerPresent(PeerRef(peerID: peerID, displayName: displayName, nodeID: nodeID)), into: &directives)
+    }
     directives.append(.broadcast(.peerUpdated(announcement(of: peerID)!)))
     return directives
   }
@@ -162,9 +202,11 @@ public struct Directory: Sendable {
   /// A local peer left: its advertisements end (browsers get `lost`) and the mesh forgets it.
   public mutating func removeLocalPeer(_ peerID: String) -> [Directive] {
     guard let peer = localPeers.removeValue(forKey: peerID) else { return [] }
+    presenceWatchers.remove(peerID)
     var directives: [Directive] = []
     let ref = PeerRef(peerID: peerID, displayName: peer.displayName, nodeID: nodeID)
     appendChanges(for: ref, from: peer.advertising, to: [:], into: &directives)
+    appendPresence(.peerAbsent(ref), into: &directives)
     directives.append(.broadcast(.peerRemoved(peerID: peerID)))
     return directives
   }
@@ -210,6 +252,20 @@ public struct Directory: Sendable {
     return directives
   }
 
+  /// A local peer starts watching presence: it is told about every present peer.
+  public mutating func startWatchingPresence(_ peerID: String) -> [Directive] {
+    guard localPeers[peerID] != nil, presenceWatchers.insert(peerID).inserted else { return [] }
+    var directives: [Directive] = []
+    for peer in presentPeers(excluding: peerID) { directives.append(.notify(peerID: peerID, .peerPresent(peer))) }
+    return directives
+  }
+
+  /// A local peer stops watching presence.
+  public mutating func stopWatchingPresence(_ peerID: String) -> [Directive] {
+    presenceWatchers.remove(peerID)
+    return []
+  }
+
   /// A local peer stops browsing `serviceType`.
   public mutating func stopBrowsing(_ peerID: String, serviceType: String) -> [Directive] {
     localPeers[peerID]?.browsing.remove(serviceType)
@@ -231,11 +287,15 @@ public struct Directory: Sendable {
   public mutating func nodeUnlinked(_ remoteNode: String) -> [Directive] {
     guard let peers = remoteNodes.removeValue(forKey: remoteNode) else { return [] }
     var directives: [Directive] = []
-    for peerID in peers.keys where owners[peerID] == remoteNode { owners[peerID] = nil }
+    for peerID in peers.keys.sorted() where owners[peerID] == remoteNode {
+      owners[peerID] = nil
+      rememberOwner(peerID, remoteNode)
+    }
     for peerID in peers.keys.sorted() where localPeers[peerID] == nil {
       let announcement = peers[peerID]!
       let ref = PeerRef(peerID: peerID, displayName: announcement.displayName, nodeID: remoteNode)
       appendChanges(for: ref, from: announcement.advertising, to: [:], into: &directives)
+      appendPresence(.peerAbsent(ref), into: &directives)
     }
     return directives
   }
@@ -305,14 +365,49 @@ public struct Directory: Sendable {
     guard localPeers[peerID] == nil, claimable(peerID, by: remoteNode) else { return }
     remoteNodes[remoteNode]![peerID] = new
     owners[peerID] = new == nil ? nil : remoteNode
+    formerOwners[peerID] = nil
     let name = new?.displayName ?? old?.displayName ?? ""
     let ref = PeerRef(peerID: peerID, displayName: name, nodeID: remoteNode)
     appendChanges(for: ref, from: old?.advertising ?? [:], to: new?.advertising ?? [:], into: &directives)
+    if new == nil {
+      if old != nil { appendPresence(.peerAbsent(ref), into: &directives) }
+    } else if old?.displayName != new?.displayName {
+      appendPresence(.peerPresent(ref), into: &directives)
+    }
   }
 
-  /// Whether `remoteNode` may announce `peerID`: no local peer and no other linked node has it.
+  /// Tells every local peer watching presence (the peer itself excluded) that `event` happened.
+  func appendPresence(_ event: Event, into directives: inout [Directive]) {
+    let subject: String
+    switch event {
+    case .peerPresent(let peer), .peerAbsent(let peer): subject = peer.peerID
+    case .peerFound, .peerLost: return
+    }
+    guard !presenceWatchers.isEmpty else { return }
+    for watcher in presenceWatchers.sorted() where watcher != subject {
+      directives.append(.notify(peerID: watcher, event))
+    }
+  }
+
+  /// Whether `remoteNode` may announce `peerID`: no local peer and no other linked node has it, and no other node
+  /// owned it when that node left.
   func claimable(_ peerID: String, by remoteNode: String) -> Bool {
     localPeers[peerID] == nil && (owners[peerID] == nil || owners[peerID] == remoteNode)
+      && (formerOwners[peerID] == nil || formerOwners[peerID] == remoteNode)
+  }
+
+  /// Remembers that `remoteNode` owned `peerID` when it left (``formerOwners``), forgetting the oldest beyond the
+  /// bound.
+  mutating func rememberOwner(_ peerID: String, _ remoteNode: String) {
+    formerOwners[peerID] = remoteNode
+    formerOwnerOrder.append(peerID)
+    while formerOwners.count > MeshLimits.rememberedOwners, !formerOwnerOrder.isEmpty {
+      formerOwners[formerOwnerOrder.removeFirst()] = nil
+    }
+    // Ids reclaimed since they were queued leave stale entries behind; compact when they dominate.
+    if formerOwnerOrder.count > 2 * max(formerOwners.count, 1024) {
+      formerOwnerOrder.removeAll { formerOwners[$0] == nil }
+    }
   }
 
   /// Whether a remote announcement keeps the rules a local peer is held to (DESIGN.md, "Identity, names and

@@ -17,4 +17,8 @@ public enum MeshLimits {
   public static let gossipDialsInFlight = 4
   /// Dials of a gossiped address before it first answered as its node; then it is forgotten.
   public static let gossipDialAttempts = 3
+  /// Peer ids whose node left (without removing them) that this node remembers as that node's: until forgotten
+  /// (oldest first beyond this many, or when the node removes the peer), another node announcing one is refused with
+  /// reason `not_own_peer`.
+  public static let rememberedOwners = 65_536
 }

@@ -845,7 +845,7 @@ public struct SessionBook: Sendable {
     // Invitations to that node still pending here are sent again: the `invite` frame may have gone out on a link that
     // was then closed as a duplicate (or the invitee's node restarted and forgot it). The invitee's node ignores an
     // invitation it already knows; without this, the inviter waits out the whole timeout for an answer that cannot
-    // come (issue 14: a transceiver kept out of its group for 30 s after a restart).
+    // come (a transceiver kept out of its group for 30 s after a restart).
     for id in invitations.keys.sorted() {
       let invitation = invitations[id]!
       guard invitation.state == .pending, invitation.fromNodeID == nodeID, invitation.toNodeID == remoteNode,

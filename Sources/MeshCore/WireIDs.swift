@@ -113,9 +113,18 @@ public enum WireIDs {
       try uuid(offer.groupID, field: "transferGroupOffer.groupID")
       try uuid(offer.sessionID, field: "transferGroupOffer.sessionID")
       try uuid(offer.fromPeerID, field: "transferGroupOffer.fromPeerID")
+      // The copy and each recipient's transfer are different records: an id used twice would merge two of them.
+      var transferIDs: Set<String> = [offer.copyID]
       for recipient in offer.recipients {
         try uuid(recipient.transferID, field: "transferGroupOffer.recipients.transferID")
         try uuid(recipient.peerID, field: "transferGroupOffer.recipients.peerID")
+        guard transferIDs.insert(recipient.transferID).inserted else {
+          throw ValidationError(
+            field: "transferGroupOffer.recipients.transferID",
+            rule:
+              "must differ from the copy id and from every other recipient's (got \(quoted(recipient.transferID)) twice)"
+          )
+        }
       }
     case .transferAccept(let id, _), .transferReject(let id, _, _), .transferChunk(let id, _, _),
       .transferCredit(let id, _), .transferEnd(let id, _, _), .transferFinished(let id, _), .transferFailed(let id, _),

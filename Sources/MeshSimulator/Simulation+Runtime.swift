@@ -75,6 +75,9 @@ extension Simulation {
     case .peerLost(let peer, let serviceType):
       logs[peerID, default: []].append(PeerEvent(time: now, kind: .lost(peer, serviceType: serviceType)))
       beliefs[peerID]?[serviceType]?[peer.peerID] = nil
+    case .peerPresent, .peerAbsent:
+      // Simulated peers do not watch presence; the simulation checks what browsers believe.
+      return
     }
     changed()
   }

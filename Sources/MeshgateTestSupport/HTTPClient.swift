@@ -111,11 +111,11 @@ public struct HTTPClient: Sendable {
   /// `chunkedEncode(_:)`). The response body is read by Content-Length, chunked decoding, or until EOF.
   public static func request(
     host: String = "127.0.0.1", port: Int, method: String, path: String, headers: [(String, String)] = [],
-    body: [UInt8]? = nil, timeout: Duration = .seconds(10)
+    body: [UInt8]? = nil, timeout: Duration = .seconds(10), sourceAddress: String? = nil
   ) throws -> HTTPResponse {
     let deadline = Deadline(timeout)
     let what = "\(method) \(path) on \(host):\(port)"
-    let socket = try TCPSocket.connect(host: host, port: port, deadline: deadline)
+    let socket = try TCPSocket.connect(host: host, port: port, deadline: deadline, sourceAddress: sourceAddress)
     defer { socket.close() }
     let connection = BufferedConnection(socket: socket)
     let bytes = buildRequest(

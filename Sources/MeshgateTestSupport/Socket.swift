@@ -89,8 +89,9 @@ final class TCPSocket {
 
   deinit { close() }
 
-  /// Resolves `host` and connects to the first address that accepts before `deadline`.
-  static func connect(host: String, port: Int, deadline: Deadline) throws -> TCPSocket {
+  /// Resolves `host` and connects to the first address that accepts before `deadline`, from the IPv4
+  /// `sourceAddress` when given (any 127.x.y.z works on Linux's loopback: many clients from one machine).
+  static func connect(host: String, port: Int, deadline: Deadline, sourceAddress: String? = nil) throws -> TCPSocket {
     var hints = addrinfo()
     hints.ai_family = AF_UNSPEC
     hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -112,6 +113,19 @@ final class TCPSocket {
         continue
       }
       let sock = TCPSocket(fd: fd, host: host, port: port)
+      if let sourceAddress, info.pointee.ai_family == AF_INET {
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        guard inet_pton(AF_INET, sourceAddress, &local.sin_addr) == 1 else {
+          throw TestSupportError.connectionFailed("\(sourceAddress) is not an IPv4 address")
+        }
+        let bound = withUnsafePointer(to: &local) {
+          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+          }
+        }
+        guard bound == 0 else { throw TestSupportError.connectionFailed(errnoMessage("bind \(sourceAddress)")) }
+      }
       do {
         try sock.connect(address: info.pointee.ai_addr, length: info.pointee.ai_addrlen, deadline: deadline)
         var one: Int32 = 1

@@ -89,6 +89,7 @@ class Node:
         self.stdout_path = work_dir / f"{name}.stdout"
         self.stderr_path = work_dir / f"{name}.stderr"
         self.peers: list[int] = []
+        self.extra_args: list[str] = []  # more flags for the next start (e.g. --transfer-rate)
         self.process: subprocess.Popen | None = None
         self.node_id = ""
         self.admin_token = ""  # printed once, on the node's first start
@@ -110,6 +111,7 @@ class Node:
         ]
         for port in self.peers:
             args += ["--peer", f"127.0.0.1:{port}"]
+        args += self.extra_args
         offset = self.stdout_path.stat().st_size if self.stdout_path.exists() else 0
         with open(self.stderr_path, "a") as err:
             err.write(f"=== browser-test: launching {' '.join(args)}\n")
@@ -367,6 +369,10 @@ class Browser:
         return self.q("connection-state").get_attribute("data-state") or ""
 
     def tab(self, view: str) -> None:
+        if view == "events" and not self.q("tab-events").is_displayed():
+            # The Events tab is a developer's: switch it on (You panel) the way a developer would.
+            self.js("arguments[0].click()", self.q("developer-views"))
+            self.wait("the Events tab", lambda: self.q("tab-events").is_displayed())
         self.click(f"tab-{view}")
         self.wait(f"the {view} view", lambda: self.q(f"tab-{view}").get_attribute("aria-selected") == "true")
 

@@ -16,7 +16,7 @@ struct EventCatalogTests {
     let directory = root.appendingPathComponent("Sources/Gateway")
     // Gateway's files live in folders (Node/, Events/, Features/<X>/, …): every Swift file below it.
     let files = (FileManager.default.subpaths(atPath: directory.path) ?? []).filter { $0.hasSuffix(".swift") }
-    let literal = #/"((?:peer|invitation|session|job|chat|transfer|stream|node)\.[a-z.]*)(\\\(|")(?!\s*:)/#
+    let literal = #/"((?:peer|presence|invitation|session|job|chat|transfer|stream|node)\.[a-z.]*)(\\\(|")(?!\s*:)/#
     let settle = #/settle\([^)]*state: \.([a-zA-Z]+)/#
     var exact: Set<String> = []
     var families: Set<String> = []

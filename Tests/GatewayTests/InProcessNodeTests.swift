@@ -159,7 +159,7 @@ extension HTTPResponse {
   var object: JSONObject? { (try? JSONValue.parse(body))?.objectValue }
 }
 
-/// Route handlers driven in process (issue 15): each feature's routes run against the real router and store on an
+/// Route handlers driven in process: each feature's routes run against the real router and store on an
 /// in-memory server port, without a process, a socket or an lws loop, so a handler's behaviour can be tested where it
 /// lives.
 @Suite(.timeLimit(.minutes(1)))

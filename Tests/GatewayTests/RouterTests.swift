@@ -109,6 +109,31 @@ struct RouterTests {
     #expect(missing == [], "no 413 documented for \(missing)")
   }
 
+  /// Every link goes from a route's first 2xx answer, whose schema has the pointer's path, to an operation that exists
+  /// and takes the parameter in its path.
+  @Test func everyLinkNamesAnOperationAndItsPathParameter() throws {
+    let document = router.openAPIDocument(version: "test")
+    let paths = try #require(document.objectValue?["paths"]?.objectValue)
+    var linked = 0
+    for route in router.routes {
+      for link in route.links {
+        let target = try #require(router.routes.first { $0.operationID == link.operationID }, "\(link.operationID)")
+        #expect(target.pattern.contains("{\(link.parameter)}"), "\(route.operationID) → \(link.operationID)")
+        var schema = route.responses.first { (200..<300).contains($0.status) }?.schema
+        for name in link.pointer.split(separator: "/") {
+          schema = schema?.objectValue?["properties"]?.objectValue?[String(name)]
+        }
+        #expect(schema != nil, "\(route.operationID)'s answer has no \(link.pointer)")
+        linked += 1
+      }
+      let status = route.responses.first { (200..<300).contains($0.status) }?.status
+      let operation = paths[route.pattern]?.objectValue?[route.method.rawValue.lowercased()]?.objectValue
+      let links = status.flatMap { operation?["responses"]?.objectValue?[String($0)]?.objectValue?["links"] }
+      #expect((links?.objectValue?.keys.count ?? 0) == route.links.count, "\(route.operationID)")
+    }
+    #expect(linked > 20)
+  }
+
   @Test func everyRouteHasAUniqueOperationID() {
     let ids = router.routes.map(\.operationID)
     #expect(Set(ids).count == ids.count)

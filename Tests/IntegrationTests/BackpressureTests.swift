@@ -3,7 +3,7 @@ import MeshgateTestSupport
 import Synchronization
 import Testing
 
-/// Backpressure instead of disconnection (issue 14): a burst on a mesh link slows its sender and never tears the link
+/// Backpressure instead of disconnection: a burst on a mesh link slows its sender and never tears the link
 /// down; other peers on the link stay fast; slow event readers are cut off with a real close frame; replays are paced.
 /// Flags shared by the threads of the burst test.
 private final class BurstFlags: Sendable {

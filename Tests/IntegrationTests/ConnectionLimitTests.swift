@@ -88,7 +88,7 @@ struct ConnectionLimitTests {
     }
   }
 
-  /// What README's "Request limits" and "API" say of heads libwebsockets' parser handles before the node sees them:
+  /// What docs/operations.md ("Request limits") and docs/api.md say of heads libwebsockets' parser handles before the node sees them:
   /// headers it knows by name count towards 16 KiB (431), others only towards the 64 KiB buffer (served, then closed
   /// unanswered past it); an invalid escape gets its 403 page and a `%00` no answer.
   @Test func headsThatOnlyTheParserSeesAreAnsweredAsDocumented() async throws {
@@ -124,6 +124,89 @@ struct ConnectionLimitTests {
             + "Content-Length: 100\r\n\r\n{\"displayName\":").utf8))
       #expect(try connection.isClosedByPeer(within: .seconds(20)))
       #expect(try node.metric("meshgate_body_timeouts_total") == 1)
+    }
+  }
+
+  /// With the connection cap and its overflow slots held, every further connection is closed at once: the warning
+  /// saying so is written once per 10 s with the count it suppressed, not once per connection.
+  @Test func connectionsRefusedAtTheCapLogOneLineNotOnePerConnection() async throws {
+    try await withNode(arguments: ["--max-connections", "16"]) { node in
+      let port = node.port
+      let (refusedLines, attempts) = try await onDedicatedThread { () -> (Int, Int) in
+        // Hold the served and overflow slots with idle connections (the node has at most 64 overflow slots).
+        var held: [HTTPConnection] = []
+        defer { held.forEach { $0.close() } }
+        for _ in 0..<(16 + 64 + 8) { held.append(try HTTPConnection(port: port)) }
+        var attempts = 0
+        let until = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < until {
+          if let connection = try? HTTPConnection(port: port, timeout: .seconds(1)) { connection.close() }
+          attempts += 1
+        }
+        return (node.stderrText().components(separatedBy: "Connection closed at once").count - 1, attempts)
+      }
+      #expect(attempts > 50, "only \(attempts) connections were tried")
+      // The held connections are closing: /metrics is served once the node has seen them go.
+      var refused = 0.0
+      try await eventuallyAsync(timeout: .seconds(20), message: "/metrics answers") {
+        guard let value = try? node.metric("meshgate_connections_refused_total") else { return false }
+        refused = value ?? 0
+        return true
+      }
+      #expect(refused > 20, "\(refused) connections refused")
+      #expect(refusedLines >= 1 && refusedLines <= 2, "\(refusedLines) lines for \(refused) refused connections")
+    }
+  }
+
+  /// A request body must keep a minimum rate (docs/security.md): a body trickled a byte every 2 s (never idle for the
+  /// body timeout) is answered 408 and closed, while a slow but real upload at 600 bytes a second completes.
+  @Test func aTrickledBodyIsClosedWithRequestTimeoutButASlowUploadCompletes() async throws {
+    try await withNode { node in
+      let port = node.port
+      let trickle = Task {
+        try await onDedicatedThread { () -> String in
+          let connection = try HTTPConnection(port: port)
+          defer { connection.close() }
+          try connection.sendRaw(
+            Array(
+              ("POST /api/v1/peers HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\n"
+                + "Content-Length: 1000\r\n\r\n{").utf8))
+          let until = ContinuousClock.now + .seconds(40)
+          while ContinuousClock.now < until {
+            Thread.sleep(forTimeInterval: 2)
+            do {
+              try connection.sendRaw([UInt8(ascii: " ")], timeout: .seconds(2))
+            } catch {
+              break
+            }
+            if try connection.isClosedByPeer() { break }
+          }
+          return (try? connection.readResponse(method: "POST", timeout: .seconds(2)))?.description ?? "no answer"
+        }
+      }
+      let slow = Task {
+        try await onDedicatedThread { () -> Int in
+          // 12 s at about 600 bytes a second: spaces inside a JSON object, then its field.
+          let tail = Array(#""displayName":"slow"}"#.utf8)
+          let padding = 7_200
+          let connection = try HTTPConnection(port: port)
+          defer { connection.close() }
+          try connection.sendRaw(
+            Array(
+              ("POST /api/v1/peers HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\n"
+                + "Content-Length: \(1 + padding + tail.count)\r\n\r\n{").utf8))
+          for _ in 0..<(padding / 60) {
+            try connection.sendRaw([UInt8](repeating: UInt8(ascii: " "), count: 60))
+            Thread.sleep(forTimeInterval: 0.1)
+          }
+          try connection.sendRaw(tail)
+          return try connection.readResponse(method: "POST", timeout: .seconds(10)).status
+        }
+      }
+      let trickled = try await trickle.value
+      #expect(trickled.contains("408"), "the trickled body got: \(trickled)")
+      #expect(try await slow.value == 201)
+      #expect(node.stderrText().contains("Request body too slow"))
     }
   }
 }

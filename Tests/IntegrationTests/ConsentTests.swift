@@ -94,7 +94,7 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
     }
   }
 
-  /// Issue 20 item 4, default and node setting: files flow without asking by default; with `fileConsent: "ask"`
+  /// Default and node setting: files flow without asking by default; with `fileConsent: "ask"`
   /// (PATCH /api/v1/node/settings) a file waits for the recipient and not one byte reaches its data directory before
   /// Accept; "always accept" lets the next file from that sender flow; removing it asks again; Decline ends the
   /// transfer `declined` on both sides and removes the sender's spool.

@@ -2,26 +2,28 @@ import Foundation
 import MeshgateTestSupport
 import Testing
 
-/// The limits a client can hit are the same in the code, the OpenAPI document and the README's "Limits and
-/// statuses" table: every list's `limit` cap is enforced exactly where OpenAPI puts it and the README says so, and
-/// `maxPeers` is 2–1024 with 64 by default in all three.
+/// The limits a client can hit are the same in the code, the OpenAPI document and the API guide's "Limits and
+/// statuses" table (docs/api.md): every list's `limit` cap is enforced exactly where OpenAPI puts it and the guide
+/// says so, and `maxPeers` is 2–1024 with 64 by default in all three.
 @Suite(.timeLimit(.minutes(2)))
 struct DocumentedLimitsTests {
-  static let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent().appendingPathComponent("README.md")
+  static let apiGuide = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("docs/api.md")
 
-  /// The README's "Limits and statuses" table rows.
+  /// The API guide's "Limits and statuses" table rows.
   static func limitRows() throws -> [String] {
-    let text = try String(contentsOf: readme, encoding: .utf8)
-    let section = try #require(text.range(of: "### Limits and statuses"), "README has no Limits and statuses section")
+    let text = try String(contentsOf: apiGuide, encoding: .utf8)
+    let section = try #require(
+      text.range(of: "## Limits and statuses"), "docs/api.md has no Limits and statuses section")
     let rest = text[section.upperBound...]
-    let end = rest.range(of: "\n### ")?.lowerBound ?? rest.endIndex
+    let end = rest.range(of: "\n## ")?.lowerBound ?? rest.endIndex
     return rest[..<end].split(separator: "\n").filter { $0.hasPrefix("| ") }.map(String.init)
   }
 
-  @Test func everyListsLimitCapIsEnforcedAsOpenAPIAndTheReadmeSay() async throws {
+  @Test func everyListsLimitCapIsEnforcedAsOpenAPIAndTheAPIGuideSay() async throws {
     try await withNode(name: "limits") { node in
       let peer = try node.createPeer("counter")
+      let admin = try node.adminToken()
       let chat = try HTTPClient.post(
         port: node.port, path: "/api/v1/chats", json: #"{"name":"Caps"}"#, token: peer.token)
       let chatID = try #require((try chat.jsonObject()["chat"] as? [String: Any])?["id"] as? String, "\(chat)")
@@ -40,24 +42,27 @@ struct DocumentedLimitsTests {
           .replacingOccurrences(of: "{serviceType}", with: "jobmanager-jobs")
         #expect(!path.contains("{"), "a list route with a path parameter this test does not fill: \(pattern)")
         let separator = path.contains("?") ? "&" : "?"
+        let token = pattern.hasPrefix("/api/v1/admin/") ? admin : peer.token
         for value in [1, maximum] {
           let response = try HTTPClient.get(
-            port: node.port, path: "\(path)\(separator)limit=\(value)", token: peer.token)
+            port: node.port, path: "\(path)\(separator)limit=\(value)", token: token)
           #expect(response.status == 200, "\(pattern) limit=\(value): \(response)")
         }
         for value in [0, maximum + 1] {
           let response = try HTTPClient.get(
-            port: node.port, path: "\(path)\(separator)limit=\(value)", token: peer.token)
+            port: node.port, path: "\(path)\(separator)limit=\(value)", token: token)
           #expect(response.status == 400, "\(pattern) limit=\(value): \(response)")
           #expect(errorMessage(response)?.contains("from 1 to \(maximum)") == true, "\(pattern): \(response)")
         }
-        // The README's table has this route in a `limit` row that gives the same cap and the default 100.
+        // The API guide's table has this route in a `limit` row that gives the same cap and the default 100.
         let row = rows.first { $0.hasPrefix("| `limit` on") && $0.contains("`GET \(pattern)`") }
-        #expect(row?.contains("1–\(maximum), default 100") == true, "README limit row for \(pattern): \(row ?? "none")")
+        #expect(
+          row?.contains("1–\(maximum), default 100") == true, "docs/api.md limit row for \(pattern): \(row ?? "none")")
         checked.append(pattern)
       }
-      // Every paged list: events, chat messages, sessions, invitations, jobs, transfers, service peers.
-      #expect(checked.count == 7, "\(checked)")
+      // Every paged list: events, chat messages, sessions, invitations, jobs, transfers, service peers, presence,
+      // and the admin's peers.
+      #expect(checked.count == 9, "\(checked)")
     }
   }
 
@@ -88,7 +93,7 @@ struct DocumentedLimitsTests {
       #expect(property?["minimum"] as? Int == 2 && property?["maximum"] as? Int == 1024, "\(property ?? [:])")
       #expect(property?["default"] as? Int == 64)
       let row = try Self.limitRows().first { $0.contains("`maxPeers`") }
-      #expect(row?.contains("2–1024, default 64") == true, "README: \(row ?? "none")")
+      #expect(row?.contains("2–1024, default 64") == true, "docs/api.md: \(row ?? "none")")
     }
   }
 }

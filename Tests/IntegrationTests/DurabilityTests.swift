@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 
 // What a client was told is stored, or has seen, survives kill -9 of the node in the middle of concurrent work
-// (issue 16: whatever batching the write path does, a 201 and a delivered event mean durable).
+// (whatever batching the write path does, a 201 and a delivered event mean durable).
 
 @Suite struct DurabilityTests {
   /// Eight writers create jobs as fast as the node answers; the node is killed with SIGKILL after 300 answers. After a

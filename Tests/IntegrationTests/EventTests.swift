@@ -196,7 +196,7 @@ struct EventTests {
     _ = try node.stop()
   }
 
-  /// Sessions live in the node's memory (README): after a restart the peer is in none, its session routes answer
+  /// Sessions live in the node's memory (docs/api.md): after a restart the peer is in none, its session routes answer
   /// `404`, and it can create a new one.
   @Test func sessionsEndWhenTheNodeRestarts() async throws {
     let node = try NodeProcess()

@@ -230,7 +230,7 @@ struct GroupSendTests {
   }
 }
 
-/// The 200 MiB group send of issue 17: 30 recipients on 3 nodes, each link carries the file once, the sender's node
+/// The 200 MiB group send: 30 recipients on 3 nodes, each link carries the file once, the sender's node
 /// stays small. A bulk suite (make test runs it on its own).
 @Suite(.timeLimit(.minutes(8)))
 struct GroupSendBulkTests {

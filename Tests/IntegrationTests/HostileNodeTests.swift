@@ -44,8 +44,48 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
   }
 }
 
+/// Has `hostile` announce `sender`, invite `victim` into a session it hosts, and enrol the victim once it accepted.
+/// Returns the session id.
+private func hostileSessionWithVictim(
+  _ hostile: HostileNode, sender: PeerAnnouncement, victim: MeshPeer, node: NodeProcess,
+  isolation: isolated (any Actor)? = #isolation
+) async throws -> String {
+  let sessionID = uuid()
+  let invitationID = uuid()
+  let senderMember = SessionMember(
+    peerID: sender.peerID, displayName: sender.displayName, nodeID: hostile.nodeID, state: .connected)
+  let first = hostileSession(sessionID, hostile: hostile, creator: sender.peerID, members: [senderMember], revision: 1)
+  hostile.send(
+    .invite(
+      InvitationOffer(
+        invitationID: invitationID, session: first, fromPeerID: sender.peerID, fromDisplayName: sender.displayName,
+        toPeerID: victim.id, context: [], timeoutMillis: 30_000, verificationCode: "000000")))
+  try await victim.answerWhenReceived(invitationID, "accept")
+  try hostile.waitFor(timeout: .seconds(30), "the accepted answer") {
+    $0 == .inviteAnswer(invitationID: invitationID, outcome: .accepted)
+  }
+  var joined = first
+  joined.revision = 2
+  joined.members.append(SessionMember(peerID: victim.id, displayName: "victim", nodeID: node.nodeID, state: .connected))
+  hostile.send(.sessionState(joined))
+  try await eventuallyAsync(timeout: .seconds(30), message: "the victim in the session of \(hostile.name)") {
+    try victim.memberStates(sessionID)[victim.id] == "connected"
+  }
+  return sessionID
+}
+
+/// A small file offer from `sender` to `victim` in `sessionID`.
+private func fileOffer(_ transferID: String, sessionID: String, sender: PeerAnnouncement, victim: MeshPeer)
+  -> MeshMessage
+{
+  .transferOffer(
+    TransferOffer(
+      transferID: transferID, sessionID: sessionID, fromPeerID: sender.peerID, fromDisplayName: sender.displayName,
+      toPeerID: victim.id, name: "note.txt", contentType: "text/plain", size: 5, resume: false))
+}
+
 @Suite(.serialized, .timeLimit(.minutes(3))) struct HostileNodeTests {
-  /// Issue 13 item 1: a transfer id is a path on the receiving node. A linked node offering `../../../../tmp/x`, or
+  /// A transfer id is a path on the receiving node. A linked node offering `../../../../tmp/x`, or
   /// `../..` with the name `node-cert.pem`, must not write outside the data directory or over the node's certificate.
   @Test func aTransferOfferWhoseIDIsAPathWritesNothingOutsideTheDataDirectory() async throws {
     try await withNode { node in
@@ -131,7 +171,7 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
     }
   }
 
-  /// Issue 13 item 2: a forged `sessionState` naming the victim's peer as a connected member must not enrol it, and
+  /// A forged `sessionState` naming the victim's peer as a connected member must not enrol it, and
   /// nothing addressed to it through that session (data, events, files, streams) may reach it.
   @Test func aForgedSessionStateDoesNotEnrolALocalPeer() async throws {
     try await withNode(arguments: ["--mesh-tls", "off"]) { node in
@@ -203,7 +243,7 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
     }
   }
 
-  /// Issue 13 item 5: a `nodeDirectory` of 2,000 invented node ids must not make the node dial 2,000 addresses, and
+  /// A `nodeDirectory` of 2,000 invented node ids must not make the node dial 2,000 addresses, and
   /// the addresses it refused or failed to reach are shown to admins only.
   @Test func inventedNodeIDsInADirectoryCauseNoDiallingStorm() async throws {
     try await withNode(arguments: ["--mesh-tls", "off"]) { node in
@@ -249,7 +289,7 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
     }
   }
 
-  /// Issue 13 item 5: a `peerSnapshot` of 65,536 peers must be refused, not fill the directory, memory and the event
+  /// A `peerSnapshot` of 65,536 peers must be refused, not fill the directory, memory and the event
   /// log of every browsing peer.
   @Test func aHugePeerSnapshotIsRefusedAndMemoryAndEventLogsStayBounded() async throws {
     try await withNode(arguments: ["--mesh-tls", "off"]) { node in
@@ -281,6 +321,167 @@ private func answers(_ id: String) -> (MeshMessage) -> Bool {
         "hostile node: a 65,536-peer snapshot grew the node by \(grown >> 10) KiB, \(found.count) peer.found events")
       #expect(grown < 48 << 20, "the node grew by \(grown >> 20) MiB")
       #expect(hostile.closeReason == nil)
+    }
+  }
+
+  /// File consent is bound to the sender's node: after a victim always accepts files from xavier on node B and B
+  /// leaves, another node announcing xavier's peer id is refused (B still owns it), and even where that ownership was
+  /// forgotten (the victim's node restarted), the always-accept entry does not cover xavier arriving from another node.
+  @Test func anAlwaysAcceptEntryIsNotBorrowedByANodeTakingOverThePeerID() async throws {
+    try await withNode(arguments: ["--file-consent", "ask"]) { node in
+      let alice = try node.meshPeer("alice")
+      let xavier = PeerAnnouncement(peerID: uuid(), displayName: "Xavier")
+
+      // xavier on node B sends alice a file; she accepts it with always.
+      let nodeB = try HostileNode(name: "node-b", tls: true)
+      try nodeB.link(port: node.port)
+      nodeB.send(.peerSnapshot([xavier]))
+      let first = try await hostileSessionWithVictim(nodeB, sender: xavier, victim: alice, node: node)
+      let firstFile = uuid()
+      nodeB.send(fileOffer(firstFile, sessionID: first, sender: xavier, victim: alice))
+      try await alice.awaitEvent("transfer.offered") {
+        ($0.data["transfer"] as? [String: Any])?["id"] as? String == firstFile
+      }
+      let accepted = try alice.post("/api/v1/transfers/\(firstFile)/accept", json: #"{"always":true}"#)
+      #expect(accepted.status == 200, "\(accepted)")
+      try nodeB.waitFor(timeout: .seconds(30), "the accept of the first file") {
+        if case .transferAccept(firstFile, _) = $0 { true } else { false }
+      }
+      nodeB.close()
+      try await eventuallyAsync(timeout: .seconds(30), message: "node B unlinked") {
+        try !node.linkedNodeIDs().contains(nodeB.nodeID)
+      }
+
+      // Node H announces xavier's id while B's ownership is remembered: refused.
+      let refusedBefore = try counter(node, #"meshgate_mesh_frames_refused_total{reason="not_own_peer"}"#)
+      let nodeH = try HostileNode(name: "node-h", tls: true)
+      defer { nodeH.close() }
+      try nodeH.link(port: node.port)
+      nodeH.send(.peerSnapshot([xavier]))
+      try nodeH.roundTrip()
+      #expect(
+        try counter(node, #"meshgate_mesh_frames_refused_total{reason="not_own_peer"}"#) > refusedBefore,
+        "node H's claim on xavier's peer id was not refused")
+      nodeH.close()
+
+      // After a restart nothing remembers B's ownership; H's xavier is taken, but alice is asked about its file.
+      try node.restart()
+      let nodeH2 = try HostileNode(name: "node-h", tls: true)
+      defer { nodeH2.close() }
+      try nodeH2.link(port: node.port)
+      nodeH2.send(.peerSnapshot([xavier]))
+      let second = try await hostileSessionWithVictim(nodeH2, sender: xavier, victim: alice, node: node)
+      let secondFile = uuid()
+      nodeH2.send(fileOffer(secondFile, sessionID: second, sender: xavier, victim: alice))
+      let answer = try nodeH2.waitFor(timeout: .seconds(30), "an answer to the second file") {
+        switch $0 {
+        case .transferAwaitingConsent(secondFile, _), .transferAccept(secondFile, _), .transferReject(secondFile, _, _):
+          true
+        default: false
+        }
+      }
+      guard case .transferAwaitingConsent = answer else {
+        Issue.record("a file from xavier on another node was not asked about: \(answer)")
+        return
+      }
+      let list = try #require(try alice.get("/api/v1/file-consent").jsonObject()["fileConsent"] as? [String: Any])
+      let entries = try #require(list["alwaysAccept"] as? [[String: Any]])
+      #expect(entries.map { $0["nodeId"] as? String } == [nodeB.nodeID])
+    }
+  }
+
+  /// A linked node cannot reserve the whole disk with offers it never sends: one sender may hold half (one node three
+  /// quarters) of the space for files in offered files not yet stored, and an accepted file that makes no progress
+  /// fails after `--transfer-idle-timeout`, releasing its space.
+  @Test func offersNeverSentCannotReserveTheWholeDisk() async throws {
+    try await withNode(arguments: ["--max-transfer-bytes", "1125899906842624", "--transfer-idle-timeout", "2"]) {
+      node in
+      let victim = try node.meshPeer("victim")
+      let hostile = try HostileNode(name: "mallory", tls: true)
+      defer { hostile.close() }
+      try hostile.link(port: node.port)
+      let mallory = PeerAnnouncement(peerID: uuid(), displayName: "Mallory")
+      hostile.send(.peerSnapshot([mallory]))
+      let sessionID = try await hostileSessionWithVictim(hostile, sender: mallory, victim: victim, node: node)
+
+      let attributes = try FileManager.default.attributesOfFileSystem(forPath: node.dataDirectory)
+      let free = try #require((attributes[.systemFreeSize] as? NSNumber)?.uint64Value)
+      let available = free - min(free, 64 << 20)
+      try #require(available > 64 << 20, "the test needs some free disk space")
+      func offer(_ size: UInt64) throws -> (id: String, answer: MeshMessage) {
+        let id = uuid()
+        hostile.send(
+          .transferOffer(
+            TransferOffer(
+              transferID: id, sessionID: sessionID, fromPeerID: mallory.peerID, fromDisplayName: "Mallory",
+              toPeerID: victim.id, name: "big.bin", contentType: "application/octet-stream", size: size,
+              resume: false)))
+        return (id, try hostile.waitFor(timeout: .seconds(30), "an answer to offer \(id)", answers(id)))
+      }
+      func refusedForSpace(_ answer: MeshMessage) -> Bool {
+        if case .transferReject(_, .insufficientStorage, _) = answer { true } else { false }
+      }
+
+      let whole = try offer(available / 10 * 9)
+      #expect(refusedForSpace(whole.answer), "an offer of 90% of the free space: \(whole.answer)")
+      let fifth = try offer(available / 10 * 3)
+      guard case .transferAccept = fifth.answer else {
+        Issue.record("an offer of 30% of the free space was not accepted: \(fifth.answer)")
+        return
+      }
+      let another = try offer(available / 10 * 3)
+      #expect(refusedForSpace(another.answer), "a second 30% from the same sender: \(another.answer)")
+
+      // The accepted file never gets a byte: it fails after the idle timeout and its space is free again.
+      try hostile.waitFor(timeout: .seconds(30), "the idle file failing") {
+        if case .transferFailed(fifth.id, _) = $0 { true } else { false }
+      }
+      let again = try offer(available / 10 * 3)
+      if case .transferAccept = again.answer {
+      } else {
+        Issue.record("the space of the failed file was not released: \(again.answer)")
+      }
+      #expect(hostile.closeReason == nil)
+    }
+  }
+
+  /// Files waiting for consent (`--file-consent ask`) count against the sender's share like accepted ones: a second
+  /// offer of 30% of the free space from the same sender is refused while the first waits for its answer.
+  @Test func offersWaitingForConsentCountAgainstTheSendersShare() async throws {
+    try await withNode(arguments: ["--max-transfer-bytes", "1125899906842624", "--file-consent", "ask"]) { node in
+      let victim = try node.meshPeer("victim")
+      let hostile = try HostileNode(name: "mallory", tls: true)
+      defer { hostile.close() }
+      try hostile.link(port: node.port)
+      let mallory = PeerAnnouncement(peerID: uuid(), displayName: "Mallory")
+      hostile.send(.peerSnapshot([mallory]))
+      let sessionID = try await hostileSessionWithVictim(hostile, sender: mallory, victim: victim, node: node)
+      let attributes = try FileManager.default.attributesOfFileSystem(forPath: node.dataDirectory)
+      let free = try #require((attributes[.systemFreeSize] as? NSNumber)?.uint64Value)
+      let size = (free - min(free, 64 << 20)) / 10 * 3
+      try #require(size > 16 << 20, "the test needs some free disk space")
+      var answers: [MeshMessage] = []
+      for _ in 0..<2 {
+        let id = uuid()
+        var offer = fileOffer(id, sessionID: sessionID, sender: mallory, victim: victim)
+        if case .transferOffer(var details) = offer {
+          details.size = size
+          offer = .transferOffer(details)
+        }
+        hostile.send(offer)
+        answers.append(
+          try hostile.waitFor(timeout: .seconds(30), "an answer to offer \(id)") {
+            switch $0 {
+            case .transferAwaitingConsent(id, _), .transferAccept(id, _), .transferReject(id, _, _): true
+            default: false
+            }
+          })
+      }
+      if case .transferAwaitingConsent = answers[0] {} else { Issue.record("the first offer: \(answers[0])") }
+      if case .transferReject(_, .insufficientStorage, _) = answers[1] {
+      } else {
+        Issue.record("a second 30% while the first waits for consent: \(answers[1])")
+      }
     }
   }
 }

@@ -2,7 +2,7 @@ import Foundation
 import MeshgateTestSupport
 import Testing
 
-/// The browser WebSocket's `{"op":"send"}` takes `text` or `dataBase64` (README, "Live events over WebSocket"): a
+/// The browser WebSocket's `{"op":"send"}` takes `text` or `dataBase64` (docs/api.md, "Live events over WebSocket"): a
 /// message with both is refused, not sent as its `text` with `dataBase64` quietly dropped.
 @Suite(.timeLimit(.minutes(2))) struct SocketSendTests {
   @Test func aSendWithBothTextAndDataBase64IsRefused() async throws {

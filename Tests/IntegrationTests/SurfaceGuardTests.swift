@@ -8,9 +8,9 @@ final class DoneFlag: Sendable {
   let done = Atomic(false)
 }
 
-/// The browser- and client-facing guards of issue 13: JSON bodies that cost linear time and stay bounded (item 3),
-/// `Host`, `Origin` and `Content-Type` checks against DNS rebinding and cross-site requests (item 6), and the peer
-/// creation rate per client address and the peer cap (item 7).
+/// The browser- and client-facing guards: JSON bodies that cost linear time and stay bounded,
+/// `Host`, `Origin` and `Content-Type` checks against DNS rebinding and cross-site requests, and the peer
+/// creation rate per client address and the peer cap.
 @Suite(.timeLimit(.minutes(3)))
 struct SurfaceGuardTests {
   /// `{"k0":0,…}` with `count` keys, about 11 bytes a key.
@@ -24,7 +24,7 @@ struct SurfaceGuardTests {
     return text + "}"
   }
 
-  // MARK: - Item 3: JSON cost
+  // MARK: - JSON cost
 
   /// The CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
   static func cpuTime(of pid: Int32) throws -> Duration {
@@ -35,7 +35,7 @@ struct SurfaceGuardTests {
     return .milliseconds(ticks * 1000 / sysconf(Int32(_SC_CLK_TCK)))
   }
 
-  /// Four ~1 MB many-key bodies in parallel (the issue's freeze: 19.6 s) while `/healthz` keeps answering. Two are
+  /// Four ~1 MB many-key bodies in parallel (the freeze this once caused: 19.6 s) while `/healthz` keeps answering. Two are
   /// one object of 75 000 keys (over the per-object limit: 400 at once), two spread 75 000 keys over 8 objects (all
   /// parsed, then refused for their unknown fields).
   ///
@@ -112,7 +112,7 @@ struct SurfaceGuardTests {
     }
   }
 
-  // MARK: - Item 6: Host, Origin, Content-Type, framing
+  // MARK: - Host, Origin, Content-Type, framing
 
   @Test func hostMustNameTheNode() async throws {
     try await withNode(arguments: ["--allowed-hosts", "node-a, *.meshgate.lan"]) { node in
@@ -215,7 +215,7 @@ struct SurfaceGuardTests {
     }
   }
 
-  // MARK: - Item 7: peer creation rate and cap
+  // MARK: - Peer creation rate and cap
 
   @Test func peerCreationIsRateLimitedPerAddressAndCapped() async throws {
     try await withNode(arguments: ["--peer-create-rate", "1", "--max-peers", "3"]) { node in

@@ -3,7 +3,7 @@ import Glibc
 import MeshgateTestSupport
 import Testing
 
-/// `POST /api/v1/transceive` on three real nodes (issue 14, item 2): alice, bob and carol, one per node, share one
+/// `POST /api/v1/transceive` on three real nodes: alice, bob and carol, one per node, share one
 /// session led by the smallest peer id, and regroup after any node is killed with SIGKILL and started again with the
 /// same data directory and port: every peer back in one session within 5 s of the re-link, led by the smallest id.
 @Suite(.timeLimit(.minutes(3)))

@@ -319,6 +319,10 @@ struct TransferTests {
       try await eventuallyAsync(timeout: .seconds(30), message: "bob's side is interrupted") {
         try bob.transfer(id)?["state"] as? String == "interrupted"
       }
+      // Bob is told, with the node that went away.
+      let interrupted = try await bob.awaitEvent("transfer.interrupted") { Self.transferOfEvent($0) == id }
+      #expect(interrupted.data["nodeId"] as? String == nodes[0].nodeID)
+      #expect((interrupted.data["transfer"] as? [String: Any])?["state"] as? String == "interrupted")
       let heldBeforeRestart = try #require(try bob.transfer(id)?["bytes"] as? Int)
       #expect(heldBeforeRestart < 64 << 20, "the transfer finished before the sender was killed")
       try await onDedicatedThread { try nodes[0].restart() }
@@ -330,6 +334,9 @@ struct TransferTests {
       #expect(try await sha256OfFile(stored) == digest)
       let sent = try await alice.awaitTransfer(id, state: "finished")
       #expect(sent["resumedFrom"] as? Int == resumedFrom)
+      let resumed = try await bob.awaitEvent("transfer.resumed") { Self.transferOfEvent($0) == id }
+      #expect((resumed.data["transfer"] as? [String: Any])?["resumedFrom"] as? Int == resumedFrom)
+      #expect(resumed.id > interrupted.id)
     }
   }
 
@@ -354,6 +361,10 @@ struct TransferTests {
         aliceSide = try alice.transfer(id)
         return aliceSide?["state"] as? String == "interrupted"
       }
+      // Alice (the sender) is told, with the node that went away.
+      let interrupted = try await alice.awaitEvent("transfer.interrupted") { Self.transferOfEvent($0) == id }
+      #expect(interrupted.data["nodeId"] as? String == nodes[1].nodeID)
+      #expect((interrupted.data["transfer"] as? [String: Any])?["state"] as? String == "interrupted")
       try await onDedicatedThread { try nodes[1].restart() }
       // The restarted receiver re-hashes its partial file, then the sender continues from its length.
       let finished = try await bob.awaitTransfer(id, state: "finished", timeout: .seconds(120))
@@ -362,7 +373,14 @@ struct TransferTests {
       let content = try bob.get("/api/v1/transfers/\(id)/content")
       #expect(content.body == body)
       _ = try await alice.awaitTransfer(id, state: "finished")
+      let resumed = try await alice.awaitEvent("transfer.resumed") { Self.transferOfEvent($0) == id }
+      #expect((resumed.data["transfer"] as? [String: Any])?["state"] as? String == "inProgress")
+      #expect(resumed.id > interrupted.id)
     }
+  }
+
+  static func transferOfEvent(_ event: MeshEvent) -> String? {
+    (event.data["transfer"] as? [String: Any])?["id"] as? String
   }
 }
 

@@ -475,3 +475,54 @@ private struct Mesh {
     }
   }
 }
+
+// MARK: - Presence
+
+@Suite struct DirectoryPresenceTests {
+  private func present(_ watcher: String, _ peer: PeerRef) -> Directory.Directive {
+    .notify(peerID: watcher, .peerPresent(peer))
+  }
+
+  private func absent(_ watcher: String, _ peer: PeerRef) -> Directory.Directive {
+    .notify(peerID: watcher, .peerAbsent(peer))
+  }
+
+  @Test func aWatcherIsToldEveryPresentPeerWhetherOrNotItAdvertises() {
+    var directory = makeDirectory(peers: ["me", "a"])
+    _ = directory.nodeLinked("n2")
+    _ = directory.received(.peerUpdated(PeerAnnouncement(peerID: "b", displayName: "Bob")), from: "n2")
+    #expect(directory.presentPeers(excluding: "me") == [ref("a", "A", "n1"), ref("b", "Bob", "n2")])
+    #expect(
+      directory.startWatchingPresence("me") == [
+        present("me", ref("a", "A", "n1")), present("me", ref("b", "Bob", "n2")),
+      ])
+    #expect(directory.watchesPresence("me"))
+    #expect(directory.startWatchingPresence("me").isEmpty, "watching twice tells nothing new")
+  }
+
+  @Test func peersThatSignInRenameOrLeaveAreReportedToWatchersOnly() {
+    var directory = makeDirectory(peers: ["me", "other"])
+    _ = directory.startWatchingPresence("me")
+    #expect(notifications(directory.addLocalPeer("c", displayName: "Cy")) == [present("me", ref("c", "Cy", "n1"))])
+    #expect(notifications(directory.renameLocalPeer("c", displayName: "Cyd")) == [present("me", ref("c", "Cyd", "n1"))])
+    #expect(notifications(directory.renameLocalPeer("c", displayName: "Cyd")).isEmpty, "an unchanged name is silent")
+    #expect(notifications(directory.removeLocalPeer("c")) == [absent("me", ref("c", "Cyd", "n1"))])
+    _ = directory.stopWatchingPresence("me")
+    #expect(notifications(directory.addLocalPeer("d", displayName: "Dee")).isEmpty)
+  }
+
+  @Test func remotePeersComeAndGoWithTheirAnnouncementsAndTheirLink() {
+    var directory = makeDirectory(peers: ["me"])
+    _ = directory.startWatchingPresence("me")
+    _ = directory.nodeLinked("n2")
+    let bob = PeerAnnouncement(peerID: "b", displayName: "Bob")
+    #expect(directory.received(.peerUpdated(bob), from: "n2") == [present("me", ref("b", "Bob", "n2"))])
+    var advertising = bob
+    advertising.advertising = ["chat": [:]]
+    #expect(directory.received(.peerUpdated(advertising), from: "n2").isEmpty, "an advert does not change presence")
+    #expect(directory.received(.peerRemoved(peerID: "b"), from: "n2") == [absent("me", ref("b", "Bob", "n2"))])
+    _ = directory.received(.peerSnapshot([bob]), from: "n2")
+    #expect(directory.nodeUnlinked("n2") == [absent("me", ref("b", "Bob", "n2"))])
+    #expect(directory.presentPeers(excluding: "me").isEmpty)
+  }
+}

@@ -2,7 +2,7 @@ import Glibc
 import MeshCore
 import Testing
 
-/// The parser's cost on hostile documents (issue 13 item 3): a 963 KB object of 75 000 keys took 4.7 s in a release
+/// The parser's cost on hostile documents: a 963 KB object of 75 000 keys took 4.7 s in a release
 /// build when each key was inserted with a linear search. Times are the test thread's CPU time
 /// (`CLOCK_THREAD_CPUTIME_ID`), so other processes on a loaded machine do not count, and the best of three runs is
 /// kept. Two checks: the cost grows linearly (4× the keys cost well under 8× the time; quadratic growth gives 16×),

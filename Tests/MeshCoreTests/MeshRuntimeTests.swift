@@ -34,6 +34,8 @@ private final class RecordingRuntime: MeshRuntime {
     switch event {
     case .peerFound(let peer, _, _): log.append("found \(peer.peerID) → \(peerID)")
     case .peerLost(let peer, _): log.append("lost \(peer.peerID) → \(peerID)")
+    case .peerPresent(let peer): log.append("present \(peer.peerID) → \(peerID)")
+    case .peerAbsent(let peer): log.append("absent \(peer.peerID) → \(peerID)")
     }
   }
   func sessionEvent(peerID: String, _ event: SessionBook.Event) {

@@ -1505,7 +1505,7 @@ extension Mesh.Frame {
 
 extension SessionBookTests {
   @Suite struct Links {
-    /// Issue 14 item 2: an `invite` frame sent on a link that is then replaced (a duplicate-link resolution after a
+    /// An `invite` frame sent on a link that is then replaced (a duplicate-link resolution after a
     /// restart) is lost; the inviter sends it again on the new link, with what is left of its timeout, and the
     /// invitee's node (which may already know it) accepts it once.
     @Test func aPendingInvitationIsSentAgainWhenItsLinkIsReplaced() throws {
@@ -1583,7 +1583,7 @@ extension SessionBookTests {
       #expect(mesh.log("b1").last == "s: b1@B connected")
     }
 
-    /// A link both sides saw drop after the join took effect is a lost member (README): it stays out, and the
+    /// A link both sides saw drop after the join took effect is a lost member (docs/api.md): it stays out, and the
     /// invitee's node does not repeat its (confirmed) answer to get back in.
     @Test func aMemberLostWithItsLinkAfterJoiningStaysOut() throws {
       var mesh = Mesh()

@@ -2,7 +2,7 @@ import Testing
 
 @testable import MeshCore
 
-// The trust rules of issue 13 (docs/security.md, "What a linked node may do"), one state machine at a time: a linked
+// The trust rules (docs/security.md, "What a linked node may do"), one state machine at a time: a linked
 // node changes only its own peers' membership, a local peer joins only by its own act, announcements are bounded and
 // gossip cannot make a node dial at will. Node "B" is the victim throughout, "M" the hostile node.
 
@@ -222,8 +222,17 @@ private func offer(_ id: String, to peerID: String, session description: Session
     _ = directory.received(.peerRemoved(peerID: "a1"), from: "M")
     #expect(directory.peer("a1")?.nodeID == "A")
     #expect(directory.refusals["not_own_peer"] == 1)
-    // Once A is gone, the id is free.
+    // Once A is gone it still owns the id (another node taking it over would borrow the trust A's peer earned, such
+    // as a place on an always-accept list) ...
     _ = directory.nodeUnlinked("A")
+    _ = directory.received(.peerUpdated(PeerAnnouncement(peerID: "a1", displayName: "Other")), from: "M")
+    #expect(directory.peer("a1") == nil)
+    #expect(directory.refusals["not_own_peer"] == 2)
+    // ... and may announce it again when it comes back; once A removes the peer, the id is free.
+    _ = directory.nodeLinked("A")
+    _ = directory.received(.peerUpdated(PeerAnnouncement(peerID: "a1", displayName: "A1")), from: "A")
+    #expect(directory.peer("a1")?.nodeID == "A")
+    _ = directory.received(.peerRemoved(peerID: "a1"), from: "A")
     _ = directory.received(.peerUpdated(PeerAnnouncement(peerID: "a1", displayName: "Other")), from: "M")
     #expect(directory.peer("a1")?.nodeID == "M")
   }
@@ -349,6 +358,27 @@ private func offer(_ id: String, to peerID: String, session description: Session
     #expect(WireIDs.check(.chat(payload: [])) == nil)
     #expect(WireIDs.check(.unknownRoom(roomID: "../x")) != nil)
     #expect(WireIDs.check(ChatWire.unknownRoom(roomID: "9f3a0c1d2e4b5a6f")) == nil)
+  }
+
+  /// A group offer's copy id and its recipients' transfer ids name different transfers: one id used twice would make
+  /// the copy and a recipient's transfer the same record, which never finishes.
+  @Test func aGroupOfferReusingATransferIDIsInvalid() {
+    func id(_ n: Int) -> String {
+      let digits = String(n)
+      return "0f8fad5b-d9cb-469f-a165-" + String(repeating: "0", count: 12 - digits.count) + digits
+    }
+    func offer(copy: String, recipients: [String]) -> MeshMessage {
+      .transferGroupOffer(
+        TransferGroupOffer(
+          copyID: copy, groupID: id(90), sessionID: id(91), fromPeerID: id(92), fromDisplayName: "M", name: "x",
+          contentType: "text/plain", size: 1, resume: false,
+          recipients: recipients.enumerated().map { TransferGroupRecipient(transferID: $1, peerID: id(100 + $0)) }))
+    }
+    #expect(WireIDs.check(offer(copy: id(1), recipients: [id(2), id(3)])) == nil)
+    #expect(WireIDs.check(offer(copy: id(1), recipients: [id(1)]))?.field == "transferGroupOffer.recipients.transferID")
+    #expect(
+      WireIDs.check(offer(copy: id(1), recipients: [id(2), id(2)]))?.field == "transferGroupOffer.recipients.transferID"
+    )
   }
 }
 

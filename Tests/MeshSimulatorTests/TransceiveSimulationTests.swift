@@ -4,7 +4,7 @@ import Testing
 
 // Transceive (PeerKit / ARKit MultipeerSession) across simulated meshes: every peer transceiving a service type ends
 // up in one session led by the smallest peer id, and regroups after its node (or the leader's) crashes and restarts
-// with the same peers and advertisements (issue 14, item 2).
+// with the same peers and advertisements.
 
 private let type = "ar-demo"
 
@@ -87,7 +87,7 @@ private func restartAndRegroup(
     #expect(groupProblems(simulation, ["p0", "p1", "p2"]) == [])
   }
 
-  /// Issue 14 item 2: kill a node (a non-leader's or the leader's) and start it again with the same data; the peers
+  /// Kill a node (a non-leader's or the leader's) and start it again with the same data; the peers
   /// are back in one session, led by the smallest id, within 5 s of the re-link. The process dying (`reset`) is
   /// what `kill -9` does; a vanished machine (`silence`) restarted before its loss was noticed is the other case.
   @Test(arguments: [

@@ -1,4 +1,4 @@
-"""Real meshgate nodes in namespaces, and the REST calls the fault suite drives (README, "API")."""
+"""Real meshgate nodes in namespaces, and the REST calls the fault suite drives (docs/api.md)."""
 
 from __future__ import annotations
 

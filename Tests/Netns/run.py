@@ -61,7 +61,7 @@ DEAD_AFTER_MS = 2000  # LinkManager.Configuration.deadAfter
 # within DEAD_AFTER_MS - this before it.
 SAMPLE_SLOP_MS = 100
 DECLARED = "Mesh link silent: declaring it dead."
-# Known defects, by the prefix of the problem they cause, each with its issue: such a case is reported XFAIL (not a
+# Known defects, by the prefix of the problem they cause, each with a note on what is wrong: such a case is reported XFAIL (not a
 # pass). Empty: the one this suite found (a finished transfer re-offered on relink was refused, so its sender showed
 # `failed`) is fixed: the receiver answers such a re-offer `transferFinished` (docs/mesh-protocol.md 4.4).
 KNOWN: dict[str, str] = {}
@@ -73,7 +73,7 @@ class Case:
     status: str = "passed"  # passed | failed | xfail | xpass
     problems: list[str] = field(default_factory=list)
     figures: dict = field(default_factory=dict)
-    expected: dict[str, str] = field(default_factory=dict)  # problem prefix -> issue reference
+    expected: dict[str, str] = field(default_factory=dict)  # problem prefix -> what is wrong
     seconds: float = 0.0
 
 
@@ -260,7 +260,7 @@ class Suite:
         return sum(n.log_count("Mesh link send queue full") for n in self.nodes)
 
     def session_reforms(self, case: Case, owner: Peer, member: Peer, session: str, tag: str) -> None:
-        """README: a member whose node link was lost is `notConnected` and leaves the session; a new invitation
+        """docs/api.md: a member whose node link was lost is `notConnected` and leaves the session; a new invitation
         brings it back. Both sides must agree it left (no stale `connected` on one side), the re-invitation must
         work, and a message sent then is delivered."""
         started = time.time()

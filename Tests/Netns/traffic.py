@@ -137,7 +137,7 @@ class DataStream(Loop):
 
 class ChatPoster(Loop):
     """One member posting numbered messages with client ids (a timed-out post is retried with the same id,
-    which the README makes safe); a message is acknowledged once its POST answered 200/201."""
+    which docs/api.md makes safe); a message is acknowledged once its POST answered 200/201."""
 
     def __init__(self, tag: str, member: Peer, room: str, interval: float = 0.4):
         super().__init__(f"chat-{tag}", interval)
@@ -367,7 +367,7 @@ class SocketWatch:
 
 
 class RejoiningStream(DataStream):
-    """A data stream whose sender re-invites the receiver whenever the session lost it (README: a member whose
+    """A data stream whose sender re-invites the receiver whenever the session lost it (docs/api.md: a member whose
     node link was lost leaves the session; a new invitation brings it back), so data, invitations and accepts
     all run while links come and go. Every invitation it made must end the same on both sides."""
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU of an idle node that holds 51 open event sockets (session 14, bench/RESULTS.md).
+# CPU of an idle node that holds 51 open event sockets (bench/RESULTS.md, 2026-12-05).
 #   bench/profile/idle-cpu.sh BIN [BIN...]   ROUNDS=2: alternates the binaries, ROUNDS times
 # `perf stat -e task-clock` on the node (every thread, also those that end meanwhile) over 20 s in which two messages
 # are sent.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Node CPU per paced broadcast message, measured by the kernel (session 14, bench/RESULTS.md).
+# Node CPU per paced broadcast message, measured by the kernel (bench/RESULTS.md, 2026-12-05).
 #   bench/profile/paced-cpu.sh BIN [BIN...]   ROUNDS=3: alternates the binaries, ROUNDS times
 # Each run: 100 msg/s to 50 subscribers of one session, 1 000 messages; `perf stat -e task-clock` on the node for 7 s
 # of it (700 messages), so the figure has microsecond resolution (wsload's comes from /proc ticks of 10 ms).

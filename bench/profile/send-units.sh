@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Node CPU per paced broadcast message in "send units" (session 15, bench/RESULTS.md).
+# Node CPU per paced broadcast message in "send units" (bench/RESULTS.md, 2026-12-05).
 #   bench/profile/send-units.sh BIN [BIN...]      ROUNDS=1: alternates the binaries, ROUNDS times
 #   bench/profile/send-units.sh --c                 the same for the C mirror (libwebsockets-test-server)
 # Each run: 100 msg/s to 50 subscribers, `perf record -F 2999 --call-graph dwarf` for 7 s of it, then the node's

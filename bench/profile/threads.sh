@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU per paced broadcast message, thread by thread (session 10, bench/RESULTS.md).
+# CPU per paced broadcast message, thread by thread (bench/RESULTS.md, 2026-12-04).
 #   bench/profile/threads.sh BIN      SUBS=50 M=1000: 100 msg/s to SUBS subscribers of one session
 #                                     NODE_ARGS="--event-retention 100": extra meshgate arguments
 # Prints the load generator's summary, then each node thread's CPU per message over 7 s of the run.

@@ -65,6 +65,14 @@ enum EventCatalog {
       summary: "A peer stopped advertising a browsed service type, left, or its node was lost.",
       data: object(["peer", "serviceType"], ["peer": Schemas.peerRef, "serviceType": Schemas.serviceType])),
     EventKind(
+      type: "presence.found",
+      summary: "A peer signed in anywhere in the mesh, or changed its display name (to peers watching presence).",
+      data: object(["peer"], ["peer": Schemas.peerRef])),
+    EventKind(
+      type: "presence.lost",
+      summary: "A present peer was deleted or its node was lost (to peers watching presence).",
+      data: object(["peer"], ["peer": Schemas.peerRef])),
+    EventKind(
       type: "node.linked",
       summary: "This node linked with another node (to every local peer).",
       data: object(
@@ -177,6 +185,11 @@ enum EventCatalog {
     transferEvent(
       "progress", "Bytes so far (at most 10 a second per side).",
       ["bytes": ["type": "integer"], "total": ["type": "integer"]]),
+    transferEvent(
+      "interrupted",
+      "The other side's node became unreachable during the transfer (state interrupted); it resumes by itself.",
+      ["nodeId": ["type": "string"]]),
+    transferEvent("resumed", "An interrupted transfer goes on (state inProgress, resumedFrom).", [:]),
     transferEvent(
       "finished", "The file arrived whole and its SHA-256 matched.",
       ["sha256": ["type": "string", "pattern": "^[0-9a-f]{64}$"]]),

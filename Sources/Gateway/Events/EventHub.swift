@@ -21,6 +21,12 @@ final class EventHub {
   /// Events could not be written because the data directory is full or failing: the batches wait in the queue and
   /// the write is tried again every ``Node/storageRetryDelay`` (logged once when it starts and once when it ends).
   var storageFailing = false
+  /// Whether local senders are held because the publish queue went over its high-water mark (until it is back under
+  /// its low-water mark).
+  var localSendsPaused = false
+  /// The local peer whose send is being carried out: what it publishes is counted as that peer's
+  /// (``PublishQueue/bytes(of:)``).
+  var producer: String?
   /// SSE keep-alives every 5 s (which also reveal vanished clients).
   var keepAliveTimer: (any PortTimer)?
   /// Where small events are made durable on the service thread before they are delivered, SQLite getting them in
@@ -218,8 +224,11 @@ extension Node {
     #if DEBUG
       for entry in entries { checkDocumented(entry.type, entry.data) }
     #endif
-    events.queue.append(fanOuts: entries, waiter: waiter)
-    if events.queue.bytes > PublishQueue<CheckedContinuation<Void, any Error>>.highWater { pauseMeshReads(true) }
+    events.queue.append(fanOuts: entries, waiter: waiter, producer: events.producer)
+    if events.queue.bytes > PublishQueue<CheckedContinuation<Void, any Error>>.highWater {
+      pauseMeshReads(true)
+      events.localSendsPaused = true
+    }
     guard !events.publishing else { return }
     events.publishing = true
     // Started after the current service-loop pass, not at once (`Task.immediate`): what the same pass publishes
@@ -270,9 +279,12 @@ extension Node {
         logger.error("Could not append events.", ["error": String(describing: error)])
         for batch in batches { batch.waiter?.resume(throwing: error) }
       }
-      if events.meshReadsPaused && events.queue.bytes < PublishQueue<CheckedContinuation<Void, any Error>>.lowWater {
-        pauseMeshReads(false)
+      if events.queue.bytes < PublishQueue<CheckedContinuation<Void, any Error>>.lowWater {
+        if events.meshReadsPaused { pauseMeshReads(false) }
+        events.localSendsPaused = false
       }
+      // Local senders held for room in the queue go on as it drains (in order, up to the bounds again).
+      admitHeldSends()
     }
     events.publishing = false
   }
@@ -424,7 +436,7 @@ extension Node {
     }
   }
 
-  /// The largest number of event bytes that may wait in the node for one WebSocket or SSE client (README).
+  /// The largest number of event bytes that may wait in the node for one WebSocket or SSE client (docs/api.md).
   static let slowConsumerBytes = 8 << 20
 
   /// Cuts off a client that let more than ``slowConsumerBytes`` of events pile up: what it has not started to receive

@@ -12,8 +12,8 @@ enum EventRoutes {
       query: [
         QueryParameter(
           "since", "Return events after this cursor (an event id); default 0, the start of the log.",
-          Schemas.cursorQuery),
-        QueryParameter("cursor", "Alias of since, for the generic ?limit=&cursor= paging.", Schemas.cursorQuery),
+          .numericCursor),
+        QueryParameter("cursor", "Alias of since, for the generic ?limit=&cursor= paging.", .numericCursor),
         .limit(max: 1000),
       ],
       """
@@ -28,7 +28,7 @@ enum EventRoutes {
     Route(
       .get, "/api/v1/events/stream", "streamEvents", kind: .eventStream,
       query: [
-        QueryParameter("since", "Replay events after this cursor.", Schemas.cursorQuery),
+        QueryParameter("since", "Replay events after this cursor.", .numericCursor),
         QueryParameter("token", "The peer token, for clients that cannot set headers."),
       ],
       """
@@ -40,7 +40,7 @@ enum EventRoutes {
     Route(
       .get, "/api/v1/ws", "openWebSocket", kind: .webSocket,
       query: [
-        QueryParameter("since", "Replay events after this cursor.", Schemas.cursorQuery),
+        QueryParameter("since", "Replay events after this cursor.", .numericCursor),
         QueryParameter("token", "The peer token, for browsers."),
       ],
       """

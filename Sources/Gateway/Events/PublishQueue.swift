@@ -36,7 +36,9 @@ struct EventFanOut {
 /// earlier batch still waiting is never taken before it (per-peer FIFO, also for fan-outs naming many peers).
 ///
 /// The queue's bytes are bounded by its owner: past ``highWater`` the node stops reading its mesh links (TCP pushes
-/// back on the senders, whose reliable sends wait for room) until the queue is back under ``lowWater``.
+/// back on the senders, whose reliable sends wait for room) and holds its local senders (REST and WebSocket session
+/// sends wait, then get `503 event_queue_full`) until the queue is back under ``lowWater``; a local sender is also held
+/// while its own events in the queue exceed ``senderHighWater``.
 struct PublishQueue<Waiter> {
   /// One `publish` call: entries appended together, and who waits for them.
   struct Batch {
@@ -46,6 +48,8 @@ struct PublishQueue<Waiter> {
     let bytes: Int
     /// When the entries were published (their events' `at`).
     let at: String
+    /// The local peer whose send published the entries (nil: the node, a mesh link).
+    let producer: String?
   }
 
   /// Batches up to this many bytes are small.
@@ -57,14 +61,21 @@ struct PublishQueue<Waiter> {
   /// Queued bytes under which it reads them again: close to ``highWater``, so a pause (which holds up every producer
   /// on the links, small ones too) lasts a few large writes, not the whole backlog.
   static var lowWater: Int { 56 << 20 }
+  /// Queued bytes of one local sender's events above which its next sends wait (``bytes(of:)``).
+  static var senderHighWater: Int { 8 << 20 }
 
   private(set) var batches: [Batch] = []
   /// Bytes of all waiting batches.
   private(set) var bytes = 0
+  /// Bytes of waiting batches by the local peer that published them (only producers with bytes waiting).
+  private var bytesByProducer: [String: Int] = [:]
   /// Whether the last transaction was a small one (the next goes to large work if there is any).
   private var lastWasSmall = false
 
   var isEmpty: Bool { batches.isEmpty }
+
+  /// Bytes of waiting batches published by local peer `producer`.
+  func bytes(of producer: String) -> Int { bytesByProducer[producer] ?? 0 }
 
   mutating func append(
     _ entries: [(peerID: String, type: String, data: JSONValue)], waiter: Waiter?, at: String = Timestamp.now()
@@ -73,12 +84,15 @@ struct PublishQueue<Waiter> {
       fanOuts: entries.map(EventFanOut.init), waiter: waiter, at: at)
   }
 
-  mutating func append(fanOuts entries: [EventFanOut], waiter: Waiter?, at: String = Timestamp.now()) {
+  mutating func append(
+    fanOuts entries: [EventFanOut], waiter: Waiter?, at: String = Timestamp.now(), producer: String? = nil
+  ) {
     // The entries of one publish share one data value (a fan-out); count it once.
     let recipients = entries.reduce(0) { $0 + $1.peerIDs.count }
     let size = entries.first.map { $0.data.approximateSize + 64 * recipients } ?? 0
-    batches.append(Batch(entries: entries, waiter: waiter, bytes: size, at: at))
+    batches.append(Batch(entries: entries, waiter: waiter, bytes: size, at: at, producer: producer))
     bytes += size
+    if let producer { bytesByProducer[producer, default: 0] += size }
   }
 
   /// Removes and returns the batches of the next store transaction, in publish order.
@@ -99,6 +113,10 @@ struct PublishQueue<Waiter> {
       if pickedIndex < picked.count && picked[pickedIndex] == index {
         taken.append(batch)
         bytes -= batch.bytes
+        if let producer = batch.producer {
+          let left = (bytesByProducer[producer] ?? 0) - batch.bytes
+          bytesByProducer[producer] = left > 0 ? left : nil
+        }
         pickedIndex += 1
       } else {
         remaining.append(batch)

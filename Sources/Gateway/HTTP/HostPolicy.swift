@@ -24,6 +24,7 @@
 /// *not* enough for an origin: a page served from some address on the LAN is another site.
 import Foundation
 import LWS
+import MeshCore
 
 /// The names and addresses this node answers to.
 struct HostPolicy: Sendable {
@@ -189,6 +190,28 @@ struct HostPolicy: Sendable {
     return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
+  /// The addresses another device on the LAN can reach a node bound to `bind` by: for a wildcard bind (`0.0.0.0`,
+  /// `::`) the interfaces' IPv4 addresses, then their global IPv6 ones; for a single address that address; none for
+  /// loopback or link-local (a phone cannot use them). Sorted, without duplicates.
+  static func lanAddresses(bind: String, interfaces: [String]) -> [String] {
+    let candidates = bind == "0.0.0.0" || bind == "::" || bind.isEmpty ? interfaces : [bind]
+    var v4: Set<String> = []
+    var v6: Set<String> = []
+    for address in candidates {
+      guard let normalized = normalizedAddress(address), !isLoopback(normalized) else { continue }
+      if normalized.contains(":") {
+        let lower = normalized.lowercased()
+        guard !lower.hasPrefix("fe8"), !lower.hasPrefix("fe9"), !lower.hasPrefix("fea"), !lower.hasPrefix("feb"),
+          lower != "::"
+        else { continue }
+        v6.insert(normalized)
+      } else if !normalized.hasPrefix("169.254."), normalized != "0.0.0.0" {
+        v4.insert(normalized)
+      }
+    }
+    return v4.sorted() + v6.sorted()
+  }
+
   static func isLoopback(_ address: String) -> Bool {
     address.hasPrefix("127.") || address == "::1"
   }
@@ -218,6 +241,16 @@ struct HostPolicy: Sendable {
 }
 
 extension Node {
+  /// `GET /api/v1/node`: ``nodeJSON()`` and the LAN addresses (read from the interfaces on each request, so a
+  /// laptop that changed networks answers with its new address).
+  func nodeInfoJSON() -> JSONValue {
+    guard case .object(var object) = nodeJSON() else { return nodeJSON() }
+    let addresses = HostPolicy.lanAddresses(
+      bind: configuration.bindAddress, interfaces: HostPolicy.interfaceAddresses())
+    object["lanAddresses"] = .array(addresses.map { .string($0) })
+    return .object(object)
+  }
+
   /// The `421` for a request whose `Host` does not name this node.
   func hostRefusal(_ head: HTTPRequestHead) -> APIError? {
     guard !hostPolicy.allowsHost(head.headers["host"]) else { return nil }

@@ -14,6 +14,23 @@ extension Node {
     let limits = guards.limits
     let now = Self.monotonicMillis()
     guards.peerCreationLimiter.prune(keep: 4_096, now: now)
+    guards.peerCreationPrefixLimiter.prune(keep: 4_096, now: now)
+    // A network (/24, /64) gets the budget of a few addresses: one host with many addresses (IPv6 hands out 2^64)
+    // cannot multiply its budget by switching source address.
+    let prefix = Self.networkPrefix(of: head.remoteAddress)
+    if let prefix,
+      let wait = guards.peerCreationPrefixLimiter.check(
+        prefix, perSecond: limits.peerCreationsPerSecond * Self.peerCreationPrefixFactor, now: now)
+    {
+      guards.rateLimitedPeerCreations += 1
+      throw APIError(
+        status: 429, code: "rate_limited",
+        message:
+          "more than \(limits.peerCreationsPerSecond * Self.peerCreationPrefixFactor) new peers per second from "
+          + "network \(prefix) (\(Self.peerCreationPrefixFactor) times --peer-create-rate per /24 or /64); wait \(wait) s "
+          + "(Retry-After) and reuse peers you created (their tokens stay valid)",
+        headers: [("retry-after", String(wait))])
+    }
     if let wait = guards.peerCreationLimiter.check(
       head.remoteAddress, perSecond: limits.peerCreationsPerSecond, now: now)
     {
@@ -28,6 +45,26 @@ extension Node {
     try checkPeerCapacity()
   }
 
+  /// Peer creations per second one network prefix may make, as a multiple of `--peer-create-rate`.
+  static let peerCreationPrefixFactor = 4
+
+  /// The /24 (IPv4, also IPv4-mapped IPv6) or /64 (IPv6) network of a client address, e.g. `192.168.1.0/24`; nil
+  /// when the address is not an IP address.
+  static func networkPrefix(of address: String) -> String? {
+    var v4 = in_addr()
+    var v6 = in6_addr()
+    let bare = address.hasPrefix("::ffff:") && address.contains(".") ? String(address.dropFirst(7)) : address
+    if inet_pton(AF_INET, bare, &v4) == 1 {
+      let value = UInt32(bigEndian: v4.s_addr)
+      return "\(value >> 24).\((value >> 16) & 0xFF).\((value >> 8) & 0xFF).0/24"
+    }
+    guard inet_pton(AF_INET6, address, &v6) == 1 else { return nil }
+    var bytes = [UInt8](repeating: 0, count: 16)
+    withUnsafeBytes(of: &v6) { raw in for index in 0..<8 { bytes[index] = raw[index] } }
+    let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+    return groups.joined(separator: ":") + "::/64"
+  }
+
   /// `409 peer_limit_reached` when the node hosts `--max-peers` peers.
   func checkPeerCapacity() throws(APIError) {
     let maximum = guards.limits.maxPeers
@@ -37,7 +74,8 @@ extension Node {
       status: 409, code: "peer_limit_reached",
       message:
         "this node already hosts its maximum of \(maximum) peers (--max-peers): delete unused peers "
-        + "(DELETE /api/v1/peers/me with their token), raise the limit, or use another node")
+        + "(DELETE /api/v1/peers/me with their token, or DELETE /api/v1/admin/peers/{peerId} with the admin token), "
+        + "wait for unused ones to expire (--peer-unused-expiry), raise the limit, or use another node")
   }
 
   /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the route then starts the stream).
@@ -87,6 +125,7 @@ extension Node {
     try await store.insertPeer(peer)
     peers[peer.id] = peer
     peerIDsByTokenHash[peer.tokenHash] = peer.id
+    peerTable.createdAt[peer.id] = Int64(Date().timeIntervalSince1970)
     feed(.localPeerAdded(peerID: peer.id, displayName: peer.displayName))
     logger.info("Peer created.", ["peer.id": peer.id])
     return .json(
@@ -120,18 +159,7 @@ extension Node {
   }
 
   func deleteMe(_ context: RequestContext) async throws -> HTTPResponse {
-    let peer = context.authenticatedPeer
-    // Revoke in memory first, so the token stops working before the store is even touched.
-    peers[peer.id] = nil
-    peerIDsByTokenHash[peer.tokenHash] = nil
-    guards.requestLimiter.forget(peer.id)
-    feed(.localPeerRemoved(peerID: peer.id, now: Self.monotonicMillis()))
-    featuresPeerRemoved(peer.id)
-    for subscriber in events.subscribersByPeer[peer.id] ?? [] where !subscriber.removed {
-      disconnect(subscriber, code: 4401, reason: "peer deleted")
-    }
-    try await store.deletePeer(id: peer.id)
-    logger.info("Peer deleted.", ["peer.id": peer.id])
+    try await removePeer(context.authenticatedPeer, closeReason: "peer deleted")
     return .noContent
   }
 
@@ -198,7 +226,16 @@ extension Node {
         "Connections closed because a request body stopped (--body-timeout).",
         statistics.bodyTimeouts
       ),
+      (
+        "meshgate_slow_bodies_total", "counter",
+        "Requests answered 408 because their body arrived slower than --min-body-rate.", statistics.slowBodies
+      ),
       ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
+      (
+        "meshgate_peers_expired_total", "counter",
+        "Peers deleted because their token was never used (--peer-unused-expiry) or long unused (--peer-idle-expiry).",
+        peerTable.expired
+      ),
       ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
       (
         "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
@@ -310,8 +347,13 @@ extension Node {
         "Reliable session sends answered 503 link_busy: no room on their mesh link within 10 s.", mesh.sendsRefused
       ),
       (
-        "meshgate_mesh_sends_waiting", "gauge", "Reliable session sends waiting for room on a mesh link.",
-        mesh.heldSends.count
+        "meshgate_event_queue_sends_refused_total", "counter",
+        "Local session sends answered 503 event_queue_full: no room in the event queue within 10 s.",
+        mesh.localSendsRefused
+      ),
+      (
+        "meshgate_mesh_sends_waiting", "gauge",
+        "Session sends waiting for room on a mesh link or in the event queue.", mesh.heldSends.count
       ),
       (
         "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",

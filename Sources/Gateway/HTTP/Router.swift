@@ -41,25 +41,106 @@ enum RouteKind: Sendable, Equatable {
   case webSocket
 }
 
-/// A query parameter a route documents.
+/// What a query parameter's value must be: the one source of both its documented schema and the check every request
+/// goes through before its handler runs (``Route/checkQuery(_:)``).
+enum QueryRule: Sendable, Equatable {
+  /// Any text (the handler reads it).
+  case text
+  /// A decimal integer (ASCII digits, a leading `-` allowed) from `minimum` to `maximum` (no upper bound when nil).
+  case integer(minimum: Int64, maximum: Int64? = nil)
+  /// One of these words.
+  case oneOf([String])
+  /// A cursor the node issued: empty (the start), or up to 18 ASCII digits.
+  case numericCursor
+
+  /// The JSON Schema the OpenAPI document gives the parameter.
+  var schema: JSONValue {
+    switch self {
+    case .text: ["type": "string"]
+    case .integer(let minimum, let maximum):
+      maximum.map { ["type": "integer", "minimum": .int(minimum), "maximum": .int($0)] }
+        ?? ["type": "integer", "minimum": .int(minimum)]
+    case .oneOf(let values): ["type": "string", "enum": .array(values.map { .string($0) })]
+    case .numericCursor: Schemas.cursorQuery
+    }
+  }
+
+  /// The rule in words, for the message of a refusal.
+  var requirement: String {
+    switch self {
+    case .text: "text"
+    case .integer(let minimum, let maximum):
+      maximum.map { "an integer from \(minimum) to \($0)" } ?? "an integer of at least \(minimum)"
+    case .oneOf(let values): "one of \(values.joined(separator: ", "))"
+    case .numericCursor: "a cursor this node issued (empty, or up to 18 digits)"
+    }
+  }
+
+  /// Whether `value` keeps the rule.
+  func accepts(_ value: String) -> Bool {
+    switch self {
+    case .text: return true
+    case .integer(let minimum, let maximum):
+      let digits = value.hasPrefix("-") ? value.dropFirst() : value[...]
+      guard !digits.isEmpty, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let number = Int64(value) else {
+        return false
+      }
+      return number >= minimum && maximum.map { number <= $0 } ?? true
+    case .oneOf(let values): return values.contains(value)
+    case .numericCursor: return value.utf8.count <= 18 && value.utf8.allSatisfy { (0x30...0x39).contains($0) }
+    }
+  }
+}
+
+/// A query parameter a route documents, and the rule its value must keep.
 struct QueryParameter: Sendable {
   let name: String
   let description: String
-  let schema: JSONValue
+  let rule: QueryRule
+  /// Whether a request without it is refused (by its handler, whose message says what to send).
+  let required: Bool
 
-  init(_ name: String, _ description: String, _ schema: JSONValue = ["type": "string"]) {
+  init(_ name: String, _ description: String, _ rule: QueryRule = .text, required: Bool = false) {
     self.name = name
     self.description = description
-    self.schema = schema
+    self.rule = rule
+    self.required = required
+  }
+
+  /// The parameter's JSON Schema in the OpenAPI document.
+  var schema: JSONValue { rule.schema }
+
+  /// Refuses `value` (400) unless it keeps the rule; the message names the parameter and the rule.
+  func check(_ value: String) throws(APIError) {
+    guard rule.accepts(value) else {
+      throw APIError.badRequest("\(name) must be \(rule.requirement), not \(value.debugDescription)")
+    }
   }
 
   /// A page size from 1 to `max` (``Paging``).
   static func limit(max: Int) -> QueryParameter {
-    QueryParameter(
-      "limit", "Page size, 1–\(max), default 100.", ["type": "integer", "minimum": 1, "maximum": .int(Int64(max))])
+    QueryParameter("limit", "Page size, 1–\(max), default 100.", .integer(minimum: 1, maximum: Int64(max)))
   }
   /// The opaque cursor of a paged list.
   static let cursor = QueryParameter("cursor", "The nextCursor of the previous page.")
+}
+
+/// An OpenAPI link from a route's `2xx` answer to an operation that takes an id the answer carries: what lets a
+/// client (and schemathesis's stateful phase) go from creating an object to using it.
+struct RouteLink: Sendable {
+  /// The operation the id goes to.
+  let operationID: String
+  /// Its path parameter that takes the id.
+  let parameter: String
+  /// Where the id is in the answer's JSON body (a JSON pointer, such as `/session/id`).
+  let pointer: String
+}
+
+extension [RouteLink] {
+  /// The id at `pointer` of the answer, as `parameter` of each of `operations`.
+  static func id(at pointer: String, as parameter: String, to operations: [String]) -> [RouteLink] {
+    operations.map { RouteLink(operationID: $0, parameter: parameter, pointer: pointer) }
+  }
 }
 
 /// One REST route: where it is, who may call it, how it takes its body, what it answers (for the OpenAPI document),
@@ -80,12 +161,14 @@ struct Route: Sendable {
   let queryParameters: [QueryParameter]
   let summary: String
   let responses: [(status: Int, description: String, schema: JSONValue?)]
+  /// Links from the first `2xx` answer to the operations that take the ids it carries.
+  let links: [RouteLink]
   let handler: Handler
 
   init(
     _ method: HTTPMethod, _ pattern: String, _ operationID: String, access: RouteAccess = .peer,
     kind: RouteKind = .plain, body requestSchema: JSONValue? = nil, returns: JSONValue? = nil,
-    query: [QueryParameter] = [], _ documentation: String, handler: @escaping Handler
+    query: [QueryParameter] = [], links: [RouteLink] = [], _ documentation: String, handler: @escaping Handler
   ) {
     self.method = method
     self.pattern = pattern
@@ -94,6 +177,7 @@ struct Route: Sendable {
     self.kind = kind
     self.requestSchema = requestSchema
     self.queryParameters = query
+    self.links = links
     self.handler = handler
     var summary: [Substring] = []
     var responses: [(status: Int, description: String, schema: JSONValue?)] = []
@@ -141,6 +225,14 @@ struct Route: Sendable {
   /// Whether the pattern has a `{name}` segment (the resource it names may not exist: 404).
   var hasPathParameters: Bool {
     patternSegments.contains { if case .parameter = $0 { true } else { false } }
+  }
+
+  /// Refuses (400) a documented query parameter whose value breaks its rule, every occurrence of it: the one check
+  /// every request's query goes through before its handler runs, so no handler can miss one.
+  func checkQuery(_ query: QueryItems) throws(APIError) {
+    for parameter in queryParameters where parameter.rule != .text {
+      for item in query.items where item.name == parameter.name { try parameter.check(item.value) }
+    }
   }
 
   /// The path parameters if `pathSegments` match the pattern.
@@ -256,7 +348,8 @@ extension Router {
       }
       for query in route.queryParameters {
         parameters.append([
-          "name": .string(query.name), "in": "query", "required": false, "description": .string(query.description),
+          "name": .string(query.name), "in": "query", "required": .bool(query.required),
+          "description": .string(query.description),
           "schema": query.schema,
         ])
       }
@@ -272,10 +365,22 @@ extension Router {
         operation["requestBody"] = ["required": true, "content": ["application/octet-stream": ["schema": schema]]]
       }
       var responses = JSONObject()
+      let linked = route.responses.first { (200..<300).contains($0.status) }?.status
       for response in route.responses {
         var entry: JSONObject = ["description": .string(response.description)]
         if let schema = response.schema {
           entry["content"] = ["application/json": ["schema": schema]]
+        }
+        if response.status == linked, !route.links.isEmpty {
+          var links = JSONObject()
+          for link in route.links {
+            let name = "\(link.operationID)By\(link.parameter.prefix(1).uppercased())\(link.parameter.dropFirst())"
+            links[name] = [
+              "operationId": .string(link.operationID),
+              "parameters": [link.parameter: .string("$response.body#\(link.pointer)")],
+            ]
+          }
+          entry["links"] = .object(links)
         }
         responses[String(response.status)] = .object(entry)
       }

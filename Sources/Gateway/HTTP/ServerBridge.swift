@@ -111,6 +111,7 @@ final class ServerBridge: ServerDelegate {
     node.assumeIsolated { $0.countRejected(head, status: status) }
     let code =
       switch status {
+      case 408: "request_timeout"
       case 411: "length_required"
       case 413: "payload_too_large"
       case 431: "request_header_fields_too_large"

@@ -32,10 +32,10 @@ enum SystemRoutes {
     Route(
       .get, "/api/v1/node", "getNode", access: .open, returns: Schemas.node,
       """
-      This node's id, name, version, uptime and peer count.
+      This node's id, name, version, uptime and peer count, and the LAN addresses a phone can open its dashboard by.
       200 Node information.
       """
-    ) { node, _ in .json(node.nodeJSON()) },
+    ) { node, _ in .json(node.nodeInfoJSON()) },
   ]
 }
 
@@ -49,6 +49,12 @@ extension Schemas {
       "id": ["type": "string"], "name": ["type": "string"], "version": ["type": "string"],
       "startedAt": ["type": "string", "format": "date-time"], "uptimeSeconds": ["type": "number"],
       "peerCount": ["type": "integer"], "openWebSockets": ["type": "integer"],
+      "lanAddresses": [
+        "type": "array", "items": ["type": "string"],
+        "description": .string(
+          "GET /api/v1/node only: the addresses other devices on the LAN reach this node by (IPv4 first, then global "
+            + "IPv6; no loopback or link-local), [] when it listens on loopback only."),
+      ],
     ],
   ]
 }

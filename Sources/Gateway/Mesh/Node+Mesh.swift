@@ -56,6 +56,9 @@ struct MeshState {
   var heldLeaves: [(sessionID: String, peerID: String)] = []
   /// Reliable sends answered 503 because their link had no room within ``Node/maxSendWaitMillis``.
   var sendsRefused = 0
+  /// Local session sends answered 503 because the node's event queue had no room for them within
+  /// ``Node/maxSendWaitMillis``.
+  var localSendsRefused = 0
   /// Each mesh socket's `tcpi_data_segs_in` and when it last changed.
   var dataSegmentsIn: [WebSocketID: (count: UInt32, at: UInt64)] = [:]
   /// When the last mesh tick ran (a late tick would show in the silent-link log line).
@@ -77,7 +80,7 @@ enum MeshOutbound {
   case reliable(MeshMessage, nodeID: String)
 }
 
-/// A reliable send held until its sender's lane has room on every link it crosses.
+/// A send held until its sender's lane has room on every link it crosses and the event queue has room for it.
 struct HeldSend {
   let producer: String
   let sessionID: String
@@ -85,6 +88,7 @@ struct HeldSend {
   let targets: [String]?
   let payload: [UInt8]
   let name: String?
+  let reliable: Bool
   let deadline: UInt64
   let continuation: CheckedContinuation<JSONValue, any Error>
 }
@@ -132,6 +136,7 @@ extension Node {
     interpret(effects)
     admitHeldSends()
     featuresTick()
+    expirePeers()
   }
 
   /// One line per link the tick declared dead, with what its kernel had received (docs/security.md, "Fault tests"):
@@ -346,7 +351,8 @@ extension Node {
 
   // MARK: - The mesh runtime's verbs
 
-  /// Gathers a `peer.found` or `peer.lost` event for local peer `peerID` (published at the next ``flush()``).
+  /// Gathers a `peer.found`, `peer.lost`, `presence.found` or `presence.lost` event for local peer `peerID`
+  /// (published at the next ``flush()``).
   package func directoryEvent(peerID: String, _ event: Directory.Event) {
     switch event {
     case .peerFound(let peer, let serviceType, let info):
@@ -358,6 +364,10 @@ extension Node {
       mesh.pendingEvents.append(
         EventFanOut(
           peerIDs: [peerID], type: "peer.lost", data: ["peer": peer.json, "serviceType": .string(serviceType)]))
+    case .peerPresent(let peer):
+      mesh.pendingEvents.append(EventFanOut(peerIDs: [peerID], type: "presence.found", data: ["peer": peer.json]))
+    case .peerAbsent(let peer):
+      mesh.pendingEvents.append(EventFanOut(peerIDs: [peerID], type: "presence.lost", data: ["peer": peer.json]))
     }
   }
 

@@ -37,6 +37,13 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var fileConsent = FileConsent.auto
   /// How long an incoming file waits for the recipient's answer before it fails, in seconds.
   public var fileConsentTimeout = 300
+  /// Seconds an accepted incoming file may go without a byte (its link up or not) before it fails and the disk space
+  /// it reserved is released (`--transfer-idle-timeout`).
+  public var transferIdleTimeoutSeconds = 300
+  /// Seconds after which a peer whose token was never used since it was created is deleted (0 = never).
+  public var peerUnusedExpirySeconds = 3600
+  /// Seconds after which a peer whose token has not been used is deleted (0 = never; default 90 days).
+  public var peerIdleExpirySeconds = 7_776_000
   /// Static mesh seeds (`--peer HOST:PORT`, repeatable), dialled at start and re-dialled after every loss.
   public var seeds: [MeshAddress] = []
   /// How nodes find each other.
@@ -61,6 +68,9 @@ public struct NodeConfiguration: Sendable, Equatable {
   public var maxConnections: Int?
   /// Seconds a request body may go without a byte before the connection is closed (`--body-timeout`).
   public var bodyTimeoutSeconds = 10
+  /// Bytes a request body must deliver in every 10 s window once it has started (`--min-body-rate`; 0 = no minimum):
+  /// a slower body is answered 408 and its connection closed.
+  public var minBodyRate = 4096
   /// Seconds a WebSocket may go without answering a PING before the node sends one; a client that has not answered
   /// 10 s later is disconnected. 0: never (libwebsockets' validity policy on the vhost).
   public var webSocketPingSeconds = 300
@@ -98,6 +108,9 @@ public struct NodeConfiguration: Sendable, Equatable {
                             Decline) (MESHGATE_FILE_CONSENT, default auto)
       --file-consent-timeout S  seconds an incoming file waits for the answer, 1–86400
                             (MESHGATE_FILE_CONSENT_TIMEOUT, default 300)
+      --transfer-idle-timeout S  seconds an accepted incoming file may go without a byte (link up or
+                            down) before it fails and its reserved disk space is released, 1–86400
+                            (MESHGATE_TRANSFER_IDLE_TIMEOUT, default 300)
       --peer HOST:PORT      a node to link with; repeat for several (MESHGATE_PEERS, comma-separated)
       --discovery MODE      auto (DNS-SD if avahi-daemon is reachable, else the beacon), dnssd
                             (DNS-SD through avahi-daemon), beacon (UDP multicast), static (seeds
@@ -119,7 +132,12 @@ public struct NodeConfiguration: Sendable, Equatable {
       --ws-max-message-bytes N  largest message a browser WebSocket may send
                             (MESHGATE_WS_MAX_MESSAGE_BYTES, default 2097152)
       --peer-create-rate N  peers one client address may create per second, bursts of 2N; 0 = off
-                            (MESHGATE_PEER_CREATE_RATE, default 10)
+                            (MESHGATE_PEER_CREATE_RATE, default 10); a /24 or /64 network may
+                            create 4N per second
+      --peer-unused-expiry S  delete a peer whose token was never used within S seconds of its
+                            creation; 0 = never (MESHGATE_PEER_UNUSED_EXPIRY, default 3600)
+      --peer-idle-expiry S  delete a peer whose token was not used for S seconds; 0 = never
+                            (MESHGATE_PEER_IDLE_EXPIRY, default 7776000, 90 days)
       --max-peers N         most peers this node hosts, 1–50000; linked nodes accept at most 4096
                             from one node (MESHGATE_MAX_PEERS, default 4096)
       --allowed-hosts LIST  more names the node answers to in Host and Origin, comma-separated;
@@ -131,6 +149,8 @@ public struct NodeConfiguration: Sendable, Equatable {
                             of a quarter, at most 512, for the store, files and mesh links)
       --body-timeout SECONDS  close a connection whose request body sends nothing for this long
                             (MESHGATE_BODY_TIMEOUT, default 10)
+      --min-body-rate N     bytes a request body must deliver in every 10 s; a slower one is answered
+                            408 and closed; 0 = no minimum (MESHGATE_MIN_BODY_RATE, default 4096)
       --ws-ping-interval S  seconds before an idle WebSocket is sent a PING; one that has not answered
                             10 s later is closed; 0 = never (MESHGATE_WS_PING_INTERVAL, default 300)
       -h, --help            show this help
@@ -140,6 +160,29 @@ public struct NodeConfiguration: Sendable, Equatable {
       meshgate ready url=http://127.0.0.1:8080/ port=8080 node.id=<uuid> data.dir=<path>
     Logs go to standard error as key=value lines.
     """
+
+  /// Every flag that takes a value, with its environment variable (`-h`/`--help` and `--version` take none).
+  /// `--help`, docs/configuration.md and the man page list each one; `ConfigurationDocsTests` keeps them equal.
+  public static let settings: [(flag: String, env: String)] = [
+    ("--port", "MESHGATE_PORT"), ("--bind", "MESHGATE_BIND"), ("--data-dir", "MESHGATE_DATA_DIR"),
+    ("--name", "MESHGATE_NAME"), ("--log-level", "MESHGATE_LOG_LEVEL"), ("--public-dir", "MESHGATE_PUBLIC_DIR"),
+    ("--max-body-bytes", "MESHGATE_MAX_BODY_BYTES"), ("--event-retention", "MESHGATE_EVENT_RETENTION"),
+    ("--peer", "MESHGATE_PEERS"), ("--discovery", "MESHGATE_DISCOVERY"), ("--beacon-group", "MESHGATE_BEACON_GROUP"),
+    ("--beacon-port", "MESHGATE_BEACON_PORT"), ("--mesh-tls", "MESHGATE_MESH_TLS"),
+    ("--mesh-secret", "MESHGATE_MESH_SECRET"), ("--tls-cert", "MESHGATE_TLS_CERT"), ("--tls-key", "MESHGATE_TLS_KEY"),
+    ("--max-transfer-bytes", "MESHGATE_MAX_TRANSFER_BYTES"),
+    ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
+    ("--file-consent", "MESHGATE_FILE_CONSENT"), ("--file-consent-timeout", "MESHGATE_FILE_CONSENT_TIMEOUT"),
+    ("--transfer-idle-timeout", "MESHGATE_TRANSFER_IDLE_TIMEOUT"),
+    ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
+    ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
+    ("--peer-create-rate", "MESHGATE_PEER_CREATE_RATE"), ("--max-peers", "MESHGATE_MAX_PEERS"),
+    ("--peer-unused-expiry", "MESHGATE_PEER_UNUSED_EXPIRY"), ("--peer-idle-expiry", "MESHGATE_PEER_IDLE_EXPIRY"),
+    ("--allowed-hosts", "MESHGATE_ALLOWED_HOSTS"),
+    ("--max-connections", "MESHGATE_MAX_CONNECTIONS"), ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
+    ("--min-body-rate", "MESHGATE_MIN_BODY_RATE"),
+    ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
+  ]
 
   /// What the command line asks for.
   public enum Command: Equatable, Sendable {
@@ -153,23 +196,7 @@ public struct NodeConfiguration: Sendable, Equatable {
     arguments: [String], environment: [String: String]
   ) throws(ConfigurationError) -> Command {
     var configuration = NodeConfiguration()
-    let settings: [(flag: String, env: String)] = [
-      ("--port", "MESHGATE_PORT"), ("--bind", "MESHGATE_BIND"), ("--data-dir", "MESHGATE_DATA_DIR"),
-      ("--name", "MESHGATE_NAME"), ("--log-level", "MESHGATE_LOG_LEVEL"), ("--public-dir", "MESHGATE_PUBLIC_DIR"),
-      ("--max-body-bytes", "MESHGATE_MAX_BODY_BYTES"), ("--event-retention", "MESHGATE_EVENT_RETENTION"),
-      ("--peer", "MESHGATE_PEERS"), ("--discovery", "MESHGATE_DISCOVERY"), ("--beacon-group", "MESHGATE_BEACON_GROUP"),
-      ("--beacon-port", "MESHGATE_BEACON_PORT"), ("--mesh-tls", "MESHGATE_MESH_TLS"),
-      ("--mesh-secret", "MESHGATE_MESH_SECRET"), ("--tls-cert", "MESHGATE_TLS_CERT"), ("--tls-key", "MESHGATE_TLS_KEY"),
-      ("--max-transfer-bytes", "MESHGATE_MAX_TRANSFER_BYTES"),
-      ("--min-free-bytes", "MESHGATE_MIN_FREE_BYTES"), ("--transfer-rate", "MESHGATE_TRANSFER_RATE"),
-      ("--file-consent", "MESHGATE_FILE_CONSENT"), ("--file-consent-timeout", "MESHGATE_FILE_CONSENT_TIMEOUT"),
-      ("--rate-limit", "MESHGATE_RATE_LIMIT"), ("--ws-rate-limit", "MESHGATE_WS_RATE_LIMIT"),
-      ("--ws-max-message-bytes", "MESHGATE_WS_MAX_MESSAGE_BYTES"),
-      ("--peer-create-rate", "MESHGATE_PEER_CREATE_RATE"), ("--max-peers", "MESHGATE_MAX_PEERS"),
-      ("--allowed-hosts", "MESHGATE_ALLOWED_HOSTS"),
-      ("--max-connections", "MESHGATE_MAX_CONNECTIONS"), ("--body-timeout", "MESHGATE_BODY_TIMEOUT"),
-      ("--ws-ping-interval", "MESHGATE_WS_PING_INTERVAL"),
-    ]
+    let settings = Self.settings
     // The flags first: a setting given as a flag ignores its variable entirely (a list flag such as --peer replaces
     // the variable's list, and a bad variable does not stop a node whose flag says otherwise).
     var flags: [(flag: String, value: String)] = []
@@ -250,6 +277,11 @@ public struct NodeConfiguration: Sendable, Equatable {
       }
       fileConsent = mode
     case "--file-consent-timeout": fileConsentTimeout = try integer(1...86_400, "seconds from 1 to 86400")
+    case "--transfer-idle-timeout": transferIdleTimeoutSeconds = try integer(1...86_400, "seconds from 1 to 86400")
+    case "--peer-unused-expiry":
+      peerUnusedExpirySeconds = try integer(0...(1 << 31), "seconds from 0 (never) to 2147483648")
+    case "--peer-idle-expiry":
+      peerIdleExpirySeconds = try integer(0...(1 << 31), "seconds from 0 (never) to 2147483648")
     case "--peer":
       for part in value.split(separator: ",") where !part.isEmpty {
         guard let address = MeshAddress(String(part)) else {
@@ -315,6 +347,7 @@ public struct NodeConfiguration: Sendable, Equatable {
       }
     case "--max-connections": maxConnections = try integer(16...1_000_000, "a count from 16 to 1000000")
     case "--body-timeout": bodyTimeoutSeconds = try integer(1...3600, "seconds from 1 to 3600")
+    case "--min-body-rate": minBodyRate = try integer(0...(1 << 30), "bytes per 10 s from 0 (off) to 1073741824")
     case "--ws-ping-interval":
       webSocketPingSeconds = try integer(0...65_525, "a number of seconds from 0 (never) to 65525")
     default: throw ConfigurationError("unknown option \(flag)")
@@ -336,12 +369,14 @@ public struct NodeConfiguration: Sendable, Equatable {
     return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
-  /// The dashboard directory: the configured one, else `./Public`, `/usr/share/meshgate/Public`, or a
-  /// `Public` folder beside or above the executable (for `swift run` and tests). Nil if none exists.
+  /// The dashboard directory: the configured one, else `./Public`, `share/meshgate/Public` beside the executable's
+  /// `bin` directory (where `make install` puts it under any `PREFIX`), `/usr/share/meshgate/Public`, or a `Public`
+  /// folder beside or above the executable (for `swift run` and tests). Nil if none exists.
   public func resolvePublicDirectory() -> String? {
     if let publicDirectory { return publicDirectory }
-    var candidates = ["./Public", "/usr/share/meshgate/Public"]
     var directory = URL(fileURLWithPath: Self.executablePath).resolvingSymlinksInPath().deletingLastPathComponent()
+    let installed = directory.deletingLastPathComponent().appendingPathComponent("share/meshgate/Public").path
+    var candidates = ["./Public", installed, "/usr/share/meshgate/Public"]
     for _ in 0..<5 {
       candidates.append(directory.appendingPathComponent("Public").path)
       directory = directory.deletingLastPathComponent()

@@ -185,6 +185,7 @@ public actor Node {
         try checkRequestRate(peerID: authenticated.id)
         peer = authenticated
       }
+      try route.checkQuery(request.head.query)
       let context = RequestContext(request: request, parameters: parameters, peer: peer)
       var response = try await route.handler(self, context)
       if request.head.method == .head { response.omitBody = true }
@@ -258,6 +259,7 @@ public actor Node {
     guard let peerID = peerIDsByTokenHash[Crypto.sha256Hex(token)], let peer = peers[peerID] else {
       throw .invalidToken
     }
+    notePeerUsed(peerID)
     return peer
   }
 

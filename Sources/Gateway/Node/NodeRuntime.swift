@@ -118,7 +118,7 @@ final class NodeRuntime {
           maxWebSocketMessageBytes: max(configuration.maxBodyBytes, 16 << 20), subprotocols: [meshSubprotocol],
           tls: parts.tls, maxConnections: connections.served, overflowConnections: connections.overflow,
           alwaysServedPaths: ["/healthz"], bodyIdleTimeoutSeconds: configuration.bodyTimeoutSeconds,
-          webSocketPingSeconds: configuration.webSocketPingSeconds))
+          webSocketPingSeconds: configuration.webSocketPingSeconds, minBodyBytesPerWindow: configuration.minBodyRate))
     } catch {
       throw StartupError(message: error.description)
     }
@@ -185,11 +185,14 @@ final class NodeRuntime {
       var number: UInt8 = 0
       guard read(readEnd, &number, 1) == 1 else { return }
       logger.notice("Shutting down.", ["signal": Int32(number) == SIGINT ? "SIGINT" : "SIGTERM"])
+      SystemdNotify.send("STOPPING=1")
       server.shutdown(grace: .seconds(2))
     }
     signals.resume()
     // Written straight to fd 1 (not through stdio's buffer): scripts and tests wait for this line on a pipe.
     FileHandle.standardOutput.write(Data(readyLine.utf8))
+    // Under systemd with Type=notify: the listener is up and signals are handled, as for the ready line.
+    SystemdNotify.send("READY=1\nSTATUS=Serving on port \(server.port)\nMAINPID=\(getpid())")
     let node = self.node
     discovery.start()
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -3,7 +3,7 @@
 /// Layer 4 (node runtime). The port is also the node's serial executor: every `Node` method runs on it, and the
 /// loop-only calls below are made from there (for ``Server``, the lws service thread). A running node gets the
 /// libwebsockets ``Server`` (NodeRuntime.swift); tests get an in-memory port that records what the node answers and
-/// sends, so route handlers and event delivery run in process without a socket or an lws loop (issue 15).
+/// sends, so route handlers and event delivery run in process without a socket or an lws loop.
 ///
 /// Requests and sockets are named by ``RequestID`` and ``WebSocketID``; a call for an id that is gone is ignored (or
 /// answers `nil` / `false` / `.closed`), as lws does when the client has left.

@@ -135,6 +135,9 @@ final class NodeStore: Sendable {
         );
         """),
     Migration(version: 12, name: "event bodies stored once for their audience", sql: NodeStore.eventAudiencesSchema),
+    Migration(
+      version: 13, name: "always-accept entries bound to the sender's node", sql: NodeStore.alwaysAcceptBindingSchema),
+    Migration(version: 14, name: "when each peer was last used", sql: NodeStore.peerUsageSchema),
   ]
 
   /// Job writes waiting for the next group commit (``saveJob(_:)``).

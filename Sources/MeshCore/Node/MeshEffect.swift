@@ -39,6 +39,10 @@ public enum MeshInput: Sendable, Hashable {
   case browsingStarted(peerID: String, serviceType: String)
   /// `DELETE /browsing/{serviceType}`.
   case browsingStopped(peerID: String, serviceType: String)
+  /// `PUT /presence`: the peer is told who is present, and who appears and leaves.
+  case presenceWatchStarted(peerID: String)
+  /// `DELETE /presence`.
+  case presenceWatchStopped(peerID: String)
 }
 
 /// What the runtime must do for a ``MeshNode``: network I/O, reports and what to tell local peers. Frames are
@@ -71,7 +75,8 @@ public enum MeshEffect: Sendable, Hashable {
   case linkReplaced(nodeID: String, security: SessionBook.LinkSecurity)
   /// A node is no longer linked; the directory and sessions were told already.
   case linkDown(nodeID: String)
-  /// Tell local peer `peerID` something the directory found (`peer.found`, `peer.lost`).
+  /// Tell local peer `peerID` something the directory found (`peer.found`, `peer.lost`, `presence.found`,
+  /// `presence.lost`).
   case directoryEvent(peerID: String, Directory.Event)
   /// Tell local peer `peerID` a session or invitation event (only ever for peers hosted here).
   case sessionEvent(peerID: String, SessionBook.Event)

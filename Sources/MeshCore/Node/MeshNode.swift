@@ -114,6 +114,10 @@ public struct MeshNode: Sendable {
       absorb(directory.startBrowsing(peerID, serviceType: serviceType), into: &effects)
     case .browsingStopped(let peerID, let serviceType):
       absorb(directory.stopBrowsing(peerID, serviceType: serviceType), into: &effects)
+    case .presenceWatchStarted(let peerID):
+      absorb(directory.startWatchingPresence(peerID), into: &effects)
+    case .presenceWatchStopped(let peerID):
+      absorb(directory.stopWatchingPresence(peerID), into: &effects)
     }
     return effects
   }

@@ -185,7 +185,7 @@ final class ChatFeature: NodeFeature {
     APIError(
       status: 409, code: "encryption_unavailable",
       message: "chat rooms are encryption: required, but the link to the node of \(host.displayName) is not "
-        + "encrypted; link the nodes over TLS (see README, Security)")
+        + "encrypted; link the nodes over TLS (see docs/security.md)")
   }
 
   func settleJoin(_ key: String, joined: Bool?) {

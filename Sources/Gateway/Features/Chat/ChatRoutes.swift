@@ -9,6 +9,8 @@ enum ChatRoutes {
   static let routes: [Route] = [
     Route(
       .post, "/api/v1/chats", "createChat", body: Schemas.createChat, returns: Schemas.chatEnvelope,
+      links: .id(
+        at: "/chat/id", as: "chatId", to: ["getChat", "joinChat", "leaveChat", "postChatMessage", "listChatMessages"]),
       """
       Hosts a chat room (encryption required) advertised on jobmanager-chat with its name; the host's node orders and keeps every message.
       201 The room.
@@ -74,9 +76,9 @@ enum ChatRoutes {
     Route(
       .get, "/api/v1/chats/{chatId}/messages", "listChatMessages", returns: Schemas.chatMessagePage,
       query: [
-        QueryParameter(
-          "after", "Return messages with seq greater than this; default 0.", ["type": "integer", "minimum": 0]),
-        QueryParameter("cursor", "Alias of after (the nextCursor of the previous page)."), .limit(max: 1000),
+        QueryParameter("after", "Return messages with seq greater than this; default 0.", .integer(minimum: 0)),
+        QueryParameter("cursor", "Alias of after (the nextCursor of the previous page).", .numericCursor),
+        .limit(max: 1000),
       ],
       """
       Messages in the host's order after a seq; the last page ends with this node's own messages not ordered yet (seq null).

@@ -113,6 +113,31 @@ final class DiscoveryFeature: NodeFeature {
     return .noContent
   }
 
+  func listPresence(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    let page = try Page(
+      node.mesh.directory.presentPeers(excluding: context.authenticatedPeer.id), id: \.peerID,
+      query: context.request.head.query)
+    return .json(["peers": .array(page.items.map(\.json)), "nextCursor": page.nextCursorJSON])
+  }
+
+  /// Presence watching lives in the directory only (not the store): the dashboard PUTs it again on every hello.
+  func startWatchingPresence(_ context: RequestContext, node: isolated Node) -> HTTPResponse {
+    let peer = context.authenticatedPeer
+    node.feed(.presenceWatchStarted(peerID: peer.id))
+    return .json([
+      "watching": true, "peers": .array(node.mesh.directory.presentPeers(excluding: peer.id).map(\.json)),
+    ])
+  }
+
+  func stopWatchingPresence(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    let peer = context.authenticatedPeer
+    guard node.mesh.directory.watchesPresence(peer.id) else {
+      throw APIError.notFound("this peer is not watching presence; start with PUT /api/v1/presence")
+    }
+    node.feed(.presenceWatchStopped(peerID: peer.id))
+    return .noContent
+  }
+
   func servicePeers(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let type = try Self.serviceType(context)
     let page = try Page(

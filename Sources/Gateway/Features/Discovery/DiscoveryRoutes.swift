@@ -69,6 +69,31 @@ enum DiscoveryRoutes {
       """
     ) { node, context in try node.features.discovery.servicePeers(context, node: node) },
     Route(
+      .get, "/api/v1/presence", "listPresence", returns: Schemas.presenceList, query: [.limit(max: 500), .cursor],
+      """
+      Every signed-in peer mesh-wide, the caller excluded, whatever it advertises (presence is not an advert). Sorted by peer id.
+      200 Present peers.
+      401 Missing or unknown token.
+      """
+    ) { node, context in try node.features.discovery.listPresence(context, node: node) },
+    Route(
+      .put, "/api/v1/presence", "startWatchingPresence", returns: Schemas.presenceWatch,
+      """
+      Starts watching presence: presence.found for every present peer (self excluded), then presence.found / presence.lost as peers sign in, rename, are deleted or their node is lost. Idempotent. Watching is not kept over a node restart: PUT again when the event socket says hello.
+      200 Watching, with the peers present now.
+      401 Missing or unknown token.
+      """
+    ) { node, context in node.features.discovery.startWatchingPresence(context, node: node) },
+    Route(
+      .delete, "/api/v1/presence", "stopWatchingPresence",
+      """
+      Stops watching presence.
+      204 Stopped.
+      401 Missing or unknown token.
+      404 Not watching presence.
+      """
+    ) { node, context in try node.features.discovery.stopWatchingPresence(context, node: node) },
+    Route(
       .get, "/api/v1/mesh/nodes", "listMeshNodes", access: .open, returns: Schemas.meshNodes,
       """
       This node and the nodes linked to it: direction, RTT, how each was found, TLS. With the admin token (optional) also the addresses it is dialling, backing off from or waiting for.
@@ -120,6 +145,14 @@ extension Schemas {
   static let browsingEntry: JSONValue = [
     "type": "object", "required": ["serviceType", "peers"],
     "properties": ["serviceType": serviceType, "peers": ["type": "array", "items": advertiser]],
+  ]
+  static let presenceList: JSONValue = [
+    "type": "object", "required": ["peers", "nextCursor"],
+    "properties": ["peers": ["type": "array", "items": peerRef], "nextCursor": ["type": ["string", "null"]]],
+  ]
+  static let presenceWatch: JSONValue = [
+    "type": "object", "required": ["watching", "peers"],
+    "properties": ["watching": ["type": "boolean", "const": true], "peers": ["type": "array", "items": peerRef]],
   ]
   static let browsingList: JSONValue = [
     "type": "object", "required": ["browsing"],

@@ -10,6 +10,7 @@ enum InvitationRoutes {
     Route(
       .post, "/api/v1/invitations", "createInvitation", body: Schemas.createInvitation,
       returns: Schemas.invitationEnvelope,
+      links: .id(at: "/invitation/id", as: "invitationId", to: ["getInvitation", "cancelInvitation"]),
       """
       Invites a peer anywhere in the mesh into a session (invitePeer(_:to:withContext:timeout:)); both sides see the same verificationCode.
       201 The pending invitation.
@@ -21,8 +22,7 @@ enum InvitationRoutes {
     Route(
       .get, "/api/v1/invitations", "listInvitations", returns: Schemas.invitationList,
       query: [
-        QueryParameter(
-          "direction", "incoming or outgoing; default both.", ["type": "string", "enum": ["incoming", "outgoing"]]),
+        QueryParameter("direction", "incoming or outgoing; default both.", .oneOf(["incoming", "outgoing"])),
         .limit(max: 500), .cursor,
       ],
       """

@@ -9,6 +9,7 @@ enum JobRoutes {
   static let routes: [Route] = [
     Route(
       .post, "/api/v1/jobs", "createJob", body: Schemas.jobInput, returns: Schemas.jobEnvelope,
+      links: .id(at: "/job/id", as: "jobId", to: ["getJob", "updateJob", "deleteJob", "sendJob"]),
       """
       Adds a job to this peer's list.
       201 The job.

@@ -1,4 +1,4 @@
-/// File consent (issue 20 item 4) and re-offers of transfers this node already holds.
+/// File consent and re-offers of transfers this node already holds.
 ///
 /// Layer 4. With `--file-consent ask` (or `fileConsent: "ask"` in `PATCH /api/v1/node/settings`) an offer from
 /// another node is recorded in state `awaitingConsent` without any file being created; the recipient gets
@@ -49,10 +49,14 @@ extension Node {
     transfer.receiver = receiver
     switch answer {
     case .accept(let offset):
+      transfer.lastProgressAt = Self.monotonicMillis()
+      let wasInterrupted = transfer.record.state == .interrupted
       if offset > 0 { transfer.record.resumedFrom = offset }
       transfer.record.state = .inProgress
       persist(transfer)
       sendTransferFrame(.transferAccept(transferID: id, offset: offset), to: nodeID)
+      if transfer.record.role == .copy { syncRiders(transfer) }
+      if wasInterrupted { reportPause("transfer.resumed", transfer) }
     case .finished(let digest):
       // The sender missed the verdict (the link dropped just after it was sent): send it again.
       meshLogger.info("Transfer offered again after it finished here; answered finished.", ["transfer.id": id])
@@ -156,7 +160,8 @@ extension Node {
     let id = transfer.record.id
     if always {
       try await addAlwaysAccept(
-        peerID: transfer.record.toPeerID, sender: transfer.record.fromPeerID, name: transfer.record.fromDisplayName)
+        peerID: transfer.record.toPeerID, sender: transfer.record.fromPeerID, name: transfer.record.fromDisplayName,
+        nodeID: transfer.record.fromNodeID)
       guard transfers.incoming[id] === transfer, transfer.record.state == .awaitingConsent else {
         throw APIError(
           status: 409, code: "transfer_\(transfer.record.state)",
@@ -164,6 +169,7 @@ extension Node {
       }
     }
     transfer.consentDeadline = nil
+    transfer.lastProgressAt = Self.monotonicMillis()
     transfer.receiver = TransferReceiver(size: transfer.record.size)
     transfer.record.state = .inProgress
     transfer.record.updatedAt = Timestamp.now()
@@ -205,7 +211,16 @@ extension Node {
 
   // MARK: - Always-accept lists
 
-  func addAlwaysAccept(peerID: String, sender: String, name: String) async throws {
+  /// Whether local peer `peerID` always accepts files from `sender` arriving from node `nodeID`: only on the node
+  /// (and, over TLS, the certificate) the entry was made for. A peer id announced by another node, or the same node id
+  /// presenting another certificate, is asked about again.
+  func alwaysAccepts(_ peerID: String, from sender: String, node nodeID: String) -> Bool {
+    guard let entry = transfers.alwaysAccept[peerID]?[sender], entry.senderNodeID == nodeID else { return false }
+    guard let pinned = entry.senderFingerprint else { return true }
+    return mesh.links.transport(of: nodeID)?.remoteFingerprint == pinned
+  }
+
+  func addAlwaysAccept(peerID: String, sender: String, name: String, nodeID: String) async throws {
     let list = transfers.alwaysAccept[peerID] ?? [:]
     if list[sender] == nil && list.count >= Self.alwaysAcceptLimit {
       throw APIError(
@@ -214,7 +229,8 @@ extension Node {
           + "DELETE /api/v1/file-consent/always-accept/{peerId}, or accept without always")
     }
     let entry = AlwaysAccepted(
-      peerID: peerID, senderPeerID: sender, senderDisplayName: name, createdAt: Timestamp.now())
+      peerID: peerID, senderPeerID: sender, senderDisplayName: name, createdAt: Timestamp.now(), senderNodeID: nodeID,
+      senderFingerprint: mesh.links.transport(of: nodeID)?.remoteFingerprint)
     do {
       try await store.saveAlwaysAccepted(entry)
     } catch {
@@ -230,7 +246,7 @@ extension Node {
     let entries: [JSONValue] = list.map {
       [
         "peerId": .string($0.senderPeerID), "displayName": .string($0.senderDisplayName),
-        "since": .string($0.createdAt),
+        "nodeId": $0.senderNodeID.map { .string($0) } ?? .null, "since": .string($0.createdAt),
       ]
     }
     return .json([

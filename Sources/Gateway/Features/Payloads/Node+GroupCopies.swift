@@ -49,7 +49,7 @@ extension Node {
           ))
         continue
       }
-      if fileConsent == .ask && transfers.alwaysAccept[peer.id]?[offer.fromPeerID] == nil {
+      if fileConsent == .ask && !alwaysAccepts(peer.id, from: offer.fromPeerID, node: nodeID) {
         refusedForConsent += 1
         refused.append(
           (
@@ -66,7 +66,9 @@ extension Node {
       let code: TransferRejection = refusedForConsent == refused.count && !refused.isEmpty ? .refused : .notMember
       return reject(code, refused.first?.1 ?? "no recipient of the group is on the receiving node")
     }
-    if let rejection = receivability(size: offer.size) { return reject(rejection.code, rejection.message) }
+    if let rejection = receivability(size: offer.size, from: (nodeID, offer.fromPeerID)) {
+      return reject(rejection.code, rejection.message)
+    }
     let name = Self.sanitizedFileName(offer.name) ?? "file"
     let now = Timestamp.now()
     let from = PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID)

@@ -46,10 +46,13 @@ extension Node {
       let consented = transfer.consentDeadline != nil || transfer.record.state == .awaitingConsent
       transfer.consentDeadline = nil
       if let resumedFrom = sender.resumedFrom {
+        let wasInterrupted = transfer.record.state == .interrupted
         transfer.record.resumedFrom = resumedFrom
         transfer.record.state = .inProgress
         meshLogger.info("Transfer resumed.", ["transfer.id": id, "offset": offset])
         persist(transfer)
+        if transfer.record.role == .copy { syncRiders(transfer) }
+        if wasInterrupted { reportPause("transfer.resumed", transfer) }
       } else if transfer.answer == nil && transfer.record.state != .inProgress {
         transfer.record.state = .inProgress
         persist(transfer)
@@ -205,13 +208,13 @@ extension Node {
         to: nodeID)
       return
     }
-    if let rejection = receivability(size: offer.size) {
+    if let rejection = receivability(size: offer.size, from: (nodeID, offer.fromPeerID)) {
       sendTransferFrame(.transferReject(transferID: id, code: rejection.code, message: rejection.message), to: nodeID)
       return
     }
     let name = Self.sanitizedFileName(offer.name) ?? "file"
     let now = Timestamp.now()
-    let ask = fileConsent == .ask && transfers.alwaysAccept[peer.id]?[offer.fromPeerID] == nil
+    let ask = fileConsent == .ask && !alwaysAccepts(peer.id, from: offer.fromPeerID, node: nodeID)
     let record = TransferRecord(
       id: id,
       parties: PayloadParties(
@@ -287,6 +290,7 @@ extension Node {
     case .failure(let error):
       failTransfer(transfer, reason: "the receiving node could not write: \(error)", notify: true)
     case .success(let length):
+      transfer.lastProgressAt = Self.monotonicMillis()
       let actions = receiver.wrote(upTo: length)
       transfer.receiver = receiver
       transfer.record.bytes = receiver.written
@@ -370,8 +374,10 @@ extension Node {
 
   func transfersLinkDown(_ nodeID: String) {
     streamsLinkDown(nodeID)
+    var paused: [LiveTransfer] = []
     for group in transfers.groups.values where group.open { group.nodesAway.insert(nodeID) }
     for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID && !transfer.record.isTerminal {
+      if transfer.record.state == .inProgress { paused.append(transfer) }
       transfer.sender?.linkLost()
       if let answer = transfer.answer {
         transfer.answer = nil
@@ -386,9 +392,20 @@ extension Node {
     }
     for transfer in transfers.incoming.values where transfer.record.fromNodeID == nodeID && !transfer.record.isTerminal
     {
+      if transfer.record.state == .inProgress { paused.append(transfer) }
       transfer.receiver?.linkLost()
       if transfer.receiver?.state == .interrupted { transfer.record.state = .interrupted }
       if transfer.record.role == .copy { syncRiders(transfer) }
     }
+    for transfer in paused where transfer.record.state == .interrupted {
+      reportPause("transfer.interrupted", transfer, extra: ["nodeId": .string(nodeID)])
+    }
+  }
+
+  /// Publishes `transfer.interrupted` or `transfer.resumed` to the transfer's local party, or for a group send's
+  /// node copy to each of its recipients' transfers.
+  func reportPause(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:]) {
+    guard transfer.record.role == .copy else { return publishTransferEvent(type, transfer, extra: extra) }
+    for rider in riders(of: transfer) where !rider.record.isTerminal { publishTransferEvent(type, rider, extra: extra) }
   }
 }

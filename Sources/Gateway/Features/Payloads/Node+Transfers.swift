@@ -40,6 +40,9 @@ final class LiveTransfer {
   var consentDeadline: UInt64?
   /// The consent timeout this transfer's wait got, in seconds: what `transfer.offered` and the failure reason say.
   var consentTimeoutSeconds = 0
+  /// When an incoming transfer last made progress (created or restored, accepted, bytes written; monotonic ms): one
+  /// idle for `--transfer-idle-timeout` fails and releases the space it reserved (``Node/failIdleTransfers()``).
+  var lastProgressAt = Node.monotonicMillis()
 
   init(record: TransferRecord) {
     self.record = record
@@ -73,6 +76,8 @@ struct TransferRuntime {
   var deferredGroupOffers: [(TransferGroupOffer, String)] = []
   /// File bytes sent over each mesh link, by receiving node id (`meshgate_mesh_payload_bytes_total`).
   var payloadBytes: [String: UInt64] = [:]
+  /// When incoming transfers are next checked for idleness (monotonic ms; once a second).
+  var nextIdleCheck: UInt64 = 0
 }
 
 extension Node {
@@ -288,13 +293,16 @@ extension Node {
   /// Bytes this node has promised to store but not written yet: the rest of every incoming transfer it accepted and
   /// of every upload it is spooling. Free space minus this is what a new file may use, so concurrent offers cannot
   /// all be accepted against the same free space (and then all fail when the disk fills).
-  func promisedBytes() -> UInt64 {
+  func promisedBytes(fromNode node: String? = nil, sender: String? = nil) -> UInt64 {
     var total: UInt64 = 0
     // A group's file is promised once: by its copy (receiving node) or its spool (sending node), not per recipient.
     for transfer in transfers.incoming.values
-    where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID && transfer.record.copyID == nil {
+    where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID && transfer.record.copyID == nil
+      && (node == nil || transfer.record.fromNodeID == node) && (sender == nil || transfer.record.fromPeerID == sender)
+    {
       total += transfer.record.size - min(transfer.record.bytes, transfer.record.size)
     }
+    guard node == nil && sender == nil else { return total }
     for transfer in transfers.outgoing.values
     where !transfer.record.isTerminal && transfer.record.sha256 == nil
       && (transfer.record.groupID == nil || transfer.record.role == .spool)
@@ -304,7 +312,18 @@ extension Node {
     return total
   }
 
-  func receivability(size: UInt64, spooling: Bool = false) -> (code: TransferRejection, message: String)? {
+  /// The shares of the space for files (free space above `--min-free-bytes` not promised to others) that one linked
+  /// node (3/4) and one of its senders (1/2) may hold with the incoming files it offered and this node has not stored
+  /// yet (accepted, or waiting for consent): so no one node, and no one sender, can reserve the whole disk, while one
+  /// file of up to half the space still goes through.
+  static let nodeShare: (numerator: UInt64, denominator: UInt64) = (3, 4)
+  static let senderShare: (numerator: UInt64, denominator: UInt64) = (1, 2)
+
+  /// Why a file of `size` bytes cannot be taken now (nil: it can). `from`: the linked node and sender offering it
+  /// (nil for an upload this node spools), held to their shares of the space.
+  func receivability(size: UInt64, spooling: Bool = false, from offerer: (node: String, sender: String)? = nil)
+    -> (code: TransferRejection, message: String)?
+  {
     if size > UInt64(configuration.maxTransferBytes) && !spooling {
       return (
         .tooLarge, "the file is \(size) bytes; the receiving node accepts at most \(configuration.maxTransferBytes)"
@@ -322,6 +341,24 @@ extension Node {
           + "\(reserve) in reserve (--min-free-bytes); the file needs \(size). Retry when a transfer has finished "
           + "or space is freed"
       )
+    }
+    guard let offerer else { return nil }
+    let shares: [(held: UInt64, share: (numerator: UInt64, denominator: UInt64), who: String, kind: String)] = [
+      (promisedBytes(fromNode: offerer.node), Self.nodeShare, "node \(offerer.node)", "linked node"),
+      (promisedBytes(sender: offerer.sender), Self.senderShare, "sender \(offerer.sender)", "sender"),
+    ]
+    for share in shares {
+      // The space for files outside everyone else's promises: what this offerer holds plus what is still free.
+      let space = available - reserve + share.held
+      let limit = space / share.share.denominator * share.share.numerator
+      if share.held + size > limit {
+        return (
+          .insufficientStorage,
+          "\(share.who) already holds \(share.held) bytes promised to its files not yet stored here, and one "
+            + "\(share.kind) may hold at most \(share.share.numerator)/\(share.share.denominator) of this node's "
+            + "space for files (\(limit) bytes now); the file needs \(size). Retry when its other files have arrived"
+        )
+      }
     }
     return nil
   }
@@ -538,6 +575,33 @@ extension Node {
     groupMembershipTick()
     for transfer in transfers.outgoing.values where transfer.sender?.state == .sending {
       pump(transfer)
+    }
+    failIdleTransfers()
+  }
+
+  /// Fails every accepted incoming file from another node that has gone `--transfer-idle-timeout` without a byte
+  /// (its link up, down, or this node restarted meanwhile), so the disk space it reserved is released: a sender that
+  /// offers files and never sends them, or vanishes, holds that space for at most the timeout. The sender is told
+  /// (it may offer the file again). Files waiting for consent have their own timeout; riders of a group copy end
+  /// with their copy.
+  func failIdleTransfers() {
+    let now = Self.monotonicMillis()
+    let limit = UInt64(configuration.transferIdleTimeoutSeconds) * 1000
+    guard now >= transfers.nextIdleCheck else { return }
+    transfers.nextIdleCheck = now + 1000
+    let idle = transfers.incoming.values.filter {
+      !$0.record.isTerminal && $0.record.state != .awaitingConsent && $0.record.fromNodeID != nodeID
+        && $0.record.copyID == nil && now - min($0.lastProgressAt, now) >= limit
+    }
+    for transfer in idle {
+      meshLogger.info(
+        "An incoming file made no progress; it failed and its reserved space was released.",
+        ["transfer.id": transfer.record.id, "node.id": transfer.record.fromNodeID])
+      failTransfer(
+        transfer,
+        reason: "no byte of the file arrived for \(configuration.transferIdleTimeoutSeconds) s "
+          + "(--transfer-idle-timeout); the space it reserved was released; send it again",
+        notify: true)
     }
   }
 }

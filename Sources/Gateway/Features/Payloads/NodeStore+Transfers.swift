@@ -134,11 +134,20 @@ extension NodeStore {
 }
 
 /// A sender whose files a recipient accepts without being asked ("always accept from this person").
+///
+/// The entry belongs to the sender *on the node that hosted it* when the recipient said "always" (and, when that
+/// node's link ran over TLS, on its certificate): a file from the same peer id arriving from another node, or from the
+/// same node id presenting another certificate, is asked about again. Entries saved before this binding existed have
+/// no node and are asked about once more.
 struct AlwaysAccepted: Sendable, Equatable {
   var peerID: String
   var senderPeerID: String
   var senderDisplayName: String
   var createdAt: String
+  /// The node that hosted the sender (nil: an entry saved before entries were bound to a node).
+  var senderNodeID: String?
+  /// The fingerprint of the certificate that node's link presented (nil: the link was plaintext).
+  var senderFingerprint: String?
 }
 
 extension NodeStore {
@@ -153,17 +162,24 @@ extension NodeStore {
     );
     """
 
+  /// Migration 13: an always-accept entry is bound to the sender's node and its certificate.
+  static let alwaysAcceptBindingSchema = """
+    ALTER TABLE transfer_always_accept ADD COLUMN sender_node_id TEXT;
+    ALTER TABLE transfer_always_accept ADD COLUMN sender_fingerprint TEXT;
+    """
+
   func allAlwaysAccepted() async throws -> [AlwaysAccepted] {
     try await database.read { connection in
       try connection.query(
         """
-        SELECT peer_id, sender_peer_id, sender_display_name, created_at FROM transfer_always_accept
-        ORDER BY created_at, sender_peer_id
+        SELECT peer_id, sender_peer_id, sender_display_name, created_at, sender_node_id, sender_fingerprint
+        FROM transfer_always_accept ORDER BY created_at, sender_peer_id
         """
       ).map { row in
         AlwaysAccepted(
           peerID: try row.string(0), senderPeerID: try row.string(1), senderDisplayName: try row.string(2),
-          createdAt: try row.string(3))
+          createdAt: try row.string(3), senderNodeID: try row.optionalString(4),
+          senderFingerprint: try row.optionalString(5))
       }
     }
   }
@@ -172,10 +188,14 @@ extension NodeStore {
     try await database.write { connection in
       try connection.execute(
         """
-        INSERT OR REPLACE INTO transfer_always_accept(peer_id, sender_peer_id, sender_display_name, created_at)
-        VALUES (?, ?, ?, ?)
+        INSERT OR REPLACE INTO transfer_always_accept(
+          peer_id, sender_peer_id, sender_display_name, created_at, sender_node_id, sender_fingerprint)
+        VALUES (?, ?, ?, ?, ?, ?)
         """,
-        [.text(entry.peerID), .text(entry.senderPeerID), .text(entry.senderDisplayName), .text(entry.createdAt)])
+        [
+          .text(entry.peerID), .text(entry.senderPeerID), .text(entry.senderDisplayName), .text(entry.createdAt),
+          entry.senderNodeID.map { .text($0) } ?? .null, entry.senderFingerprint.map { .text($0) } ?? .null,
+        ])
     }
   }
 

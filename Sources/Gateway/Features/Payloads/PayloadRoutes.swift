@@ -12,10 +12,13 @@ enum PayloadRoutes {
       query: [
         QueryParameter(
           "to",
-          "The receiving peer's id (a connected member of the session); or several ids separated by commas, or all (every other connected member), for a group send."
-        ),
-        QueryParameter("name", "The file name; path components, control characters and leading dots are removed."),
+          "The receiving peer's id (a connected member of the session); or several ids separated by commas, or all (every other connected member), for a group send.",
+          required: true),
+        QueryParameter(
+          "name", "The file name; path components, control characters and leading dots are removed.", required: true),
       ],
+      links: .id(at: "/transfer/id", as: "transferId", to: ["getTransfer", "cancelTransfer", "getTransferContent"])
+        + .id(at: "/group/id", as: "groupId", to: ["getTransferGroup", "cancelTransferGroup"]),
       """
       Sends the raw body (Content-Length required) as a file to one session member (sendResource). The body is streamed to disk and on to the receiver's node with flow control; the answer comes once the whole body is stored (spooled, so the transfer resumes after a link loss or restart). Both sides get transfer.started, transfer.progress (≤ 10/s) and transfer.finished | failed | canceled. With several recipients (to=a,b or to=all) it is a group send: one upload, one copy over the mesh per receiving node, a transfer per recipient (each with groupId); the answer is {group, transfers}, and a receiving node that refuses (413, 507) fails only its recipients.
       202 Uploaded; delivery continues in the background.
@@ -125,7 +128,7 @@ enum PayloadRoutes {
   static let streamRoutes: [Route] = [
     Route(
       .post, "/api/v1/sessions/{sessionId}/streams", "openStream", body: Schemas.openStream,
-      returns: Schemas.streamEnvelope,
+      returns: Schemas.streamEnvelope, links: .id(at: "/stream/id", as: "streamId", to: ["writeStream", "readStream"]),
       """
       Opens a byte stream to one connected session member (startStream); the receiver gets stream.opened with its id.
       201 The open stream.
@@ -258,9 +261,9 @@ extension Schemas {
       "alwaysAccept": [
         "type": "array",
         "items": [
-          "type": "object", "required": ["peerId", "displayName", "since"],
+          "type": "object", "required": ["peerId", "displayName", "nodeId", "since"],
           "properties": [
-            "peerId": ["type": "string"], "displayName": ["type": "string"],
+            "peerId": ["type": "string"], "displayName": ["type": "string"], "nodeId": ["type": ["string", "null"]],
             "since": ["type": "string", "format": "date-time"],
           ],
         ],

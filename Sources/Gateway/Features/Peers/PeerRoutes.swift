@@ -9,6 +9,7 @@ enum PeerRoutes {
   static let routes: [Route] = [
     Route(
       .post, "/api/v1/peers", "createPeer", access: .open, body: Schemas.createPeer, returns: Schemas.createdPeer,
+      links: .id(at: "/peer/id", as: "peerId", to: ["removeAlwaysAccept"]),
       """
       Creates a peer hosted on this node and returns its bearer token (shown only once).
       201 The peer and its token.

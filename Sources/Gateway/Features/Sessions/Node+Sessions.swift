@@ -243,63 +243,80 @@ extension Node {
       throw APIError.badRequest("mode must be reliable or unreliable, not \(mode.debugDescription)")
     }
     let targets = query["to"].map { $0.split(separator: ",").map(String.init).filter { !$0.isEmpty } }
-    guard mode == "reliable" else {
-      return .json(
-        try deliver(
-          session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body,
-          reliable: false, name: nil),
-        status: 202)
-    }
     return .json(
       try await deliverWhenRoom(
-        session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body, name: nil),
+        session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body, name: nil,
+        reliable: mode == "reliable"),
       status: 202)
   }
 
-  // MARK: - Backpressure on reliable sends
+  // MARK: - Backpressure on sends
 
-  /// Delivers reliable data (or a named event) once its sender's lane has room on every link it crosses: at once when
-  /// it has, else after the frames ahead of it went out, in the order the sender's sends arrived. A send that finds
-  /// no room within ``maxSendWaitMillis`` is refused with `503 link_busy` and `Retry-After`, and nothing is sent.
+  /// Why a send must wait before it goes.
+  enum SendBlock {
+    /// The mesh link to this node has no room in the sender's lane.
+    case link(String)
+    /// The node's event queue is over its high-water mark (``PublishQueue/highWater``), or was and is not yet back
+    /// under its low-water mark.
+    case eventQueue
+    /// The sender's own events waiting in the event queue exceed ``PublishQueue/senderHighWater``.
+    case senderEvents
+  }
+
+  /// Delivers session data (or a named event) once there is room for it: in its sender's lane on every link it
+  /// crosses (reliable sends only; unreliable data is dropped on a full link instead), and in the node's event queue
+  /// for the events it gives local peers (every send). At once when there is room, else after the sends ahead of it
+  /// went out, in the order the sender's sends arrived. A send that finds no room within ``maxSendWaitMillis`` is
+  /// refused with `503 link_busy` or `503 event_queue_full` and `Retry-After`, and nothing is sent.
   func deliverWhenRoom(
-    _ sessionID: String, from peerID: String, to targets: [String]?, payload: [UInt8], name: String?
+    _ sessionID: String, from peerID: String, to targets: [String]?, payload: [UInt8], name: String?,
+    reliable: Bool = true
   ) async throws -> JSONValue {
     guard payload.count <= Self.maxDataBytes else {
       throw APIError(status: 413, code: "payload_too_large", message: "session data is limited to 1 MiB per message")
     }
-    if mustWait(sessionID, from: peerID, to: targets) == nil {
-      return try deliver(sessionID, from: peerID, to: targets, payload: payload, reliable: true, name: name)
+    if mustWait(sessionID, from: peerID, to: targets, reliable: reliable) == nil {
+      return try deliver(sessionID, from: peerID, to: targets, payload: payload, reliable: reliable, name: name)
     }
     return try await withCheckedThrowingContinuation { continuation in
       mesh.heldSends.append(
         HeldSend(
           producer: "peer:" + peerID, sessionID: sessionID, peerID: peerID, targets: targets, payload: payload,
-          name: name, deadline: Self.monotonicMillis() + Self.maxSendWaitMillis, continuation: continuation))
+          name: name, reliable: reliable, deadline: Self.monotonicMillis() + Self.maxSendWaitMillis,
+          continuation: continuation))
     }
   }
 
-  /// The node whose link has no room for `peerID`'s lane (nil: the send may go now). A send waits as well while an
-  /// earlier send of the same peer waits, so a peer's sends keep their order.
-  func mustWait(_ sessionID: String, from peerID: String, to targets: [String]?, ignoringHeld: Bool = false)
-    -> String?
-  {
+  /// What keeps `peerID`'s send from going now (nil: it may go now). A send waits as well while an earlier send of
+  /// the same peer waits, so a peer's sends keep their order.
+  func mustWait(
+    _ sessionID: String, from peerID: String, to targets: [String]?, reliable: Bool = true, ignoringHeld: Bool = false
+  ) -> SendBlock? {
     let producer = "peer:" + peerID
     if !ignoringHeld, let held = mesh.heldSends.first(where: { $0.producer == producer }) {
-      return mustWait(held.sessionID, from: peerID, to: held.targets, ignoringHeld: true) ?? "(earlier send)"
+      return mustWait(held.sessionID, from: peerID, to: held.targets, reliable: held.reliable, ignoringHeld: true)
+        ?? .senderEvents
     }
-    // Without links nothing can be full.
-    guard !mesh.schedulers.isEmpty, let session = mesh.sessions.sessions[sessionID] else { return nil }
+    // Local senders are held at the event queue's bounds (what they send to local peers waits there for the store).
+    if events.localSendsPaused { return .eventQueue }
+    if events.queue.bytes(of: peerID) > PublishQueue<CheckedContinuation<Void, any Error>>.senderHighWater {
+      return .senderEvents
+    }
+    // Without links nothing can be full; unreliable data is dropped on a full link rather than held.
+    guard reliable, !mesh.schedulers.isEmpty, let session = mesh.sessions.sessions[sessionID] else { return nil }
     var checked: Set<String> = []
     // Members hosted here need no link (most of a session's members, often): skipped before any hashing.
     for member in session.members
     where member.state == .connected && member.nodeID != nodeID && member.peerID != peerID {
       guard targets?.contains(member.peerID) ?? true, checked.insert(member.nodeID).inserted else { continue }
-      if let scheduler = scheduler(toNode: member.nodeID), !scheduler.hasRoom(for: producer) { return member.nodeID }
+      if let scheduler = scheduler(toNode: member.nodeID), !scheduler.hasRoom(for: producer) {
+        return .link(member.nodeID)
+      }
     }
     return nil
   }
 
-  /// Lets held sends go, oldest first, as far as their lanes have room; refuses those past their deadline.
+  /// Lets held sends go, oldest first, as far as there is room; refuses those past their deadline.
   func admitHeldSends() {
     guard !mesh.heldSends.isEmpty else { return }
     let now = Self.monotonicMillis()
@@ -311,22 +328,30 @@ extension Node {
         index += 1
         continue
       }
-      if let busy = mustWait(held.sessionID, from: held.peerID, to: held.targets, ignoringHeld: true) {
+      if let block = mustWait(
+        held.sessionID, from: held.peerID, to: held.targets, reliable: held.reliable, ignoringHeld: true)
+      {
         blocked.insert(held.producer)
         guard now >= held.deadline else {
           index += 1
           continue
         }
         mesh.heldSends.remove(at: index)
-        mesh.sendsRefused += 1
-        held.continuation.resume(throwing: Self.linkBusy(busy))
+        switch block {
+        case .link(let busy):
+          mesh.sendsRefused += 1
+          held.continuation.resume(throwing: Self.linkBusy(busy))
+        case .eventQueue, .senderEvents:
+          mesh.localSendsRefused += 1
+          held.continuation.resume(throwing: Self.eventQueueFull(block))
+        }
         continue
       }
       mesh.heldSends.remove(at: index)
       held.continuation.resume(
         with: Result {
           try deliver(
-            held.sessionID, from: held.peerID, to: held.targets, payload: held.payload, reliable: true,
+            held.sessionID, from: held.peerID, to: held.targets, payload: held.payload, reliable: held.reliable,
             name: held.name)
         })
     }
@@ -338,6 +363,23 @@ extension Node {
       message:
         "the mesh link to node \(node) had no room for this peer's data for \(maxSendWaitMillis / 1000) s (the other "
         + "node takes it in more slowly than this peer sends); nothing was sent, send it again after Retry-After",
+      headers: [("retry-after", "1")])
+  }
+
+  static func eventQueueFull(_ block: SendBlock) -> APIError {
+    let bound =
+      if case .senderEvents = block {
+        "this peer's events waiting to be written to its recipients' event logs were over "
+          + "\(PublishQueue<CheckedContinuation<Void, any Error>>.senderHighWater >> 20) MiB"
+      } else {
+        "the node's events waiting to be written to peers' event logs were over "
+          + "\(PublishQueue<CheckedContinuation<Void, any Error>>.highWater >> 20) MiB"
+      }
+    return APIError(
+      status: 503, code: "event_queue_full",
+      message:
+        "\(bound) for \(maxSendWaitMillis / 1000) s (this peer sends faster than the node's disk takes the events in); "
+        + "nothing was sent, send it again after Retry-After and send more slowly",
       headers: [("retry-after", "1")])
   }
 
@@ -356,7 +398,10 @@ extension Node {
     } catch {
       throw failure(error)
     }
+    // What this send publishes for local peers is counted as this peer's in the event queue.
+    events.producer = peerID
     interpret(result.effects)
+    events.producer = nil
     let recipients = MeshNode.addressed(by: result.effects).count
     return [
       "accepted": .int(Int64(recipients)), "undelivered": .array(result.undelivered.map { .string($0) }),
@@ -394,7 +439,7 @@ extension Node {
     } catch {
       return Self.socketError("internal_error", "the node could not send: \(error)")
     }
-    guard request.reliable, mustWait(request.sessionID, from: peerID, to: request.targets) != nil else {
+    guard mustWait(request.sessionID, from: peerID, to: request.targets, reliable: request.reliable) != nil else {
       return Self.sentReply {
         try deliver(
           request.sessionID, from: peerID, to: request.targets, payload: request.payload, reliable: request.reliable,
@@ -407,7 +452,8 @@ extension Node {
       var reply: JSONValue
       do {
         let sent = try await deliverWhenRoom(
-          request.sessionID, from: peerID, to: request.targets, payload: request.payload, name: nil)
+          request.sessionID, from: peerID, to: request.targets, payload: request.payload, name: nil,
+          reliable: request.reliable)
         reply = Self.sentReply { sent }
       } catch {
         reply = Self.sentReply { throw error }

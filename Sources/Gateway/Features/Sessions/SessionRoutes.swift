@@ -9,6 +9,9 @@ enum SessionRoutes {
   static let routes: [Route] = [
     Route(
       .post, "/api/v1/sessions", "createSession", body: Schemas.createSession, returns: Schemas.sessionEnvelope,
+      links: .id(
+        at: "/session/id", as: "sessionId",
+        to: ["getSession", "leaveSession", "sendData", "sendEvent", "sendResource", "openStream"]),
       """
       Creates a session (MCSession) with this peer as its first member; defaults: optional, cluster, 64.
       201 The session.
@@ -43,16 +46,15 @@ enum SessionRoutes {
       .post, "/api/v1/sessions/{sessionId}/data", "sendData", returns: Schemas.sendResult,
       query: [
         QueryParameter("to", "Comma-separated peer ids; default every connected member."),
-        QueryParameter(
-          "mode", "reliable (default) or unreliable.", ["type": "string", "enum": ["reliable", "unreliable"]]),
+        QueryParameter("mode", "reliable (default) or unreliable.", .oneOf(["reliable", "unreliable"])),
       ],
       """
-      Sends the raw body (≤ 1 MiB) to ?to=id,id (default: every connected member). reliable: once and in order per sender, or session.send.failed; the answer waits while the sender's lane on a mesh link is full (503 link_busy after 10 s); unreliable: never waits, may drop.
+      Sends the raw body (≤ 1 MiB) to ?to=id,id (default: every connected member). reliable: once and in order per sender, or session.send.failed; the answer waits while the sender's lane on a mesh link is full (503 link_busy after 10 s); unreliable: never waits for a link, may drop. Both modes wait while the node's event queue is over 64 MiB (until 56 MiB remain) or this sender's events in it over 8 MiB (503 event_queue_full after 10 s).
       202 Accepted for delivery.
       404 Not a member.
       409 A target is not connected, or the strategy forbids it.
       413 Body over 1 MiB.
-      503 link_busy (reliable only): the sender's lane on a mesh link had no room for 10 s (the answer is held meanwhile); nothing was sent; retry after Retry-After.
+      503 link_busy (reliable only): the sender's lane on a mesh link had no room for 10 s; or event_queue_full: the node's event queue (64 MiB) or this sender's share of it (8 MiB) had no room for 10 s. The answer is held meanwhile; nothing was sent; retry after Retry-After, and send more slowly.
       """
     ) { node, context in try await node.sendData(context) },
     Route(
@@ -62,7 +64,7 @@ enum SessionRoutes {
       202 Accepted for delivery.
       404 Not a member.
       409 A target is not connected.
-      503 link_busy: the sender's lane on a mesh link had no room for 10 s (the answer is held meanwhile); nothing was sent; retry after Retry-After.
+      503 link_busy: the sender's lane on a mesh link had no room for 10 s; or event_queue_full: the node's event queue (64 MiB) or this sender's share of it (8 MiB) had no room for 10 s. The answer is held meanwhile; nothing was sent; retry after Retry-After.
       """
     ) { node, context in try await node.sendNamedEvent(context) },
   ]
