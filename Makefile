@@ -224,11 +224,13 @@ check-unit: ## Install into a scratch DESTDIR and check the systemd unit with sy
 	$(call step,systemd-analyze verify on the installed unit)
 	@bash scripts/check-unit.sh
 
-lint: swift-check check-docs ## Check formatting and style (swift format lint --strict) and the documents' links
+lint: swift-check check-docs ## Check formatting and style (swift format lint --strict), the documents' links, and that the node's shell names no feature
 	@$(SWIFT) format --version >/dev/null 2>&1 || { \
 	  echo "error: '$(SWIFT) format' is not available; it ships with Swift 6 toolchains." >&2; exit 1; }
 	$(call step,swift format lint --strict)
 	@$(SWIFT) format lint --strict --parallel -r $(LINT_PATHS)
+	$(call step,the node's shell names no feature type)
+	@bash scripts/check-blind-shell.sh
 	@echo "lint: clean"
 
 format: swift-check ## Reformat Sources, Tests and Package.swift in place

@@ -1,6 +1,6 @@
 public import MeshCore
 
-// Transceive (`POST /api/v1/transceive`, `Node+Transceive.swift`) on simulated nodes: each node's ``TransceiveBook``
+// Transceive (`POST /api/v1/transceive`, `TransceiveFeature`) on simulated nodes: each node's ``TransceiveBook``
 // is wired the way the node runtime wires it — reconciled when the directory tells a local peer something and every
 // ``Simulation/transceiveEveryTicks`` ticks, and told about every invitation a local peer receives.
 

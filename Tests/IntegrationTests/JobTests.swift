@@ -442,7 +442,7 @@ struct JobTests {
         try? await eventuallyAsync(timeout: .seconds(10)) { !nodes[0].isRunning }
         let lastWords = nodes[0].stderrText().split(separator: "\n").filter {
           $0.contains("Fatal error") || $0.contains("Precondition failed") || $0.contains("crashed")
-            || $0.contains("Node+Jobs.swift")
+            || $0.contains("JobsFeature.swift")
         }
         let problem =
           "offering a job with a valid 200-character (5 000-byte) name failed: \(error)\nnode0 running: "

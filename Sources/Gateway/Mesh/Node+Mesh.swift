@@ -6,8 +6,9 @@
 /// the simulator) carries out the ``MeshEffect``s in order: the verbs dial and close WebSockets (subprotocol
 /// `meshgate-node.v1`, path `/mesh`), encode and decode frames with ``MeshFrameCodec``, tick the mesh every 100 ms,
 /// turn what peers are told into `peer.*`, `session.*`, `invitation.*` and `node.*` events, and hand transfer and
-/// stream frames to their feature, chat batches to the chat feature's queue and link changes to the features'
-/// hooks.
+/// stream frames to their feature. Everything else features act on (link changes, chat batches, session events,
+/// invitations received or ended, directory and local-service changes) reaches them through ``NodeFeature``'s hooks,
+/// over the feature registry: this file names no feature type.
 import Dispatch
 import LWS
 import Logging
@@ -178,9 +179,6 @@ extension Node {
 
   func isMeshSocket(_ id: WebSocketID) -> Bool { mesh.connectionBySocket[id] != nil }
 
-  /// Whether the link to `nodeID` runs over TLS (what `encryption: required` traffic, such as chat, needs).
-  func linkIsEncrypted(_ nodeID: String) -> Bool { linkSecurity(nodeID).encrypted }
-
   // MARK: - Transport events
 
   func meshSocketOpened(_ id: WebSocketID, remoteAddress: String) {
@@ -338,14 +336,14 @@ extension Node {
 
   // MARK: - Reporting to the mesh core
 
-  /// Reports `input` to the mesh core and carries out what it returns (``MeshRuntime/interpret(_:)``). Inputs that change what local peers
-  /// advertise also update the DNS-SD registrations.
+  /// Reports `input` to the mesh core and carries out what it returns (``MeshRuntime/interpret(_:)``). Inputs that
+  /// change what local peers advertise are told to the features (DNS-SD registrations follow them).
   func feed(_ input: MeshInput) {
     interpret(mesh.node.handle(input))
     switch input {
     case .localPeerAdded, .localPeerRenamed, .localPeerRemoved, .advertisingStarted, .advertisingStopped,
       .browsingStarted, .browsingStopped:
-      if dnssd != nil { publishLocalServiceTypes() }
+      for feature in features.all { feature.localServicesChanged(node: self) }
     default:
       break
     }
@@ -403,18 +401,10 @@ extension Node {
     for peerID in peerIDs { followUp(event, for: peerID) }
   }
 
-  /// What a session event sets off beyond the peer's event log: a job offer arriving, a job delivery failing.
+  /// What a session event sets off beyond the peer's event log (a job offer arriving, a job delivery failing) is the
+  /// features' to say.
   func followUp(_ event: SessionBook.Event, for peerID: String) {
-    switch event {
-    case .namedEvent(_, let from, JobRules.transferEvent, let object):
-      Task { await self.jobArrived(for: peerID, from: from, object: object) }
-    case .sendFailed(let sessionID, _, let reason):
-      if let delivery = deliveringJobs.removeValue(forKey: sessionID) {
-        Task { await self.jobDeliveryFailed(delivery, reason: reason) }
-      }
-    default:
-      break
-    }
+    for feature in features.all { feature.sessionEvent(event, for: peerID, node: self) }
   }
 
   /// Publishes the gathered events in one batch.
@@ -506,9 +496,9 @@ extension Node {
     }
   }
 
-  /// A chat batch joins the chat feature's queue (store writes, then sends and events; Features/Chat).
+  /// A chat batch goes to the features (the chat feature queues it: store writes, then sends and events).
   package func chat(_ directives: [ChatBook.Directive]) {
-    enqueueChat(directives)
+    featuresMeshEffect(.chat(directives))
   }
 
   package func chatFrameMalformed(nodeID: String, detail: String) {
@@ -516,15 +506,15 @@ extension Node {
   }
 
   package func directoryChanged() {
-    if !transceivers.isEmpty { reconcileTransceivers() }
+    for feature in features.all { feature.directoryChanged(node: self) }
   }
 
   package func invitationReceived(_ invitation: SessionBook.Invitation) {
-    if !transceivers.isEmpty { autoAccept(invitation) }
+    for feature in features.all { feature.invitationReceived(invitation, node: self) }
   }
 
   package func invitationEnded(_ invitation: SessionBook.Invitation) {
-    if pendingJobSends[invitation.id] != nil { jobOfferEnded(invitation) }
+    for feature in features.all { feature.invitationEnded(invitation, node: self) }
   }
 
   /// Queues an encoded frame on `connection` in `lane` (control unless said otherwise). Links are never closed for
@@ -545,48 +535,6 @@ extension Node {
 
   static func mapJSON(_ map: [String: String]) -> JSONValue {
     .object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
-  }
-
-  /// `GET /api/v1/mesh/nodes` body. Addresses that are not linked (being dialled, backing off after failures, or
-  /// waiting) are shown only to the admin: they may come from another node's gossip, and listing whether they
-  /// answered would make this node a port scanner for anyone who can link to it.
-  func meshNodesJSON(admin: Bool = false) -> JSONValue {
-    let now = Self.monotonicMillis()
-    let statuses = mesh.links.status(now: now).filter { admin || $0.state == .linked }
-    let nodes: [JSONValue] = statuses.map { status in
-      var object = JSONObject()
-      object["id"] = status.nodeID.map { .string($0) } ?? .null
-      object["name"] = status.name.map { .string($0) } ?? .null
-      object["address"] = status.address.map { .string($0) } ?? .null
-      object["state"] = .string(status.state.rawValue)
-      object["rttMillis"] = status.rttMillis.map { .int(Int64($0)) } ?? .null
-      object["source"] = status.source.map { .string($0.rawValue) } ?? .null
-      object["direction"] = .string(status.inbound ? "inbound" : "outbound")
-      object["linkedForSeconds"] =
-        status.linkedSinceMillis.map { .double(Double(now - min(now, $0)) / 1000) } ?? .null
-      object["encrypted"] = status.encrypted.map { .bool($0) } ?? .null
-      object["fingerprint"] = status.fingerprint.map { .string($0) } ?? .null
-      object["pinned"] = .bool(status.nodeID.map { mesh.links.pins[$0] != nil } ?? false)
-      return .object(object)
-    }
-    let result: JSONValue = [
-      "self": [
-        "id": .string(nodeID), "name": .string(configuration.name), "port": .int(Int64(server.port)),
-        "fingerprint": .string(security.fingerprint), "meshTls": .bool(security.meshTLS),
-        "meshSecret": .bool(security.secret != nil), "https": .bool(security.servesHTTPS),
-      ],
-      "nodes": .array(nodes),
-    ]
-    guard admin, case .object(var object) = result else { return result }
-    object["forgotten"] = .array(
-      mesh.links.forgotten.map { entry in
-        [
-          "address": .string(entry.address), "id": entry.nodeID.map { .string($0) } ?? .null,
-          "gossipedBy": entry.gossipedBy.map { .string($0) } ?? .null, "reason": .string(entry.reason),
-          "attempts": .int(Int64(entry.attempts)),
-        ]
-      })
-    return .object(object)
   }
 }
 

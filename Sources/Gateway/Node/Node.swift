@@ -95,14 +95,12 @@ public actor Node {
         _ = directory.startBrowsing(service.peerID, serviceType: service.serviceType)
       }
     }
-    // Peers that transceived before the restart transceive again (their advertisement carries `transceive=1`).
     var chatBook = ChatBook(nodeID: nodeID)
     if let chatState {
       chatBook.restore(rooms: chatState.rooms, pending: chatState.pending, senderSeqs: chatState.senderSeqs)
     }
-    self.features = Features(
-      chat: ChatFeature(),
-      transceive: TransceiveFeature(book: TransceiveBook(restoringFrom: directory, maxPeers: Self.largestMaxPeers)))
+    // Peers that transceived before the restart transceive again (their advertisement carries `transceive=1`).
+    self.features = Features(restoringFrom: directory)
     var sessions = SessionBook(nodeID: nodeID, localFingerprint: security.fingerprint)
     // Links schedule senders round-robin, so reliable frames are numbered as they go on the wire.
     sessions.deferredSequencing = true

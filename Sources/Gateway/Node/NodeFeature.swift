@@ -2,8 +2,9 @@
 ///
 /// Layer 4 (node runtime). A feature owns its state in a class stored in the node actor (``Node/features``) and only
 /// touched on the node's executor (the lws service thread); its routes live beside it (`Features/<X>/…Routes.swift`).
-/// The node calls each hook on every feature, in ``Features/all``'s order, so a peer deletion, a link coming up or
-/// going down, or a tick reaches all of them by construction; a feature that has nothing to do keeps the default.
+/// The node calls each hook on every feature, in ``Features/all``'s order (Features/FeatureRegistry.swift, the one
+/// list that names the feature types), so a peer deletion, a link coming up or going down, or a tick reaches all of
+/// them by construction; a feature that has nothing to do keeps the default.
 import LWS
 import MeshCore
 
@@ -18,6 +19,18 @@ protocol NodeFeature: AnyObject {
   func peerRemoved(_ peerID: String, node: isolated Node)
   /// The node's periodic tick (every ``Node/tickInterval``).
   func tick(node: isolated Node)
+  /// The mesh core asked for work outside it (``MeshEffect/chat(_:)``): the feature it concerns carries it out.
+  func meshEffect(_ effect: MeshEffect, node: isolated Node)
+  /// Local peer `peerID` was told a session or invitation event (it is in its event log's batch already).
+  func sessionEvent(_ event: SessionBook.Event, for peerID: String, node: isolated Node)
+  /// An invitation a local peer sent or received was answered, expired or canceled.
+  func invitationEnded(_ invitation: SessionBook.Invitation, node: isolated Node)
+  /// A local peer received an invitation.
+  func invitationReceived(_ invitation: SessionBook.Invitation, node: isolated Node)
+  /// The directory told local peers something (a peer found or lost, advertising changed).
+  func directoryChanged(node: isolated Node)
+  /// What local peers advertise or browse, or the local peers themselves, changed.
+  func localServicesChanged(node: isolated Node)
 }
 
 extension NodeFeature {
@@ -29,26 +42,13 @@ extension NodeFeature {
   }
   func peerRemoved(_ peerID: String, node: isolated Node) {}
   func tick(node: isolated Node) {}
+  func meshEffect(_ effect: MeshEffect, node: isolated Node) {}
+  func sessionEvent(_ event: SessionBook.Event, for peerID: String, node: isolated Node) {}
+  func invitationEnded(_ invitation: SessionBook.Invitation, node: isolated Node) {}
+  func invitationReceived(_ invitation: SessionBook.Invitation, node: isolated Node) {}
+  func directoryChanged(node: isolated Node) {}
+  func localServicesChanged(node: isolated Node) {}
 }
-
-/// The node's features. Each is the owner of its state; ``all`` is what the node's hooks iterate.
-final class Features {
-  let chat: ChatFeature
-  let payloads = PayloadsFeature()
-  let jobs = JobsFeature()
-  let transceive: TransceiveFeature
-  let discovery = DiscoveryFeature()
-
-  init(chat: ChatFeature, transceive: TransceiveFeature) {
-    self.chat = chat
-    self.transceive = transceive
-  }
-
-  /// Every feature, in the order hooks reach them.
-  var all: [any NodeFeature] { [chat, payloads, jobs, transceive, discovery] }
-}
-
-@available(*, unavailable) extension Features: Sendable {}
 
 extension Node {
   /// Tells every feature that the link to `nodeID` came up.
@@ -74,5 +74,10 @@ extension Node {
   /// Ticks every feature.
   func featuresTick() {
     for feature in features.all { feature.tick(node: self) }
+  }
+
+  /// Hands a mesh effect meant for a feature to every feature.
+  func featuresMeshEffect(_ effect: MeshEffect) {
+    for feature in features.all { feature.meshEffect(effect, node: self) }
   }
 }

@@ -17,21 +17,21 @@ enum ChatRoutes {
       400 Bad name.
       409 The peer hosts too many rooms to advertise them all.
       """
-    ) { node, context in try await node.createChat(context) },
+    ) { node, context in try await node.features.chat.create(context, node: node) },
     Route(
       .get, "/api/v1/chats", "listChats", returns: Schemas.chatList,
       """
       The rooms this peer is in or hosts.
       200 The rooms.
       """
-    ) { node, context in node.listChats(context) },
+    ) { node, context in node.features.chat.list(context, node: node) },
     Route(
       .get, "/api/v1/chats/nearby", "nearbyChats", returns: Schemas.chatList,
       """
       Rooms other peers host, mesh-wide, from their jobmanager-chat advertisements.
       200 The rooms.
       """
-    ) { node, context in node.nearbyChats(context) },
+    ) { node, context in node.features.chat.nearby(context, node: node) },
     Route(
       .get, "/api/v1/chats/{chatId}", "getChat", returns: Schemas.chatDetail,
       """
@@ -39,7 +39,7 @@ enum ChatRoutes {
       200 The room.
       404 Unknown room.
       """
-    ) { node, context in try node.getChat(context) },
+    ) { node, context in try node.features.chat.get(context, node: node) },
     Route(
       .post, "/api/v1/chats/{chatId}/join", "joinChat", returns: Schemas.chatEnvelope,
       """
@@ -50,7 +50,7 @@ enum ChatRoutes {
       409 The room ended, or the link to its host is not encrypted.
       503 The host's node is not linked.
       """
-    ) { node, context in try await node.joinChat(context) },
+    ) { node, context in try await node.features.chat.join(context, node: node) },
     Route(
       .post, "/api/v1/chats/{chatId}/leave", "leaveChat", returns: Schemas.chatEnvelope,
       """
@@ -59,7 +59,7 @@ enum ChatRoutes {
       403 Not a member.
       404 Unknown room.
       """
-    ) { node, context in try await node.leaveChat(context) },
+    ) { node, context in try await node.features.chat.leave(context, node: node) },
     Route(
       .post, "/api/v1/chats/{chatId}/messages", "postChatMessage", body: Schemas.postChatMessage,
       returns: Schemas.chatMessageEnvelope,
@@ -72,7 +72,7 @@ enum ChatRoutes {
       404 Unknown room.
       409 The room ended, or the id is taken.
       """
-    ) { node, context in try await node.postChatMessage(context) },
+    ) { node, context in try await node.features.chat.postMessage(context, node: node) },
     Route(
       .get, "/api/v1/chats/{chatId}/messages", "listChatMessages", returns: Schemas.chatMessagePage,
       query: [
@@ -87,7 +87,7 @@ enum ChatRoutes {
       403 Not a member.
       404 Unknown room.
       """
-    ) { node, context in try await node.listChatMessages(context) },
+    ) { node, context in try await node.features.chat.listMessages(context, node: node) },
   ]
 }
 

@@ -14,7 +14,7 @@ enum DiscoveryRoutes {
       200 Advertised services.
       401 Missing or unknown token.
       """
-    ) { node, context in node.listAdvertising(context) },
+    ) { node, context in node.features.discovery.listAdvertising(context, node: node) },
     Route(
       .put, "/api/v1/advertising/{serviceType}", "startAdvertising", body: Schemas.advertiseRequest,
       returns: Schemas.advertisingEntry,
@@ -24,7 +24,7 @@ enum DiscoveryRoutes {
       400 Invalid service type or discovery info.
       401 Missing or unknown token.
       """
-    ) { node, context in try await node.startAdvertising(context) },
+    ) { node, context in try await node.features.discovery.startAdvertising(context, node: node) },
     Route(
       .delete, "/api/v1/advertising/{serviceType}", "stopAdvertising",
       """
@@ -33,7 +33,7 @@ enum DiscoveryRoutes {
       400 Invalid service type.
       404 Not advertising this service type.
       """
-    ) { node, context in try await node.stopAdvertising(context) },
+    ) { node, context in try await node.features.discovery.stopAdvertising(context, node: node) },
     Route(
       .get, "/api/v1/browsing", "listBrowsing", returns: Schemas.browsingList,
       """
@@ -41,7 +41,7 @@ enum DiscoveryRoutes {
       200 Browsed services.
       401 Missing or unknown token.
       """
-    ) { node, context in node.listBrowsing(context) },
+    ) { node, context in node.features.discovery.listBrowsing(context, node: node) },
     Route(
       .put, "/api/v1/browsing/{serviceType}", "startBrowsing", returns: Schemas.browsingEntry,
       """
@@ -49,7 +49,7 @@ enum DiscoveryRoutes {
       200 Browsing, with the advertisers known now.
       400 Invalid service type.
       """
-    ) { node, context in try await node.startBrowsing(context) },
+    ) { node, context in try await node.features.discovery.startBrowsing(context, node: node) },
     Route(
       .delete, "/api/v1/browsing/{serviceType}", "stopBrowsing",
       """
@@ -58,7 +58,7 @@ enum DiscoveryRoutes {
       400 Invalid service type.
       404 Not browsing this service type.
       """
-    ) { node, context in try await node.stopBrowsing(context) },
+    ) { node, context in try await node.features.discovery.stopBrowsing(context, node: node) },
     Route(
       .get, "/api/v1/services/{serviceType}/peers", "listServicePeers", returns: Schemas.servicePeers,
       query: [.limit(max: 500), .cursor],
@@ -67,7 +67,7 @@ enum DiscoveryRoutes {
       200 Advertisers.
       400 Invalid service type.
       """
-    ) { node, context in try node.servicePeers(context) },
+    ) { node, context in try node.features.discovery.servicePeers(context, node: node) },
     Route(
       .get, "/api/v1/presence", "listPresence", returns: Schemas.presenceList, query: [.limit(max: 500), .cursor],
       """
@@ -75,7 +75,7 @@ enum DiscoveryRoutes {
       200 Present peers.
       401 Missing or unknown token.
       """
-    ) { node, context in try node.listPresence(context) },
+    ) { node, context in try node.features.discovery.listPresence(context, node: node) },
     Route(
       .put, "/api/v1/presence", "startWatchingPresence", returns: Schemas.presenceWatch,
       """
@@ -83,7 +83,7 @@ enum DiscoveryRoutes {
       200 Watching, with the peers present now.
       401 Missing or unknown token.
       """
-    ) { node, context in node.startWatchingPresence(context) },
+    ) { node, context in node.features.discovery.startWatchingPresence(context, node: node) },
     Route(
       .delete, "/api/v1/presence", "stopWatchingPresence",
       """
@@ -92,14 +92,16 @@ enum DiscoveryRoutes {
       401 Missing or unknown token.
       404 Not watching presence.
       """
-    ) { node, context in try node.stopWatchingPresence(context) },
+    ) { node, context in try node.features.discovery.stopWatchingPresence(context, node: node) },
     Route(
       .get, "/api/v1/mesh/nodes", "listMeshNodes", access: .open, returns: Schemas.meshNodes,
       """
       This node and the nodes linked to it: direction, RTT, how each was found, TLS. With the admin token (optional) also the addresses it is dialling, backing off from or waiting for.
       200 Known nodes.
       """
-    ) { node, context in .json(node.meshNodesJSON(admin: node.carriesAdminToken(context.request.head))) },
+    ) { node, context in
+      .json(node.features.discovery.meshNodesJSON(admin: node.carriesAdminToken(context.request.head), node: node))
+    },
     Route(
       .post, "/api/v1/mesh/nodes", "addMeshNode", access: .admin, body: Schemas.addMeshNode, returns: Schemas.meshNodes,
       """
@@ -109,7 +111,7 @@ enum DiscoveryRoutes {
       401 Missing or unknown admin token.
       403 A peer token, not the admin token.
       """
-    ) { node, context in try node.addMeshNode(context) },
+    ) { node, context in try node.features.discovery.addMeshNode(context, node: node) },
   ]
 }
 

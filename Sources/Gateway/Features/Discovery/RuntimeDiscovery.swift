@@ -3,7 +3,7 @@
 ///
 /// Every node found is handed to the ``Node`` actor on the lws service thread (`server.execute`), which feeds it to
 /// the link manager as a `beacon` or `dnssd` discovery; the running DNS-SD discovery is attached to the node so it
-/// can publish the service types local peers advertise (Node+DNSSD.swift).
+/// can publish the service types local peers advertise (``DiscoveryFeature``).
 import Discovery
 import LWS
 import MeshCore
@@ -35,7 +35,7 @@ final class RuntimeDiscovery: Sendable {
         }
       },
       onDNSSDChanged: { dnssd in
-        server.execute { node.assumeIsolated { $0.attachDNSSD(dnssd) } }
+        server.execute { node.assumeIsolated { $0.features.discovery.attachDNSSD(dnssd, node: $0) } }
       })
   }
 

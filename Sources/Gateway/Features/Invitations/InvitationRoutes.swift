@@ -18,7 +18,7 @@ enum InvitationRoutes {
       404 Unknown peer or session.
       409 Strategy, capacity or duplicate invitation.
       """
-    ) { node, context in try node.createInvitation(context) },
+    ) { node, context in try node.features.invitations.create(context, node: node) },
     Route(
       .get, "/api/v1/invitations", "listInvitations", returns: Schemas.invitationList,
       query: [
@@ -30,7 +30,7 @@ enum InvitationRoutes {
       200 Invitations.
       400 Bad direction.
       """
-    ) { node, context in try node.listInvitations(context) },
+    ) { node, context in try node.features.invitations.list(context, node: node) },
     Route(
       .get, "/api/v1/invitations/{invitationId}", "getInvitation", returns: Schemas.invitationEnvelope,
       """
@@ -38,7 +38,7 @@ enum InvitationRoutes {
       200 The invitation.
       404 Unknown.
       """
-    ) { node, context in try node.getInvitation(context) },
+    ) { node, context in try node.features.invitations.get(context, node: node) },
     Route(
       .post, "/api/v1/invitations/{invitationId}/accept", "acceptInvitation", returns: Schemas.invitationEnvelope,
       """
@@ -47,7 +47,7 @@ enum InvitationRoutes {
       403 Not the invitee.
       409 Already accepted, declined, expired or canceled.
       """
-    ) { node, context in try node.answerInvitation(context, accept: true) },
+    ) { node, context in try node.features.invitations.answer(context, accept: true, node: node) },
     Route(
       .post, "/api/v1/invitations/{invitationId}/decline", "declineInvitation", returns: Schemas.invitationEnvelope,
       """
@@ -56,7 +56,7 @@ enum InvitationRoutes {
       403 Not the invitee.
       409 No longer pending.
       """
-    ) { node, context in try node.answerInvitation(context, accept: false) },
+    ) { node, context in try node.features.invitations.answer(context, accept: false, node: node) },
     Route(
       .post, "/api/v1/invitations/{invitationId}/cancel", "cancelInvitation", returns: Schemas.invitationEnvelope,
       """
@@ -65,7 +65,7 @@ enum InvitationRoutes {
       403 Not the inviter.
       409 No longer pending.
       """
-    ) { node, context in try node.cancelInvitation(context) },
+    ) { node, context in try node.features.invitations.cancel(context, node: node) },
   ]
 }
 

@@ -15,7 +15,7 @@ enum JobRoutes {
       201 The job.
       400 Invalid field.
       """
-    ) { node, context in try await node.createJob(context) },
+    ) { node, context in try await node.features.jobs.create(context, node: node) },
     Route(
       .get, "/api/v1/jobs", "listJobs", returns: Schemas.jobList, query: [.limit(max: 500), .cursor],
       """
@@ -23,7 +23,7 @@ enum JobRoutes {
       200 A page of jobs.
       400 Bad limit.
       """
-    ) { node, context in try await node.listJobs(context) },
+    ) { node, context in try await node.features.jobs.list(context, node: node) },
     Route(
       .get, "/api/v1/jobs/{jobId}", "getJob", returns: Schemas.jobEnvelope,
       """
@@ -31,7 +31,7 @@ enum JobRoutes {
       200 The job.
       404 Not in this peer's list.
       """
-    ) { node, context in try await node.getJob(context) },
+    ) { node, context in try await node.features.jobs.get(context, node: node) },
     Route(
       .patch, "/api/v1/jobs/{jobId}", "updateJob", body: Schemas.jobPatch, returns: Schemas.jobEnvelope,
       """
@@ -40,7 +40,7 @@ enum JobRoutes {
       400 Invalid field.
       404 Not in this peer's list.
       """
-    ) { node, context in try await node.updateJob(context) },
+    ) { node, context in try await node.features.jobs.update(context, node: node) },
     Route(
       .delete, "/api/v1/jobs/{jobId}", "deleteJob",
       """
@@ -48,7 +48,7 @@ enum JobRoutes {
       204 Deleted.
       404 Not in this peer's list.
       """
-    ) { node, context in try await node.deleteJob(context) },
+    ) { node, context in try await node.features.jobs.delete(context, node: node) },
     Route(
       .post, "/api/v1/jobs/{jobId}/send", "sendJob", body: Schemas.sendJob, returns: Schemas.jobOffer,
       """
@@ -57,7 +57,7 @@ enum JobRoutes {
       404 Unknown job or peer.
       409 Not receiving jobs, already assigned or already offered.
       """
-    ) { node, context in try await node.sendJob(context) },
+    ) { node, context in try await node.features.jobs.send(context, node: node) },
   ]
 }
 

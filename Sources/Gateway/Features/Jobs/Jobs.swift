@@ -1,7 +1,7 @@
 /// The Job Manager app's model: a job, its validation rules and its JSON form.
 ///
 /// Layer 5 (apps). Pure values and functions; persistence is in ``NodeStore`` and the REST/mesh flow in
-/// `Node+Jobs.swift`. Rules (DESIGN.md, Jobs): name 1–200 characters; `dueDate` an ISO 8601 calendar date
+/// ``JobsFeature``. Rules (DESIGN.md, Jobs): name 1–200 characters; `dueDate` an ISO 8601 calendar date
 /// (`YYYY-MM-DD`); `payment` a non-negative decimal with at most two places (sent as a JSON number or string,
 /// kept exactly as cents, returned as a string such as `"12.50"`); `notes` at most 4 KiB of UTF-8.
 import MeshCore

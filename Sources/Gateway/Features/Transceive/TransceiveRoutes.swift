@@ -14,7 +14,7 @@ enum TransceiveRoutes {
       200 Transceiving.
       400 Invalid service type.
       """
-    ) { node, context in try await node.startTransceive(context) }
+    ) { node, context in try await node.features.transceive.start(context, node: node) }
   ]
 }
 

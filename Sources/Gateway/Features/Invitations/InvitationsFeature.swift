@@ -1,13 +1,15 @@
 /// Invitations: create, list, read, accept, decline and cancel them (MultipeerConnectivity's invitePeer and its
-/// handler), over ``SessionBook`` through the node's ``MeshNode``; the invitee's consent is what puts a peer in a session.
+/// handler), over ``SessionBook`` through the node's ``MeshNode``; the invitee's consent is what puts a peer in a
+/// session.
 import Foundation
 import LWS
 import MeshCore
 
-extension Node {
-  // MARK: - Invitations
-
-  func createInvitation(_ context: RequestContext) throws -> HTTPResponse {
+/// The invitations feature: the invitation routes' commands, and the one way anything on this node invites a peer
+/// (``invite(_:displayName:nodeID:from:into:context:timeoutSeconds:node:)``, also used by job sending). Its state is
+/// the mesh core's session book.
+final class InvitationsFeature: NodeFeature {
+  func create(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let body = try RequestBody(context.request)
     try body.allowOnly(["to", "session", "context", "timeoutSeconds"])
     let toID = try body.requiredString("to")
@@ -20,41 +22,41 @@ extension Node {
     }
     let timeout = try body.timeoutSeconds()
     let inviter = context.authenticatedPeer
-    guard let target = mesh.directory.peer(toID) else {
+    guard let target = node.mesh.directory.peer(toID) else {
       throw APIError.notFound("no peer \(toID) in the mesh; browse with PUT /api/v1/browsing/{serviceType}")
     }
     let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
     do {
       (invitation, effects) = try invite(
         target.peerID, displayName: target.displayName, nodeID: target.nodeID, from: inviter.id, into: sessionID,
-        context: Array(contextText.utf8), timeoutSeconds: timeout)
+        context: Array(contextText.utf8), timeoutSeconds: timeout, node: node)
     } catch {
-      throw failure(error)
+      throw node.failure(error)
     }
-    interpret(effects)
-    return .json(["invitation": invitationJSON(invitation)], status: 201)
+    node.interpret(effects)
+    return .json(["invitation": node.invitationJSON(invitation)], status: 201)
   }
 
   /// Invites peer `peerID` (on node `nodeID`) from local peer `inviter` into a session: the one way both the
   /// invitations API and job sending invite. The caller carries out the effects once it has noted the invitation.
   func invite(
     _ peerID: String, displayName: String, nodeID: String, from inviter: String, into sessionID: String,
-    context: [UInt8], timeoutSeconds: Int
+    context: [UInt8], timeoutSeconds: Int, node: isolated Node
   ) throws(MeshFailure) -> (SessionBook.Invitation, [MeshEffect]) {
-    try mesh.node.invite(
+    try node.mesh.node.invite(
       RecordID.make(), from: inviter,
       to: SessionMember(peerID: peerID, displayName: displayName, nodeID: nodeID, state: .connecting),
       sessionID: sessionID, context: context, timeoutMillis: UInt32(timeoutSeconds) * 1000,
-      now: Self.monotonicMillis())
+      now: Node.monotonicMillis())
   }
 
-  func listInvitations(_ context: RequestContext) throws -> HTTPResponse {
+  func list(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let peerID = context.authenticatedPeer.id
     let direction = context.request.head.query["direction"]
     guard direction == nil || direction == "incoming" || direction == "outgoing" else {
       throw APIError.badRequest("direction must be incoming or outgoing, not \(direction!.debugDescription)")
     }
-    let list = mesh.sessions.invitations(of: peerID).filter { invitation in
+    let list = node.mesh.sessions.invitations(of: peerID).filter { invitation in
       switch direction {
       case "incoming": invitation.offer.toPeerID == peerID
       case "outgoing": invitation.offer.fromPeerID == peerID
@@ -62,13 +64,13 @@ extension Node {
       }
     }
     let page = try Page(list, id: \.id, query: context.request.head.query)
-    return .json(["invitations": .array(page.items.map(invitationJSON)), "nextCursor": page.nextCursorJSON])
+    return .json(["invitations": .array(page.items.map { node.invitationJSON($0) }), "nextCursor": page.nextCursorJSON])
   }
 
-  func ownInvitation(_ context: RequestContext) throws(APIError) -> SessionBook.Invitation {
+  func ownInvitation(_ context: RequestContext, node: isolated Node) throws(APIError) -> SessionBook.Invitation {
     let id = context.parameters["invitationId"] ?? ""
     let peerID = context.authenticatedPeer.id
-    guard let invitation = mesh.sessions.invitations[id],
+    guard let invitation = node.mesh.sessions.invitations[id],
       invitation.offer.toPeerID == peerID || invitation.offer.fromPeerID == peerID
     else {
       throw APIError.notFound("no invitation \(id) for this peer; see GET /api/v1/invitations")
@@ -76,36 +78,38 @@ extension Node {
     return invitation
   }
 
-  func getInvitation(_ context: RequestContext) throws -> HTTPResponse {
-    .json(["invitation": invitationJSON(try ownInvitation(context))])
+  func get(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    .json(["invitation": node.invitationJSON(try ownInvitation(context, node: node))])
   }
 
-  func answerInvitation(_ context: RequestContext, accept: Bool) throws -> HTTPResponse {
-    let invitation = try ownInvitation(context)
+  func answer(_ context: RequestContext, accept: Bool, node: isolated Node) throws -> HTTPResponse {
+    let invitation = try ownInvitation(context, node: node)
     guard invitation.offer.toPeerID == context.authenticatedPeer.id else {
       throw APIError(
         status: 403, code: "forbidden", message: "only the invited peer can accept or decline; the inviter can cancel")
     }
     do {
-      interpret(
-        try mesh.node.answer(
-          invitation.id, by: context.authenticatedPeer.id, accept: accept, now: Self.monotonicMillis()))
+      node.interpret(
+        try node.mesh.node.answer(
+          invitation.id, by: context.authenticatedPeer.id, accept: accept, now: Node.monotonicMillis()))
     } catch {
-      throw failure(error)
+      throw node.failure(error)
     }
-    return .json(["invitation": invitationJSON(mesh.sessions.invitations[invitation.id]!)])
+    return .json(["invitation": node.invitationJSON(node.mesh.sessions.invitations[invitation.id]!)])
   }
 
-  func cancelInvitation(_ context: RequestContext) throws -> HTTPResponse {
-    let invitation = try ownInvitation(context)
+  func cancel(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    let invitation = try ownInvitation(context, node: node)
     guard invitation.offer.fromPeerID == context.authenticatedPeer.id else {
       throw APIError(status: 403, code: "forbidden", message: "only the inviter can cancel; the invitee can decline")
     }
     do {
-      interpret(try mesh.node.cancel(invitation.id, by: context.authenticatedPeer.id))
+      node.interpret(try node.mesh.node.cancel(invitation.id, by: context.authenticatedPeer.id))
     } catch {
-      throw failure(error)
+      throw node.failure(error)
     }
-    return .json(["invitation": invitationJSON(mesh.sessions.invitations[invitation.id]!)])
+    return .json(["invitation": node.invitationJSON(node.mesh.sessions.invitations[invitation.id]!)])
   }
 }
+
+@available(*, unavailable) extension InvitationsFeature: Sendable {}
