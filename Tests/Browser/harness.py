@@ -220,6 +220,7 @@ def linked(node: Node, other: Node) -> bool:
 # Console messages that are expected while a test deliberately takes a node down: Chromium logs a
 # refused connection for every fetch and WebSocket attempt the page makes to reconnect.
 NETWORK_NOISE = ("net::ERR_CONNECTION_REFUSED", "net::ERR_CONNECTION_RESET", "net::ERR_EMPTY_RESPONSE",
+                 "net::ERR_SOCKET_NOT_CONNECTED",
                  "WebSocket connection to", "Failed to fetch")
 
 

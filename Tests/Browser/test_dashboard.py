@@ -114,13 +114,19 @@ class DashboardScenario(unittest.TestCase):
                 raise
 
     def tearDown(self) -> None:
-        try:
-            for browser in (self.ann, self.bob):
+        # Both consoles are read (and so emptied) before either is judged: what one step left in a console must not
+        # fail the next step.
+        problems: list[str] = []
+        for browser in (self.ann, self.bob):
+            try:
                 browser.assert_no_console_errors(allow_network_noise=type(self).noisy)
-        finally:
-            # unittest records a failed step in its outcome before tearDown runs.
-            if self._outcome is not None and not self._outcome.success:
-                type(self).broken = True
+            except TestFailure as failure:
+                problems.append(str(failure))
+        # unittest records a failed step in its outcome before tearDown runs; console errors found here count too.
+        if problems or (self._outcome is not None and not self._outcome.success):
+            type(self).broken = True
+        if problems:
+            raise TestFailure("\n".join(problems))
 
     # ------------------------------------------------------------------ known state
 
