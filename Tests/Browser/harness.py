@@ -360,6 +360,12 @@ class Browser:
         self.js("arguments[0].scrollIntoView({block: 'nearest', inline: 'nearest', behavior: 'instant'})", element)
         element.click()
 
+    def choose_file(self, picker: WebElement, path: Any) -> None:
+        """Chooses `path` (a file, or several joined by newlines) in a hidden file input, as its button's picker would."""
+        self.js("arguments[0].hidden = false", picker)
+        picker.send_keys(str(path))
+        self.js("arguments[0].hidden = true", picker)
+
     def type_into(self, testid: str, text: str, clear: bool = True) -> None:
         element = self.visible(testid)
         if clear:

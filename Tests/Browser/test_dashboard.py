@@ -501,9 +501,7 @@ class DashboardScenario(unittest.TestCase):
         self.assertIn("is-drop-target", row.get_attribute("class"), "the row takes dropped files")
         # "Send file" opens the row's own file picker; choosing a file is what a person does next.
         picker = ann.q("nearby-file-input", row)
-        ann.js("arguments[0].hidden = false", picker)
-        picker.send_keys(str(source))
-        ann.js("arguments[0].hidden = true", picker)
+        ann.choose_file(picker, str(source))
         ann.wait("Ann told she waits for Bob", lambda: "Waiting for Bob to accept quote.pdf (200 KB)" in ann.text(
             "nearby-status", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())))
         # Bob's consent is the invitation, and it says what is coming.
@@ -536,9 +534,7 @@ class DashboardScenario(unittest.TestCase):
         second = Path(self.work.name) / "appendix.txt"
         second.write_bytes(b"more" * 100)
         picker = ann.q("nearby-file-input", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id()))
-        ann.js("arguments[0].hidden = false", picker)
-        picker.send_keys(str(second))
-        ann.js("arguments[0].hidden = true", picker)
+        ann.choose_file(picker, str(second))
         bob.wait("the second file at Bob", lambda: any(
             bob.text("transfer-name", r) == second.name and r.get_attribute("data-state") == "finished"
             for r in bob.qa("transfer-row")))
@@ -596,9 +592,7 @@ class DashboardScenario(unittest.TestCase):
         Select(ann.wait("Bob in the To picker", lambda: (s := ann.q("file-to")).is_enabled() and s)).select_by_visible_text("Bob")
         self.record_transfer_rows(ann, source.name)
         picker = ann.q("file-input")
-        ann.js("arguments[0].hidden = false", picker)
-        picker.send_keys(str(source))
-        ann.js("arguments[0].hidden = true", picker)
+        ann.choose_file(picker, str(source))
 
         def transfer_row(browser: Browser, direction: str):
             for row in browser.qa("transfer-row"):
@@ -637,9 +631,7 @@ class DashboardScenario(unittest.TestCase):
             "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 256 * 1024})
         try:
             picker = ann.q("file-input")
-            ann.js("arguments[0].hidden = false", picker)
-            picker.send_keys(str(big))
-            ann.js("arguments[0].hidden = true", picker)
+            ann.choose_file(picker, str(big))
             uploading = ann.wait("the upload under way", lambda: [
                 r for r in ann.qa("transfer-row")
                 if ann.text("transfer-name", r) == big.name and r.get_attribute("data-state") == "uploading"])
@@ -659,9 +651,7 @@ class DashboardScenario(unittest.TestCase):
         self.pick_file_session(browser, type(self).session_id)
         Select(browser.wait(f"{to} in the To picker", lambda: (s := browser.q("file-to")).is_enabled() and s)).select_by_visible_text(to)
         picker = browser.q("file-input")
-        browser.js("arguments[0].hidden = false", picker)
-        picker.send_keys(str(path))
-        browser.js("arguments[0].hidden = true", picker)
+        browser.choose_file(picker, str(path))
 
     def pick_file_session(self, browser: Browser, session: str) -> None:
         """Chooses the session in Files; with only one session to send in there is no picker, and it is that one."""
@@ -672,6 +662,15 @@ class DashboardScenario(unittest.TestCase):
         else:
             self.assertEqual(browser.q("file-session").get_attribute("value"), session, "the one session is chosen")
             self.assertIn("with", browser.text("file-session-one"))
+
+    def send_to_everyone(self, browser: Browser, session: str, path: Path) -> None:
+        """Sends a file from the Files view to everyone connected in `session` (one group send)."""
+        browser.tab("files")
+        self.pick_file_session(browser, session)
+        Select(browser.wait("Everyone in the To picker", lambda: (s := browser.q("file-to")).is_enabled()
+                            and any(o.get_attribute("value") == "all" for o in s.find_elements("tag name", "option"))
+                            and s)).select_by_value("all")
+        browser.choose_file(browser.q("file-input"), str(path))
 
     def transfer_named(self, browser: Browser, name: str, direction: str):
         return next((r for r in browser.qa("transfer-row") if browser.text("transfer-name", r) == name
@@ -815,15 +814,7 @@ class DashboardScenario(unittest.TestCase):
             source = Path(self.work.name) / "handout.bin"
             payload = os.urandom(1024 * 1024 + 3)
             source.write_bytes(payload)
-            ann.tab("files")
-            self.pick_file_session(ann, session)
-            Select(ann.wait("Everyone in the To picker", lambda: (s := ann.q("file-to")).is_enabled()
-                            and any(o.get_attribute("value") == "all" for o in s.find_elements("tag name", "option"))
-                            and s)).select_by_value("all")
-            picker = ann.q("file-input")
-            ann.js("arguments[0].hidden = false", picker)
-            picker.send_keys(str(source))
-            ann.js("arguments[0].hidden = true", picker)
+            self.send_to_everyone(ann, session, source)
             summary = ann.wait("the group's summary line with both finished", lambda: next(
                 (r for r in ann.qa("group-summary") if r.get_attribute("data-finished") == "2"), None))
             self.assertIn("handout.bin to 2 people: 2 finished, 0 failed", summary.text)
@@ -847,15 +838,11 @@ class DashboardScenario(unittest.TestCase):
             notes = Path(self.work.name) / "notes.bin"
             notes.write_bytes(os.urandom(256 * 1024))
             picker = ann.q("file-input")
-            ann.js("arguments[0].hidden = false", picker)
-            picker.send_keys(str(notes))
-            ann.js("arguments[0].hidden = true", picker)
+            ann.choose_file(picker, str(notes))
             ann.wait("the nobody-ticked error", lambda: "Tick at least one person" in ann.q("file-error").text)
             for box in boxes:
                 box.click()
-            ann.js("arguments[0].hidden = false", picker)
-            picker.send_keys(str(notes))
-            ann.js("arguments[0].hidden = true", picker)
+            ann.choose_file(picker, str(notes))
             chosen = ann.wait("the chosen people's summary line with both finished", lambda: next(
                 (r for r in ann.qa("group-summary") if notes.name in r.text and r.get_attribute("data-finished") == "2"),
                 None))
@@ -1565,9 +1552,7 @@ class DashboardScenario(unittest.TestCase):
             first.write_bytes(b"k" * 5000)
             ann.tab("nearby")
             picker = ann.q("nearby-file-input", row_by_key(ann, "nearby-peer", "data-peer-id", bob_id))
-            ann.js("arguments[0].hidden = false", picker)
-            picker.send_keys(str(first))
-            ann.js("arguments[0].hidden = true", picker)
+            ann.choose_file(picker, str(first))
             prompt = bob.wait("the file invitation", lambda: (p := [x for x in bob.qa("invitation-prompt")
                                                                     if x.get_attribute("data-state") == "pending"]) and p[0])
             self.assertEqual(prompt.find_element("css selector", ".prompt-title").text, "Ann wants to send you consented.txt (4.9 KB)")
@@ -1583,9 +1568,7 @@ class DashboardScenario(unittest.TestCase):
             second = Path(self.work.name) / "unannounced.txt"
             second.write_bytes(b"u" * 10)
             picker = ann.q("nearby-file-input", row_by_key(ann, "nearby-peer", "data-peer-id", bob_id))
-            ann.js("arguments[0].hidden = false", picker)
-            picker.send_keys(str(second))
-            ann.js("arguments[0].hidden = true", picker)
+            ann.choose_file(picker, str(second))
             asked = bob.wait("the second file asked about", lambda: next(
                 (p for p in bob.qa("file-prompt") if p.is_displayed() and bob.text("file-prompt-name", p) == second.name), None))
             self.assertEqual([bob.text("file-prompt-name", p) for p in bob.qa("file-prompt") if p.is_displayed()],
@@ -1797,9 +1780,7 @@ class DashboardScenario(unittest.TestCase):
                     """)
                 row = row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())
                 picker = ann.q("nearby-file-input", row)
-                ann.js("arguments[0].hidden = false", picker)
-                picker.send_keys(str(source))
-                ann.js("arguments[0].hidden = true", picker)
+                ann.choose_file(picker, str(source))
                 card = bob.wait(f"the {name} arrived card", lambda: next(
                     (c for c in bob.qa("file-arrival") if bob.text("file-arrival-name", c) == name), None), 30)
                 self.assertTrue(card.is_displayed())
@@ -2010,15 +1991,7 @@ class DashboardScenario(unittest.TestCase):
             self.beta.api("PATCH", "node/settings", {"fileConsent": "ask"}, token=self.beta.admin_token)
             source = Path(self.work.name) / "brief.txt"
             source.write_bytes(b"site brief " * 1000)
-            ann.tab("files")
-            self.pick_file_session(ann, session)
-            Select(ann.wait("Everyone in the To picker", lambda: (s := ann.q("file-to")).is_enabled()
-                            and any(o.get_attribute("value") == "all" for o in s.find_elements("tag name", "option"))
-                            and s)).select_by_value("all")
-            picker = ann.q("file-input")
-            ann.js("arguments[0].hidden = false", picker)
-            picker.send_keys(str(source))
-            ann.js("arguments[0].hidden = true", picker)
+            self.send_to_everyone(ann, session, source)
             # Each is asked: Bob in his page, Cleo through the API; Cleo declines.
             prompt = bob.wait("Bob asked about the file", lambda: next(
                 (p for p in bob.qa("file-prompt") if bob.text("file-prompt-name", p) == source.name), None), 30)
