@@ -284,7 +284,7 @@ extension Node {
         events.localSendsPaused = false
       }
       // Local senders held for room in the queue go on as it drains (in order, up to the bounds again).
-      admitHeldSends()
+      featuresSendRoomFreed()
     }
     events.publishing = false
   }

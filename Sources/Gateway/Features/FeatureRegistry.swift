@@ -7,6 +7,7 @@ import MeshCore
 
 /// The node's features. Each is the owner of its state; ``all`` is what the node's hooks iterate.
 final class Features {
+  let sessions = SessionsFeature()
   let chat = ChatFeature()
   let payloads = PayloadsFeature()
   let jobs = JobsFeature()
@@ -20,9 +21,9 @@ final class Features {
 
   init(restoringFrom directory: Directory) {
     let transceive = TransceiveFeature(
-      book: TransceiveBook(restoringFrom: directory, maxPeers: Node.largestMaxPeers))
+      book: TransceiveBook(restoringFrom: directory, maxPeers: SessionsFeature.largestMaxPeers))
     self.transceive = transceive
-    self.all = [chat, payloads, jobs, transceive, discovery, invitations]
+    self.all = [sessions, chat, payloads, jobs, transceive, discovery, invitations]
   }
 }
 

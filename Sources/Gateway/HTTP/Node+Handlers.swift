@@ -336,31 +336,12 @@ extension Node {
         "meshgate_mesh_encrypted_links", "gauge", "Linked nodes whose link runs over TLS.",
         mesh.links.linkedNodeIDs.filter { mesh.links.transport(of: $0)?.encrypted == true }.count
       ),
-      ("meshgate_sessions", "gauge", "Sessions with a member on this node.", mesh.sessions.sessions.count),
-      (
-        "meshgate_unreliable_dropped_total", "counter",
-        "Unreliable session messages dropped because their sender's lane on a mesh link was full.",
-        mesh.unreliableDropped
-      ),
-      (
-        "meshgate_mesh_sends_refused_total", "counter",
-        "Reliable session sends answered 503 link_busy: no room on their mesh link within 10 s.", mesh.sendsRefused
-      ),
-      (
-        "meshgate_event_queue_sends_refused_total", "counter",
-        "Local session sends answered 503 event_queue_full: no room in the event queue within 10 s.",
-        mesh.localSendsRefused
-      ),
-      (
-        "meshgate_mesh_sends_waiting", "gauge",
-        "Session sends waiting for room on a mesh link or in the event queue.", mesh.heldSends.count
-      ),
-      (
-        "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",
-        String(format: "%.3f", Date().timeIntervalSince(startedAt))
-      ),
     ]
     for (name, type, help, value) in samples { sample(name, type, help, value) }
+    for (name, type, help, value) in featuresMetricSamples() { sample(name, type, help, value) }
+    sample(
+      "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",
+      String(format: "%.3f", Date().timeIntervalSince(startedAt)))
     family(
       "meshgate_mesh_frames_refused_total", "counter",
       "Mesh frames (or the parts naming this node's peers) refused from linked nodes, by reason; see docs/security.md.")

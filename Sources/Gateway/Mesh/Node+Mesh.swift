@@ -49,16 +49,7 @@ struct MeshState {
   /// Each mesh-link socket's outbound scheduler (control first, bulk producers round-robin); the socket pulls from it
   /// whenever it can take the next frame.
   var schedulers: [WebSocketID: LinkScheduler<MeshOutbound>] = [:]
-  /// Reliable sends waiting for room in their sender's lane, oldest first (``Node/deliverWhenRoom``).
-  var heldSends: [HeldSend] = []
   var roomWakePending = false
-  /// Local peers' leaves waiting for the peer's data queued on the links to go out first (``Node/leaveAfterQueuedData``).
-  var heldLeaves: [(sessionID: String, peerID: String)] = []
-  /// Reliable sends answered 503 because their link had no room within ``Node/maxSendWaitMillis``.
-  var sendsRefused = 0
-  /// Local session sends answered 503 because the node's event queue had no room for them within
-  /// ``Node/maxSendWaitMillis``.
-  var localSendsRefused = 0
   /// Each mesh socket's `tcpi_data_segs_in` and when it last changed.
   var dataSegmentsIn: [WebSocketID: (count: UInt32, at: UInt64)] = [:]
   /// When the last mesh tick ran (a late tick would show in the silent-link log line).
@@ -78,19 +69,6 @@ enum MeshOutbound {
   /// Reliable session data or a named event, numbered (``SessionBook/sequenceReliable(_:to:)``) and encoded when it
   /// goes on the wire, so sequence numbers follow wire order whatever the round-robin did.
   case reliable(MeshMessage, nodeID: String)
-}
-
-/// A send held until its sender's lane has room on every link it crosses and the event queue has room for it.
-struct HeldSend {
-  let producer: String
-  let sessionID: String
-  let peerID: String
-  let targets: [String]?
-  let payload: [UInt8]
-  let name: String?
-  let reliable: Bool
-  let deadline: UInt64
-  let continuation: CheckedContinuation<JSONValue, any Error>
 }
 
 /// The WebSocket subprotocol of mesh links.
@@ -134,7 +112,6 @@ extension Node {
     logSilentLinks(effects, sampled, now: now)
     mesh.lastTick = now
     interpret(effects)
-    admitHeldSends()
     featuresTick()
     expirePeers()
   }
@@ -234,8 +211,7 @@ extension Node {
       if case .reliable(let message, _) = item { reliable.append(message) }
     }
     if !reliable.isEmpty { interpret(mesh.node.unsent(reliable, reason: "link to node lost")) }
-    admitHeldSends()
-    releaseHeldLeaves()
+    featuresSendRoomFreed()
   }
 
   // MARK: - Outbound scheduling
@@ -244,6 +220,8 @@ extension Node {
   /// in the scheduler instead, where a small frame of one producer passes another's bulk backlog (the fairness bound
   /// is then one bulk frame plus this much, not several megabytes of socket buffer).
   static let meshUnsentBytes = 128 << 10
+  /// Bytes of a sender's lane on a mesh link above which its unreliable data is dropped (and counted).
+  static let unreliableQueueLimit = 1 << 20
 
   /// Gives `socket` its outbound scheduler (`scheduler`: frames already queued for its link connection) and puts it
   /// in pull mode.
@@ -328,8 +306,7 @@ extension Node {
   /// Bulk room was freed on some link: held reliable sends, file transfers and stream writers try again.
   func linkRoomFreed() {
     mesh.roomWakePending = false
-    admitHeldSends()
-    releaseHeldLeaves()
+    featuresSendRoomFreed()
     for transfer in transfers.outgoing.values where transfer.sender?.state == .sending { pump(transfer) }
     for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
   }
@@ -385,7 +362,7 @@ extension Node {
       mesh.lastSessionEvent = last
       mesh.pendingEvents[last.entry].peerIDs.append(peerID)
     } else {
-      let built = sessionEvent(event, for: peerID)
+      let built = featuresSessionEventJSON(event, for: peerID)
       mesh.lastSessionEvent = (event, mesh.pendingEvents.count, [peerID])
       mesh.pendingEvents.append(EventFanOut(peerIDs: [peerID], type: built.type, data: built.data))
     }
@@ -396,7 +373,7 @@ extension Node {
   /// ``flush()``): its data is built once, and the store writes it as one body.
   package func sessionEvents(peerIDs: [String], _ event: SessionBook.Event) {
     guard let first = peerIDs.first else { return }
-    let built = sessionEvent(event, for: first)
+    let built = featuresSessionEventJSON(event, for: first)
     mesh.pendingEvents.append(EventFanOut(peerIDs: peerIDs, type: built.type, data: built.data))
     for peerID in peerIDs { followUp(event, for: peerID) }
   }
@@ -425,8 +402,27 @@ extension Node {
     for connection in connections { sendFrame(frame, on: connection) }
   }
 
+  /// Queues a session or invitation frame for node `nodeID` on its link `connection`.
   package func sendToNode(_ message: MeshMessage, nodeID: String, on connection: LinkManager.ConnectionID?) {
-    if let connection { sendSessionFrame(message, to: nodeID, on: connection) }
+    guard let connection, let socket = mesh.socketByConnection[connection] else { return }
+    switch message {
+    case .sessionData(_, let from, _, 0, _):
+      // Unreliable data never queues without bound: past the limit it is dropped (and counted).
+      let producer = "peer:" + from
+      if let scheduler = mesh.schedulers[socket],
+        scheduler.queuedBytes(of: producer) > Self.unreliableQueueLimit || !scheduler.hasRoom(for: producer)
+      {
+        mesh.unreliableDropped += 1
+        return
+      }
+      sendMessage(message, on: connection)
+    case .sessionData(_, _, _, SessionBook.unsequenced, let payload),
+      .sessionEvent(_, _, _, SessionBook.unsequenced, _, let payload):
+      // Numbered when it goes on the wire (meshNextFrame). Room was checked before the send was accepted.
+      enqueue(.reliable(message, nodeID: nodeID), bytes: payload.count + 256, lane: Self.lane(of: message), on: socket)
+    default:
+      sendMessage(message, on: connection)
+    }
   }
 
   package func close(_ connection: LinkManager.ConnectionID, reason: String) {

@@ -379,12 +379,15 @@ public actor Node {
       switch op {
       case "ping":
         reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
-      case "send":
-        guard let answer = socketSend(object, subscriber: subscriber, socket: id) else { return }
-        reply = answer
       default:
-        reply = Self.socketError(
-          "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
+        // Other ops (`send`) are the features'.
+        switch featuresEventSocketOp(op, object, subscriber: subscriber, socket: id) {
+        case .reply(let answer): reply = answer
+        case .later: return
+        case nil:
+          reply = Self.socketError(
+            "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
+        }
       }
     }
     sendFrame(reply, to: subscriber, writeNow: true)

@@ -31,7 +31,36 @@ protocol NodeFeature: AnyObject {
   func directoryChanged(node: isolated Node)
   /// What local peers advertise or browse, or the local peers themselves, changed.
   func localServicesChanged(node: isolated Node)
+
+  // MARK: - sessions and peers
+
+  /// Room was freed for held sends: bulk room on a mesh link (a frame written, a link closed) or in the event queue.
+  func sendRoomFreed(node: isolated Node)
+  /// The `type` and `data` of the event local peer `peerID` is told for a session or invitation event (nil: not this
+  /// feature's to word; exactly one feature words them).
+  func sessionEventJSON(
+    _ event: SessionBook.Event, for peerID: String, node: isolated Node
+  ) -> (type: String, data: JSONValue)?
+  /// An op other than `ping` on a peer's event socket (`/api/v1/ws`); nil when this feature does not serve `op`.
+  func eventSocketOp(
+    _ op: String, _ object: JSONObject, subscriber: Subscriber, socket: WebSocketID, node: isolated Node
+  ) -> EventSocketAnswer?
+  /// Samples this feature adds to `/metrics` (name, type, help, value).
+  func metricSamples(node: isolated Node) -> [MetricSample]
 }
+
+// MARK: - sessions and peers
+
+/// What a feature answers to an op on a peer's event socket.
+enum EventSocketAnswer {
+  /// Send this reply now.
+  case reply(JSONValue)
+  /// The feature replies later itself (the socket's reading is paused meanwhile).
+  case later
+}
+
+/// One unlabelled `/metrics` sample: name, type, help and value.
+typealias MetricSample = (name: String, type: String, help: String, value: any CustomStringConvertible)
 
 extension NodeFeature {
   func nodeLinked(_ nodeID: String, node: isolated Node) {}
@@ -48,6 +77,17 @@ extension NodeFeature {
   func invitationReceived(_ invitation: SessionBook.Invitation, node: isolated Node) {}
   func directoryChanged(node: isolated Node) {}
   func localServicesChanged(node: isolated Node) {}
+
+  // MARK: - sessions and peers
+
+  func sendRoomFreed(node: isolated Node) {}
+  func sessionEventJSON(
+    _ event: SessionBook.Event, for peerID: String, node: isolated Node
+  ) -> (type: String, data: JSONValue)? { nil }
+  func eventSocketOp(
+    _ op: String, _ object: JSONObject, subscriber: Subscriber, socket: WebSocketID, node: isolated Node
+  ) -> EventSocketAnswer? { nil }
+  func metricSamples(node: isolated Node) -> [MetricSample] { [] }
 }
 
 extension Node {
@@ -79,5 +119,37 @@ extension Node {
   /// Hands a mesh effect meant for a feature to every feature.
   func featuresMeshEffect(_ effect: MeshEffect) {
     for feature in features.all { feature.meshEffect(effect, node: self) }
+  }
+
+  // MARK: - sessions and peers
+
+  /// Tells every feature that room was freed for held sends.
+  func featuresSendRoomFreed() {
+    for feature in features.all { feature.sendRoomFreed(node: self) }
+  }
+
+  /// The event local peer `peerID` is told for a session or invitation event, as the feature that words it says.
+  func featuresSessionEventJSON(_ event: SessionBook.Event, for peerID: String) -> (type: String, data: JSONValue) {
+    for feature in features.all {
+      if let built = feature.sessionEventJSON(event, for: peerID, node: self) { return built }
+    }
+    preconditionFailure("no feature words session events: the sessions feature is missing from Features.all")
+  }
+
+  /// The answer of the feature that serves event-socket op `op` (nil: no feature does).
+  func featuresEventSocketOp(
+    _ op: String, _ object: JSONObject, subscriber: Subscriber, socket: WebSocketID
+  ) -> EventSocketAnswer? {
+    for feature in features.all {
+      if let answer = feature.eventSocketOp(op, object, subscriber: subscriber, socket: socket, node: self) {
+        return answer
+      }
+    }
+    return nil
+  }
+
+  /// Every feature's `/metrics` samples, in the features' order.
+  func featuresMetricSamples() -> [MetricSample] {
+    features.all.flatMap { $0.metricSamples(node: self) }
   }
 }

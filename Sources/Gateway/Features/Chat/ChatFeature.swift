@@ -35,7 +35,7 @@ final class ChatFeature: NodeFeature {
   // MARK: - REST
 
   func chatFailure(_ failure: ChatBook.Failure, node: isolated Node) -> APIError {
-    node.failure(MeshFailure(failure))
+    APIError(MeshFailure(failure))
   }
 
   func peerRef(_ peer: StoredPeer, node: isolated Node) -> Directory.PeerRef {
@@ -154,7 +154,7 @@ final class ChatFeature: NodeFeature {
         roomID, peer: peerRef(peer, node: node), name: advertised?.name, host: advertised?.host,
         now: Timestamp.now())
     } catch {
-      throw node.failure(error)
+      throw APIError(error)
     }
     let key = roomID + "/" + peer.id
     let joined: Bool? = await withCheckedContinuation { continuation in
@@ -200,7 +200,7 @@ final class ChatFeature: NodeFeature {
     do {
       directives = try node.mesh.node.leaveChat(roomID, peerID: peer.id)
     } catch {
-      throw node.failure(error)
+      throw APIError(error)
     }
     try await run(directives, node: node)
     if node.mesh.chat.rooms[roomID]?.host.peerID == peer.id { try await advertiseRooms(of: peer.id, node: node) }
@@ -233,7 +233,7 @@ final class ChatFeature: NodeFeature {
     do {
       posted = try node.mesh.node.postChat(roomID, id: id, from: peer.id, body: text, sentAt: Timestamp.now())
     } catch {
-      throw node.failure(error)
+      throw APIError(error)
     }
     try await run(posted.directives, node: node)
     return .json(

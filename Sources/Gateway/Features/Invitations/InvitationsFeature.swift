@@ -31,10 +31,10 @@ final class InvitationsFeature: NodeFeature {
         target.peerID, displayName: target.displayName, nodeID: target.nodeID, from: inviter.id, into: sessionID,
         context: Array(contextText.utf8), timeoutSeconds: timeout, node: node)
     } catch {
-      throw node.failure(error)
+      throw APIError(error)
     }
     node.interpret(effects)
-    return .json(["invitation": node.invitationJSON(invitation)], status: 201)
+    return .json(["invitation": invitation.json(node: node)], status: 201)
   }
 
   /// Invites peer `peerID` (on node `nodeID`) from local peer `inviter` into a session: the one way both the
@@ -64,7 +64,7 @@ final class InvitationsFeature: NodeFeature {
       }
     }
     let page = try Page(list, id: \.id, query: context.request.head.query)
-    return .json(["invitations": .array(page.items.map { node.invitationJSON($0) }), "nextCursor": page.nextCursorJSON])
+    return .json(["invitations": .array(page.items.map { $0.json(node: node) }), "nextCursor": page.nextCursorJSON])
   }
 
   func ownInvitation(_ context: RequestContext, node: isolated Node) throws(APIError) -> SessionBook.Invitation {
@@ -79,7 +79,7 @@ final class InvitationsFeature: NodeFeature {
   }
 
   func get(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
-    .json(["invitation": node.invitationJSON(try ownInvitation(context, node: node))])
+    .json(["invitation": try ownInvitation(context, node: node).json(node: node)])
   }
 
   func answer(_ context: RequestContext, accept: Bool, node: isolated Node) throws -> HTTPResponse {
@@ -93,9 +93,9 @@ final class InvitationsFeature: NodeFeature {
         try node.mesh.node.answer(
           invitation.id, by: context.authenticatedPeer.id, accept: accept, now: Node.monotonicMillis()))
     } catch {
-      throw node.failure(error)
+      throw APIError(error)
     }
-    return .json(["invitation": node.invitationJSON(node.mesh.sessions.invitations[invitation.id]!)])
+    return .json(["invitation": node.mesh.sessions.invitations[invitation.id]!.json(node: node)])
   }
 
   func cancel(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
@@ -106,9 +106,9 @@ final class InvitationsFeature: NodeFeature {
     do {
       node.interpret(try node.mesh.node.cancel(invitation.id, by: context.authenticatedPeer.id))
     } catch {
-      throw node.failure(error)
+      throw APIError(error)
     }
-    return .json(["invitation": node.invitationJSON(node.mesh.sessions.invitations[invitation.id]!)])
+    return .json(["invitation": node.mesh.sessions.invitations[invitation.id]!.json(node: node)])
   }
 }
 

@@ -162,7 +162,8 @@ final class JobsFeature: NodeFeature {
         message: "that peer is not receiving jobs (it does not advertise jobmanager-jobs)")
     }
     let session = node.mesh.node.createSession(
-      RecordID.make(), creator: node.member(for: sender), strategy: .pointToPoint, encryption: .optional,
+      RecordID.make(), creator: SessionMember(hosting: sender, nodeID: node.nodeID), strategy: .pointToPoint,
+      encryption: .optional,
       maxPeers: 2)
     let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
     do {
@@ -171,13 +172,13 @@ final class JobsFeature: NodeFeature {
         into: session.sessionID, context: Self.invitationContext(job), timeoutSeconds: timeout, node: node)
     } catch {
       node.interpret((try? node.mesh.node.leave(session.sessionID, peerID: sender.id)) ?? [])
-      throw node.failure(error)
+      throw APIError(error)
     }
     pendingSends[invitation.id] = PendingJobSend(
       jobID: job.id, senderPeerID: sender.id, sessionID: session.sessionID,
       receiver: receiver)
     node.interpret(effects)
-    return .json(["job": job.json, "invitation": node.invitationJSON(invitation)], status: 202)
+    return .json(["job": job.json, "invitation": invitation.json(node: node)], status: 202)
   }
 
   /// The whole job as invitation context, so the receiver can judge the offer before accepting: the name on the
@@ -255,7 +256,7 @@ final class JobsFeature: NodeFeature {
       try await node.store.saveJob(job)
       try await node.publish([(pending.senderPeerID, "job.delivered", ["job": job.json])])
       // After the job is on the wire: a leave would overtake it and the receiver would drop it.
-      try? node.leaveAfterQueuedData(pending.sessionID, peerID: pending.senderPeerID)
+      try? node.features.sessions.leaveAfterQueuedData(pending.sessionID, peerID: pending.senderPeerID, node: node)
     } catch {
       node.logger.error("Delivering a job failed.", ["job.id": pending.jobID, "error": String(describing: error)])
     }

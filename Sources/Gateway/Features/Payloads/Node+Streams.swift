@@ -71,7 +71,7 @@ extension Node {
 
   func openStream(_ context: RequestContext) throws -> HTTPResponse {
     let peer = context.authenticatedPeer
-    let session = try ownSession(context)
+    let session = try features.sessions.ownSession(context, node: self)
     let body = try RequestBody(context.request)
     try body.allowOnly(["to", "name"])
     let toID = try body.requiredString("to")

@@ -150,7 +150,7 @@ extension Node {
 
   func uploadResource(_ context: RequestContext) async throws -> HTTPResponse {
     let peer = context.authenticatedPeer
-    let session = try ownSession(context)
+    let session = try features.sessions.ownSession(context, node: self)
     let query = context.request.head.query
     guard let toID = query["to"], !toID.isEmpty else {
       throw APIError.badRequest("to is required: the id of the session member to send the file to (?to=<peerId>)")

@@ -17,7 +17,7 @@ enum SessionRoutes {
       201 The session.
       400 Invalid field.
       """
-    ) { node, context in try node.createSession(context) },
+    ) { node, context in try node.features.sessions.createSession(context, node: node) },
     Route(
       .get, "/api/v1/sessions", "listSessions", returns: Schemas.sessionList, query: [.limit(max: 500), .cursor],
       """
@@ -25,7 +25,7 @@ enum SessionRoutes {
       200 Sessions.
       400 Bad limit or cursor.
       """
-    ) { node, context in try node.listSessions(context) },
+    ) { node, context in try node.features.sessions.listSessions(context, node: node) },
     Route(
       .get, "/api/v1/sessions/{sessionId}", "getSession", returns: Schemas.sessionEnvelope,
       """
@@ -33,7 +33,7 @@ enum SessionRoutes {
       200 The session.
       404 Not a member.
       """
-    ) { node, context in try node.getSession(context) },
+    ) { node, context in try node.features.sessions.getSession(context, node: node) },
     Route(
       .delete, "/api/v1/sessions/{sessionId}/members/me", "leaveSession",
       """
@@ -41,7 +41,7 @@ enum SessionRoutes {
       204 Left.
       404 Not a member.
       """
-    ) { node, context in try node.leaveSession(context) },
+    ) { node, context in try node.features.sessions.leaveSession(context, node: node) },
     Route(
       .post, "/api/v1/sessions/{sessionId}/data", "sendData", returns: Schemas.sendResult,
       query: [
@@ -56,7 +56,7 @@ enum SessionRoutes {
       413 Body over 1 MiB.
       503 link_busy (reliable only): the sender's lane on a mesh link had no room for 10 s; or event_queue_full: the node's event queue (64 MiB) or this sender's share of it (8 MiB) had no room for 10 s. The answer is held meanwhile; nothing was sent; retry after Retry-After, and send more slowly.
       """
-    ) { node, context in try await node.sendData(context) },
+    ) { node, context in try await node.features.sessions.sendData(context, node: node) },
     Route(
       .post, "/api/v1/sessions/{sessionId}/events", "sendEvent", body: Schemas.namedEvent, returns: Schemas.sendResult,
       """
@@ -66,7 +66,7 @@ enum SessionRoutes {
       409 A target is not connected.
       503 link_busy: the sender's lane on a mesh link had no room for 10 s; or event_queue_full: the node's event queue (64 MiB) or this sender's share of it (8 MiB) had no room for 10 s. The answer is held meanwhile; nothing was sent; retry after Retry-After.
       """
-    ) { node, context in try await node.sendNamedEvent(context) },
+    ) { node, context in try await node.features.sessions.sendNamedEvent(context, node: node) },
   ]
 }
 

@@ -68,7 +68,7 @@ final class TransceiveFeature: NodeFeature {
     return .json([
       "serviceType": .string(type), "transceiving": true,
       "leader": .string(TransceiveBook.leader(of: type, including: peer.id, in: node.mesh.directory)),
-      "session": session.map { node.sessionJSON($0) } ?? .null,
+      "session": session.map(\.json) ?? .null,
     ])
   }
 

@@ -1,76 +1,130 @@
-/// Sessions, data and named events: REST handlers over ``SessionBook`` and the events they produce.
+/// Sessions, data and named events: the session routes' commands over ``SessionBook`` (held by the node's
+/// ``MeshNode``), the backpressure on sends, and the words of the `session.*` and `invitation.*` events.
 ///
 /// Layer 6 (surface) and 4 (runtime wiring). The state machine decides (strategies, capacity, late accepts);
-/// this file validates input, turns ``SessionBook/Failure`` into the JSON error shape, sends frames and writes
-/// `invitation.*`, `session.*` events to the peers' logs.
+/// this feature validates input, turns ``MeshFailure`` into the JSON error shape, holds sends until their links and
+/// the event queue have room, and says what the events local peers are told look like. It reaches the session book
+/// through what the node exposes for mesh input (`node.mesh.node`, `node.interpret`); the shell reaches it through
+/// ``NodeFeature``'s hooks (ticks, room freed for sends, event wording, the `send` op of the event socket, metrics).
 import Foundation
 import LWS
 import MeshCore
 
-extension Node {
+/// A send held until its sender's lane has room on every link it crosses and the event queue has room for it.
+struct HeldSend {
+  let producer: String
+  let sessionID: String
+  let peerID: String
+  let targets: [String]?
+  let payload: [UInt8]
+  let name: String?
+  let reliable: Bool
+  let deadline: UInt64
+  let continuation: CheckedContinuation<JSONValue, any Error>
+}
+
+/// The sessions feature: the session routes' commands and the sends held for room, with the state they need. Owned
+/// by the node actor and only touched on its executor; the sessions themselves are in the mesh core's session book.
+final class SessionsFeature: NodeFeature {
   /// Default and largest `maxPeers` (MultipeerConnectivity allows 8; we allow more, configurable per session).
   static let defaultMaxPeers: UInt16 = 64
   static let largestMaxPeers: UInt16 = 1024
   static let maxDataBytes = 1 << 20
-  /// Bytes of a sender's lane on a mesh link above which its unreliable data is dropped (and counted).
-  static let unreliableQueueLimit = 1 << 20
   /// How long a reliable send waits for room in its sender's lane before it is refused with 503.
   static let maxSendWaitMillis: UInt64 = 10_000
 
-  // MARK: - Carrying out effects
+  /// Reliable sends waiting for room in their sender's lane, oldest first (``deliverWhenRoom(_:from:to:payload:name:reliable:node:)``).
+  var heldSends: [HeldSend] = []
+  /// Local peers' leaves waiting for the peer's data queued on the links to go out first
+  /// (``leaveAfterQueuedData(_:peerID:node:)``).
+  var heldLeaves: [(sessionID: String, peerID: String)] = []
+  /// Reliable sends answered 503 because their link had no room within ``maxSendWaitMillis``.
+  var sendsRefused = 0
+  /// Local session sends answered 503 because the node's event queue had no room for them within
+  /// ``maxSendWaitMillis``.
+  var localSendsRefused = 0
 
-  /// Queues a session or invitation frame for node `nodeID` on its link `connection` (``MeshEffect/sendToNode``).
-  func sendSessionFrame(_ message: MeshMessage, to nodeID: String, on connection: LinkManager.ConnectionID) {
-    guard let socket = mesh.socketByConnection[connection] else { return }
-    switch message {
-    case .sessionData(_, let from, _, 0, _):
-      // Unreliable data never queues without bound: past the limit it is dropped (and counted).
-      let producer = "peer:" + from
-      if let scheduler = mesh.schedulers[socket],
-        scheduler.queuedBytes(of: producer) > Self.unreliableQueueLimit || !scheduler.hasRoom(for: producer)
-      {
-        mesh.unreliableDropped += 1
-        return
-      }
-      sendMessage(message, on: connection)
-    case .sessionData(_, _, _, SessionBook.unsequenced, let payload),
-      .sessionEvent(_, _, _, SessionBook.unsequenced, _, let payload):
-      // Numbered when it goes on the wire (meshNextFrame). Room was checked before the send was accepted.
-      enqueue(.reliable(message, nodeID: nodeID), bytes: payload.count + 256, lane: Self.lane(of: message), on: socket)
-    default:
-      sendMessage(message, on: connection)
-    }
+  // MARK: - Hooks
+
+  /// Held sends go when there is room, or are refused past their deadline.
+  func tick(node: isolated Node) {
+    admitHeldSends(node: node)
   }
 
-  func sessionEvent(_ event: SessionBook.Event, for peerID: String) -> (peerID: String, type: String, data: JSONValue) {
+  func sendRoomFreed(node: isolated Node) {
+    admitHeldSends(node: node)
+    releaseHeldLeaves(node: node)
+  }
+
+  /// A deleted peer's memberships are gone with it: so are its held leaves.
+  func peerRemoved(_ peerID: String, node: isolated Node) {
+    heldLeaves.removeAll { $0.peerID == peerID }
+  }
+
+  func eventSocketOp(
+    _ op: String, _ object: JSONObject, subscriber: Subscriber, socket: WebSocketID, node: isolated Node
+  ) -> EventSocketAnswer? {
+    guard op == "send" else { return nil }
+    return socketSend(object, subscriber: subscriber, socket: socket, node: node).map { .reply($0) } ?? .later
+  }
+
+  func metricSamples(node: isolated Node) -> [MetricSample] {
+    [
+      ("meshgate_sessions", "gauge", "Sessions with a member on this node.", node.mesh.sessions.sessions.count),
+      (
+        "meshgate_unreliable_dropped_total", "counter",
+        "Unreliable session messages dropped because their sender's lane on a mesh link was full.",
+        node.mesh.unreliableDropped
+      ),
+      (
+        "meshgate_mesh_sends_refused_total", "counter",
+        "Reliable session sends answered 503 link_busy: no room on their mesh link within 10 s.", sendsRefused
+      ),
+      (
+        "meshgate_event_queue_sends_refused_total", "counter",
+        "Local session sends answered 503 event_queue_full: no room in the event queue within 10 s.",
+        localSendsRefused
+      ),
+      (
+        "meshgate_mesh_sends_waiting", "gauge",
+        "Session sends waiting for room on a mesh link or in the event queue.", heldSends.count
+      ),
+    ]
+  }
+
+  /// The `session.*` or `invitation.*` event local peer `peerID` is told for `event`.
+  func sessionEventJSON(
+    _ event: SessionBook.Event, for peerID: String, node: isolated Node
+  ) -> (type: String, data: JSONValue)? {
     switch event {
     case .invitationReceived(let invitation):
-      return (peerID, "invitation.received", ["invitation": invitationJSON(invitation)])
+      return ("invitation.received", ["invitation": invitation.json(node: node)])
     case .invitationEnded(let invitation):
-      return (peerID, "invitation.\(invitation.state.rawValue)", ["invitation": invitationJSON(invitation)])
+      return ("invitation.\(invitation.state.rawValue)", ["invitation": invitation.json(node: node)])
     case .memberState(let sessionID, let member):
       return (
-        peerID, "session.peer.state",
-        ["sessionId": .string(sessionID), "peer": memberRefJSON(member), "state": .string(member.state.rawValue)]
+        "session.peer.state",
+        ["sessionId": .string(sessionID), "peer": member.refJSON, "state": .string(member.state.rawValue)]
       )
     case .data(let sessionID, let from, let payload, let reliable):
       var data: JSONObject = [
-        "sessionId": .string(sessionID), "from": peerJSONByID(from), "mode": reliable ? "reliable" : "unreliable",
+        "sessionId": .string(sessionID), "from": peerJSON(from, node: node),
+        "mode": reliable ? "reliable" : "unreliable",
         "bytes": .int(Int64(payload.count)), "dataBase64": .string(Data(payload).base64EncodedString()),
       ]
       if let text = String(validating: payload, as: UTF8.self) { data["text"] = .string(text) }
-      return (peerID, "session.data", .object(data))
+      return ("session.data", .object(data))
     case .namedEvent(let sessionID, let from, let name, let object):
       return (
-        peerID, "session.event",
+        "session.event",
         [
-          "sessionId": .string(sessionID), "from": peerJSONByID(from), "event": .string(name),
+          "sessionId": .string(sessionID), "from": peerJSON(from, node: node), "event": .string(name),
           "object": (try? JSONValue.parse(object)) ?? .null,
         ]
       )
     case .sendFailed(let sessionID, let undelivered, let reason):
       return (
-        peerID, "session.send.failed",
+        "session.send.failed",
         [
           "sessionId": .string(sessionID), "undelivered": .array(undelivered.map { .string($0) }),
           "reason": .string(reason),
@@ -79,69 +133,15 @@ extension Node {
     }
   }
 
-  // MARK: - JSON views
-
-  func memberRefJSON(_ member: SessionMember) -> JSONValue {
-    ["id": .string(member.peerID), "displayName": .string(member.displayName), "nodeId": .string(member.nodeID)]
-  }
-
-  func peerJSONByID(_ peerID: String) -> JSONValue {
-    if let peer = mesh.directory.peer(peerID) { return peer.json }
+  /// A peer known to the directory as `{"id","displayName","nodeId"}`, else `{"id"}`.
+  func peerJSON(_ peerID: String, node: isolated Node) -> JSONValue {
+    if let peer = node.mesh.directory.peer(peerID) { return peer.json }
     return ["id": .string(peerID)]
-  }
-
-  func sessionJSON(_ session: SessionDescription) -> JSONValue {
-    [
-      "id": .string(session.sessionID), "strategy": .string(session.strategy.rawValue),
-      "encryption": .string(session.encryption.rawValue), "maxPeers": .int(Int64(session.maxPeers)),
-      "hostNodeId": .string(session.hostNodeID), "creatorPeerId": .string(session.creatorPeerID),
-      "members": .array(
-        session.members.map { member in
-          [
-            "id": .string(member.peerID), "displayName": .string(member.displayName),
-            "nodeId": .string(member.nodeID), "state": .string(member.state.rawValue),
-          ]
-        }),
-    ]
-  }
-
-  func invitationJSON(_ invitation: SessionBook.Invitation) -> JSONValue {
-    let offer = invitation.offer
-    let toName =
-      invitation.toDisplayName.isEmpty
-      ? (peers[offer.toPeerID]?.displayName ?? mesh.directory.peer(offer.toPeerID)?.displayName ?? "")
-      : invitation.toDisplayName
-    let remaining = Double(invitation.expiresAt) - Double(Self.monotonicMillis())
-    var object: JSONObject = [
-      "id": .string(offer.invitationID), "state": .string(invitation.state.rawValue),
-      "session": [
-        "id": .string(offer.session.sessionID), "strategy": .string(offer.session.strategy.rawValue),
-        "encryption": .string(offer.session.encryption.rawValue),
-      ],
-      "from": [
-        "id": .string(offer.fromPeerID), "displayName": .string(offer.fromDisplayName),
-        "nodeId": .string(invitation.fromNodeID),
-      ],
-      "to": ["id": .string(offer.toPeerID), "displayName": .string(toName), "nodeId": .string(invitation.toNodeID)],
-      "verificationCode": .string(offer.verificationCode),
-      "timeoutSeconds": .double(Double(offer.timeoutMillis) / 1000),
-      "expiresAt": .string(Timestamp.format(Date().addingTimeInterval(remaining / 1000))),
-    ]
-    object["context"] = String(validating: offer.context, as: UTF8.self).map { .string($0) } ?? .null
-    return .object(object)
-  }
-
-  func failure(_ failure: MeshFailure) -> APIError {
-    APIError(status: failure.status, code: failure.code, message: failure.message)
-  }
-
-  func member(for peer: StoredPeer) -> SessionMember {
-    SessionMember(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID, state: .connected)
   }
 
   // MARK: - Sessions
 
-  func createSession(_ context: RequestContext) throws -> HTTPResponse {
+  func createSession(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let body = try RequestBody(context.request, allowEmpty: true)
     try body.allowOnly(["encryption", "strategy", "maxPeers"])
     let encryption = try body.optionalEnum("encryption", SessionEncryption.self) ?? .optional
@@ -156,21 +156,22 @@ extension Node {
     }
     if strategy == .pointToPoint { maxPeers = 2 }
     let peer = context.authenticatedPeer
-    let session = mesh.node.createSession(
-      RecordID.make(), creator: member(for: peer), strategy: strategy, encryption: encryption,
+    let session = node.mesh.node.createSession(
+      RecordID.make(), creator: SessionMember(hosting: peer, nodeID: node.nodeID), strategy: strategy,
+      encryption: encryption,
       maxPeers: maxPeers)
-    return .json(["session": sessionJSON(session)], status: 201)
+    return .json(["session": session.json], status: 201)
   }
 
-  func listSessions(_ context: RequestContext) throws -> HTTPResponse {
+  func listSessions(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let page = try Page(
-      mesh.sessions.sessions(of: context.authenticatedPeer.id), id: \.sessionID, query: context.request.head.query)
-    return .json(["sessions": .array(page.items.map(sessionJSON)), "nextCursor": page.nextCursorJSON])
+      node.mesh.sessions.sessions(of: context.authenticatedPeer.id), id: \.sessionID, query: context.request.head.query)
+    return .json(["sessions": .array(page.items.map(\.json)), "nextCursor": page.nextCursorJSON])
   }
 
-  func ownSession(_ context: RequestContext) throws(APIError) -> SessionDescription {
+  func ownSession(_ context: RequestContext, node: isolated Node) throws(APIError) -> SessionDescription {
     let id = context.parameters["sessionId"] ?? ""
-    guard let session = mesh.sessions.sessions[id],
+    guard let session = node.mesh.sessions.sessions[id],
       session.members.contains(where: { $0.peerID == context.authenticatedPeer.id })
     else {
       throw APIError.notFound("no session \(id) with this peer as a member; see GET /api/v1/sessions")
@@ -178,16 +179,16 @@ extension Node {
     return session
   }
 
-  func getSession(_ context: RequestContext) throws -> HTTPResponse {
-    .json(["session": sessionJSON(try ownSession(context))])
+  func getSession(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    .json(["session": try ownSession(context, node: node).json])
   }
 
-  func leaveSession(_ context: RequestContext) throws -> HTTPResponse {
-    let session = try ownSession(context)
+  func leaveSession(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    let session = try ownSession(context, node: node)
     do {
-      try leaveAfterQueuedData(session.sessionID, peerID: context.authenticatedPeer.id)
+      try leaveAfterQueuedData(session.sessionID, peerID: context.authenticatedPeer.id, node: node)
     } catch {
-      throw failure(error)
+      throw APIError(error)
     }
     return .noContent
   }
@@ -198,45 +199,45 @@ extension Node {
   /// frames pass queued bulk data on a link; a receiver that learns of the leave first drops the data as coming from a
   /// peer that is no longer a member. So while the peer has frames in its lane on any link, the leave waits (the
   /// session is left as soon as they are written, or the link is gone). Throws what leaving would throw, at once.
-  func leaveAfterQueuedData(_ sessionID: String, peerID: String) throws(MeshFailure) {
-    guard hasQueuedData(from: peerID) else {
-      interpret(try mesh.node.leave(sessionID, peerID: peerID))
+  func leaveAfterQueuedData(_ sessionID: String, peerID: String, node: isolated Node) throws(MeshFailure) {
+    guard hasQueuedData(from: peerID, node: node) else {
+      node.interpret(try node.mesh.node.leave(sessionID, peerID: peerID))
       return
     }
     // The same checks as leaving now, so the caller hears of a bad request at once.
-    guard let session = mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
+    guard let session = node.mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
     else {
-      interpret(try mesh.node.leave(sessionID, peerID: peerID))
+      node.interpret(try node.mesh.node.leave(sessionID, peerID: peerID))
       return
     }
     // One held leave per member, however often it asks (the list stays bounded by the memberships).
-    if !mesh.heldLeaves.contains(where: { $0.sessionID == sessionID && $0.peerID == peerID }) {
-      mesh.heldLeaves.append((sessionID, peerID))
+    if !heldLeaves.contains(where: { $0.sessionID == sessionID && $0.peerID == peerID }) {
+      heldLeaves.append((sessionID, peerID))
     }
   }
 
   /// Whether local peer `peerID` has data in its lane on any link.
-  func hasQueuedData(from peerID: String) -> Bool {
+  func hasQueuedData(from peerID: String, node: isolated Node) -> Bool {
     let lane = "peer:" + peerID
-    return mesh.schedulers.values.contains { $0.queuedBytes(of: lane) > 0 }
+    return node.mesh.schedulers.values.contains { $0.queuedBytes(of: lane) > 0 }
   }
 
-  /// Leaves held by ``leaveAfterQueuedData(_:peerID:)`` whose peer has nothing queued any more.
-  func releaseHeldLeaves() {
-    guard !mesh.heldLeaves.isEmpty else { return }
+  /// Leaves held by ``leaveAfterQueuedData(_:peerID:node:)`` whose peer has nothing queued any more.
+  func releaseHeldLeaves(node: isolated Node) {
+    guard !heldLeaves.isEmpty else { return }
     var waiting: [(sessionID: String, peerID: String)] = []
-    for leave in mesh.heldLeaves {
-      if hasQueuedData(from: leave.peerID) {
+    for leave in heldLeaves {
+      if hasQueuedData(from: leave.peerID, node: node) {
         waiting.append(leave)
       } else {
-        interpret((try? mesh.node.leave(leave.sessionID, peerID: leave.peerID)) ?? [])
+        node.interpret((try? node.mesh.node.leave(leave.sessionID, peerID: leave.peerID)) ?? [])
       }
     }
-    mesh.heldLeaves = waiting
+    heldLeaves = waiting
   }
 
-  func sendData(_ context: RequestContext) async throws -> HTTPResponse {
-    let session = try ownSession(context)
+  func sendData(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
+    let session = try ownSession(context, node: node)
     let query = context.request.head.query
     let mode = query["mode"] ?? "reliable"
     guard mode == "reliable" || mode == "unreliable" else {
@@ -246,7 +247,7 @@ extension Node {
     return .json(
       try await deliverWhenRoom(
         session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: context.request.body, name: nil,
-        reliable: mode == "reliable"),
+        reliable: mode == "reliable", node: node),
       status: 202)
   }
 
@@ -270,19 +271,20 @@ extension Node {
   /// refused with `503 link_busy` or `503 event_queue_full` and `Retry-After`, and nothing is sent.
   func deliverWhenRoom(
     _ sessionID: String, from peerID: String, to targets: [String]?, payload: [UInt8], name: String?,
-    reliable: Bool = true
+    reliable: Bool = true, node: isolated Node
   ) async throws -> JSONValue {
     guard payload.count <= Self.maxDataBytes else {
       throw APIError(status: 413, code: "payload_too_large", message: "session data is limited to 1 MiB per message")
     }
-    if mustWait(sessionID, from: peerID, to: targets, reliable: reliable) == nil {
-      return try deliver(sessionID, from: peerID, to: targets, payload: payload, reliable: reliable, name: name)
+    if mustWait(sessionID, from: peerID, to: targets, reliable: reliable, node: node) == nil {
+      return try deliver(
+        sessionID, from: peerID, to: targets, payload: payload, reliable: reliable, name: name, node: node)
     }
     return try await withCheckedThrowingContinuation { continuation in
-      mesh.heldSends.append(
+      heldSends.append(
         HeldSend(
           producer: "peer:" + peerID, sessionID: sessionID, peerID: peerID, targets: targets, payload: payload,
-          name: name, reliable: reliable, deadline: Self.monotonicMillis() + Self.maxSendWaitMillis,
+          name: name, reliable: reliable, deadline: Node.monotonicMillis() + Self.maxSendWaitMillis,
           continuation: continuation))
     }
   }
@@ -290,26 +292,30 @@ extension Node {
   /// What keeps `peerID`'s send from going now (nil: it may go now). A send waits as well while an earlier send of
   /// the same peer waits, so a peer's sends keep their order.
   func mustWait(
-    _ sessionID: String, from peerID: String, to targets: [String]?, reliable: Bool = true, ignoringHeld: Bool = false
+    _ sessionID: String, from peerID: String, to targets: [String]?, reliable: Bool = true, ignoringHeld: Bool = false,
+    node: isolated Node
   ) -> SendBlock? {
     let producer = "peer:" + peerID
-    if !ignoringHeld, let held = mesh.heldSends.first(where: { $0.producer == producer }) {
-      return mustWait(held.sessionID, from: peerID, to: held.targets, reliable: held.reliable, ignoringHeld: true)
+    if !ignoringHeld, let held = heldSends.first(where: { $0.producer == producer }) {
+      return mustWait(
+        held.sessionID, from: peerID, to: held.targets, reliable: held.reliable, ignoringHeld: true, node: node)
         ?? .senderEvents
     }
     // Local senders are held at the event queue's bounds (what they send to local peers waits there for the store).
-    if events.localSendsPaused { return .eventQueue }
-    if events.queue.bytes(of: peerID) > PublishQueue<CheckedContinuation<Void, any Error>>.senderHighWater {
+    if node.events.localSendsPaused { return .eventQueue }
+    if node.events.queue.bytes(of: peerID) > PublishQueue<CheckedContinuation<Void, any Error>>.senderHighWater {
       return .senderEvents
     }
     // Without links nothing can be full; unreliable data is dropped on a full link rather than held.
-    guard reliable, !mesh.schedulers.isEmpty, let session = mesh.sessions.sessions[sessionID] else { return nil }
+    guard reliable, !node.mesh.schedulers.isEmpty, let session = node.mesh.sessions.sessions[sessionID] else {
+      return nil
+    }
     var checked: Set<String> = []
     // Members hosted here need no link (most of a session's members, often): skipped before any hashing.
     for member in session.members
-    where member.state == .connected && member.nodeID != nodeID && member.peerID != peerID {
+    where member.state == .connected && member.nodeID != node.nodeID && member.peerID != peerID {
       guard targets?.contains(member.peerID) ?? true, checked.insert(member.nodeID).inserted else { continue }
-      if let scheduler = scheduler(toNode: member.nodeID), !scheduler.hasRoom(for: producer) {
+      if let scheduler = node.scheduler(toNode: member.nodeID), !scheduler.hasRoom(for: producer) {
         return .link(member.nodeID)
       }
     }
@@ -317,42 +323,42 @@ extension Node {
   }
 
   /// Lets held sends go, oldest first, as far as there is room; refuses those past their deadline.
-  func admitHeldSends() {
-    guard !mesh.heldSends.isEmpty else { return }
-    let now = Self.monotonicMillis()
+  func admitHeldSends(node: isolated Node) {
+    guard !heldSends.isEmpty else { return }
+    let now = Node.monotonicMillis()
     var blocked: Set<String> = []
     var index = 0
-    while index < mesh.heldSends.count {
-      let held = mesh.heldSends[index]
+    while index < heldSends.count {
+      let held = heldSends[index]
       guard !blocked.contains(held.producer) else {
         index += 1
         continue
       }
       if let block = mustWait(
-        held.sessionID, from: held.peerID, to: held.targets, reliable: held.reliable, ignoringHeld: true)
+        held.sessionID, from: held.peerID, to: held.targets, reliable: held.reliable, ignoringHeld: true, node: node)
       {
         blocked.insert(held.producer)
         guard now >= held.deadline else {
           index += 1
           continue
         }
-        mesh.heldSends.remove(at: index)
+        heldSends.remove(at: index)
         switch block {
         case .link(let busy):
-          mesh.sendsRefused += 1
+          sendsRefused += 1
           held.continuation.resume(throwing: Self.linkBusy(busy))
         case .eventQueue, .senderEvents:
-          mesh.localSendsRefused += 1
+          localSendsRefused += 1
           held.continuation.resume(throwing: Self.eventQueueFull(block))
         }
         continue
       }
-      mesh.heldSends.remove(at: index)
+      heldSends.remove(at: index)
       held.continuation.resume(
         with: Result {
           try deliver(
             held.sessionID, from: held.peerID, to: held.targets, payload: held.payload, reliable: held.reliable,
-            name: held.name)
+            name: held.name, node: node)
         })
     }
   }
@@ -386,22 +392,23 @@ extension Node {
   /// Sends session data (or a named event) now. Returns what a sender is told: `{accepted, undelivered, bytes}`, the
   /// body of the REST route's `202` and the `data` of the WebSocket's `sent` reply.
   func deliver(
-    _ sessionID: String, from peerID: String, to targets: [String]?, payload: [UInt8], reliable: Bool, name: String?
+    _ sessionID: String, from peerID: String, to targets: [String]?, payload: [UInt8], reliable: Bool, name: String?,
+    node: isolated Node
   ) throws -> JSONValue {
     guard payload.count <= Self.maxDataBytes else {
       throw APIError(status: 413, code: "payload_too_large", message: "session data is limited to 1 MiB per message")
     }
     let result: (effects: [MeshEffect], undelivered: [String])
     do {
-      result = try mesh.node.send(
+      result = try node.mesh.node.send(
         sessionID, from: peerID, to: targets, payload: payload, reliable: reliable, namedEvent: name)
     } catch {
-      throw failure(error)
+      throw APIError(error)
     }
     // What this send publishes for local peers is counted as this peer's in the event queue.
-    events.producer = peerID
-    interpret(result.effects)
-    events.producer = nil
+    node.events.producer = peerID
+    node.interpret(result.effects)
+    node.events.producer = nil
     let recipients = MeshNode.addressed(by: result.effects).count
     return [
       "accepted": .int(Int64(recipients)), "undelivered": .array(result.undelivered.map { .string($0) }),
@@ -409,8 +416,8 @@ extension Node {
     ]
   }
 
-  func sendNamedEvent(_ context: RequestContext) async throws -> HTTPResponse {
-    let session = try ownSession(context)
+  func sendNamedEvent(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
+    let session = try ownSession(context, node: node)
     let body = try RequestBody(context.request)
     try body.allowOnly(["event", "object", "to"])
     let name = try body.requiredString("event")
@@ -421,7 +428,8 @@ extension Node {
     let targets = try body.optionalStringArray("to")
     return .json(
       try await deliverWhenRoom(
-        session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: object.serialized(), name: name),
+        session.sessionID, from: context.authenticatedPeer.id, to: targets, payload: object.serialized(), name: name,
+        node: node),
       status: 202)
   }
 
@@ -429,41 +437,44 @@ extension Node {
   /// browser WebSocket: the same as `POST /api/v1/sessions/{id}/data`, with the same backpressure. A reliable send
   /// that must wait for room pauses reading the socket (later messages wait their turn) until it is sent, or refused
   /// with a `link_busy` error after the same wait as the REST route; the socket stays open either way.
-  func socketSend(_ object: JSONObject, subscriber: Subscriber, socket: WebSocketID) -> JSONValue? {
+  func socketSend(_ object: JSONObject, subscriber: Subscriber, socket: WebSocketID, node: isolated Node) -> JSONValue?
+  {
     let peerID = subscriber.peerID
     let request: SocketSendRequest
     do {
-      request = try parseSocketSend(object, peerID: peerID)
+      request = try parseSocketSend(object, peerID: peerID, node: node)
     } catch let error as APIError {
-      return Self.socketError(error.code, error.message)
+      return Node.socketError(error.code, error.message)
     } catch {
-      return Self.socketError("internal_error", "the node could not send: \(error)")
+      return Node.socketError("internal_error", "the node could not send: \(error)")
     }
-    guard mustWait(request.sessionID, from: peerID, to: request.targets, reliable: request.reliable) != nil else {
+    guard mustWait(request.sessionID, from: peerID, to: request.targets, reliable: request.reliable, node: node) != nil
+    else {
       return Self.sentReply {
         try deliver(
           request.sessionID, from: peerID, to: request.targets, payload: request.payload, reliable: request.reliable,
-          name: nil)
+          name: nil, node: node)
       }
     }
     subscriber.holding = true
-    server.setReceiveFlow(socket, enabled: false)
+    node.server.setReceiveFlow(socket, enabled: false)
     Task {
       var reply: JSONValue
       do {
         let sent = try await deliverWhenRoom(
           request.sessionID, from: peerID, to: request.targets, payload: request.payload, name: nil,
-          reliable: request.reliable)
+          reliable: request.reliable, node: node)
         reply = Self.sentReply { sent }
       } catch {
         reply = Self.sentReply { throw error }
       }
-      guard events.subscribers[.webSocket(socket)] === subscriber else { return }
-      sendFrame(reply, to: subscriber, writeNow: true)
+      guard node.events.subscribers[.webSocket(socket)] === subscriber else { return }
+      node.sendFrame(reply, to: subscriber, writeNow: true)
       subscriber.holding = false
-      server.setReceiveFlow(socket, enabled: true)
-      while !subscriber.holding, events.subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty {
-        webSocketReceived(socket, subscriber.backlog.removeFirst())
+      node.server.setReceiveFlow(socket, enabled: true)
+      while !subscriber.holding, node.events.subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty
+      {
+        node.webSocketReceived(socket, subscriber.backlog.removeFirst())
       }
     }
     return nil
@@ -474,7 +485,7 @@ extension Node {
     do {
       return ["type": "sent", "data": try send()]
     } catch let error as APIError {
-      var reply = socketError(error.code, error.message)
+      var reply = Node.socketError(error.code, error.message)
       if error.status == 503, case .object(var object) = reply, case .object(var data)? = object["data"] {
         data["retryAfterSeconds"] = 1
         object["data"] = .object(data)
@@ -482,7 +493,7 @@ extension Node {
       }
       return reply
     } catch {
-      return socketError("internal_error", "the node could not send: \(error)")
+      return Node.socketError("internal_error", "the node could not send: \(error)")
     }
   }
 
@@ -495,7 +506,7 @@ extension Node {
 
   static let socketSendFields: Set<String> = ["op", "session", "to", "mode", "text", "dataBase64"]
 
-  func parseSocketSend(_ object: JSONObject, peerID: String) throws -> SocketSendRequest {
+  func parseSocketSend(_ object: JSONObject, peerID: String, node: isolated Node) throws -> SocketSendRequest {
     let body = RequestBody(object: object)
     try body.allowOnly(Self.socketSendFields)
     let sessionID = try body.requiredString("session")
@@ -517,7 +528,7 @@ extension Node {
     } else {
       throw APIError.badRequest("send needs text or dataBase64")
     }
-    guard let session = mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
+    guard let session = node.mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
     else {
       throw APIError.notFound("no session \(sessionID) with this peer as a member")
     }
@@ -530,50 +541,4 @@ extension Node {
   }
 }
 
-extension RequestBody {
-  /// `timeoutSeconds`: an integer within DESIGN.md's invitation range, or the default when absent.
-  func timeoutSeconds() throws(APIError) -> Int {
-    guard let value = object["timeoutSeconds"], value != .null else { return Validate.defaultTimeoutSeconds }
-    guard let number = value.intValue else {
-      throw .badRequest("timeoutSeconds must be an integer, not \(value.typeDescription)")
-    }
-    do {
-      return try Validate.timeoutSeconds(Int(number))
-    } catch {
-      throw error.apiError
-    }
-  }
-
-  func optionalString(_ key: String) throws(APIError) -> String? {
-    guard let value = object[key], value != .null else { return nil }
-    guard case .string(let string) = value else {
-      throw .badRequest("\(key) must be a string, not \(value.typeDescription)")
-    }
-    return string
-  }
-
-  func optionalStringArray(_ key: String) throws(APIError) -> [String]? {
-    guard let value = object[key], value != .null else { return nil }
-    guard case .array(let items) = value else {
-      throw .badRequest("\(key) must be an array of peer ids, not \(value.typeDescription)")
-    }
-    var strings: [String] = []
-    for item in items {
-      guard case .string(let string) = item else {
-        throw .badRequest("\(key) must contain only strings, not \(item.typeDescription)")
-      }
-      strings.append(string)
-    }
-    return strings
-  }
-
-  func optionalEnum<T: RawRepresentable & CaseIterable>(_ key: String, _ type: T.Type) throws(APIError) -> T?
-  where T.RawValue == String {
-    guard let text = try optionalString(key) else { return nil }
-    guard let value = T(rawValue: text) else {
-      throw .badRequest(
-        "\(key) must be one of \(T.allCases.map(\.rawValue).joined(separator: ", ")), not \(text.debugDescription)")
-    }
-    return value
-  }
-}
+@available(*, unavailable) extension SessionsFeature: Sendable {}
