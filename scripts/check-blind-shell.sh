@@ -15,6 +15,8 @@ features=(
   TransceiveFeature:Transceive
   InvitationsFeature:Invitations
   DiscoveryFeature:Discovery
+  SessionsFeature:Sessions
+  PeersFeature:Peers
 )
 shell_dirs=(Sources/Gateway/Node Sources/Gateway/Events Sources/Gateway/HTTP Sources/Gateway/Mesh)
 

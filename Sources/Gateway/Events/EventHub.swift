@@ -243,7 +243,7 @@ extension Node {
       // batches while a write is in flight), chosen so that small events are not stuck behind large ones.
       let batches = events.queue.next()
       // Peers deleted meanwhile get nothing (their log is gone). Looked up by key only: no peer record is copied.
-      let hosted = peerTable.byID
+      let hosted = peers.byID
       func isHosted(_ peerID: String) -> Bool { hosted.index(forKey: peerID) != nil }
       var entries: [(EventFanOut, at: String)] = []
       for batch in batches {

@@ -14,6 +14,7 @@ final class Features {
   let transceive: TransceiveFeature
   let discovery = DiscoveryFeature()
   let invitations = InvitationsFeature()
+  let peers = PeersFeature()
 
   /// `directory`: the restored advertisements (peers that transceived before a restart transceive again).
   /// Every feature, in the order hooks reach them (built once: hooks run for every peer a session event reaches).
@@ -23,7 +24,7 @@ final class Features {
     let transceive = TransceiveFeature(
       book: TransceiveBook(restoringFrom: directory, maxPeers: SessionsFeature.largestMaxPeers))
     self.transceive = transceive
-    self.all = [sessions, chat, payloads, jobs, transceive, discovery, invitations]
+    self.all = [sessions, chat, payloads, jobs, transceive, discovery, invitations, peers]
   }
 }
 

@@ -1,4 +1,4 @@
-/// REST handlers for the foundation routes: node, health, metrics, OpenAPI, peers and events.
+/// REST handlers for the foundation routes: node, health, metrics, OpenAPI and events.
 ///
 /// Layer 6 (surface). Each handler validates input (400s name the field and the rule), does its work through
 /// the store and the node state, and returns a response; thrown ``APIError``s become the JSON error shape.
@@ -9,75 +9,6 @@ import Logging
 import MeshCore
 
 extension Node {
-  /// Applies `--peer-create-rate` to the client's address (`429` with `Retry-After`) and `--max-peers` (`409`).
-  func checkPeerCreation(_ head: HTTPRequestHead) throws(APIError) {
-    let limits = guards.limits
-    let now = Self.monotonicMillis()
-    guards.peerCreationLimiter.prune(keep: 4_096, now: now)
-    guards.peerCreationPrefixLimiter.prune(keep: 4_096, now: now)
-    // A network (/24, /64) gets the budget of a few addresses: one host with many addresses (IPv6 hands out 2^64)
-    // cannot multiply its budget by switching source address.
-    let prefix = Self.networkPrefix(of: head.remoteAddress)
-    if let prefix,
-      let wait = guards.peerCreationPrefixLimiter.check(
-        prefix, perSecond: limits.peerCreationsPerSecond * Self.peerCreationPrefixFactor, now: now)
-    {
-      guards.rateLimitedPeerCreations += 1
-      throw APIError(
-        status: 429, code: "rate_limited",
-        message:
-          "more than \(limits.peerCreationsPerSecond * Self.peerCreationPrefixFactor) new peers per second from "
-          + "network \(prefix) (\(Self.peerCreationPrefixFactor) times --peer-create-rate per /24 or /64); wait \(wait) s "
-          + "(Retry-After) and reuse peers you created (their tokens stay valid)",
-        headers: [("retry-after", String(wait))])
-    }
-    if let wait = guards.peerCreationLimiter.check(
-      head.remoteAddress, perSecond: limits.peerCreationsPerSecond, now: now)
-    {
-      guards.rateLimitedPeerCreations += 1
-      throw APIError(
-        status: 429, code: "rate_limited",
-        message:
-          "more than \(limits.peerCreationsPerSecond) new peers per second from \(head.remoteAddress); wait \(wait) s "
-          + "(Retry-After) and reuse peers you created (their tokens stay valid)",
-        headers: [("retry-after", String(wait))])
-    }
-    try checkPeerCapacity()
-  }
-
-  /// Peer creations per second one network prefix may make, as a multiple of `--peer-create-rate`.
-  static let peerCreationPrefixFactor = 4
-
-  /// The /24 (IPv4, also IPv4-mapped IPv6) or /64 (IPv6) network of a client address, e.g. `192.168.1.0/24`; nil
-  /// when the address is not an IP address.
-  static func networkPrefix(of address: String) -> String? {
-    var v4 = in_addr()
-    var v6 = in6_addr()
-    let bare = address.hasPrefix("::ffff:") && address.contains(".") ? String(address.dropFirst(7)) : address
-    if inet_pton(AF_INET, bare, &v4) == 1 {
-      let value = UInt32(bigEndian: v4.s_addr)
-      return "\(value >> 24).\((value >> 16) & 0xFF).\((value >> 8) & 0xFF).0/24"
-    }
-    guard inet_pton(AF_INET6, address, &v6) == 1 else { return nil }
-    var bytes = [UInt8](repeating: 0, count: 16)
-    withUnsafeBytes(of: &v6) { raw in for index in 0..<8 { bytes[index] = raw[index] } }
-    let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-    return groups.joined(separator: ":") + "::/64"
-  }
-
-  /// `409 peer_limit_reached` when the node hosts `--max-peers` peers.
-  func checkPeerCapacity() throws(APIError) {
-    let maximum = guards.limits.maxPeers
-    guard peers.count + guards.peersBeingCreated >= maximum else { return }
-    guards.peerLimitRefusals += 1
-    throw APIError(
-      status: 409, code: "peer_limit_reached",
-      message:
-        "this node already hosts its maximum of \(maximum) peers (--max-peers): delete unused peers "
-        + "(DELETE /api/v1/peers/me with their token, or DELETE /api/v1/admin/peers/{peerId} with the admin token), "
-        + "wait for unused ones to expire (--peer-unused-expiry), raise the limit, or use another node")
-  }
-
   /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the route then starts the stream).
   func eventStreamResponse(_ context: RequestContext) throws -> HTTPResponse {
     _ = try Self.parseCursor(context.request.head.query["since"], name: "since")
@@ -101,66 +32,6 @@ extension Node {
       throw APIError.unavailable("the node's SQLite store does not answer: \(error)")
     }
     return .json(["status": "ok"])
-  }
-
-  func createPeer(_ context: RequestContext) async throws -> HTTPResponse {
-    try checkPeerCreation(context.request.head)
-    let body = try RequestBody(context.request)
-    try body.allowOnly(["displayName", "discoveryInfo"])
-    let displayName: String
-    let discoveryInfo: [String: String]
-    do {
-      displayName = try Validate.displayName(try body.requiredString("displayName"))
-      discoveryInfo = try Validate.discoveryInfo(try body.optionalStringMap("discoveryInfo") ?? [:])
-    } catch let error as ValidationError {
-      throw error.apiError
-    }
-    let token = "mgt_" + Crypto.base64URL(try Crypto.randomBytes(32))
-    let peer = StoredPeer(
-      id: RecordID.make(), displayName: displayName, discoveryInfo: discoveryInfo,
-      tokenHash: Crypto.sha256Hex(token), createdAt: Timestamp.now())
-    // Peers being stored count against --max-peers too, so parallel requests cannot overshoot it.
-    guards.peersBeingCreated += 1
-    defer { guards.peersBeingCreated -= 1 }
-    try await store.insertPeer(peer)
-    peers[peer.id] = peer
-    peerIDsByTokenHash[peer.tokenHash] = peer.id
-    peerTable.createdAt[peer.id] = Int64(Date().timeIntervalSince1970)
-    feed(.localPeerAdded(peerID: peer.id, displayName: peer.displayName))
-    logger.info("Peer created.", ["peer.id": peer.id])
-    return .json(
-      ["peer": peerJSON(peer), "token": .string(token)], status: 201,
-      headers: [("location", "/api/v1/peers/me")])
-  }
-
-  func updateMe(_ context: RequestContext) async throws -> HTTPResponse {
-    let body = try RequestBody(context.request)
-    try body.allowOnly(["displayName", "discoveryInfo"])
-    guard !body.object.keys.isEmpty else {
-      throw APIError.badRequest("send at least one of displayName, discoveryInfo")
-    }
-    var peer = context.authenticatedPeer
-    do {
-      if body.object["displayName"] != nil {
-        peer.displayName = try Validate.displayName(try body.requiredString("displayName"))
-      }
-      if let info = try body.optionalStringMap("discoveryInfo") {
-        peer.discoveryInfo = try Validate.discoveryInfo(info)
-      }
-    } catch let error as ValidationError {
-      throw error.apiError
-    }
-    try await store.updatePeer(id: peer.id, displayName: peer.displayName, discoveryInfo: peer.discoveryInfo)
-    guard peers[peer.id] != nil else { throw APIError.invalidToken }
-    peers[peer.id] = peer
-    feed(.localPeerRenamed(peerID: peer.id, displayName: peer.displayName))
-    try await publish([(peerID: peer.id, type: "peer.updated", data: ["peer": peerJSON(peer)])])
-    return .json(["peer": peerJSON(peer)])
-  }
-
-  func deleteMe(_ context: RequestContext) async throws -> HTTPResponse {
-    try await removePeer(context.authenticatedPeer, closeReason: "peer deleted")
-    return .noContent
   }
 
   func listEvents(_ context: RequestContext) async throws -> HTTPResponse {
@@ -231,11 +102,6 @@ extension Node {
         "Requests answered 408 because their body arrived slower than --min-body-rate.", statistics.slowBodies
       ),
       ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
-      (
-        "meshgate_peers_expired_total", "counter",
-        "Peers deleted because their token was never used (--peer-unused-expiry) or long unused (--peer-idle-expiry).",
-        peerTable.expired
-      ),
       ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
       (
         "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
@@ -293,15 +159,6 @@ extension Node {
         "Requests refused because the data directory was full or failing (507/503).", metrics.storageFailures
       ),
       ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", guards.adminDenied),
-      (
-        "meshgate_peer_creations_rate_limited_total", "counter",
-        "POST /api/v1/peers refused with 429: over the client address's peer creation rate.",
-        guards.rateLimitedPeerCreations
-      ),
-      (
-        "meshgate_peer_limit_refusals_total", "counter", "POST /api/v1/peers refused with 409: the node is full.",
-        guards.peerLimitRefusals
-      ),
       (
         "meshgate_host_refusals_total", "counter",
         "Requests refused with 421: their Host names no name or address of this node.", guards.hostRefusals

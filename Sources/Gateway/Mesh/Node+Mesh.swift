@@ -113,7 +113,6 @@ extension Node {
     mesh.lastTick = now
     interpret(effects)
     featuresTick()
-    expirePeers()
   }
 
   /// One line per link the tick declared dead, with what its kernel had received (docs/security.md, "Fault tests"):

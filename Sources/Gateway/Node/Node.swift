@@ -44,8 +44,8 @@ public actor Node {
   var meshTimer: (any PortTimer)?
   /// Every feature, each the owner of its state (Node/NodeFeature.swift, Features/).
   let features: Features
-  /// The local peers (Features/Peers/PeerTable.swift).
-  let peerTable = PeerTable()
+  /// Who the local peers are, by id and token (Node/PeerTable.swift); the peers feature changes it.
+  var peers: PeerTable
   /// Static files, host names, route labels (HTTP/HTTPSurface.swift).
   let surface: HTTPSurface
   /// Link security, limits, the data-directory watch (Security/NodeSafety.swift).
@@ -81,13 +81,13 @@ public actor Node {
     let hello = NodeHello(
       nodeID: nodeID, name: configuration.name, softwareVersion: NodeConfiguration.version, port: UInt16(server.port))
     var directory = Directory(nodeID: nodeID)
+    let table = PeerTable(peers)
+    self.peers = table
     for peer in peers {
-      peerTable.byID[peer.id] = peer
-      peerTable.idsByTokenHash[peer.tokenHash] = peer.id
       _ = directory.addLocalPeer(peer.id, displayName: peer.displayName)
     }
     // Restore advertising and browsing; no one is linked yet, so there is nothing to send or tell.
-    for service in services where peerTable.byID[service.peerID] != nil {
+    for service in services where table[service.peerID] != nil {
       if service.kind == "advertise" {
         _ = directory.startAdvertising(
           service.peerID, serviceType: service.serviceType, discoveryInfo: service.discoveryInfo)
@@ -256,10 +256,10 @@ public actor Node {
       token = head.query["token"]
     }
     guard let token, !token.isEmpty else { throw .missingToken }
-    guard let peerID = peerIDsByTokenHash[Crypto.sha256Hex(token)], let peer = peers[peerID] else {
+    guard let peer = peers.peer(forTokenHash: Crypto.sha256Hex(token)) else {
       throw .invalidToken
     }
-    notePeerUsed(peerID)
+    featuresPeerUsed(peer.id)
     return peer
   }
 

@@ -47,6 +47,8 @@ protocol NodeFeature: AnyObject {
   ) -> EventSocketAnswer?
   /// Samples this feature adds to `/metrics` (name, type, help, value).
   func metricSamples(node: isolated Node) -> [MetricSample]
+  /// Local peer `peerID`'s token was used (an authenticated request or socket).
+  func peerUsed(_ peerID: String, node: isolated Node)
 }
 
 // MARK: - sessions and peers
@@ -88,6 +90,7 @@ extension NodeFeature {
     _ op: String, _ object: JSONObject, subscriber: Subscriber, socket: WebSocketID, node: isolated Node
   ) -> EventSocketAnswer? { nil }
   func metricSamples(node: isolated Node) -> [MetricSample] { [] }
+  func peerUsed(_ peerID: String, node: isolated Node) {}
 }
 
 extension Node {
@@ -146,6 +149,11 @@ extension Node {
       }
     }
     return nil
+  }
+
+  /// Tells every feature that local peer `peerID`'s token was used.
+  func featuresPeerUsed(_ peerID: String) {
+    for feature in features.all { feature.peerUsed(peerID, node: self) }
   }
 
   /// Every feature's `/metrics` samples, in the features' order.

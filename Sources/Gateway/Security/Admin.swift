@@ -60,7 +60,7 @@ extension Node {
       parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]).trimmingCharacters(in: .whitespaces) : ""
     if !token.isEmpty, Crypto.sha256Hex(token) == guards.adminTokenHash { return }
     guards.adminDenied += 1
-    if !token.isEmpty, peerIDsByTokenHash[Crypto.sha256Hex(token)] != nil {
+    if !token.isEmpty, peers.peer(forTokenHash: Crypto.sha256Hex(token)) != nil {
       throw APIError(
         status: 403, code: "admin_token_required",
         message: "a peer token cannot be used here: node settings, adding mesh nodes and removing pins need the admin "

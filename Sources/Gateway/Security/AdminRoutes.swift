@@ -47,7 +47,7 @@ enum AdminRoutes {
       401 Missing or unknown admin token.
       403 A peer token, not the admin token.
       """
-    ) { node, context in try node.adminListPeers(context) },
+    ) { node, context in try node.features.peers.adminList(context, node: node) },
     Route(
       .delete, "/api/v1/admin/peers/{peerId}", "deletePeerAsAdmin", access: .admin,
       """
@@ -57,7 +57,7 @@ enum AdminRoutes {
       403 A peer token, not the admin token.
       404 No such peer on this node.
       """
-    ) { node, context in try await node.adminDeletePeer(context) },
+    ) { node, context in try await node.features.peers.adminDelete(context, node: node) },
   ]
 }
 

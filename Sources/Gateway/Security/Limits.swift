@@ -102,14 +102,6 @@ struct SecurityState: Sendable {
   var requestLimiter = RateLimiter<String>()
   /// Keyed by the socket itself: a message's check builds no string.
   var socketLimiter = RateLimiter<WebSocketID>()
-  /// Peer creations by client address (`--peer-create-rate`).
-  var peerCreationLimiter = RateLimiter<String>()
-  /// Peer creations by the client's network (/24, /64), at ``Node/peerCreationPrefixFactor`` times the rate.
-  var peerCreationPrefixLimiter = RateLimiter<String>()
-  var rateLimitedPeerCreations = 0
-  /// `POST /api/v1/peers` requests between their capacity check and their peer's arrival in `peers`.
-  var peersBeingCreated = 0
-  var peerLimitRefusals = 0
   /// Requests refused for their `Host` (421) or `Origin` (403), and WebSocket upgrades refused for `Origin`.
   var hostRefusals = 0
   var originRefusals = 0

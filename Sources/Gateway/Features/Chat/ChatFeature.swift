@@ -32,6 +32,11 @@ final class ChatFeature: NodeFeature {
     enqueue(directives, node: node)
   }
 
+  /// A deleted peer's join requests stop waiting for the host's roster (the chat book forgets the peer itself).
+  func peerRemoved(_ peerID: String, node: isolated Node) {
+    for key in joinWaiters.keys where key.hasSuffix("/" + peerID) { settleJoin(key, joined: nil) }
+  }
+
   // MARK: - REST
 
   func chatFailure(_ failure: ChatBook.Failure, node: isolated Node) -> APIError {

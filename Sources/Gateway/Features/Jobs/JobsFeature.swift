@@ -45,6 +45,12 @@ final class JobsFeature: NodeFeature {
     }
   }
 
+  /// A deleted peer's job offers and deliveries are forgotten (the store deletes its jobs).
+  func peerRemoved(_ peerID: String, node: isolated Node) {
+    pendingSends = pendingSends.filter { $0.value.senderPeerID != peerID }
+    delivering = delivering.filter { $0.value.senderPeerID != peerID }
+  }
+
   func invitationEnded(_ invitation: SessionBook.Invitation, node: isolated Node) {
     if pendingSends[invitation.id] != nil { offerEnded(invitation, node: node) }
   }

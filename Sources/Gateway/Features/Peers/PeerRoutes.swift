@@ -20,7 +20,7 @@ enum PeerRoutes {
       429 Over the client address's peer creation rate (--peer-create-rate); see Retry-After.
       503 The node's data directory is lost or failing.
       """
-    ) { node, context in try await node.createPeer(context) },
+    ) { node, context in try await node.features.peers.create(context, node: node) },
     Route(
       .get, "/api/v1/peers/me", "getMe", returns: Schemas.peerEnvelope,
       """
@@ -37,7 +37,7 @@ enum PeerRoutes {
       400 Invalid field.
       401 Missing or unknown token.
       """
-    ) { node, context in try await node.updateMe(context) },
+    ) { node, context in try await node.features.peers.updateMe(context, node: node) },
     Route(
       .delete, "/api/v1/peers/me", "deleteMe",
       """
@@ -45,7 +45,7 @@ enum PeerRoutes {
       204 Deleted.
       401 Missing or unknown token.
       """
-    ) { node, context in try await node.deleteMe(context) },
+    ) { node, context in try await node.features.peers.deleteMe(context, node: node) },
   ]
 }
 

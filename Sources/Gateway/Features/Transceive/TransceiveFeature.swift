@@ -30,6 +30,11 @@ final class TransceiveFeature: NodeFeature {
     if ticks % 10 == 0 && !book.transceivers.isEmpty { reconcile(node: node) }
   }
 
+  /// A deleted peer stops transceiving at once (the book drops transceivers whose peer is gone when it reconciles).
+  func peerRemoved(_ peerID: String, node: isolated Node) {
+    if book.transceivers.contains(where: { $0.peerID == peerID }) { reconcile(node: node) }
+  }
+
   func directoryChanged(node: isolated Node) {
     if !book.transceivers.isEmpty { reconcile(node: node) }
   }
