@@ -328,6 +328,34 @@ struct InProcessNodeTests {
     }
   }
 
+  /// A deleted peer leaves nothing behind in the features that keep per-peer state: the job it delivered is no longer
+  /// watched for a failed delivery once the peer (and with it the job) is gone.
+  @Test func aDeletedPeersJobDeliveriesAreForgotten() async throws {
+    try await InProcessNode.with { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let bob = try await node.createPeerWithToken("bob")
+      let aliceSocket = try await node.openEventSocket(token: alice.token)
+      let bobSocket = try await node.openEventSocket(token: bob.token)
+      _ = await node.event("hello", on: bobSocket)
+      #expect(
+        await node.request(.put, "/api/v1/advertising/jobmanager-jobs", json: [:], token: bob.token).status == 200)
+      let created = await node.request(.post, "/api/v1/jobs", json: ["name": "Paint the fence"], token: alice.token)
+      let jobID = try #require(created.object?["job"]?.objectValue?["id"]?.stringValue)
+      let offered = await node.request(
+        .post, "/api/v1/jobs/\(jobID)/send", json: ["to": .string(bob.id)], token: alice.token)
+      let invitationID = try #require(offered.object?["invitation"]?.objectValue?["id"]?.stringValue)
+      _ = await node.event("invitation.received", on: bobSocket) {
+        $0["invitation"]?.objectValue?["id"]?.stringValue == invitationID
+      }
+      #expect(await node.request(.post, "/api/v1/invitations/\(invitationID)/accept", token: bob.token).status == 200)
+      _ = await node.event("job.delivered", on: aliceSocket)
+      #expect(await node.node.jobsInFlight(from: alice.id) == 1, "the delivery is watched while alice exists")
+
+      #expect(await node.request(.delete, "/api/v1/peers/me", token: alice.token).status == 204)
+      #expect(await node.node.jobsInFlight(from: alice.id) == 0, "nothing of alice's is left in the jobs feature")
+    }
+  }
+
   /// A mesh dial goes to the port, not to the network: the admin adds a seed and the port records the connection the
   /// node asked for (and refuses it, as an unreachable node would).
   @Test func aMeshDialGoesThroughThePort() async throws {
@@ -393,6 +421,12 @@ extension Node {
 
   /// Whether events still go to `channel`.
   func hasSubscriber(_ channel: Subscriber.Channel) -> Bool { events.subscribers[channel] != nil }
+
+  /// Job offers and deliveries of local peer `peerID` the jobs feature still watches.
+  func jobsInFlight(from peerID: String) -> Int {
+    features.jobs.pendingSends.values.filter { $0.senderPeerID == peerID }.count
+      + features.jobs.delivering.values.filter { $0.senderPeerID == peerID }.count
+  }
 }
 
 /// A TCP socket listening on an ephemeral loopback port, to prove that nothing else can listen there.
