@@ -325,7 +325,8 @@ struct Router: Sendable {
   /// Every route of the node: the union of the features' tables, in the order of the OpenAPI document.
   static let standard = Router(
     routes: SystemRoutes.routes + PeerRoutes.routes + EventRoutes.routes + DiscoveryRoutes.routes
-      + AdminRoutes.routes + SessionRoutes.routes + InvitationRoutes.routes + TransceiveRoutes.routes + JobRoutes.routes
+      + AdminRoutes.routes + PeerRoutes.adminRoutes + SessionRoutes.routes + InvitationRoutes.routes
+      + TransceiveRoutes.routes + JobRoutes.routes
       + ChatRoutes.routes
       + PayloadRoutes.routes)
 

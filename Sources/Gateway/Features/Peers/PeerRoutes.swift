@@ -1,4 +1,4 @@
-/// Peers: create one (its token), read, rename and delete yourself.
+/// Peers: create one (its token), read, rename and delete yourself; the admin's list and delete.
 ///
 /// Each route carries its handler; ``Router/standard`` is the union of every feature's routes, and the OpenAPI
 /// document is generated from it.
@@ -47,9 +47,44 @@ enum PeerRoutes {
       """
     ) { node, context in try await node.features.peers.deleteMe(context, node: node) },
   ]
+
+  /// The admin's peer routes (list, delete), listed in the OpenAPI document with the other admin-token routes.
+  static let adminRoutes: [Route] = [
+    Route(
+      .get, "/api/v1/admin/peers", "listPeersAsAdmin", access: .admin, returns: Schemas.adminPeerList,
+      query: [.limit(max: 500), .cursor],
+      """
+      Every peer this node hosts, oldest first: id, displayName, createdAt, lastUsedAt (null: its token was never used since it was created; kept to the hour) and whether it has a live WebSocket or event stream. Needs the admin token.
+      200 A page of peers.
+      400 Invalid limit or cursor.
+      401 Missing or unknown admin token.
+      403 A peer token, not the admin token.
+      """
+    ) { node, context in try node.features.peers.adminList(context, node: node) },
+    Route(
+      .delete, "/api/v1/admin/peers/{peerId}", "deletePeerAsAdmin", access: .admin,
+      """
+      Deletes a peer this node hosts, as DELETE /api/v1/peers/me would (its token, its event log, its jobs; its sockets close with 4401). Needs the admin token.
+      204 Deleted.
+      401 Missing or unknown admin token.
+      403 A peer token, not the admin token.
+      404 No such peer on this node.
+      """
+    ) { node, context in try await node.features.peers.adminDelete(context, node: node) },
+  ]
 }
 
 extension Schemas {
+  static let adminPeer: JSONValue = [
+    "type": "object", "required": ["id", "displayName", "createdAt", "lastUsedAt", "connected"],
+    "properties": [
+      "id": ["type": "string"], "displayName": ["type": "string"],
+      "createdAt": ["type": "string", "format": "date-time"],
+      "lastUsedAt": ["type": ["string", "null"], "format": "date-time"], "connected": ["type": "boolean"],
+    ],
+  ]
+  static let adminPeerList = page("peers", of: adminPeer)
+
   static let peerEnvelope = envelope("peer", peer)
   static let createdPeer: JSONValue = [
     "type": "object", "required": ["peer", "token"], "properties": ["peer": peer, "token": ["type": "string"]],
