@@ -9,7 +9,8 @@
 ///
 /// Who a token belongs to is the node's identity table (``PeerTable``, Node/PeerTable.swift), which the shell checks
 /// every request against; this feature changes it (create, rename, delete) and hears of each use through the
-/// ``NodeFeature/peerUsed(_:node:)`` hook. A deleted peer reaches every feature through ``NodeFeature/peerRemoved(_:node:)``.
+/// ``NodeFeature/peerUsed(_:node:)`` hook. A deleted peer reaches every feature through
+/// ``NodeFeature/peerRemoved(_:node:)``.
 import Crypto
 import Foundation
 import LWS

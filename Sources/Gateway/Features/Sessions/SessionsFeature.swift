@@ -33,7 +33,8 @@ final class SessionsFeature: NodeFeature {
   /// How long a reliable send waits for room in its sender's lane before it is refused with 503.
   static let maxSendWaitMillis: UInt64 = 10_000
 
-  /// Reliable sends waiting for room in their sender's lane, oldest first (``deliverWhenRoom(_:from:to:payload:name:reliable:node:)``).
+  /// Reliable sends waiting for room in their sender's lane, oldest first
+  /// (``deliverWhenRoom(_:from:to:payload:name:reliable:node:)``).
   var heldSends: [HeldSend] = []
   /// Local peers' leaves waiting for the peer's data queued on the links to go out first
   /// (``leaveAfterQueuedData(_:peerID:node:)``).
