@@ -15,7 +15,9 @@
  * meshgate link are mirrored. On the link: an 8-byte big-endian length, the file, then B's 32-byte digest back.
  *
  * Each node has two threads: the network thread (socket reads, TLS) and a disk thread (write() and SHA-256 of each
- * block, fsync at the end), joined by a bounded pool of 16 blocks of 256 KiB (4 MiB per node). Every byte is read
+ * block, fsync at the end), joined by a bounded pool of 16 blocks of 256 KiB (4 MiB per node). A block holds what has
+ * arrived when the network thread gets to it (up to 256 KiB; it does not wait to fill one), so the first bytes go on at
+ * once and a busy stream moves in whole blocks. Every byte is read
  * from the client socket once, written and hashed once on each node, encrypted once and decrypted once. Nothing is
  * skipped: no kTLS offload, no splice, no hashing shortcut. Not done (meshgate does it, no transfer must): framing,
  * the WebSocket mask, reading the spool back to send it, resume bookkeeping, events.
@@ -35,6 +37,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -321,11 +324,19 @@ static void receive(SSL *ssl, const char *path) {
   for (int i = 0; i < 8; i++) size = size << 8 | header[i];
   pthread_t thread;
   disk_start(&thread, path);
+  struct pollfd link = {.fd = SSL_get_fd(ssl), .events = POLLIN};
   for (uint64_t left = size; left > 0;) {
+    /* A block holds what has arrived, up to 256 KiB: while more is decrypted or waiting in the socket, read on. */
     struct block *block = block_take();
-    block->length = left < BLOCK ? (size_t)left : BLOCK;
-    tls_read_all(ssl, block->data, block->length);
-    left -= block->length;
+    size_t want = left < BLOCK ? (size_t)left : BLOCK, have = 0;
+    do {
+      int n = SSL_read(ssl, block->data + have, (int)(want - have));
+      if (n <= 0) die("the TLS link ended after %llu of %llu bytes", (unsigned long long)(size - left + have),
+                      (unsigned long long)size);
+      have += (size_t)n;
+    } while (have < want && (SSL_pending(ssl) > 0 || poll(&link, 1, 0) > 0));
+    block->length = have;
+    left -= have;
     block_queue(block);
     block_release(block);
   }
@@ -408,9 +419,11 @@ static void relay(SSL *ssl, const char *path) {
       body_offset += have;
       early -= have;
     }
+    /* A block holds what has arrived, up to 256 KiB: wait for some bytes, then take what else is there. */
     while (have < want) {
-      ssize_t n = recv(client, block->data + have, want - have, MSG_WAITALL);
+      ssize_t n = recv(client, block->data + have, want - have, have == 0 ? 0 : MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n <= 0) die("the client closed after %llu of %llu bytes", (unsigned long long)(size - left + have),
                       (unsigned long long)size);
       have += (size_t)n;
