@@ -17,10 +17,10 @@
  * Each node has two threads: the network thread (socket reads, TLS) and a disk thread (write() and SHA-256 of each
  * block, fsync at the end), joined by a bounded pool of 16 blocks of 256 KiB (4 MiB per node). A block holds what has
  * arrived when the network thread gets to it (up to 256 KiB; it does not wait to fill one), so the first bytes go on at
- * once and a busy stream moves in whole blocks. Every byte is read
- * from the client socket once, written and hashed once on each node, encrypted once and decrypted once. Nothing is
- * skipped: no kTLS offload, no splice, no hashing shortcut. Not done (meshgate does it, no transfer must): framing,
- * the WebSocket mask, reading the spool back to send it, resume bookkeeping, events.
+ * once and a busy stream moves in whole blocks. Every byte is read from the client socket once, written and hashed
+ * once on each node, encrypted once and decrypted once. Nothing is skipped: no kTLS offload, no splice, no hashing
+ * shortcut. Not done (meshgate does it, no transfer must): per-chunk framing, the WebSocket mask, reading the spool
+ * back to send it, resume bookkeeping, events.
  *
  * usage: pipeline relay   --file SPOOL  (--listen | --connect PORT) --cert PEM --key PEM [--timeout S]
  *        pipeline receive --file TARGET (--listen | --connect PORT) --cert PEM --key PEM [--timeout S]
