@@ -2,24 +2,21 @@
 ///
 /// Threading: lws is single-threaded (`LWS_MAX_SMP` is 1 in Debian's build). Every
 /// `lws_*` call except `lws_cancel_service` happens on the service thread that
-/// runs ``run()``. The server is also a `SerialExecutor`: actors whose
+/// runs ``run()`` (``ServiceLoop``). The server is also a `SerialExecutor`: actors whose
 /// `unownedExecutor` is this server run their code on that thread, so they may
 /// call the loop-only methods (``respond(to:with:)``, ``send(_:to:)`` …)
 /// directly. Other threads enqueue jobs under a `Mutex` and wake the loop with
-/// `lws_cancel_service`, which lws documents as safe from any thread; the loop
-/// drains them on `LWS_CALLBACK_EVENT_WAIT_CANCELLED`. What the service thread
-/// enqueues itself runs when the current service pass returns, without a wake-up.
+/// `lws_cancel_service`, which lws documents as safe from any thread.
 ///
-/// Ownership: lws keeps pointers (not copies) to protocol names, the
-/// interface string and the server string, so they live in ``CStringArena``
-/// until the context is destroyed. Per-connection state lives in Swift
-/// dictionaries keyed by `wsi`, removed on `LWS_CALLBACK_WSI_DESTROY`, which lws
-/// always delivers (unlike `CLOSED_HTTP`).
+/// Ownership: lws keeps pointers (not copies) to protocol names, the interface string, the server string, the
+/// protocols array, the token limits and the idle policy, so they live in ``CStringArena`` until the context is
+/// destroyed. Per-connection state lives in the part that serves the connection (``ServerSide``,
+/// ``DialledLinks``), in dictionaries keyed by `wsi`, removed on `LWS_CALLBACK_WSI_DESTROY`, which lws always
+/// delivers (unlike `CLOSED_HTTP`).
 internal import CLibWebSockets
 import Dispatch
 import Glibc
 import Logging
-import Synchronization
 
 /// Receives HTTP and WebSocket events. Every method is called on the service thread.
 public protocol ServerDelegate: AnyObject {

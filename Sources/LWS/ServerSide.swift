@@ -417,7 +417,6 @@ extension ServerSide {
   /// paused, lws stops reading the socket, so a client sending faster than the handler consumes is held back by TCP.
   /// Pieces already read are delivered (later, from the inbox) when the flow is enabled again. Service thread only.
   func setBodyFlow(_ id: RequestID, enabled: Bool) {
-    loop.assertInLoop()
     guard let exchange = exchangesByID[id], exchange.streamsBody, !exchange.bodyEnded else { return }
     guard exchange.bodyFlowing != enabled else { return }
     exchange.bodyFlowing = enabled
@@ -465,7 +464,6 @@ extension ServerSide {
   /// Queues the response for request `id`. Returns false when the client is gone or it was answered already.
   @discardableResult
   func respond(to id: RequestID, with response: HTTPResponse) -> Bool {
-    loop.assertInLoop()
     guard let exchange = exchangesByID[id], exchange.response == nil else { return false }
     var response = response
     if exchange.streamsBody && !exchange.bodyEnded {
@@ -494,7 +492,6 @@ extension ServerSide {
   /// Appends bytes to a streaming response. Returns false when the stream is gone, ended, or its
   /// queue is over ``ServerConfiguration/maxQueuedBytesPerStream`` (the caller should end it).
   func writeStream(_ id: RequestID, _ bytes: [UInt8]) -> Bool {
-    loop.assertInLoop()
     guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return false }
     guard exchange.streamQueuedCount + bytes.count <= configuration.maxQueuedBytesPerStream else { return false }
     exchange.streamQueue.append(contentsOf: bytes)
@@ -505,7 +502,6 @@ extension ServerSide {
 
   /// Bytes queued on the streaming response `id` and not yet written, or nil when it is gone.
   func streamQueuedBytes(_ id: RequestID) -> Int? {
-    loop.assertInLoop()
     guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return nil }
     return exchange.streamQueuedCount
   }
@@ -517,7 +513,6 @@ extension ServerSide {
   /// it is cut off without waiting for everything it did not read. Such a client then has
   /// ``abandonAfterSeconds`` to read what is left before the connection is dropped.
   func endStream(_ id: RequestID, discardingQueued: Bool, final: [UInt8]) {
-    loop.assertInLoop()
     guard let exchange = exchangesByID[id], exchange.isStreaming, !exchange.streamEnded else { return }
     if discardingQueued {
       while let end = exchange.streamPieceEnds.first, end <= exchange.streamWritten {
