@@ -287,7 +287,7 @@ struct EventJournalNodeTests {
       let alice = try await node.createPeerWithToken("alice")
       let socket = try await node.openEventSocket(token: alice.token)
       _ = await node.event("hello", on: socket)
-      await node.node.publishInBackground([(alice.id, "session.data", ["text": "one"])])
+      await node.node.publishForTests([(alice.id, "session.data", ["text": "one"])])
       let delivered = await node.port.wait { recorded in
         (recorded.frames[socket] ?? []).compactMap { frame -> Int64? in
           guard let object = (try? JSONValue.parse(frame.bytes))?.objectValue,
@@ -313,7 +313,7 @@ struct EventJournalNodeTests {
       _ = await node.event("hello", on: socket)
       let store = await node.node.store
       try await store.database.withWriter { try $0.execute("PRAGMA query_only = 1") }
-      await node.node.publishInBackground([(alice.id, "session.data", ["text": "waiting"])])
+      await node.node.publishForTests([(alice.id, "session.data", ["text": "waiting"])])
       _ = await node.event("session.data", on: socket)
       #expect(store.hasStagedEvents)
       #expect(await node.request(.get, "/healthz").status == 200)
@@ -334,7 +334,7 @@ struct EventJournalNodeTests {
       _ = await node.event("hello", on: socket)
       let text = String(repeating: "x", count: 60_000)
       let count = NodeParts.eventRingBytes / 60_000 + 10
-      await node.node.publishInBackground(
+      await node.node.publishForTests(
         (0..<count).map { (alice.id, "session.data", ["text": .string(text), "n": .int(Int64($0))]) })
       // `hello`, then the events (parsed once they are all there).
       let frames = await node.port.wait { recorded in
@@ -369,4 +369,9 @@ private func elements(_ value: JSONValue?) -> [JSONValue] {
 extension Node {
   /// The newest sequence number the event ring keeps (tests).
   var newestInEventRing: Int64? { events.ring.newestSequence }
+
+  /// Publishes events as the node's own code does, from the node's executor (tests).
+  func publishForTests(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
+    events.publishInBackground(entries, node: self)
+  }
 }

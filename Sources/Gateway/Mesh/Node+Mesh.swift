@@ -413,7 +413,7 @@ extension Node {
     guard !mesh.pendingEvents.isEmpty else { return }
     let entries = mesh.pendingEvents
     mesh.pendingEvents = []
-    publishInBackground(fanOuts: entries)
+    events.publishInBackground(fanOuts: entries, node: self)
   }
 
   package func send(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
@@ -530,7 +530,7 @@ extension Node {
   func publishToAllPeers(type: String, data: JSONValue) {
     let shared = data.preserialized
     let entries = peers.keys.sorted().map { (peerID: $0, type: type, data: shared) }
-    if !entries.isEmpty { publishInBackground(entries) }
+    if !entries.isEmpty { events.publishInBackground(entries, node: self) }
   }
 
   static func mapJSON(_ map: [String: String]) -> JSONValue {

@@ -115,9 +115,7 @@ public actor Node {
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks, both on the
   /// port's timers; the data-directory watch). Runs on the service thread.
   func start() {
-    events.keepAliveTimer = server.repeating(every: .seconds(5)) { [weak self] in
-      self?.assumeIsolated { $0.sendKeepAlives() }
-    }
+    events.start(node: self)
     // A loop, not a timer: each check reads the disk on a task of its own, and the loop keeps two from overlapping
     // (a stalled file system must not pile them up). A sleep that `stop()` cancels ends it at once.
     dataWatchTask = Task { [weak self] in
@@ -130,7 +128,7 @@ public actor Node {
   }
 
   func stop() {
-    events.keepAliveTimer?.cancel()
+    events.stop()
     dataWatchTask?.cancel()
     meshTimer?.cancel()
   }
@@ -192,7 +190,7 @@ public actor Node {
       if !response.isStream || response.status != 200 || !route.opensEventStream {
         respond(request, response)
       } else {
-        startStream(request, response, context)
+        events.startStream(request, response, context, node: self)
       }
     } catch let error as APIError {
       respond(request, error.response)
@@ -325,8 +323,7 @@ public actor Node {
     }
     surface.connections[id] = .events
     let since = (try? Self.parseCursor(head.query["since"], name: "since")) ?? nil
-    let subscriber = addSubscriber(.webSocket(id), peerID: peer.id)
-    Task { await self.beginDelivery(subscriber, since: since) }
+    events.webSocketOpened(id, peerID: peer.id, since: since, node: self)
   }
 
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
@@ -350,9 +347,9 @@ public actor Node {
     case .binary(let bytes), .text(let bytes): size = bytes.count
     }
     if let refusal = checkSocketMessage(id, size: size) {
-      sendFrame(refusal.reply, to: subscriber, writeNow: true)
+      events.sendFrame(refusal.reply, to: subscriber, writeNow: true, node: self)
       if refusal.close {
-        removeSubscriber(.webSocket(id))
+        events.removeSubscriber(.webSocket(id))
         server.close(id, code: 1009, reason: "message too large")
       }
       return
@@ -387,7 +384,7 @@ public actor Node {
           "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
       }
     }
-    sendFrame(reply, to: subscriber, writeNow: true)
+    events.sendFrame(reply, to: subscriber, writeNow: true, node: self)
   }
 
   static func socketError(_ code: String, _ message: String) -> JSONValue {
@@ -402,7 +399,7 @@ public actor Node {
     case .stream: _ = streamSocketClosed(id)
     case .events:
       guards.socketLimiter.forget(id)
-      removeSubscriber(.webSocket(id))
+      events.removeSubscriber(.webSocket(id))
     }
   }
 
@@ -410,7 +407,7 @@ public actor Node {
   func webSocketDrained(_ id: WebSocketID) {
     switch surface.connections[id] {
     case .stream: streamSocketDrained(id)
-    case .events: if let subscriber = events.subscribers[.webSocket(id)] { pumpReplay(subscriber) }
+    case .events: events.drained(.webSocket(id), node: self)
     case .mesh, nil: break
     }
   }
@@ -418,14 +415,14 @@ public actor Node {
   /// Everything queued on streaming response `id` was written: stream readers and SSE replays go on.
   func streamDrained(_ id: RequestID) {
     streamResponseDrained(id)
-    if let subscriber = events.subscribers[.stream(id)] { pumpReplay(subscriber) }
+    events.drained(.stream(id), node: self)
   }
 
   func requestClosed(_ id: RequestID) {
     routeLabels[id] = nil
     uploadRequestClosed(id)
     streamRequestClosed(id)
-    removeSubscriber(.stream(id))
+    events.removeSubscriber(.stream(id))
   }
 
   // MARK: - JSON views

@@ -382,7 +382,7 @@ final class ChatFeature: NodeFeature {
         break
       }
     }
-    if !events.isEmpty { node.publishInBackground(events) }
+    if !events.isEmpty { node.events.publishInBackground(events, node: node) }
   }
 
   static func event(_ event: ChatBook.Event, room: ChatRoom, peerID: String) -> (
