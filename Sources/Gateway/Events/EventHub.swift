@@ -16,8 +16,8 @@ final class EventHub {
   private(set) var subscribers: [Subscriber.Channel: Subscriber] = [:]
   /// The same subscribers by peer (a live event goes to each of its recipients' subscribers without another lookup).
   private(set) var subscribersByPeer: [String: [Subscriber]] = [:]
-  private(set) var queue = PublishQueue<CheckedContinuation<Void, any Error>>()
-  private var publishing = false
+  /// Every published event, in the one ordered queue drained by one task (``write(_:node:)``).
+  let publishing: SerialWork<PublishQueue<PublishWaiter>>
   /// Whether mesh links are not read because the publish queue is over its high-water mark.
   private(set) var meshReadsPaused = false
   /// Events could not be written because the data directory is full or failing: the batches wait in the queue and
@@ -37,6 +37,7 @@ final class EventHub {
 
   init(ring: EventRing) {
     self.ring = ring
+    publishing = SerialWork(PublishQueue()) { batches, node in await node.events.write(batches, node: node) }
   }
 
   /// Whether `peerID` has a live consumer (a WebSocket or an SSE stream).
@@ -46,9 +47,12 @@ final class EventHub {
   var streamCount: Int { subscribers.keys.count { if case .stream = $0 { true } else { false } } }
 
   /// Bytes of events waiting to be appended to peers' logs (`/metrics`), and those `peerID`'s sends published.
-  var queuedBytes: Int { queue.bytes }
-  func queuedBytes(of peerID: String) -> Int { queue.bytes(of: peerID) }
+  var queuedBytes: Int { publishing.queue.bytes }
+  func queuedBytes(of peerID: String) -> Int { publishing.queue.bytes(of: peerID) }
 }
+
+/// Who waits for a publish to be stored (``EventHub/publish(_:node:)``).
+typealias PublishWaiter = CheckedContinuation<Void, any Error>
 
 @available(*, unavailable) extension EventHub: Sendable {}
 
@@ -266,69 +270,61 @@ extension EventHub {
     #if DEBUG
       for entry in entries { checkDocumented(entry.type, entry.data, node: node) }
     #endif
-    queue.append(fanOuts: entries, waiter: waiter, producer: producer)
-    if queue.bytes > PublishQueue<CheckedContinuation<Void, any Error>>.highWater {
+    let producer = producer
+    publishing.enqueue(node: node) { $0.append(fanOuts: entries, waiter: waiter, producer: producer) }
+    if publishing.queue.bytes > PublishQueue<PublishWaiter>.highWater {
       pauseMeshReads(true, node: node)
       localSendsPaused = true
     }
-    guard !publishing else { return }
-    publishing = true
-    // Started after the current service-loop pass, not at once (`Task.immediate`): what the same pass publishes
-    // (several mesh frames read together) goes into one transaction, and a small event published in the pass does
-    // not wait behind a large one that left alone first (the timing test's small messages beside a 24 MiB burst).
-    Task { await node.events.drainPublishQueue(node: node) }
   }
 
-  func drainPublishQueue(node: isolated Node) async {
-    while !queue.isEmpty {
-      // One transaction per turn: one hop to the database queue and back for many events (fan-outs queue many
-      // batches while a write is in flight), chosen so that small events are not stuck behind large ones.
-      let batches = queue.next()
-      // Peers deleted meanwhile get nothing (their log is gone). Looked up by key only: no peer record is copied.
-      let hosted = node.peerTable.byID
-      func isHosted(_ peerID: String) -> Bool { hosted.index(forKey: peerID) != nil }
-      var entries: [(EventFanOut, at: String)] = []
-      for batch in batches {
-        for var entry in batch.entries {
-          if !entry.peerIDs.allSatisfy(isHosted) { entry.peerIDs.removeAll { !isHosted($0) } }
-          if !entry.peerIDs.isEmpty { entries.append((entry, batch.at)) }
-        }
+  /// One turn of the publish queue: one transaction, one hop to the database queue and back for many events
+  /// (fan-outs queue many batches while a write is in flight), chosen so that small events are not stuck behind large
+  /// ones (``PublishQueue/next()``).
+  func write(_ batches: [PublishQueue<PublishWaiter>.Batch], node: isolated Node) async {
+    // Peers deleted meanwhile get nothing (their log is gone). Looked up by key only: no peer record is copied.
+    let hosted = node.peerTable.byID
+    func isHosted(_ peerID: String) -> Bool { hosted.index(forKey: peerID) != nil }
+    var entries: [(EventFanOut, at: String)] = []
+    for batch in batches {
+      for var entry in batch.entries {
+        if !entry.peerIDs.allSatisfy(isHosted) { entry.peerIDs.removeAll { !isHosted($0) } }
+        if !entry.peerIDs.isEmpty { entries.append((entry, batch.at)) }
       }
-      do {
-        if !entries.isEmpty {
-          pushLive(try await appendDurably(entries, node: node), node: node)
-        }
-        for batch in batches { batch.waiter?.resume() }
-        if storageFailing {
-          storageFailing = false
-          node.logger.notice("The event log can be written again; the events that waited are stored and delivered.")
-        }
-      } catch let error where APIError.storage(error) != nil {
-        // A full or failing disk: nothing was stored or delivered. What a caller waits for is refused to it (it answers
-        // 507 or 503: nothing was accepted); the rest was accepted already (session data answered 202, events of the
-        // node's own) and is kept, in order, and written and delivered once the disk takes it.
-        for batch in batches { batch.waiter?.resume(throwing: error) }
-        queue.putBack(batches.filter { $0.waiter == nil })
-        if !storageFailing {
-          storageFailing = true
-          node.logger.error(
-            "Could not write events to the event log: the data directory is full or failing. The events are kept and "
-              + "written every \(Self.storageRetryDelay) until it works; free disk space in the data directory.",
-            ["error": String(describing: error), "queue.bytes": queue.bytes])
-        }
-        try? await Task.sleep(for: Self.storageRetryDelay)
-      } catch {
-        node.logger.error("Could not append events.", ["error": String(describing: error)])
-        for batch in batches { batch.waiter?.resume(throwing: error) }
-      }
-      if queue.bytes < PublishQueue<CheckedContinuation<Void, any Error>>.lowWater {
-        if meshReadsPaused { pauseMeshReads(false, node: node) }
-        localSendsPaused = false
-      }
-      // Local senders held for room in the queue go on as it drains (in order, up to the bounds again).
-      node.admitHeldSends()
     }
-    publishing = false
+    do {
+      if !entries.isEmpty {
+        pushLive(try await appendDurably(entries, node: node), node: node)
+      }
+      for batch in batches { batch.waiter?.resume() }
+      if storageFailing {
+        storageFailing = false
+        node.logger.notice("The event log can be written again; the events that waited are stored and delivered.")
+      }
+    } catch let error where APIError.storage(error) != nil {
+      // A full or failing disk: nothing was stored or delivered. What a caller waits for is refused to it (it answers
+      // 507 or 503: nothing was accepted); the rest was accepted already (session data answered 202, events of the
+      // node's own) and is kept, in order, and written and delivered once the disk takes it.
+      for batch in batches { batch.waiter?.resume(throwing: error) }
+      publishing.update { $0.putBack(batches.filter { $0.waiter == nil }) }
+      if !storageFailing {
+        storageFailing = true
+        node.logger.error(
+          "Could not write events to the event log: the data directory is full or failing. The events are kept and "
+            + "written every \(Self.storageRetryDelay) until it works; free disk space in the data directory.",
+          ["error": String(describing: error), "queue.bytes": publishing.queue.bytes])
+      }
+      try? await Task.sleep(for: Self.storageRetryDelay)
+    } catch {
+      node.logger.error("Could not append events.", ["error": String(describing: error)])
+      for batch in batches { batch.waiter?.resume(throwing: error) }
+    }
+    if publishing.queue.bytes < PublishQueue<PublishWaiter>.lowWater {
+      if meshReadsPaused { pauseMeshReads(false, node: node) }
+      localSendsPaused = false
+    }
+    // Local senders held for room in the queue go on as it drains (in order, up to the bounds again).
+    node.admitHeldSends()
   }
 
   /// How long events that could not be written for want of disk space wait before the write is tried again.
@@ -345,7 +341,7 @@ extension EventHub {
   func appendDurably(_ entries: [(EventFanOut, at: String)], node: isolated Node) async throws -> [AppendedEvent] {
     let store = node.store
     guard
-      entries.allSatisfy({ $0.0.data.approximateSize <= PublishQueue<CheckedContinuation<Void, any Error>>.smallBytes })
+      entries.allSatisfy({ $0.0.data.approximateSize <= PublishQueue<PublishWaiter>.smallBytes })
     else { return try await store.appendEvents(fanOuts: entries) }
     var bodies = NodeStore.bodies(entries)
     // A record holds no sequence number (the ring's record header does), so it is built before they are handed out.
@@ -413,7 +409,7 @@ extension EventHub {
     node.metrics.meshReadPauses += paused ? 1 : 0
     node.logger.info(
       paused ? "Event log behind; pausing mesh reads." : "Event log caught up; resuming mesh reads.",
-      ["queue.bytes": queue.bytes])
+      ["queue.bytes": publishing.queue.bytes])
     for socket in node.mesh.connectionBySocket.keys { node.server.setReceiveFlow(socket, enabled: !paused) }
   }
 
