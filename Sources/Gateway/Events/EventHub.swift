@@ -31,12 +31,7 @@ final class EventHub {
   var producer: String?
   /// SSE keep-alives every 5 s (which also reveal vanished clients).
   private var keepAliveTimer: (any PortTimer)?
-  /// Where small events are made durable on the service thread before they are delivered, SQLite getting them in
-  /// batches behind.
-  let ring: EventRing
-
-  init(ring: EventRing) {
-    self.ring = ring
+  init() {
     publishing = SerialWork(PublishQueue()) { batches, node in await node.events.write(batches, node: node) }
   }
 
@@ -162,7 +157,7 @@ extension EventHub {
   /// catches up with any backlog the log holds in one connection, and a slow one is never cut off by its replay.
   func beginDelivery(_ subscriber: Subscriber, since: Int64?, node: isolated Node) async {
     do {
-      let latest = try await node.store.latestSequence(peerID: subscriber.peerID)
+      let latest = try await node.store.eventLog.latestSequence(peerID: subscriber.peerID)
       guard isCurrent(subscriber), let peer = node.peers[subscriber.peerID] else { return }
       let hello: JSONValue = [
         "type": "hello",
@@ -213,7 +208,8 @@ extension EventHub {
   func readReplayPage(_ subscriber: Subscriber, node: isolated Node) async {
     let limit = subscriber.pageLimit
     do {
-      let page = try await node.store.events(peerID: subscriber.peerID, after: subscriber.lastSent, limit: limit)
+      let page = try await node.store.eventLog.events(
+        peerID: subscriber.peerID, after: subscriber.lastSent, limit: limit)
       guard isCurrent(subscriber) else { return }
       subscriber.fetching = false
       subscriber.replayExhausted = page.events.count < limit
@@ -294,7 +290,7 @@ extension EventHub {
     }
     do {
       if !entries.isEmpty {
-        pushLive(try await appendDurably(entries, node: node), node: node)
+        pushLive(try await node.store.eventLog.append(entries), node: node)
       }
       for batch in batches { batch.waiter?.resume() }
       if storageFailing {
@@ -329,77 +325,6 @@ extension EventHub {
 
   /// How long events that could not be written for want of disk space wait before the write is tried again.
   static let storageRetryDelay = Duration.seconds(1)
-
-  /// Makes `entries` durable and returns them numbered, as they are to be delivered.
-  ///
-  /// Small events (each at most ``PublishQueue/smallBytes``) are written into the event ring here, on the service
-  /// thread, with no system call and no hop, and staged for SQLite, which gets them in one transaction per
-  /// ``NodeStore/stagedFlushDelay`` (or sooner when many bytes wait); a record in the ring survives `kill -9` and is
-  /// written to SQLite at the next start. Large events, and small ones while the ring has no room (SQLite a ring's
-  /// length behind), wait for their SQLite commit on the store's queue, with everything staged before them: that wait
-  /// is the back-pressure, the publish queue growing behind it.
-  func appendDurably(_ entries: [(EventFanOut, at: String)], node: isolated Node) async throws -> [AppendedEvent] {
-    let store = node.store
-    guard
-      entries.allSatisfy({ $0.0.data.approximateSize <= PublishQueue<PublishWaiter>.smallBytes })
-    else { return try await store.appendEvents(fanOuts: entries) }
-    var bodies = NodeStore.bodies(entries)
-    // A record holds no sequence number (the ring's record header does), so it is built before they are handed out.
-    let records = bodies.map(\.ringRecord)
-    let sizes = records.map { EventRing.size(payload: $0.count) }
-    let bytes = sizes.reduce(0, +)
-    ring.release(through: store.ingestedThrough)
-    // A record that wraps leaves a gap smaller than itself at the end: with room for the largest one more, every
-    // record fits.
-    guard bytes + (sizes.max() ?? 0) <= ring.freeBytes else {
-      node.metrics.eventRingFull += 1
-      return try await store.appendEvents(fanOuts: entries)
-    }
-    let flush = store.stageEvents(&bodies, bytes: bytes)
-    var inRing = true
-    for (body, record) in zip(bodies, records) where inRing {
-      inRing = ring.append(sequence: body.sequence, payload: record)
-    }
-    guard inRing else {
-      // Cannot happen with the room checked above; should it, SQLite has the events before anyone sees them.
-      assertionFailure("the event ring had no room for a batch it was checked to have room for")
-      try await store.flushStagedEvents()
-      return bodies
-    }
-    switch flush {
-    case .none: break
-    case .later: Self.flushStagedEvents(store, after: NodeStore.stagedFlushDelay, logger: node.logger)
-    case .now: Self.flushStagedEvents(store, after: nil, logger: node.logger)
-    }
-    return bodies
-  }
-
-  /// Writes the staged events to SQLite after `delay`, on a task off the service thread. A failure is logged and
-  /// tried again a second later (the events stay staged, and in the ring), unless another flush was scheduled or
-  /// wrote them meanwhile.
-  static func flushStagedEvents(_ store: NodeStore, after delay: Duration?, logger: Logger) {
-    Task.detached {
-      if let delay { try? await Task.sleep(for: delay) }
-      while true {
-        do {
-          try await store.flushStagedEvents()
-          if store.stagedFlushFailing(false) {
-            logger.notice("Staged events are written to the store again.")
-          }
-          return
-        } catch {
-          // Once per episode, not once a second for as long as the disk stays full.
-          if !store.stagedFlushFailing(true) {
-            logger.error(
-              "Could not write staged events to the store; they are kept in the event ring and tried again every "
-                + "second until it works.", ["error": String(describing: error)])
-          }
-          try? await Task.sleep(for: .seconds(1))
-          guard store.claimStagedFlush() else { return }
-        }
-      }
-    }
-  }
 
   /// Stops (or resumes) reading every mesh link while the event log is far behind what the links bring in: the
   /// senders' TCP windows fill and their reliable sends wait for room, instead of this node's memory growing.
@@ -527,7 +452,7 @@ extension EventHub {
       try Node.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
     let limit = try query.limit(maximum: 1000)
     let peer = context.authenticatedPeer
-    let page = try await node.store.events(peerID: peer.id, after: since, limit: limit)
+    let page = try await node.store.eventLog.events(peerID: peer.id, after: since, limit: limit)
     let next = page.events.last?.sequence ?? since
     return .json([
       "events": .array(page.events.map(\.envelope)), "nextCursor": .string(String(next)),

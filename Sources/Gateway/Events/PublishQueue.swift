@@ -54,7 +54,7 @@ struct PublishQueue<Waiter>: SerialQueue {
   }
 
   /// Batches up to this many bytes are small.
-  static var smallBytes: Int { 64 << 10 }
+  static var smallBytes: Int { EventLog.smallBytes }
   /// A large transaction takes its large batch plus small ones up to this many bytes in all.
   static var largeBudget: Int { 1 << 20 }
   /// Queued bytes above which the node stops reading mesh links.

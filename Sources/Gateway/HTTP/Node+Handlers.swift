@@ -227,7 +227,7 @@ extension Node {
       (
         "meshgate_event_ring_full_total", "counter",
         "Small event batches that waited for their SQLite commit because the event ring was full.",
-        metrics.eventRingFull
+        store.eventLog.ringFullCount
       ),
       (
         "meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.",
@@ -264,7 +264,7 @@ extension Node {
       ),
       (
         "meshgate_events_trimmed_total", "counter", "Events dropped from peers' logs by the retention limit.",
-        store.eventsTrimmed
+        store.eventLog.trimmed
       ),
       (
         "meshgate_storage_failures_total", "counter",

@@ -18,8 +18,6 @@ struct NodeMetrics {
   var requests: [String: Int] = [:]
   var eventsAppended = 0
   var meshReadPauses = 0
-  /// Small events that waited for their SQLite commit because the event ring had no room.
-  var eventRingFull = 0
   var slowConsumerDisconnects = 0
   var webSocketUpgradesRejected = 0
   var storageFailures = 0
@@ -65,9 +63,9 @@ public actor Node {
   init(
     server: any ServerPort, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
     services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
-    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits(), eventRing: EventRing
+    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
-    self.events = EventHub(ring: eventRing)
+    self.events = EventHub()
     self.surface = HTTPSurface(staticFiles: staticFiles, hostPolicy: HostPolicy.current(configuration))
     self.server = server
     self.store = store
