@@ -40,7 +40,7 @@ struct EventStoreTests {
     #expect(try await store.eventLog.latestSequence(peerID: "c") == sequences[0])
     // A later append continues after every existing body, also after a reopen.
     let reopened = try NodeStore(path: path, retention: 100)
-    let later = try await reopened.appendEvents([("c", "x", .null)], at: "t")
+    let later = try await reopened.eventLog.appendEvents([("c", "x", .null)], at: "t")
     #expect(later[0].sequence == sequences[4] + 1)
   }
 
@@ -266,10 +266,10 @@ struct EventStoreTests {
       _ = try await store.eventLog.appendEvents([("c", "own", .int(1)), ("c", "own", .int(2))], at: "t")
     }
     let reopened = try NodeStore(path: path, retention: 100)
-    #expect(try await reopened.latestSequence(peerID: "a") == sequences.last)
+    #expect(try await reopened.eventLog.latestSequence(peerID: "a") == sequences.last)
     try await reopened.deletePeer(id: "c")
-    #expect(try await reopened.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence) == sequences)
-    #expect(try await reopened.events(peerID: "c", after: 0, limit: 10).events.isEmpty)
+    #expect(try await reopened.eventLog.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence) == sequences)
+    #expect(try await reopened.eventLog.events(peerID: "c", after: 0, limit: 10).events.isEmpty)
     func count(_ sql: String) async throws -> Int64 {
       try await reopened.database.read { try $0.scalar(sql, as: Int64.self) } ?? -1
     }
