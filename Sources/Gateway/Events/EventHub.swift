@@ -29,6 +29,8 @@ final class EventHub {
   /// The local peer whose send is being carried out: what it publishes is counted as that peer's
   /// (``PublishQueue/bytes(of:)``).
   var producer: String?
+  /// What the hub counts (`/metrics`).
+  private(set) var counters = Counters()
   /// SSE keep-alives every 5 s (which also reveal vanished clients).
   private var keepAliveTimer: (any PortTimer)?
   init() {
@@ -50,6 +52,19 @@ final class EventHub {
 typealias PublishWaiter = CheckedContinuation<Void, any Error>
 
 @available(*, unavailable) extension EventHub: Sendable {}
+
+extension EventHub {
+  /// The hub's counters on `/metrics`.
+  struct Counters {
+    /// Events appended to peers' logs, one per recipient.
+    var appended = 0
+    /// Times mesh links stopped being read because the publish queue was over its high-water mark.
+    var meshReadPauses = 0
+    var slowConsumerDisconnects = 0
+    /// Events whose data broke their documented schema (checked in debug builds only).
+    var offSchema = 0
+  }
+}
 
 /// A live consumer of a peer's events: a WebSocket or an SSE stream.
 final class Subscriber {
@@ -141,6 +156,60 @@ extension EventHub {
     for subscriber in subscribersByPeer[peerID] ?? [] where !subscriber.removed {
       disconnect(subscriber, code: code, reason: reason, node: node)
     }
+  }
+
+  // MARK: - The event socket
+
+  /// A message on a peer's event socket (`/api/v1/ws`): `ping`, or `send` into a session.
+  func received(_ message: WebSocketMessage, on id: WebSocketID, node: isolated Node) {
+    guard let subscriber = subscribers[.webSocket(id)] else { return }
+    if subscriber.holding {
+      subscriber.backlog.append(message)
+      return
+    }
+    let size: Int
+    switch message {
+    case .binary(let bytes), .text(let bytes): size = bytes.count
+    }
+    if let refusal = node.checkSocketMessage(id, size: size) {
+      sendFrame(refusal.reply, to: subscriber, writeNow: true, node: node)
+      if refusal.close {
+        removeSubscriber(.webSocket(id))
+        node.server.close(id, code: 1009, reason: "message too large")
+      }
+      return
+    }
+    let reply: JSONValue
+    switch message {
+    case .binary:
+      reply = Node.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
+    case .text(let bytes):
+      let parsed: JSONValue
+      do {
+        parsed = try JSONValue.parse(bytes)
+      } catch {
+        reply = Node.socketError(
+          error.isLimit ? "json_limit_exceeded" : "malformed_message",
+          "\(error); send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
+        break
+      }
+      guard case .object(let object) = parsed, let op = object["op"]?.stringValue else {
+        reply = Node.socketError(
+          "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
+        break
+      }
+      switch op {
+      case "ping":
+        reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
+      case "send":
+        guard let answer = node.socketSend(object, subscriber: subscriber, socket: id) else { return }
+        reply = answer
+      default:
+        reply = Node.socketError(
+          "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
+      }
+    }
+    sendFrame(reply, to: subscriber, writeNow: true, node: node)
   }
 
   // MARK: - Replay
@@ -331,7 +400,7 @@ extension EventHub {
   func pauseMeshReads(_ paused: Bool, node: isolated Node) {
     guard meshReadsPaused != paused else { return }
     meshReadsPaused = paused
-    node.metrics.meshReadPauses += paused ? 1 : 0
+    counters.meshReadPauses += paused ? 1 : 0
     node.logger.info(
       paused ? "Event log behind; pausing mesh reads." : "Event log caught up; resuming mesh reads.",
       ["queue.bytes": publishing.queue.bytes])
@@ -345,7 +414,7 @@ extension EventHub {
     // publisher) are queued, so each socket gets them framed together in one write.
     let writeNow = appended.count == 1
     for event in appended {
-      node.metrics.eventsAppended += event.peerIDs.count
+      counters.appended += event.peerIDs.count
       // The recipients of one fan-out share the event (same sequence, same envelope): its WebSocket frame is built
       // once and the same message is queued on every socket.
       var frame: OutboundMessage?
@@ -413,7 +482,7 @@ extension EventHub {
   /// after what its socket already holds, so it knows to reconnect with `since` / `Last-Event-ID`.
   func slowConsumer(_ subscriber: Subscriber, node: isolated Node) {
     guard isCurrent(subscriber) else { return }
-    node.metrics.slowConsumerDisconnects += 1
+    counters.slowConsumerDisconnects += 1
     node.logger.notice(
       "Disconnecting a slow event consumer.", ["peer.id": subscriber.peerID, "cursor": subscriber.lastSent])
     removeSubscriber(subscriber.channel)
@@ -487,7 +556,7 @@ extension EventHub {
     guard let kind = EventCatalog.kind(type) else { return }
     let problems = EventCatalog.violations(data, against: kind.data)
     guard !problems.isEmpty else { return }
-    node.metrics.eventsOffSchema += 1
+    counters.offSchema += 1
     node.logger.error(
       "Event data does not match its documented schema (docs/events.md).",
       ["event.type": type, "violations": problems.prefix(5).joined(separator: "; ")])

@@ -214,7 +214,7 @@ extension Node {
         "Peers deleted because their token was never used (--peer-unused-expiry) or long unused (--peer-idle-expiry).",
         peerTable.expired
       ),
-      ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
+      ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", events.counters.appended),
       (
         "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
         events.queuedBytes
@@ -222,7 +222,7 @@ extension Node {
       (
         "meshgate_mesh_read_pauses_total", "counter",
         "Times mesh links stopped being read because the event queue was over its high-water mark.",
-        metrics.meshReadPauses
+        events.counters.meshReadPauses
       ),
       (
         "meshgate_event_ring_full_total", "counter",
@@ -243,7 +243,7 @@ extension Node {
       ),
       (
         "meshgate_slow_consumer_disconnects_total", "counter",
-        "Event consumers disconnected because their send queue was full.", metrics.slowConsumerDisconnects
+        "Event consumers disconnected because their send queue was full.", events.counters.slowConsumerDisconnects
       ),
       (
         "meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).",
@@ -291,7 +291,7 @@ extension Node {
       (
         "meshgate_events_off_schema_total", "counter",
         "Events whose data did not match docs/events.md (checked by debug builds only; 0 in release builds).",
-        metrics.eventsOffSchema
+        events.counters.offSchema
       ),
       (
         "meshgate_mesh_spoofed_frames_total", "counter",

@@ -16,13 +16,8 @@ import MeshCore
 /// Counters exposed on `/metrics`.
 struct NodeMetrics {
   var requests: [String: Int] = [:]
-  var eventsAppended = 0
-  var meshReadPauses = 0
-  var slowConsumerDisconnects = 0
   var webSocketUpgradesRejected = 0
   var storageFailures = 0
-  /// Events whose data broke their documented schema (checked in debug builds only).
-  var eventsOffSchema = 0
 }
 
 /// The node actor.
@@ -328,61 +323,9 @@ public actor Node {
     switch surface.connections[id] {
     case .mesh: meshSocketReceived(id, message)
     case .stream: _ = streamSocketReceived(id, message)
-    case .events: eventSocketReceived(id, message)
+    case .events: events.received(message, on: id, node: self)
     case nil: break
     }
-  }
-
-  /// A message on a peer's event socket (`/api/v1/ws`): `ping`, or `send` into a session.
-  func eventSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
-    guard let subscriber = events.subscribers[.webSocket(id)] else { return }
-    if subscriber.holding {
-      subscriber.backlog.append(message)
-      return
-    }
-    let size: Int
-    switch message {
-    case .binary(let bytes), .text(let bytes): size = bytes.count
-    }
-    if let refusal = checkSocketMessage(id, size: size) {
-      events.sendFrame(refusal.reply, to: subscriber, writeNow: true, node: self)
-      if refusal.close {
-        events.removeSubscriber(.webSocket(id))
-        server.close(id, code: 1009, reason: "message too large")
-      }
-      return
-    }
-    let reply: JSONValue
-    switch message {
-    case .binary:
-      reply = Self.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
-    case .text(let bytes):
-      let parsed: JSONValue
-      do {
-        parsed = try JSONValue.parse(bytes)
-      } catch {
-        reply = Self.socketError(
-          error.isLimit ? "json_limit_exceeded" : "malformed_message",
-          "\(error); send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
-        break
-      }
-      guard case .object(let object) = parsed, let op = object["op"]?.stringValue else {
-        reply = Self.socketError(
-          "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
-        break
-      }
-      switch op {
-      case "ping":
-        reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
-      case "send":
-        guard let answer = socketSend(object, subscriber: subscriber, socket: id) else { return }
-        reply = answer
-      default:
-        reply = Self.socketError(
-          "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
-      }
-    }
-    events.sendFrame(reply, to: subscriber, writeNow: true, node: self)
   }
 
   static func socketError(_ code: String, _ message: String) -> JSONValue {
