@@ -415,24 +415,59 @@ extension EventHub {
     let writeNow = appended.count == 1
     for event in appended {
       counters.appended += event.peerIDs.count
-      // The recipients of one fan-out share the event (same sequence, same envelope): its WebSocket frame is built
-      // once and the same message is queued on every socket.
-      var frame: OutboundMessage?
+      // The recipients of one fan-out share the event (same sequence, same envelope): it is serialized once, and the
+      // same WebSocket message, or the same SSE frame, goes to every socket.
+      var frames = LiveFrames(event)
       for peerID in event.peerIDs {
         for subscriber in subscribersByPeer[peerID] ?? [] where !subscriber.removed {
           if subscriber.replaying {
             subscriber.newestLive = max(subscriber.newestLive, event.sequence)
-          } else if case .webSocket(let id) = subscriber.channel {
-            guard event.sequence > subscriber.lastSent else { continue }
-            subscriber.lastSent = event.sequence
-            let shared = frame ?? OutboundMessage(bytes: event.envelope.serialized(), binary: false)
-            frame = shared
-            send(shared, to: id, of: subscriber, writeNow: writeNow, node: node)
-          } else {
-            deliver(event.stored(for: peerID), to: subscriber, node: node)
+            continue
+          }
+          guard event.sequence > subscriber.lastSent else { continue }
+          subscriber.lastSent = event.sequence
+          switch subscriber.channel {
+          case .webSocket(let id):
+            send(frames.message(), to: id, of: subscriber, writeNow: writeNow, node: node)
+          case .stream(let id):
+            if !node.server.writeStream(id, frames.serverSentEvent()) { slowConsumer(subscriber, node: node) }
           }
         }
       }
+    }
+  }
+
+  /// One live event's frames, each made at most once for all its recipients: the envelope serialized, then the
+  /// WebSocket message and the SSE frame built on those bytes.
+  struct LiveFrames {
+    let event: AppendedEvent
+    private var envelope: [UInt8]?
+    private var webSocket: OutboundMessage?
+    private var stream: [UInt8]?
+
+    init(_ event: AppendedEvent) { self.event = event }
+
+    private mutating func serialized() -> [UInt8] {
+      if let envelope { return envelope }
+      let bytes = event.envelope.serialized()
+      envelope = bytes
+      return bytes
+    }
+
+    mutating func message() -> OutboundMessage {
+      if let webSocket { return webSocket }
+      let message = OutboundMessage(bytes: serialized(), binary: false)
+      webSocket = message
+      return message
+    }
+
+    mutating func serverSentEvent() -> [UInt8] {
+      if let stream { return stream }
+      var frame = Array("id: \(event.sequence)\nevent: \(event.type)\ndata: ".utf8)
+      frame += serialized()
+      frame += Array("\n\n".utf8)
+      stream = frame
+      return frame
     }
   }
 
