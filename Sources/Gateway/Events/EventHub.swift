@@ -92,7 +92,7 @@ final class Subscriber {
   var fetching = false
   /// The last page read was short: the log had nothing more at that moment.
   var replayExhausted = false
-  /// Events per log read, adapted to their size so a page holds about ``Node/replayPageBytes``.
+  /// Events per log read, adapted to their size so a page holds about ``EventHub/replayPageBytes``.
   var pageLimit = 16
   var pageBytes = 0
   /// A reliable `{"op":"send"}` waits for room: reading is paused and messages that arrive meanwhile wait here.
