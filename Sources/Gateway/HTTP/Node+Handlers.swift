@@ -78,14 +78,6 @@ extension Node {
         + "wait for unused ones to expire (--peer-unused-expiry), raise the limit, or use another node")
   }
 
-  /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the route then starts the stream).
-  func eventStreamResponse(_ context: RequestContext) throws -> HTTPResponse {
-    _ = try Self.parseCursor(context.request.head.query["since"], name: "since")
-    return HTTPResponse(
-      status: 200, contentType: "text/event-stream",
-      headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
-  }
-
   /// The answer to a plain request on a WebSocket endpoint: `426` with how to connect.
   func upgradeRequired(_ context: RequestContext, url: String) -> APIError {
     APIError(
@@ -154,27 +146,13 @@ extension Node {
     guard peers[peer.id] != nil else { throw APIError.invalidToken }
     peers[peer.id] = peer
     feed(.localPeerRenamed(peerID: peer.id, displayName: peer.displayName))
-    try await publish([(peerID: peer.id, type: "peer.updated", data: ["peer": peerJSON(peer)])])
+    try await events.publish([(peerID: peer.id, type: "peer.updated", data: ["peer": peerJSON(peer)])], node: self)
     return .json(["peer": peerJSON(peer)])
   }
 
   func deleteMe(_ context: RequestContext) async throws -> HTTPResponse {
     try await removePeer(context.authenticatedPeer, closeReason: "peer deleted")
     return .noContent
-  }
-
-  func listEvents(_ context: RequestContext) async throws -> HTTPResponse {
-    let query = context.request.head.query
-    let since =
-      try Self.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
-    let limit = try query.limit(maximum: 1000)
-    let peer = context.authenticatedPeer
-    let page = try await store.events(peerID: peer.id, after: since, limit: limit)
-    let next = page.events.last?.sequence ?? since
-    return .json([
-      "events": .array(page.events.map(\.envelope)), "nextCursor": .string(String(next)),
-      "truncated": .bool(page.truncated),
-    ])
   }
 
   func metricsResponse() -> HTTPResponse {
@@ -196,7 +174,7 @@ extension Node {
         "meshgate_http_requests_total{route=\"\(route)\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)")
     }
     let statistics = server.statistics()
-    let streams = events.subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count
+    let streams = events.streamCount
     let samples: [(String, String, String, any CustomStringConvertible)] = [
       ("meshgate_websocket_connections", "gauge", "Open WebSocket connections.", statistics.openWebSockets),
       ("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.", streams),
@@ -236,20 +214,20 @@ extension Node {
         "Peers deleted because their token was never used (--peer-unused-expiry) or long unused (--peer-idle-expiry).",
         peerTable.expired
       ),
-      ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
+      ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", events.counters.appended),
       (
         "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
-        events.queue.bytes
+        events.queuedBytes
       ),
       (
         "meshgate_mesh_read_pauses_total", "counter",
         "Times mesh links stopped being read because the event queue was over its high-water mark.",
-        metrics.meshReadPauses
+        events.counters.meshReadPauses
       ),
       (
         "meshgate_event_ring_full_total", "counter",
         "Small event batches that waited for their SQLite commit because the event ring was full.",
-        metrics.eventRingFull
+        store.eventLog.ringFullCount
       ),
       (
         "meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.",
@@ -265,7 +243,7 @@ extension Node {
       ),
       (
         "meshgate_slow_consumer_disconnects_total", "counter",
-        "Event consumers disconnected because their send queue was full.", metrics.slowConsumerDisconnects
+        "Event consumers disconnected because their send queue was full.", events.counters.slowConsumerDisconnects
       ),
       (
         "meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).",
@@ -286,7 +264,7 @@ extension Node {
       ),
       (
         "meshgate_events_trimmed_total", "counter", "Events dropped from peers' logs by the retention limit.",
-        store.eventsTrimmed
+        store.eventLog.trimmed
       ),
       (
         "meshgate_storage_failures_total", "counter",
@@ -313,7 +291,7 @@ extension Node {
       (
         "meshgate_events_off_schema_total", "counter",
         "Events whose data did not match docs/events.md (checked by debug builds only; 0 in release builds).",
-        metrics.eventsOffSchema
+        events.counters.offSchema
       ),
       (
         "meshgate_mesh_spoofed_frames_total", "counter",

@@ -63,12 +63,9 @@ struct MeshState {
   var dataSegmentsIn: [WebSocketID: (count: UInt32, at: UInt64)] = [:]
   /// When the last mesh tick ran (a late tick would show in the silent-link log line).
   var lastTick: UInt64 = 0
-  /// Events for local peers gathered by the mesh core's interpreter until its next flush point (``Node/flush()``).
-  var pendingEvents: [EventFanOut] = []
-  /// The last session event built for ``pendingEvents``, its entry there and the peers that entry names: the next
-  /// peer told the same event joins the entry, as one fan-out, unless it is already there (then it is a second event)
-  /// or other events were gathered since.
-  var lastSessionEvent: (event: SessionBook.Event, entry: Int, peers: Set<String>)?
+  /// Events for local peers gathered by the mesh core's interpreter until its next flush point (``Node/flush()``); a
+  /// session event told to many local peers in a row is one fan-out.
+  var pendingEvents = EventGathering<SessionBook.Event>()
 }
 
 /// A frame waiting in a link's scheduler.
@@ -375,19 +372,9 @@ extension Node {
   package func sessionEvent(peerID: String, _ event: SessionBook.Event) {
     // A fan-out notifies many local peers of the same event in a row: its data is built once and it stays one entry
     // naming them all (the event log stores it as one body, serialized once, off this loop).
-    // Only the newest entry may take another peer: joining an older one would move this peer's event before events
-    // gathered for it since.
-    if var last = mesh.lastSessionEvent, last.entry == mesh.pendingEvents.count - 1, last.event == event,
-      !last.peers.contains(peerID)
-    {
-      mesh.lastSessionEvent = nil  // keeps the set uniquely referenced while it grows
-      last.peers.insert(peerID)
-      mesh.lastSessionEvent = last
-      mesh.pendingEvents[last.entry].peerIDs.append(peerID)
-    } else {
+    mesh.pendingEvents.add(peerID, event: event) {
       let built = sessionEvent(event, for: peerID)
-      mesh.lastSessionEvent = (event, mesh.pendingEvents.count, [peerID])
-      mesh.pendingEvents.append(EventFanOut(peerIDs: [peerID], type: built.type, data: built.data))
+      return (built.type, built.data)
     }
     followUp(event, for: peerID)
   }
@@ -409,11 +396,8 @@ extension Node {
 
   /// Publishes the gathered events in one batch.
   package func flush() {
-    mesh.lastSessionEvent = nil
     guard !mesh.pendingEvents.isEmpty else { return }
-    let entries = mesh.pendingEvents
-    mesh.pendingEvents = []
-    publishInBackground(fanOuts: entries)
+    events.publishInBackground(fanOuts: mesh.pendingEvents.take(), node: self)
   }
 
   package func send(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
@@ -528,9 +512,9 @@ extension Node {
   }
 
   func publishToAllPeers(type: String, data: JSONValue) {
-    let shared = data.preserialized
-    let entries = peers.keys.sorted().map { (peerID: $0, type: type, data: shared) }
-    if !entries.isEmpty { publishInBackground(entries) }
+    // One fan-out naming every local peer: one event, serialized once.
+    guard !peers.isEmpty else { return }
+    events.publishInBackground(fanOuts: [EventFanOut(peerIDs: peers.keys.sorted(), type: type, data: data)], node: self)
   }
 
   static func mapJSON(_ map: [String: String]) -> JSONValue {

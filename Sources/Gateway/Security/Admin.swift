@@ -116,7 +116,7 @@ extension Node {
 
   func settingsJSON() -> JSONValue {
     guard case .object(var object) = guards.limits.json else { return .null }
-    object["eventRetention"] = .int(Int64(store.retention))
+    object["eventRetention"] = .int(Int64(store.eventLog.retention))
     object["fileConsent"] = .string(fileConsent.rawValue)
     object["fileConsentTimeout"] = .int(Int64(fileConsentTimeout))
     return ["settings": .object(object)]
@@ -159,7 +159,7 @@ extension Node {
     }
     let consentTimeout = try integer("fileConsentTimeout", 1...86_400)
     guards.limits = limits
-    if let retention { store.retention = retention }
+    if let retention { store.eventLog.retention = retention }
     if let consent { transfers.consentMode = consent }
     if let consentTimeout { transfers.consentTimeout = consentTimeout }
     logger.notice("Node settings changed.", ["settings": settingsJSON().serializedString()])

@@ -502,7 +502,7 @@ extension Node {
     let peerID = stream.record.direction == .outgoing ? stream.record.fromPeerID : stream.record.toPeerID
     guard peers[peerID] != nil else { return }
     let payload = data ?? ["stream": streamJSON(stream.record)]
-    publishInBackground([(peerID: peerID, type: type, data: .object(payload))])
+    events.publishInBackground([(peerID: peerID, type: type, data: .object(payload))], node: self)
   }
 
   func streamJSON(_ record: StreamRecord) -> JSONValue {

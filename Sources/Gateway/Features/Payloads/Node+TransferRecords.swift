@@ -110,7 +110,7 @@ extension Node {
     guard transfer.record.role == .transfer, peers[peerID] != nil else { return }
     var data: JSONObject = ["transfer": transferJSON(transfer.record)]
     for (key, value) in extra { data[key] = value }
-    publishInBackground([(peerID: peerID, type: type, data: .object(data))])
+    events.publishInBackground([(peerID: peerID, type: type, data: .object(data))], node: self)
   }
 
   func reportProgress(_ transfer: LiveTransfer) {
