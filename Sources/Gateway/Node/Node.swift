@@ -126,13 +126,18 @@ public actor Node {
       }
     }
     startMesh()
-    Task { await self.restoreTransfers() }
+    featuresNodeStarted()
   }
 
   func stop() {
     events.keepAliveTimer?.cancel()
     dataWatchTask?.cancel()
     meshTimer?.cancel()
+  }
+
+  /// Runs `body` on the service thread inside the actor; safe from any thread (file queues use it).
+  nonisolated func onLoop(_ body: @escaping @Sendable (isolated Node) -> Void) {
+    server.execute { [self] in self.assumeIsolated { body($0) } }
   }
 
   // MARK: - Requests
@@ -285,8 +290,7 @@ public actor Node {
       metrics.webSocketUpgradesRejected += 1
       return .reject(Self.httpsRequired(head).response)
     }
-    if Self.streamSocketID(head.path) != nil {
-      let decision = acceptStreamSocket(head)
+    if let decision = featuresWebSocketDecision(head) {
       if case .reject = decision { metrics.webSocketUpgradesRejected += 1 }
       return decision
     }
@@ -306,17 +310,16 @@ public actor Node {
     }
   }
 
-  /// An accepted WebSocket: what it is (a mesh link, a stream's writer or reader, a peer's event socket) is decided
-  /// here, once, and every later callback for it goes straight to its owner.
+  /// An accepted WebSocket: what it is (a mesh link, a feature's socket such as a stream's writer or reader, a peer's
+  /// event socket) is decided here, once, and every later callback for it goes straight to its owner.
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
     if head.path == "/mesh" {
       surface.connections[id] = .mesh
       meshSocketOpened(id, remoteAddress: head.remoteAddress)
       return
     }
-    if Self.streamSocketID(head.path) != nil {
-      surface.connections[id] = .stream
-      streamSocketOpened(id, head: head)
+    if featuresWebSocketOpened(id, head: head) {
+      surface.connections[id] = .feature
       return
     }
     guard let peer = try? authenticate(head, allowQueryToken: true) else {
@@ -332,7 +335,7 @@ public actor Node {
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
     switch surface.connections[id] {
     case .mesh: meshSocketReceived(id, message)
-    case .stream: _ = streamSocketReceived(id, message)
+    case .feature: for feature in features.all { feature.webSocketReceived(id, message, node: self) }
     case .events: eventSocketReceived(id, message)
     case nil: break
     }
@@ -399,32 +402,32 @@ public actor Node {
     // kind yet.
     switch surface.connections.removeValue(forKey: id) ?? .mesh {
     case .mesh: meshSocketClosed(id)
-    case .stream: _ = streamSocketClosed(id)
+    case .feature: for feature in features.all { feature.webSocketClosed(id, node: self) }
     case .events:
       guards.socketLimiter.forget(id)
       removeSubscriber(.webSocket(id))
     }
   }
 
-  /// Everything queued on WebSocket `id` was written: stream readers and event replays go on.
+  /// Everything queued on WebSocket `id` was written: features' sockets (stream readers) and event replays go on.
   func webSocketDrained(_ id: WebSocketID) {
     switch surface.connections[id] {
-    case .stream: streamSocketDrained(id)
+    case .feature: for feature in features.all { feature.webSocketDrained(id, node: self) }
     case .events: if let subscriber = events.subscribers[.webSocket(id)] { pumpReplay(subscriber) }
     case .mesh, nil: break
     }
   }
 
-  /// Everything queued on streaming response `id` was written: stream readers and SSE replays go on.
+  /// Everything queued on streaming response `id` was written: features' responses (stream readers) and SSE replays
+  /// go on.
   func streamDrained(_ id: RequestID) {
-    streamResponseDrained(id)
+    featuresResponseDrained(id)
     if let subscriber = events.subscribers[.stream(id)] { pumpReplay(subscriber) }
   }
 
   func requestClosed(_ id: RequestID) {
     routeLabels[id] = nil
-    uploadRequestClosed(id)
-    streamRequestClosed(id)
+    featuresRequestClosed(id)
     removeSubscriber(.stream(id))
   }
 

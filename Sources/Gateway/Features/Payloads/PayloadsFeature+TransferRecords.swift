@@ -1,24 +1,24 @@
 /// Resource transfers, the end of the story: terminal states, the events both sides see, the REST handlers that read,
-/// cancel and download transfers, and recovery after a restart (see Node+Transfers.swift for the whole story).
+/// cancel and download transfers, and recovery after a restart (see PayloadsFeature+Transfers.swift for the whole story).
 import Crypto
 import Foundation
 import LWS
 import Logging
 import MeshCore
 
-extension Node {
+extension PayloadsFeature {
   // MARK: - Ending
 
   /// Records a terminal state, tells the local party, and forgets the file handle.
-  func settle(_ transfer: LiveTransfer, state: TransferState, reason: String?) {
+  func settle(_ transfer: LiveTransfer, state: TransferState, reason: String?, node: isolated Node) {
     transfer.record.state = state
     transfer.record.reason = reason
     transfer.record.updatedAt = Timestamp.now()
-    persist(transfer)
+    persist(transfer, node: node)
     var extra: JSONObject = [:]
     if let sha = transfer.record.sha256, state == .finished { extra["sha256"] = .string(sha) }
     if let reason { extra["reason"] = .string(reason) }
-    publishTransferEvent("transfer.\(state)", transfer, extra: extra)
+    publishTransferEvent("transfer.\(state)", transfer, extra: extra, node: node)
     if let answer = transfer.answer {
       transfer.answer = nil
       answer.resume(throwing: APIError(status: 409, code: "transfer_\(state)", message: reason ?? "transfer \(state)"))
@@ -35,99 +35,100 @@ extension Node {
       transfers.byUpload[request] = nil
       transfer.uploadRequest = nil
     }
-    if transfer.record.groupID != nil { groupSettled(transfer, state: state, reason: reason) }
+    if transfer.record.groupID != nil { groupSettled(transfer, state: state, reason: reason, node: node) }
   }
 
-  func failTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool) {
+  func failTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool, node: isolated Node) {
     guard !transfer.record.isTerminal else { return }
     transfer.sender?.fail(reason)
     transfer.receiver?.fail(reason)
     transfer.file?.close(remove: transfer.ownsFile)
     transfer.file = nil
-    if notify { notifyOtherSide(transfer, .transferFailed(transferID: transfer.record.id, reason: reason)) }
-    settle(transfer, state: .failed, reason: reason)
+    if notify { notifyOtherSide(transfer, .transferFailed(transferID: transfer.record.id, reason: reason), node: node) }
+    settle(transfer, state: .failed, reason: reason, node: node)
   }
 
-  func cancelTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool) {
+  func cancelTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool, node: isolated Node) {
     guard !transfer.record.isTerminal else { return }
     transfer.sender?.cancel()
     transfer.receiver?.cancel()
     transfer.file?.close(remove: transfer.ownsFile)
     transfer.file = nil
-    if notify { notifyOtherSide(transfer, .transferCancel(transferID: transfer.record.id, reason: reason)) }
-    settle(transfer, state: .canceled, reason: reason)
+    if notify { notifyOtherSide(transfer, .transferCancel(transferID: transfer.record.id, reason: reason), node: node) }
+    settle(transfer, state: .canceled, reason: reason, node: node)
   }
 
   /// Drops a transfer that never started (its offer was refused): no events, no record kept.
-  func discard(_ transfer: LiveTransfer, state: TransferState, reason: String) {
+  func discard(_ transfer: LiveTransfer, state: TransferState, reason: String, node: isolated Node) {
     transfer.file?.close(remove: true)
     transfer.file = nil
     transfer.record.state = state
     transfer.record.reason = reason
     transfers.outgoing[transfer.record.id] = nil
     let id = transfer.record.id
-    Task { try? await store.deleteTransfer(id: id) }
+    Task { try? await node.store.deleteTransfer(id: id) }
   }
 
-  func notifyOtherSide(_ transfer: LiveTransfer, _ message: MeshMessage) {
+  func notifyOtherSide(_ transfer: LiveTransfer, _ message: MeshMessage, node: isolated Node) {
     let other = transfer.record.direction == .outgoing ? transfer.record.toNodeID : transfer.record.fromNodeID
-    if other == nodeID {
+    if other == node.nodeID {
       // Both sides are here: end the other record too.
       let peer =
         transfer.record.direction == .outgoing
         ? transfers.incoming[transfer.record.id] : transfers.outgoing[transfer.record.id]
       guard let peer, !peer.record.isTerminal else { return }
       switch message {
-      case .transferCancel(_, let reason): cancelTransfer(peer, reason: reason, notify: false)
-      case .transferFailed(_, let reason): failTransfer(peer, reason: reason, notify: false)
+      case .transferCancel(_, let reason): cancelTransfer(peer, reason: reason, notify: false, node: node)
+      case .transferFailed(_, let reason): failTransfer(peer, reason: reason, notify: false, node: node)
       default: break
       }
       return
     }
-    sendOrQueueNotice(message, to: other)
+    sendOrQueueNotice(message, to: other, node: node)
   }
 
-  func persist(_ transfer: LiveTransfer) {
-    if transfer.record.role == .copy { syncRiders(transfer) }
+  func persist(_ transfer: LiveTransfer, node: isolated Node) {
+    if transfer.record.role == .copy { syncRiders(transfer, node: node) }
     let record = transfer.record
     Task {
       do {
-        try await store.saveTransfer(record)
+        try await node.store.saveTransfer(record)
       } catch {
-        logger.warning("Could not save a transfer.", ["transfer.id": record.id, "error": String(describing: error)])
+        node.logger.warning(
+          "Could not save a transfer.", ["transfer.id": record.id, "error": String(describing: error)])
       }
     }
   }
 
   // MARK: - Events
 
-  func localParty(_ record: TransferRecord) -> String {
+  func localParty(_ record: TransferRecord, node: isolated Node) -> String {
     record.direction == .outgoing ? record.fromPeerID : record.toPeerID
   }
 
-  func publishTransferEvent(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:]) {
-    let peerID = localParty(transfer.record)
-    guard transfer.record.role == .transfer, peers[peerID] != nil else { return }
-    var data: JSONObject = ["transfer": transferJSON(transfer.record)]
+  func publishTransferEvent(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:], node: isolated Node) {
+    let peerID = localParty(transfer.record, node: node)
+    guard transfer.record.role == .transfer, node.peers[peerID] != nil else { return }
+    var data: JSONObject = ["transfer": transferJSON(transfer.record, node: node)]
     for (key, value) in extra { data[key] = value }
-    publishInBackground([(peerID: peerID, type: type, data: .object(data))])
+    node.publishInBackground([(peerID: peerID, type: type, data: .object(data))])
   }
 
-  func reportProgress(_ transfer: LiveTransfer) {
+  func reportProgress(_ transfer: LiveTransfer, node: isolated Node) {
     if transfer.record.role == .copy {
-      for rider in riders(of: transfer) where !rider.record.isTerminal {
+      for rider in riders(of: transfer, node: node) where !rider.record.isTerminal {
         rider.record.bytes = transfer.record.bytes
-        reportProgress(rider)
+        reportProgress(rider, node: node)
       }
       return
     }
-    guard transfer.throttle.shouldReport(bytes: transfer.record.bytes, now: Self.monotonicMillis()) else { return }
+    guard transfer.throttle.shouldReport(bytes: transfer.record.bytes, now: Node.monotonicMillis()) else { return }
     publishTransferEvent(
       "transfer.progress", transfer,
-      extra: ["bytes": .int(Int64(transfer.record.bytes)), "total": .int(Int64(transfer.record.size))])
+      extra: ["bytes": .int(Int64(transfer.record.bytes)), "total": .int(Int64(transfer.record.size))], node: node)
   }
 
-  func transferJSON(_ record: TransferRecord) -> JSONValue {
+  func transferJSON(_ record: TransferRecord, node: isolated Node) -> JSONValue {
     // The members in the order the API has always shown them.
     var object: JSONObject = [
       "id": .string(record.id), "sessionId": .string(record.sessionID),
@@ -145,7 +146,7 @@ extension Node {
 
   // MARK: - REST
 
-  func visibleTransfers(of peerID: String) -> [TransferRecord] {
+  func visibleTransfers(of peerID: String, node: isolated Node) -> [TransferRecord] {
     let outgoing = transfers.outgoing.values.map(\.record).filter { $0.fromPeerID == peerID && $0.role == .transfer }
     let incoming = transfers.incoming.values.map(\.record).filter { $0.toPeerID == peerID && $0.role == .transfer }
     return (outgoing + incoming).sorted {
@@ -153,7 +154,7 @@ extension Node {
     }
   }
 
-  func ownTransfer(_ context: RequestContext) throws(APIError) -> LiveTransfer {
+  func ownTransfer(_ context: RequestContext, node: isolated Node) throws(APIError) -> LiveTransfer {
     let id = context.parameters["transferId"] ?? ""
     let peerID = context.authenticatedPeer.id
     if let transfer = transfers.outgoing[id], transfer.record.fromPeerID == peerID, transfer.record.role == .transfer {
@@ -165,19 +166,21 @@ extension Node {
     throw APIError.notFound("no transfer \(id) sent or received by this peer; see GET /api/v1/transfers")
   }
 
-  func listTransfers(_ context: RequestContext) throws -> HTTPResponse {
-    var list = visibleTransfers(of: context.authenticatedPeer.id)
+  func listTransfers(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    var list = visibleTransfers(of: context.authenticatedPeer.id, node: node)
     if let group = context.request.head.query["group"] { list = list.filter { $0.groupID == group } }
     let page = try Page(list, id: { "\($0.id).\($0.direction.rawValue)" }, query: context.request.head.query)
-    return .json(["transfers": .array(page.items.map(transferJSON)), "nextCursor": page.nextCursorJSON])
+    return .json([
+      "transfers": .array(page.items.map { transferJSON($0, node: node) }), "nextCursor": page.nextCursorJSON,
+    ])
   }
 
-  func getTransfer(_ context: RequestContext) throws -> HTTPResponse {
-    .json(["transfer": transferJSON(try ownTransfer(context).record)])
+  func getTransfer(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    .json(["transfer": transferJSON(try ownTransfer(context, node: node).record, node: node)])
   }
 
-  func deleteTransfer(_ context: RequestContext) throws -> HTTPResponse {
-    let transfer = try ownTransfer(context)
+  func deleteTransfer(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    let transfer = try ownTransfer(context, node: node)
     guard !transfer.record.isTerminal else {
       throw APIError(
         status: 409, code: "transfer_\(transfer.record.state)",
@@ -186,12 +189,12 @@ extension Node {
       )
     }
     let who = transfer.record.direction == .outgoing ? "the sender" : "the receiver"
-    cancelTransfer(transfer, reason: "canceled by \(who)", notify: true)
-    return .json(["transfer": transferJSON(transfer.record)])
+    cancelTransfer(transfer, reason: "canceled by \(who)", notify: true, node: node)
+    return .json(["transfer": transferJSON(transfer.record, node: node)])
   }
 
-  func transferContent(_ context: RequestContext) throws -> HTTPResponse {
-    let transfer = try ownTransfer(context)
+  func transferContent(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
+    let transfer = try ownTransfer(context, node: node)
     let record = transfer.record
     guard record.state == .finished else {
       throw APIError(
@@ -268,12 +271,12 @@ extension Node {
   // MARK: - Restart
 
   /// Loads the transfer records after a start: finished ones for listing, unfinished ones to resume.
-  func restoreTransfers() async {
+  func restoreTransfers(node: isolated Node) async {
     let records: [TransferRecord]
     do {
-      records = try await store.allTransfers()
+      records = try await node.store.allTransfers()
     } catch {
-      logger.error("Could not load transfers.", ["error": String(describing: error)])
+      node.logger.error("Could not load transfers.", ["error": String(describing: error)])
       records = []
     }
     var rehashing = 0
@@ -289,13 +292,13 @@ extension Node {
         transfer.record.state = .interrupted
         continue
       }
-      let local = record.fromNodeID == nodeID && record.toNodeID == nodeID
+      let local = record.fromNodeID == node.nodeID && record.toNodeID == node.nodeID
       if record.direction == .outgoing {
         guard !local, let hex = record.sha256, let digest = Self.unhex(hex),
           FileManager.default.fileExists(atPath: record.path)
         else {
           let reason = "the sending node restarted before the upload was complete"
-          failTransfer(transfer, reason: reason, notify: !local)
+          failTransfer(transfer, reason: reason, notify: !local, node: node)
           continue
         }
         transfer.sender = TransferSender.restored(
@@ -308,12 +311,12 @@ extension Node {
         transfer.record = record
       } else {
         guard !local else {
-          failTransfer(transfer, reason: "the node restarted before the upload was complete", notify: false)
+          failTransfer(transfer, reason: "the node restarted before the upload was complete", notify: false, node: node)
           continue
         }
         if record.state == .awaitingConsent {
           // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before).
-          startConsentWait(transfer)
+          startConsentWait(transfer, node: node)
           continue
         }
         let file = TransferFile(path: record.path)
@@ -326,32 +329,33 @@ extension Node {
         }
         switch length {
         case .failure(let error):
-          failTransfer(transfer, reason: "the partial file could not be read after a restart: \(error)", notify: true)
+          failTransfer(
+            transfer, reason: "the partial file could not be read after a restart: \(error)", notify: true, node: node)
         case .success(let offset):
           var receiver = TransferReceiver(size: record.size, offset: offset)
           receiver.linkLost()
           transfer.receiver = receiver
           transfer.record.bytes = min(offset, record.size)
-          meshLogger.info("Transfer restored.", ["transfer.id": id, "offset": offset])
+          node.meshLogger.info("Transfer restored.", ["transfer.id": id, "offset": offset])
         }
       }
     }
     do {
-      for entry in try await store.allAlwaysAccepted() {
+      for entry in try await node.store.allAlwaysAccepted() {
         transfers.alwaysAccept[entry.peerID, default: [:]][entry.senderPeerID] = entry
       }
     } catch {
-      logger.error("Could not load the always-accept lists.", ["error": String(describing: error)])
+      node.logger.error("Could not load the always-accept lists.", ["error": String(describing: error)])
     }
-    restoreGroups()
+    restoreGroups(node: node)
     transfers.restored = true
     let deferred = transfers.deferredOffers
     transfers.deferredOffers = []
-    for (offer, from) in deferred { offerReceived(offer, from: from) }
+    for (offer, from) in deferred { offerReceived(offer, from: from, node: node) }
     let deferredGroups = transfers.deferredGroupOffers
     transfers.deferredGroupOffers = []
-    for (offer, from) in deferredGroups { groupOfferReceived(offer, from: from) }
-    for nodeID in mesh.links.linkedNodeIDs { transfersLinkUp(nodeID) }
+    for (offer, from) in deferredGroups { groupOfferReceived(offer, from: from, node: node) }
+    for linked in node.mesh.links.linkedNodeIDs { transfersLinkUp(linked, node: node) }
   }
 
   static func unhex(_ text: String) -> [UInt8]? {
@@ -376,7 +380,9 @@ extension Node {
   }
 
   /// The member a file or stream goes to: connected, its node linked, and the link good enough for the session.
-  func connectedRecipient(_ toID: String, in session: SessionDescription) throws(APIError) -> SessionMember {
+  func connectedRecipient(_ toID: String, in session: SessionDescription, node: isolated Node) throws(APIError)
+    -> SessionMember
+  {
     guard let target = session.members.first(where: { $0.peerID == toID }) else {
       throw APIError(
         status: 409, code: "not_a_member",
@@ -387,16 +393,16 @@ extension Node {
         status: 409, code: "peer_not_connected",
         message: "peer \(toID) is \(target.state.rawValue) in this session; wait until it is connected")
     }
-    if target.nodeID != nodeID && mesh.links.connection(of: target.nodeID) == nil {
+    if target.nodeID != node.nodeID && node.mesh.links.connection(of: target.nodeID) == nil {
       throw APIError.unavailable("the node of peer \(toID) is not linked right now; try again when it is")
     }
-    try requireCarriage(session, to: target)
+    try requireCarriage(session, to: target, node: node)
     return target
   }
 
   /// `encryption: required` sessions never cross a plaintext link: their files and streams neither.
-  func requireCarriage(_ session: SessionDescription, to target: SessionMember) throws(APIError) {
-    guard mesh.sessions.mayCarry(session, to: target.nodeID) else {
+  func requireCarriage(_ session: SessionDescription, to target: SessionMember, node: isolated Node) throws(APIError) {
+    guard node.mesh.sessions.mayCarry(session, to: target.nodeID) else {
       throw APIError(
         status: 409, code: "encryption_unavailable",
         message: "session \(session.sessionID) requires encryption, but the link to the node of \(target.displayName) "
