@@ -5,7 +5,7 @@
 /// `transfer.offered` and answers `POST /api/v1/transfers/{id}/accept` (optionally `{"always": true}`, which puts the
 /// sender on its always-accept list) or `/decline`. The sender's node meanwhile spools the upload (its client gets
 /// the usual 202) and sends nothing. The wait is bounded on both nodes: the receiver's by `--file-consent-timeout`,
-/// the sender's by that plus ``PayloadsFeature/consentGraceMillis``. Runs on the service thread in ``PayloadsFeature``, isolated to the ``Node`` actor.
+/// the sender's by that plus ``LiveTransfer/consentGraceMillis``. Runs on the service thread in ``PayloadsFeature``, isolated to the ``Node`` actor.
 import Foundation
 import LWS
 import Logging
@@ -40,7 +40,9 @@ extension PayloadsFeature {
     }
     // A record restored as finished has no state machine: its digest is in the record.
     var restored: TransferReceiver?
-    if transfer.receiver == nil, state == .finished, let hex = transfer.record.sha256, let digest = Self.unhex(hex) {
+    if transfer.receiver == nil, state == .finished, let hex = transfer.record.sha256,
+      let digest = TransferRecord.unhex(hex)
+    {
       restored = TransferReceiver.finished(size: transfer.record.size, sha256: digest)
     }
     guard var receiver = transfer.receiver ?? restored else {
@@ -229,10 +231,10 @@ extension PayloadsFeature {
 
   func addAlwaysAccept(peerID: String, sender: String, name: String, nodeID: String, node: isolated Node) async throws {
     let list = transfers.alwaysAccept[peerID] ?? [:]
-    if list[sender] == nil && list.count >= Self.alwaysAcceptLimit {
+    if list[sender] == nil && list.count >= AlwaysAccepted.limit {
       throw APIError(
         status: 409, code: "always_accept_list_full",
-        message: "your always-accept list holds \(Self.alwaysAcceptLimit) senders, the most it may; remove one with "
+        message: "your always-accept list holds \(AlwaysAccepted.limit) senders, the most it may; remove one with "
           + "DELETE /api/v1/file-consent/always-accept/{peerId}, or accept without always")
     }
     let entry = AlwaysAccepted(

@@ -70,13 +70,13 @@ extension PayloadsFeature {
     if let rejection = receivability(size: offer.size, from: (nodeID, offer.fromPeerID), node: node) {
       return reject(rejection.code, rejection.message)
     }
-    let name = Self.sanitizedFileName(offer.name) ?? "file"
+    let name = TransferFile.sanitizedFileName(offer.name) ?? "file"
     let now = Timestamp.now()
     let from = PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID)
     func record(_ id: String, _ role: TransferRole, to: PayloadParty) -> TransferRecord {
       TransferRecord(
         id: id, parties: PayloadParties(direction: .incoming, sessionID: offer.sessionID, from: from, to: to),
-        name: name, contentType: Self.cleanContentType(offer.contentType) ?? "application/octet-stream",
+        name: name, contentType: TransferRecord.cleanContentType(offer.contentType) ?? "application/octet-stream",
         size: offer.size, bytes: 0, state: .inProgress, reason: nil, sha256: nil,
         path: partialPath(id, .incoming, node: node),
         resumedFrom: nil, createdAt: now, updatedAt: now, groupID: offer.groupID, role: role,

@@ -37,6 +37,26 @@ final class LiveStream {
 @available(*, unavailable)
 extension LiveStream: Sendable {}
 
+extension LiveStream {
+  /// The writer's credit window: bytes sent and not yet handed to the reader.
+  static let window: UInt64 = 1 << 20
+  /// The reader's response queue is refilled only below this many bytes.
+  static let readerQueue = 256 << 10
+
+  /// The bulk lane (and link-scheduler producer) of a stream's data.
+  static func producer(_ id: String) -> String { "stream:" + id }
+
+  /// The stream id of `/api/v1/streams/{id}/ws`: the stream's writer sends binary frames there (closing the socket
+  /// ends the stream), its reader receives binary frames (the node closes with 1000 at the end).
+  static func socketStreamID(_ path: String) -> String? {
+    let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+    guard segments.count == 5, segments[0] == "api", segments[1] == "v1", segments[2] == "streams",
+      segments[4] == "ws"
+    else { return nil }
+    return String(segments[3])
+  }
+}
+
 /// Where a stream is: open, closed (the writer finished and the reader took everything) or failed.
 enum StreamState: String, Sendable {
   case open, closed, failed
@@ -63,10 +83,6 @@ struct StreamRuntime {
 }
 
 extension PayloadsFeature {
-  static let streamWindow: UInt64 = 1 << 20
-  /// The reader's response queue is refilled only below this many bytes.
-  static let streamReaderQueue = 256 << 10
-
   // MARK: - REST
 
   func openStream(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
@@ -91,7 +107,7 @@ extension PayloadsFeature {
         to: PayloadParty(peerID: toID, displayName: target.displayName, nodeID: target.nodeID)),
       name: name, state: .open, bytes: 0, reason: nil, createdAt: Timestamp.now())
     let stream = LiveStream(record: record)
-    stream.flow = StreamFlow(window: Self.streamWindow)
+    stream.flow = StreamFlow(window: LiveStream.window)
     streams.outgoing[record.id] = stream
     sendStreamFrame(
       .streamOpen(
@@ -186,7 +202,7 @@ extension PayloadsFeature {
     let local = stream.record.toNodeID == node.nodeID
     let blocked =
       flow.isBlocked
-      || (!local && !node.linkHasRoom(stream.record.toNodeID, producer: Self.streamProducer(stream.record.id)))
+      || (!local && !node.linkHasRoom(stream.record.toNodeID, producer: LiveStream.producer(stream.record.id)))
     if blocked != stream.writerPaused {
       stream.writerPaused = blocked
       if let writer = stream.writer { node.server.setBodyFlow(writer, enabled: !blocked) }
@@ -209,7 +225,7 @@ extension PayloadsFeature {
   func pumpReader(_ stream: LiveStream, node: isolated Node) {
     guard var intake = stream.intake else { return }
     if let socket = stream.readerSocket {
-      while !stream.buffer.isEmpty, let queued = node.server.queuedBytes(socket), queued < Self.streamReaderQueue {
+      while !stream.buffer.isEmpty, let queued = node.server.queuedBytes(socket), queued < LiveStream.readerQueue {
         let piece = stream.buffer.removeFirst()
         guard node.server.send(OutboundMessage(bytes: piece, binary: true), to: socket) == .queued else { break }
         intake.handedOver(piece.count)
@@ -226,7 +242,7 @@ extension PayloadsFeature {
       return
     }
     guard let reader = stream.reader else { return }
-    while !stream.buffer.isEmpty, let queued = node.server.streamQueuedBytes(reader), queued < Self.streamReaderQueue {
+    while !stream.buffer.isEmpty, let queued = node.server.streamQueuedBytes(reader), queued < LiveStream.readerQueue {
       let piece = stream.buffer.removeFirst()
       guard node.server.writeStream(reader, piece) else { break }
       intake.handedOver(piece.count)
@@ -401,20 +417,10 @@ extension PayloadsFeature {
 
   // MARK: - WebSocket transport
 
-  /// The stream id of `/api/v1/streams/{id}/ws`: the stream's writer sends binary frames there (closing the socket
-  /// ends the stream), its reader receives binary frames (the node closes with 1000 at the end).
-  static func streamSocketID(_ path: String) -> String? {
-    let segments = path.split(separator: "/", omittingEmptySubsequences: true)
-    guard segments.count == 5, segments[0] == "api", segments[1] == "v1", segments[2] == "streams",
-      segments[4] == "ws"
-    else { return nil }
-    return String(segments[3])
-  }
-
   func acceptStreamSocket(_ head: HTTPRequestHead, node: isolated Node) -> WebSocketDecision {
     do throws(APIError) {
       let peer = try node.authenticate(head, allowQueryToken: true)
-      let id = Self.streamSocketID(head.path) ?? ""
+      let id = LiveStream.socketStreamID(head.path) ?? ""
       if let stream = streams.outgoing[id], stream.record.fromPeerID == peer.id {
         guard stream.record.state == .open, stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded
         else { throw APIError(status: 409, code: "stream_busy", message: "stream \(id) already has a writer") }
@@ -433,7 +439,8 @@ extension PayloadsFeature {
   }
 
   func streamSocketOpened(_ socket: WebSocketID, head: HTTPRequestHead, node: isolated Node) {
-    guard let peer = try? node.authenticate(head, allowQueryToken: true), let id = Self.streamSocketID(head.path) else {
+    guard let peer = try? node.authenticate(head, allowQueryToken: true), let id = LiveStream.socketStreamID(head.path)
+    else {
       node.server.close(socket, code: 4401, reason: "token no longer valid")
       return
     }

@@ -48,17 +48,19 @@ final class GroupSend {
   }
 }
 
+extension GroupSend {
+  /// How long the upload waits for every receiving node to answer its copy's offer.
+  static let answerSeconds = 15
+  /// Each copy's credit window (1 MiB, a single transfer's is 8): the copies of a group go to several nodes at once
+  /// and their chunks in flight add up; with 1 MiB each, a 200 MiB group send to 30 recipients on 3 nodes peaked at
+  /// 47 MiB on the sender's node (38 before the upload), and a window still covers a LAN's bandwidth-delay product.
+  static let copyWindow: UInt64 = 1 << 20
+}
+
 @available(*, unavailable)
 extension GroupSend: Sendable {}
 
 extension PayloadsFeature {
-  /// How long the upload waits for every receiving node to answer its copy's offer.
-  static let groupAnswerSeconds = 15
-  /// Each copy's credit window (1 MiB, a single transfer's is 8): the copies of a group go to several nodes at once
-  /// and their chunks in flight add up; with 1 MiB each, a 200 MiB group send to 30 recipients on 3 nodes peaked at
-  /// 47 MiB on the sender's node (38 before the upload), and a window still covers a LAN's bandwidth-delay product.
-  static let groupCopyWindow: UInt64 = 1 << 20
-
   // MARK: - Upload (sender's node)
 
   /// `to` is a comma-separated list of member ids or `all`: the members the group goes to.
@@ -107,7 +109,8 @@ extension PayloadsFeature {
     let groupID = RecordID.make()
     let now = Timestamp.now()
     let contentType =
-      context.request.head.headers["content-type"].flatMap(Self.cleanContentType) ?? "application/octet-stream"
+      context.request.head.headers["content-type"].flatMap(TransferRecord.cleanContentType)
+      ?? "application/octet-stream"
     let sender = PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID)
     let spoolPath = partialPath(groupID, .outgoing, node: node)
     func record(_ id: String, _ role: TransferRole, to: PayloadParty, copyID: String?) -> TransferRecord {
@@ -149,7 +152,7 @@ extension PayloadsFeature {
           RecordID.make(), .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: member.nodeID),
           copyID: nil))
       copy.sender = TransferSender(
-        size: size, window: Self.groupCopyWindow, chunkSize: Self.transferChunk, readAhead: Self.transferReadAhead)
+        size: size, window: GroupSend.copyWindow, chunkSize: LiveTransfer.chunk, readAhead: LiveTransfer.readAhead)
       let reader = TransferFile(path: spoolPath)
       reader.open(rehash: false) { _ in }
       copy.file = reader
@@ -200,7 +203,7 @@ extension PayloadsFeature {
       await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
         group.answered = continuation
         Task { [weak node] in
-          try? await Task.sleep(for: .seconds(Self.groupAnswerSeconds))
+          try? await Task.sleep(for: .seconds(GroupSend.answerSeconds))
           node?.onLoop { $0.features.payloads.groupAnswersTimedOut(groupID, node: $0) }
         }
       }
@@ -270,7 +273,7 @@ extension PayloadsFeature {
       copyAnswered(
         copy,
         error: APIError.unavailable(
-          "the receiving node did not answer the transfer offer within \(Self.groupAnswerSeconds) s; try again"),
+          "the receiving node did not answer the transfer offer within \(GroupSend.answerSeconds) s; try again"),
         node: node)
     }
   }

@@ -165,7 +165,7 @@ extension PayloadsFeature {
         transfer.sender?.state == .offering, !transfer.record.isTerminal
       else { return }
       // The receiver bounds the wait; this side gives up a little later by itself, should the verdict never come.
-      let wait = min(timeoutMillis, 86_400_000) + Self.consentGraceMillis
+      let wait = min(timeoutMillis, 86_400_000) + LiveTransfer.consentGraceMillis
       transfer.consentDeadline = Node.monotonicMillis() + wait
       scheduleConsentExpiry(id, .outgoing, after: wait, node: node)
       if transfer.record.state != .awaitingConsent {
@@ -217,7 +217,7 @@ extension PayloadsFeature {
         .transferReject(transferID: id, code: rejection.code, message: rejection.message), to: nodeID, node: node)
       return
     }
-    let name = Self.sanitizedFileName(offer.name) ?? "file"
+    let name = TransferFile.sanitizedFileName(offer.name) ?? "file"
     let now = Timestamp.now()
     let ask = fileConsent(node: node) == .ask && !alwaysAccepts(peer.id, from: offer.fromPeerID, at: nodeID, node: node)
     let record = TransferRecord(
@@ -227,7 +227,7 @@ extension PayloadsFeature {
         from: PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID),
         to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID)),
       name: name,
-      contentType: Self.cleanContentType(offer.contentType) ?? "application/octet-stream", size: offer.size,
+      contentType: TransferRecord.cleanContentType(offer.contentType) ?? "application/octet-stream", size: offer.size,
       bytes: 0, state: ask ? .awaitingConsent : .inProgress, reason: nil, sha256: nil,
       path: partialPath(id, .incoming, node: node), resumedFrom: nil, createdAt: now, updatedAt: now)
     let transfer = LiveTransfer(record: record)

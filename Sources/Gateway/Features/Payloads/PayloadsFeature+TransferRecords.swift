@@ -203,7 +203,7 @@ extension PayloadsFeature {
     }
     let size = Int(record.size)
     var headers: [(String, String)] = [
-      ("accept-ranges", "bytes"), ("content-disposition", Self.contentDisposition(record.name)),
+      ("accept-ranges", "bytes"), ("content-disposition", TransferRecord.contentDisposition(record.name)),
       ("cache-control", "no-store"),
     ]
     if let sha = record.sha256 { headers.append(("x-content-sha256", sha)) }
@@ -211,7 +211,7 @@ extension PayloadsFeature {
     var offset = 0
     var length = size
     if let range = context.request.head.headers["range"] {
-      switch Self.parseRange(range, size: size) {
+      switch ByteRange.parse(range, size: size) {
       case .none:
         break
       case .unsatisfiable:
@@ -229,43 +229,6 @@ extension PayloadsFeature {
     var response = HTTPResponse(status: status, contentType: record.contentType, headers: headers)
     response.file = HTTPFileBody(path: record.path, offset: offset, length: length)
     return response
-  }
-
-  enum ByteRange: Equatable {
-    case none
-    case unsatisfiable
-    case range(Int, Int)
-  }
-
-  /// One `bytes=` range (RFC 9110 §14.1.2): `a-b`, `a-` or `-n`. Several ranges or other units are ignored (the
-  /// whole file is sent), as the RFC allows.
-  static func parseRange(_ header: String, size: Int) -> ByteRange {
-    let text = header.trimmingCharacters(in: .whitespaces)
-    guard text.lowercased().hasPrefix("bytes="), !text.contains(",") else { return .none }
-    let spec = text.dropFirst(6).trimmingCharacters(in: .whitespaces)
-    guard let dash = spec.firstIndex(of: "-") else { return .none }
-    let startText = spec[..<dash]
-    let endText = spec[spec.index(after: dash)...]
-    if startText.isEmpty {
-      guard let suffix = Int(endText), suffix >= 0 else { return .none }
-      guard suffix > 0, size > 0 else { return .unsatisfiable }
-      return .range(max(0, size - suffix), size - 1)
-    }
-    guard let first = Int(startText), first >= 0 else { return .none }
-    guard first < size else { return .unsatisfiable }
-    if endText.isEmpty { return .range(first, size - 1) }
-    guard let last = Int(endText), last >= first else { return .none }
-    return .range(first, min(last, size - 1))
-  }
-
-  /// `attachment` with an ASCII fallback name and the exact UTF-8 name (RFC 6266 / 8187).
-  static func contentDisposition(_ name: String) -> String {
-    let fallback = String(
-      name.unicodeScalars.map { $0.isASCII && $0 != "\"" && $0 != "\\" && $0.value >= 0x20 ? Character($0) : "_" })
-    let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
-    let encoded = name.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }
-      .joined()
-    return "attachment; filename=\"\(fallback)\"; filename*=UTF-8''\(encoded)"
   }
 
   // MARK: - Restart
@@ -294,7 +257,7 @@ extension PayloadsFeature {
       }
       let local = record.fromNodeID == node.nodeID && record.toNodeID == node.nodeID
       if record.direction == .outgoing {
-        guard !local, let hex = record.sha256, let digest = Self.unhex(hex),
+        guard !local, let hex = record.sha256, let digest = TransferRecord.unhex(hex),
           FileManager.default.fileExists(atPath: record.path)
         else {
           let reason = "the sending node restarted before the upload was complete"
@@ -303,8 +266,8 @@ extension PayloadsFeature {
         }
         transfer.sender = TransferSender.restored(
           size: record.size, digest: digest,
-          window: record.role == .copy ? Self.groupCopyWindow : Self.transferWindow, chunkSize: Self.transferChunk,
-          readAhead: Self.transferReadAhead)
+          window: record.role == .copy ? GroupSend.copyWindow : LiveTransfer.window, chunkSize: LiveTransfer.chunk,
+          readAhead: LiveTransfer.readAhead)
         transfer.file = TransferFile(path: record.path)
         transfer.file?.open(rehash: false) { _ in }
         record.state = .interrupted
@@ -358,27 +321,6 @@ extension PayloadsFeature {
     for linked in node.mesh.links.linkedNodeIDs { transfersLinkUp(linked, node: node) }
   }
 
-  static func unhex(_ text: String) -> [UInt8]? {
-    let digits = Array(text.utf8)
-    guard digits.count % 2 == 0 else { return nil }
-    var bytes: [UInt8] = []
-    var index = 0
-    while index < digits.count {
-      guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
-      bytes.append(high << 4 | low)
-      index += 2
-    }
-    return bytes
-  }
-
-  private static func hexValue(_ digit: UInt8) -> UInt8? {
-    switch digit {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-    default: nil
-    }
-  }
-
   /// The member a file or stream goes to: connected, its node linked, and the link good enough for the session.
   func connectedRecipient(_ toID: String, in session: SessionDescription, node: isolated Node) throws(APIError)
     -> SessionMember
@@ -408,5 +350,33 @@ extension PayloadsFeature {
         message: "session \(session.sessionID) requires encryption, but the link to the node of \(target.displayName) "
           + "is not encrypted (is it running with --mesh-tls off?)")
     }
+  }
+}
+
+/// A `Range` header as a download of a transfer's file reads it.
+enum ByteRange: Equatable {
+  case none
+  case unsatisfiable
+  case range(Int, Int)
+
+  /// One `bytes=` range (RFC 9110 §14.1.2): `a-b`, `a-` or `-n`. Several ranges or other units are ignored (the
+  /// whole file is sent), as the RFC allows.
+  static func parse(_ header: String, size: Int) -> ByteRange {
+    let text = header.trimmingCharacters(in: .whitespaces)
+    guard text.lowercased().hasPrefix("bytes="), !text.contains(",") else { return .none }
+    let spec = text.dropFirst(6).trimmingCharacters(in: .whitespaces)
+    guard let dash = spec.firstIndex(of: "-") else { return .none }
+    let startText = spec[..<dash]
+    let endText = spec[spec.index(after: dash)...]
+    if startText.isEmpty {
+      guard let suffix = Int(endText), suffix >= 0 else { return .none }
+      guard suffix > 0, size > 0 else { return .unsatisfiable }
+      return .range(max(0, size - suffix), size - 1)
+    }
+    guard let first = Int(startText), first >= 0 else { return .none }
+    guard first < size else { return .unsatisfiable }
+    if endText.isEmpty { return .range(first, size - 1) }
+    guard let last = Int(endText), last >= first else { return .none }
+    return .range(first, min(last, size - 1))
   }
 }

@@ -55,6 +55,23 @@ final class LiveTransfer {
 @available(*, unavailable)
 extension LiveTransfer: Sendable {}
 
+extension LiveTransfer {
+  /// A single transfer's credit window (bytes sent and not yet acknowledged) and chunk size.
+  static let window: UInt64 = 8 << 20
+  static let chunk = 256 << 10
+  /// Spool reads in flight per transfer (each a chunk read straight into its frame): the next chunks are read while
+  /// one is on its way to the link.
+  static let readAhead = 4
+  /// Upload bytes waiting to be written above which reading the request is paused.
+  static let uploadHighWater: UInt64 = 1 << 20
+  static let uploadLowWater: UInt64 = 256 << 10
+  /// How much longer than the receiver's consent timeout the sender waits before it fails the transfer itself.
+  static let consentGraceMillis: UInt64 = 30_000
+
+  /// The bulk lane (and link-scheduler producer) of a transfer's chunks.
+  static func producer(_ id: String) -> String { "transfer:" + id }
+}
+
 /// Transfer state owned by the node actor.
 struct TransferRuntime {
   var outgoing: [String: LiveTransfer] = [:]
@@ -81,19 +98,6 @@ struct TransferRuntime {
 }
 
 extension PayloadsFeature {
-  static let transferWindow: UInt64 = 8 << 20
-  static let transferChunk = 256 << 10
-  /// Spool reads in flight per transfer (each a chunk read straight into its frame): the next chunks are read while
-  /// one is on its way to the link.
-  static let transferReadAhead = 4
-  /// Upload bytes waiting to be written above which reading the request is paused.
-  static let uploadHighWater: UInt64 = 1 << 20
-  static let uploadLowWater: UInt64 = 256 << 10
-  /// The most senders one recipient may keep on its always-accept list.
-  static let alwaysAcceptLimit = 1000
-  /// How much longer than the receiver's consent timeout the sender waits before it fails the transfer itself.
-  static let consentGraceMillis: UInt64 = 30_000
-
   func fileConsent(node: isolated Node) -> FileConsent { transfers.consentMode ?? node.configuration.fileConsent }
   func fileConsentTimeout(node: isolated Node) -> Int {
     transfers.consentTimeout ?? node.configuration.fileConsentTimeout
@@ -103,46 +107,20 @@ extension PayloadsFeature {
     URL(fileURLWithPath: node.configuration.dataDirectory).standardizedFileURL.path
   }
 
-  // MARK: - Names
-
-  /// A file name that is safe to create in a directory: the last path component, without control characters or
-  /// leading dots and spaces, at most 255 UTF-8 bytes. Nil when nothing usable remains.
-  static func sanitizedFileName(_ raw: String) -> String? {
-    let lastComponent = raw.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-    var scalars = String.UnicodeScalarView()
-    for scalar in lastComponent.unicodeScalars {
-      let value = scalar.value
-      if value < 0x20 || value == 0x7F || (0x80...0x9F).contains(value) || value == 0x2028 || value == 0x2029 {
-        continue
-      }
-      scalars.append(scalar)
-    }
-    var name = String(scalars)
-    while let first = name.first, first == "." || first == " " { name.removeFirst() }
-    while let last = name.last, last == " " { name.removeLast() }
-    while name.utf8.count > 255 { name.removeLast() }
-    return name.isEmpty ? nil : name
-  }
-
   // MARK: - Paths
 
   // Paths are built from parts that cannot leave their directory: an id that is not a plain token (ids from other
   // nodes are checked as UUIDs before they get here) becomes a digest of itself, and a name is a sanitized file
   // name. TransferFile.move resolves the result and refuses anything outside the data directory.
 
-  /// A path component for `id`: the id itself when it is a token (`A-Z a-z 0-9 - _`), else `id-` + a digest.
-  static func pathComponent(_ id: String) -> String {
-    WireIDs.isToken(id) ? id : "id-" + String(Crypto.sha256Hex(id).prefix(32))
-  }
-
   func partialPath(_ id: String, _ direction: TransferDirection, node: isolated Node) -> String {
-    "\(dataDirectoryPath(node: node))/transfers/\(Self.pathComponent(id)).\(direction == .outgoing ? "out" : "in")"
+    "\(dataDirectoryPath(node: node))/transfers/\(TransferFile.pathComponent(id)).\(direction == .outgoing ? "out" : "in")"
   }
 
   func finalPath(_ id: String, _ direction: TransferDirection, name: String, node: isolated Node) -> String {
-    let file = Self.sanitizedFileName(name) ?? "file"
+    let file = TransferFile.sanitizedFileName(name) ?? "file"
     return
-      "\(dataDirectoryPath(node: node))/files/\(direction == .outgoing ? "sent" : "received")/\(Self.pathComponent(id))/\(file)"
+      "\(dataDirectoryPath(node: node))/files/\(direction == .outgoing ? "sent" : "received")/\(TransferFile.pathComponent(id))/\(file)"
   }
 
   // MARK: - Upload (sender's node)
@@ -157,7 +135,7 @@ extension PayloadsFeature {
     guard let rawName = query["name"], !rawName.isEmpty else {
       throw APIError.badRequest("name is required: the file name the receiver sees (?name=report.pdf)")
     }
-    guard let name = Self.sanitizedFileName(rawName) else {
+    guard let name = TransferFile.sanitizedFileName(rawName) else {
       throw APIError.badRequest(
         "name \(rawName.debugDescription) has no usable characters: give a file name without path separators, "
           + "control characters or leading dots", code: "invalid_name")
@@ -186,7 +164,7 @@ extension PayloadsFeature {
     let id = RecordID.make()
     let now = Timestamp.now()
     let contentType =
-      context.request.head.headers["content-type"].flatMap(Self.cleanContentType)
+      context.request.head.headers["content-type"].flatMap(TransferRecord.cleanContentType)
       ?? "application/octet-stream"
     let record = TransferRecord(
       id: id,
@@ -199,8 +177,8 @@ extension PayloadsFeature {
       updatedAt: now)
     let transfer = LiveTransfer(record: record)
     transfer.sender = TransferSender(
-      size: UInt64(size), window: Self.transferWindow, chunkSize: Self.transferChunk,
-      readAhead: Self.transferReadAhead)
+      size: UInt64(size), window: LiveTransfer.window, chunkSize: LiveTransfer.chunk,
+      readAhead: LiveTransfer.readAhead)
     try FileManager.default.createDirectory(
       atPath: "\(dataDirectoryPath(node: node))/transfers", withIntermediateDirectories: true)
     let file = TransferFile(path: record.path)
@@ -264,16 +242,6 @@ extension PayloadsFeature {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
       transfer.uploadDone = continuation
     }
-  }
-
-  static func cleanContentType(_ value: String) -> String? {
-    let trimmed = value.trimmingCharacters(in: .whitespaces)
-    // curl's --data-binary labels every body as a form; a file upload never is one.
-    if trimmed.lowercased().hasPrefix("application/x-www-form-urlencoded") { return nil }
-    guard !trimmed.isEmpty, trimmed.utf8.count <= 255,
-      trimmed.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F })
-    else { return nil }
-    return trimmed
   }
 
   func answerTimedOut(_ id: String, node: isolated Node) {
@@ -393,7 +361,7 @@ extension PayloadsFeature {
     file.append(bytes) { [weak node] result in
       node?.onLoop { $0.features.payloads.spoolWritten(id, result, node: $0) }
     }
-    if transfer.uploadReceived - transfer.uploadSpooled > Self.uploadHighWater && !transfer.uploadPaused {
+    if transfer.uploadReceived - transfer.uploadSpooled > LiveTransfer.uploadHighWater && !transfer.uploadPaused {
       transfer.uploadPaused = true
       node.server.setBodyFlow(requestID, enabled: false)
     }
@@ -406,7 +374,7 @@ extension PayloadsFeature {
       failTransfer(transfer, reason: "the upload could not be spooled: \(error)", notify: true, node: node)
     case .success(let length):
       transfer.uploadSpooled = length
-      if transfer.uploadPaused, transfer.uploadReceived - length < Self.uploadLowWater,
+      if transfer.uploadPaused, transfer.uploadReceived - length < LiveTransfer.uploadLowWater,
         let request = transfer.uploadRequest
       {
         transfer.uploadPaused = false
@@ -502,7 +470,7 @@ extension PayloadsFeature {
     guard var sender = transfer.sender, transfer.record.toNodeID != node.nodeID, let file = transfer.file else {
       return
     }
-    var canSend = node.linkHasRoom(transfer.record.toNodeID, producer: Self.transferProducer(transfer.record.id))
+    var canSend = node.linkHasRoom(transfer.record.toNodeID, producer: LiveTransfer.producer(transfer.record.id))
     if canSend && node.configuration.transferRate > 0 {
       let now = Node.monotonicMillis()
       let rate = Double(node.configuration.transferRate)
@@ -549,7 +517,7 @@ extension PayloadsFeature {
         if next { pump(transfer, node: node) }
         return
       }
-      node.sendFrame(frame, on: connection, lane: .bulk(Self.transferProducer(id)))
+      node.sendFrame(frame, on: connection, lane: .bulk(LiveTransfer.producer(id)))
       sender.chunkSent(offset: offset, count: count)
       transfer.sender = sender
       transfers.payloadBytes[transfer.record.toNodeID, default: 0] += UInt64(count)
@@ -557,12 +525,6 @@ extension PayloadsFeature {
       pump(transfer, node: node)
     }
   }
-
-  /// The bulk lane (and link-scheduler producer) of a transfer's chunks.
-  static func transferProducer(_ id: String) -> String { "transfer:" + id }
-
-  /// The bulk lane (and link-scheduler producer) of a stream's data.
-  static func streamProducer(_ id: String) -> String { "stream:" + id }
 
   /// The connection of the link to `nodeID` while it has a socket; nil when the node is not linked now.
   func linkedConnection(to nodeID: String, node: isolated Node) -> LinkManager.ConnectionID? {
@@ -586,8 +548,8 @@ extension PayloadsFeature {
   /// in their payload's bulk lane (the end and the close behind their data); all else is control.
   static func lane(of message: MeshMessage) -> LinkScheduler<MeshOutbound>.Lane {
     switch message {
-    case .transferChunk(let id, _, _), .transferEnd(let id, _, _): .bulk(transferProducer(id))
-    case .streamData(let id, _, _), .streamClose(let id, _): .bulk(streamProducer(id))
+    case .transferChunk(let id, _, _), .transferEnd(let id, _, _): .bulk(LiveTransfer.producer(id))
+    case .streamData(let id, _, _), .streamClose(let id, _): .bulk(LiveStream.producer(id))
     default: .control
     }
   }

@@ -82,12 +82,12 @@ final class PayloadsFeature: NodeFeature {
   }
 
   func webSocketDecision(_ head: HTTPRequestHead, node: isolated Node) -> WebSocketDecision? {
-    guard Self.streamSocketID(head.path) != nil else { return nil }
+    guard LiveStream.socketStreamID(head.path) != nil else { return nil }
     return acceptStreamSocket(head, node: node)
   }
 
   func webSocketOpened(_ socket: WebSocketID, head: HTTPRequestHead, node: isolated Node) -> Bool {
-    guard Self.streamSocketID(head.path) != nil else { return false }
+    guard LiveStream.socketStreamID(head.path) != nil else { return false }
     streamSocketOpened(socket, head: head, node: node)
     return true
   }
