@@ -40,7 +40,7 @@ enum PayloadRoutes {
       200 Transfers.
       400 Bad limit or cursor.
       """
-    ) { node, context in try node.features.payloads.listTransfers(context, node: node) },
+    ) { node, context in try node.features.payloads.listTransfers(context) },
     Route(
       .get, "/api/v1/transfers/{transferId}", "getTransfer", returns: Schemas.transferEnvelope,
       """
@@ -48,7 +48,7 @@ enum PayloadRoutes {
       200 The transfer.
       404 Not sent or received by this peer.
       """
-    ) { node, context in try node.features.payloads.getTransfer(context, node: node) },
+    ) { node, context in try node.features.payloads.getTransfer(context) },
     Route(
       .delete, "/api/v1/transfers/{transferId}", "cancelTransfer", returns: Schemas.transferEnvelope,
       """
@@ -65,7 +65,7 @@ enum PayloadRoutes {
       200 The group.
       404 Not a group send by this peer.
       """
-    ) { node, context in try node.features.payloads.getTransferGroup(context, node: node) },
+    ) { node, context in try node.features.payloads.getTransferGroup(context) },
     Route(
       .delete, "/api/v1/transfer-groups/{groupId}", "cancelTransferGroup", returns: Schemas.transferGroupEnvelope,
       """
@@ -85,7 +85,7 @@ enum PayloadRoutes {
       409 Not finished.
       416 Range outside the file.
       """
-    ) { node, context in try node.features.payloads.transferContent(context, node: node) },
+    ) { node, context in try node.features.payloads.transferContent(context) },
     Route(
       .post, "/api/v1/transfers/{transferId}/accept", "acceptTransfer", body: Schemas.acceptTransfer,
       returns: Schemas.transferEnvelope,

@@ -27,7 +27,7 @@ extension PayloadsFeature {
     switch state {
     case .awaitingConsent:
       sendTransferFrame(
-        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer, node: node)), to: nodeID,
+        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)), to: nodeID,
         node: node)
       return
     case .declined:
@@ -89,7 +89,7 @@ extension PayloadsFeature {
         "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(transfer.consentTimeoutSeconds))], node: node
       )
       sendTransferFrame(
-        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer, node: node)),
+        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)),
         to: record.fromNodeID, node: node)
     }
   }
@@ -105,7 +105,7 @@ extension PayloadsFeature {
   }
 
   /// What remains of the wait, in ms (0 when it is over or not running).
-  func consentMillisLeft(_ transfer: LiveTransfer, node: isolated Node) -> UInt64 {
+  func consentMillisLeft(_ transfer: LiveTransfer) -> UInt64 {
     guard let deadline = transfer.consentDeadline else { return 0 }
     let now = Node.monotonicMillis()
     return deadline > now ? deadline - now : 0
@@ -122,7 +122,7 @@ extension PayloadsFeature {
   func consentExpired(_ id: String, _ direction: TransferDirection, node: isolated Node) {
     let transfer = direction == .incoming ? transfers.incoming[id] : transfers.outgoing[id]
     guard let transfer, !transfer.record.isTerminal, transfer.consentDeadline != nil else { return }
-    let left = consentMillisLeft(transfer, node: node)
+    let left = consentMillisLeft(transfer)
     guard left == 0 else {
       // Woken early (or the wait was restarted): sleep for the rest.
       scheduleConsentExpiry(id, direction, after: left, node: node)
@@ -139,8 +139,8 @@ extension PayloadsFeature {
   // MARK: - REST
 
   /// The incoming transfer of the request's peer that waits for its answer.
-  func transferAwaitingConsent(_ context: RequestContext, node: isolated Node) throws(APIError) -> LiveTransfer {
-    let transfer = try ownTransfer(context, node: node)
+  func transferAwaitingConsent(_ context: RequestContext) throws(APIError) -> LiveTransfer {
+    let transfer = try ownTransfer(context)
     let record = transfer.record
     guard record.direction == .incoming, record.state == .awaitingConsent else {
       throw APIError(
@@ -155,7 +155,7 @@ extension PayloadsFeature {
 
   /// `POST /api/v1/transfers/{id}/accept`: creates the file and lets the sender's node send.
   func acceptTransfer(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
-    let transfer = try transferAwaitingConsent(context, node: node)
+    let transfer = try transferAwaitingConsent(context)
     let body = try RequestBody(context.request, allowEmpty: true)
     try body.allowOnly(["always"])
     var always = false
@@ -201,12 +201,12 @@ extension PayloadsFeature {
     persist(transfer, node: node)
     publishTransferEvent("transfer.started", transfer, node: node)
     sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: transfer.record.fromNodeID, node: node)
-    return .json(["transfer": transferJSON(transfer.record, node: node)])
+    return .json(["transfer": transferJSON(transfer.record)])
   }
 
   /// `POST /api/v1/transfers/{id}/decline`: nothing is stored; the sender's side ends `declined` too.
   func declineTransfer(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
-    let transfer = try transferAwaitingConsent(context, node: node)
+    let transfer = try transferAwaitingConsent(context)
     let body = try RequestBody(context.request, allowEmpty: true)
     try body.allowOnly([])
     let reason = "\(transfer.record.toDisplayName) declined the file"
@@ -215,7 +215,7 @@ extension PayloadsFeature {
       .transferReject(transferID: transfer.record.id, code: .declined, message: reason), to: transfer.record.fromNodeID,
       node: node)
     settle(transfer, state: .declined, reason: reason, node: node)
-    return .json(["transfer": transferJSON(transfer.record, node: node)])
+    return .json(["transfer": transferJSON(transfer.record)])
   }
 
   // MARK: - Always-accept lists

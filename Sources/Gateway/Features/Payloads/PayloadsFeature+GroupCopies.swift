@@ -106,8 +106,8 @@ extension PayloadsFeature {
   /// (and with it every rider).
   func copyVerified(_ copy: LiveTransfer, digest: [UInt8], node: isolated Node) {
     let id = copy.record.id
-    let live = riders(of: copy, node: node).filter { !$0.record.isTerminal }.map(\.record.id)
-    let paths = riders(of: copy, node: node).filter { !$0.record.isTerminal }.map {
+    let live = riders(of: copy).filter { !$0.record.isTerminal }.map(\.record.id)
+    let paths = riders(of: copy).filter { !$0.record.isTerminal }.map {
       finalPath($0.record.id, .incoming, name: $0.record.name, node: node)
     }
     guard let file = copy.file else { return }

@@ -114,7 +114,7 @@ extension PayloadsFeature {
         StreamOffer(
           streamID: record.id, sessionID: record.sessionID, fromPeerID: peer.id, fromDisplayName: peer.displayName,
           toPeerID: toID, name: name)), to: target.nodeID, node: node)
-    return .json(["stream": streamJSON(record, node: node)], status: 201)
+    return .json(["stream": streamJSON(record)], status: 201)
   }
 
   /// `PUT /api/v1/streams/{id}`: the writer's bytes, forwarded as they arrive; answered when the reader took them all.
@@ -134,7 +134,7 @@ extension PayloadsFeature {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
       stream.writerDone = continuation
     }
-    return .json(["stream": streamJSON(stream.record, node: node)])
+    return .json(["stream": streamJSON(stream.record)])
   }
 
   /// `GET /api/v1/streams/{id}`: the stream's bytes for its reader, as they arrive (the body ends when the writer
@@ -387,7 +387,7 @@ extension PayloadsFeature {
       stream.reader = nil
       stream.buffer = []
     }
-    var data: JSONObject = ["stream": streamJSON(stream.record, node: node)]
+    var data: JSONObject = ["stream": streamJSON(stream.record)]
     data["reason"] = reason.map { .string($0) } ?? .null
     publishStreamEvent("stream.closed", stream, data: data, node: node)
   }
@@ -499,11 +499,11 @@ extension PayloadsFeature {
   func publishStreamEvent(_ type: String, _ stream: LiveStream, data: JSONObject? = nil, node: isolated Node) {
     let peerID = stream.record.direction == .outgoing ? stream.record.fromPeerID : stream.record.toPeerID
     guard node.peers[peerID] != nil else { return }
-    let payload = data ?? ["stream": streamJSON(stream.record, node: node)]
+    let payload = data ?? ["stream": streamJSON(stream.record)]
     node.publishInBackground([(peerID: peerID, type: type, data: .object(payload))])
   }
 
-  func streamJSON(_ record: StreamRecord, node: isolated Node) -> JSONValue {
+  func streamJSON(_ record: StreamRecord) -> JSONValue {
     .object(record.commonJSON)
   }
 }

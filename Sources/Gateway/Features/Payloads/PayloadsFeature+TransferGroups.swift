@@ -196,7 +196,7 @@ extension PayloadsFeature {
       group.unanswered.insert(copy.record.id)
       sendTransferFrame(
         .transferGroupOffer(
-          groupOffer(for: copy, resume: false, recipients: recipients[copy.record.toNodeID] ?? [], node: node)),
+          groupOffer(for: copy, resume: false, recipients: recipients[copy.record.toNodeID] ?? [])),
         to: copy.record.toNodeID, node: node)
     }
     if !group.unanswered.isEmpty {
@@ -232,13 +232,13 @@ extension PayloadsFeature {
     try await receiveUpload(context, into: spool, node: node)
     return .json(
       [
-        "group": groupJSON(group, node: node),
+        "group": groupJSON(group),
         "transfers": .array(
-          group.shares.compactMap { transfers.outgoing[$0].map { transferJSON($0.record, node: node) } }),
+          group.shares.compactMap { transfers.outgoing[$0].map { transferJSON($0.record) } }),
       ], status: 202)
   }
 
-  func groupOffer(for copy: LiveTransfer, resume: Bool, recipients: [TransferGroupRecipient], node: isolated Node)
+  func groupOffer(for copy: LiveTransfer, resume: Bool, recipients: [TransferGroupRecipient])
     -> TransferGroupOffer
   {
     let record = copy.record
@@ -249,13 +249,13 @@ extension PayloadsFeature {
   }
 
   /// The riders of a copy, as held on this side.
-  func riders(of copy: LiveTransfer, node: isolated Node) -> [LiveTransfer] {
+  func riders(of copy: LiveTransfer) -> [LiveTransfer] {
     let table = copy.record.direction == .outgoing ? transfers.outgoing : transfers.incoming
     return (transfers.riders[copy.record.id] ?? []).compactMap { table[$0] }
   }
 
   /// A copy's node answered its offer (or cannot any more): the upload stops waiting once every node has.
-  func copyAnswered(_ copy: LiveTransfer, error: APIError?, node: isolated Node) {
+  func copyAnswered(_ copy: LiveTransfer, error: APIError?) {
     guard copy.record.role == .copy, let groupID = copy.record.groupID, let group = transfers.groups[groupID],
       group.unanswered.remove(copy.record.id) != nil
     else { return }
@@ -273,8 +273,7 @@ extension PayloadsFeature {
       copyAnswered(
         copy,
         error: APIError.unavailable(
-          "the receiving node did not answer the transfer offer within \(GroupSend.answerSeconds) s; try again"),
-        node: node)
+          "the receiving node did not answer the transfer offer within \(GroupSend.answerSeconds) s; try again"))
     }
   }
 
@@ -394,7 +393,7 @@ extension PayloadsFeature {
     let record = transfer.record
     switch record.role {
     case .copy:
-      for rider in riders(of: transfer, node: node) where !rider.record.isTerminal {
+      for rider in riders(of: transfer) where !rider.record.isTerminal {
         if state == .finished {
           rider.record.sha256 = record.sha256
           rider.record.bytes = record.size
@@ -403,8 +402,7 @@ extension PayloadsFeature {
       }
       if record.direction == .outgoing {
         copyAnswered(
-          transfer, error: APIError(status: 409, code: "transfer_\(state)", message: reason ?? "transfer \(state)"),
-          node: node)
+          transfer, error: APIError(status: 409, code: "transfer_\(state)", message: reason ?? "transfer \(state)"))
         if let groupID = record.groupID, let group = transfers.groups[groupID] { groupMaybeDone(group, node: node) }
       }
     case .spool:
@@ -415,7 +413,7 @@ extension PayloadsFeature {
       guard state != .finished else { return }
       if let copyID = record.copyID {
         let copy = record.direction == .outgoing ? transfers.outgoing[copyID] : transfers.incoming[copyID]
-        if let copy, !copy.record.isTerminal, riders(of: copy, node: node).allSatisfy(\.record.isTerminal) {
+        if let copy, !copy.record.isTerminal, riders(of: copy).allSatisfy(\.record.isTerminal) {
           cancelTransfer(copy, reason: "no recipient on the node wants the file any more", notify: true, node: node)
         }
       }
@@ -430,7 +428,7 @@ extension PayloadsFeature {
 
   /// A copy's progress or state is its riders'.
   func syncRiders(_ copy: LiveTransfer, node: isolated Node) {
-    for rider in riders(of: copy, node: node) where !rider.record.isTerminal {
+    for rider in riders(of: copy) where !rider.record.isTerminal {
       let changed = rider.record.state != copy.record.state || rider.record.resumedFrom != copy.record.resumedFrom
       rider.record.bytes = copy.record.bytes
       guard changed, !copy.record.isTerminal else { continue }
@@ -444,7 +442,7 @@ extension PayloadsFeature {
   // MARK: - REST
 
   /// The group as its sender sees it: how many recipients, how many finished, failed, canceled, bytes so far.
-  func groupJSON(_ group: GroupSend, node: isolated Node) -> JSONValue {
+  func groupJSON(_ group: GroupSend) -> JSONValue {
     let shares = group.shares.compactMap { transfers.outgoing[$0]?.record }
     let spool = transfers.outgoing[group.id]?.record
     var counts: [TransferState: Int] = [:]
@@ -465,7 +463,7 @@ extension PayloadsFeature {
     return .object(object)
   }
 
-  func ownGroup(_ context: RequestContext, node: isolated Node) throws(APIError) -> GroupSend {
+  func ownGroup(_ context: RequestContext) throws(APIError) -> GroupSend {
     let id = context.parameters["groupId"] ?? ""
     guard let group = transfers.groups[id], transfers.outgoing[id]?.record.fromPeerID == context.authenticatedPeer.id
     else {
@@ -474,12 +472,12 @@ extension PayloadsFeature {
     return group
   }
 
-  func getTransferGroup(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
-    .json(["group": groupJSON(try ownGroup(context, node: node), node: node)])
+  func getTransferGroup(_ context: RequestContext) throws -> HTTPResponse {
+    .json(["group": groupJSON(try ownGroup(context))])
   }
 
   func cancelTransferGroup(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
-    let group = try ownGroup(context, node: node)
+    let group = try ownGroup(context)
     let live = group.shares.compactMap { transfers.outgoing[$0] }.filter { !$0.record.isTerminal }
     guard !live.isEmpty else {
       throw APIError(
@@ -487,7 +485,7 @@ extension PayloadsFeature {
         message: "every transfer of group \(group.id) has already finished, failed or been canceled")
     }
     for share in live { cancelTransfer(share, reason: "canceled by the sender", notify: true, node: node) }
-    return .json(["group": groupJSON(group, node: node)])
+    return .json(["group": groupJSON(group)])
   }
 
   // MARK: - Metrics
@@ -535,7 +533,7 @@ extension PayloadsFeature {
     for table in [transfers.outgoing, transfers.incoming] {
       for copy in table.values where copy.record.role == .copy {
         if copy.record.isTerminal {
-          for rider in riders(of: copy, node: node) where !rider.record.isTerminal {
+          for rider in riders(of: copy) where !rider.record.isTerminal {
             settle(rider, state: copy.record.state, reason: copy.record.reason, node: node)
           }
         } else {

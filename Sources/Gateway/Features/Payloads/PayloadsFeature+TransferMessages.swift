@@ -63,14 +63,14 @@ extension PayloadsFeature {
         transfer.answer = nil
         answer.resume()
       }
-      copyAnswered(transfer, error: nil, node: node)
+      copyAnswered(transfer, error: nil)
       pump(transfer, node: node)
     case .transferReject(let id, let code, let text):
       guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID else { return }
       if transfer.record.role == .copy, let groupID = transfer.record.groupID,
         transfers.groups[groupID]?.unanswered.contains(id) == true
       {
-        copyAnswered(transfer, error: rejectionError(code, text, node: node), node: node)
+        copyAnswered(transfer, error: rejectionError(code, text))
         return
       }
       if code == .declined {
@@ -84,7 +84,7 @@ extension PayloadsFeature {
       }
       if let answer = transfer.answer {
         transfer.answer = nil
-        answer.resume(throwing: rejectionError(code, text, node: node))
+        answer.resume(throwing: rejectionError(code, text))
       } else {
         failTransfer(transfer, reason: "the receiver refused to resume: \(text)", notify: false, node: node)
       }
@@ -264,7 +264,7 @@ extension PayloadsFeature {
             return
           }
           let announced =
-            transfer.record.role == .copy ? node.features.payloads.riders(of: transfer, node: node) : [transfer]
+            transfer.record.role == .copy ? node.features.payloads.riders(of: transfer) : [transfer]
           for started in announced where !started.record.isTerminal {
             node.features.payloads.publishTransferEvent("transfer.started", started, node: node)
           }
@@ -373,15 +373,15 @@ extension PayloadsFeature {
       guard var sender = transfer.sender, sender.linkRestored() else { continue }
       transfer.sender = sender
       if transfer.record.role == .copy {
-        let recipients = riders(of: transfer, node: node).map {
+        let recipients = riders(of: transfer).map {
           TransferGroupRecipient(transferID: $0.record.id, peerID: $0.record.toPeerID)
         }
         sendTransferFrame(
-          .transferGroupOffer(groupOffer(for: transfer, resume: true, recipients: recipients, node: node)), to: nodeID,
+          .transferGroupOffer(groupOffer(for: transfer, resume: true, recipients: recipients)), to: nodeID,
           node: node)
         continue
       }
-      sendTransferFrame(.transferOffer(offer(for: transfer.record, resume: true, node: node)), to: nodeID, node: node)
+      sendTransferFrame(.transferOffer(offer(for: transfer.record, resume: true)), to: nodeID, node: node)
     }
   }
 
@@ -399,8 +399,7 @@ extension PayloadsFeature {
       if transfer.sender?.state == .interrupted { transfer.record.state = .interrupted }
       if transfer.record.role == .copy {
         copyAnswered(
-          transfer, error: APIError.unavailable("the receiving node went away before it answered; try again"),
-          node: node)
+          transfer, error: APIError.unavailable("the receiving node went away before it answered; try again"))
         syncRiders(transfer, node: node)
       }
     }
@@ -420,7 +419,7 @@ extension PayloadsFeature {
   /// node copy to each of its recipients' transfers.
   func reportPause(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:], node: isolated Node) {
     guard transfer.record.role == .copy else { return publishTransferEvent(type, transfer, extra: extra, node: node) }
-    for rider in riders(of: transfer, node: node) where !rider.record.isTerminal {
+    for rider in riders(of: transfer) where !rider.record.isTerminal {
       publishTransferEvent(type, rider, extra: extra, node: node)
     }
   }

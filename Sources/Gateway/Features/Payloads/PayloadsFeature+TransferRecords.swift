@@ -102,21 +102,21 @@ extension PayloadsFeature {
 
   // MARK: - Events
 
-  func localParty(_ record: TransferRecord, node: isolated Node) -> String {
+  func localParty(_ record: TransferRecord) -> String {
     record.direction == .outgoing ? record.fromPeerID : record.toPeerID
   }
 
   func publishTransferEvent(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:], node: isolated Node) {
-    let peerID = localParty(transfer.record, node: node)
+    let peerID = localParty(transfer.record)
     guard transfer.record.role == .transfer, node.peers[peerID] != nil else { return }
-    var data: JSONObject = ["transfer": transferJSON(transfer.record, node: node)]
+    var data: JSONObject = ["transfer": transferJSON(transfer.record)]
     for (key, value) in extra { data[key] = value }
     node.publishInBackground([(peerID: peerID, type: type, data: .object(data))])
   }
 
   func reportProgress(_ transfer: LiveTransfer, node: isolated Node) {
     if transfer.record.role == .copy {
-      for rider in riders(of: transfer, node: node) where !rider.record.isTerminal {
+      for rider in riders(of: transfer) where !rider.record.isTerminal {
         rider.record.bytes = transfer.record.bytes
         reportProgress(rider, node: node)
       }
@@ -128,7 +128,7 @@ extension PayloadsFeature {
       extra: ["bytes": .int(Int64(transfer.record.bytes)), "total": .int(Int64(transfer.record.size))], node: node)
   }
 
-  func transferJSON(_ record: TransferRecord, node: isolated Node) -> JSONValue {
+  func transferJSON(_ record: TransferRecord) -> JSONValue {
     // The members in the order the API has always shown them.
     var object: JSONObject = [
       "id": .string(record.id), "sessionId": .string(record.sessionID),
@@ -146,7 +146,7 @@ extension PayloadsFeature {
 
   // MARK: - REST
 
-  func visibleTransfers(of peerID: String, node: isolated Node) -> [TransferRecord] {
+  func visibleTransfers(of peerID: String) -> [TransferRecord] {
     let outgoing = transfers.outgoing.values.map(\.record).filter { $0.fromPeerID == peerID && $0.role == .transfer }
     let incoming = transfers.incoming.values.map(\.record).filter { $0.toPeerID == peerID && $0.role == .transfer }
     return (outgoing + incoming).sorted {
@@ -154,7 +154,7 @@ extension PayloadsFeature {
     }
   }
 
-  func ownTransfer(_ context: RequestContext, node: isolated Node) throws(APIError) -> LiveTransfer {
+  func ownTransfer(_ context: RequestContext) throws(APIError) -> LiveTransfer {
     let id = context.parameters["transferId"] ?? ""
     let peerID = context.authenticatedPeer.id
     if let transfer = transfers.outgoing[id], transfer.record.fromPeerID == peerID, transfer.record.role == .transfer {
@@ -166,21 +166,21 @@ extension PayloadsFeature {
     throw APIError.notFound("no transfer \(id) sent or received by this peer; see GET /api/v1/transfers")
   }
 
-  func listTransfers(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
-    var list = visibleTransfers(of: context.authenticatedPeer.id, node: node)
+  func listTransfers(_ context: RequestContext) throws -> HTTPResponse {
+    var list = visibleTransfers(of: context.authenticatedPeer.id)
     if let group = context.request.head.query["group"] { list = list.filter { $0.groupID == group } }
     let page = try Page(list, id: { "\($0.id).\($0.direction.rawValue)" }, query: context.request.head.query)
     return .json([
-      "transfers": .array(page.items.map { transferJSON($0, node: node) }), "nextCursor": page.nextCursorJSON,
+      "transfers": .array(page.items.map { transferJSON($0) }), "nextCursor": page.nextCursorJSON,
     ])
   }
 
-  func getTransfer(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
-    .json(["transfer": transferJSON(try ownTransfer(context, node: node).record, node: node)])
+  func getTransfer(_ context: RequestContext) throws -> HTTPResponse {
+    .json(["transfer": transferJSON(try ownTransfer(context).record)])
   }
 
   func deleteTransfer(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
-    let transfer = try ownTransfer(context, node: node)
+    let transfer = try ownTransfer(context)
     guard !transfer.record.isTerminal else {
       throw APIError(
         status: 409, code: "transfer_\(transfer.record.state)",
@@ -190,11 +190,11 @@ extension PayloadsFeature {
     }
     let who = transfer.record.direction == .outgoing ? "the sender" : "the receiver"
     cancelTransfer(transfer, reason: "canceled by \(who)", notify: true, node: node)
-    return .json(["transfer": transferJSON(transfer.record, node: node)])
+    return .json(["transfer": transferJSON(transfer.record)])
   }
 
-  func transferContent(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
-    let transfer = try ownTransfer(context, node: node)
+  func transferContent(_ context: RequestContext) throws -> HTTPResponse {
+    let transfer = try ownTransfer(context)
     let record = transfer.record
     guard record.state == .finished else {
       throw APIError(

@@ -212,7 +212,7 @@ extension PayloadsFeature {
     } else {
       // Offer it and wait for the receiver's answer (size, disk space, membership) before reading the body.
       sendTransferFrame(
-        .transferOffer(offer(for: transfer.record, resume: false, node: node)), to: target.nodeID, node: node)
+        .transferOffer(offer(for: transfer.record, resume: false)), to: target.nodeID, node: node)
       do {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
           transfer.answer = continuation
@@ -230,7 +230,7 @@ extension PayloadsFeature {
     }
     publishTransferEvent("transfer.started", transfer, node: node)
     try await receiveUpload(context, into: transfer, node: node)
-    return .json(["transfer": transferJSON(transfer.record, node: node)], status: 202)
+    return .json(["transfer": transferJSON(transfer.record)], status: 202)
   }
 
   /// Lets the request's body flow into `transfer` (a single transfer, or a group send's spool) and waits until the
@@ -255,7 +255,7 @@ extension PayloadsFeature {
   /// `spooling`: the file is an upload this node spools before sending it to another node (the message says so).
   func checkReceivable(size: UInt64, spooling: Bool = false, node: isolated Node) throws(APIError) {
     if let rejection = receivability(size: size, spooling: spooling, node: node) {
-      throw rejectionError(rejection.code, rejection.message, node: node)
+      throw rejectionError(rejection.code, rejection.message)
     }
   }
 
@@ -336,7 +336,7 @@ extension PayloadsFeature {
     return nil
   }
 
-  func rejectionError(_ code: TransferRejection, _ message: String, node: isolated Node) -> APIError {
+  func rejectionError(_ code: TransferRejection, _ message: String) -> APIError {
     switch code {
     case .tooLarge: APIError(status: 413, code: "payload_too_large", message: message)
     case .insufficientStorage: APIError(status: 507, code: "insufficient_storage", message: message)
@@ -347,7 +347,7 @@ extension PayloadsFeature {
     }
   }
 
-  func offer(for record: TransferRecord, resume: Bool, node: isolated Node) -> TransferOffer {
+  func offer(for record: TransferRecord, resume: Bool) -> TransferOffer {
     TransferOffer(
       transferID: record.id, sessionID: record.sessionID, fromPeerID: record.fromPeerID,
       fromDisplayName: record.fromDisplayName, toPeerID: record.toPeerID, name: record.name,
