@@ -347,7 +347,7 @@ extension Node {
     for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
       lines.append("meshgate_mesh_frames_refused_total{reason=\"\(Self.escapeLabel(reason))\"} \(count)")
     }
-    lines += transferMetricLines()
+    lines += featuresMetricsLines()
     family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
     lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
     return HTTPResponse(

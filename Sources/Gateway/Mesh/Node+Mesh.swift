@@ -249,16 +249,12 @@ extension Node {
     server.setPulling(socket)
   }
 
-  /// The scheduler lane of a frame: bulk frames of one producer share a lane (and keep their order within it), all
-  /// else is control. A transfer's end and a stream's close travel in their lane, behind their data.
+  /// The scheduler lane of a frame the node sends: bulk frames of one producer share a lane (and keep their order
+  /// within it), all else is control. (Features that send bulk frames of their own choose their lanes themselves.)
   static func lane(of message: MeshMessage) -> LinkScheduler<MeshOutbound>.Lane {
     switch message {
     case .sessionData(_, let fromPeerID, _, _, _), .sessionEvent(_, let fromPeerID, _, _, _, _):
       .bulk("peer:" + fromPeerID)
-    case .transferChunk(let id, _, _), .transferEnd(let id, _, _):
-      .bulk(transferProducer(id))
-    case .streamData(let id, _, _), .streamClose(let id, _):
-      .bulk("stream:" + id)
     case .chat:
       .bulk("chat")
     default:
@@ -322,13 +318,12 @@ extension Node {
     return next
   }
 
-  /// Bulk room was freed on some link: held reliable sends, file transfers and stream writers try again.
+  /// Bulk room was freed on some link: held reliable sends and the features' bulk producers try again.
   func linkRoomFreed() {
     mesh.roomWakePending = false
     admitHeldSends()
     releaseHeldLeaves()
-    for transfer in transfers.outgoing.values where transfer.sender?.state == .sending { pump(transfer) }
-    for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
+    featuresLinkRoomFreed()
   }
 
   // MARK: - Reporting to the mesh core
@@ -469,15 +464,9 @@ extension Node {
     publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
   }
 
-  /// Transfer and stream frames go to the payloads feature.
+  /// Frames the mesh core hands to the runtime (transfers and streams) go to the features.
   package func deliver(_ message: MeshMessage, from nodeID: String) {
-    switch message {
-    case .streamOpen, .streamData, .streamCredit, .streamClose:
-      streamMessage(message, from: nodeID)
-    default:
-      // The only other frames the mesh core delivers are transfer frames.
-      transferMessage(message, from: nodeID)
-    }
+    featuresMeshEffect(.deliver(message, from: nodeID))
   }
 
   /// A chat batch goes to the features (the chat feature queues it: store writes, then sends and events).

@@ -117,13 +117,18 @@ public actor Node {
       }
     }
     startMesh()
-    Task { await self.restoreTransfers() }
+    featuresNodeStarted()
   }
 
   func stop() {
     events.stop()
     dataWatchTask?.cancel()
     meshTimer?.cancel()
+  }
+
+  /// Runs `body` on the service thread inside the actor; safe from any thread (file queues use it).
+  nonisolated func onLoop(_ body: @escaping @Sendable (isolated Node) -> Void) {
+    server.execute { [self] in self.assumeIsolated { body($0) } }
   }
 
   // MARK: - Requests
@@ -276,8 +281,7 @@ public actor Node {
       metrics.webSocketUpgradesRejected += 1
       return .reject(Self.httpsRequired(head).response)
     }
-    if Self.streamSocketID(head.path) != nil {
-      let decision = acceptStreamSocket(head)
+    if let decision = featuresWebSocketDecision(head) {
       if case .reject = decision { metrics.webSocketUpgradesRejected += 1 }
       return decision
     }
@@ -297,17 +301,16 @@ public actor Node {
     }
   }
 
-  /// An accepted WebSocket: what it is (a mesh link, a stream's writer or reader, a peer's event socket) is decided
-  /// here, once, and every later callback for it goes straight to its owner.
+  /// An accepted WebSocket: what it is (a mesh link, a feature's socket such as a stream's writer or reader, a peer's
+  /// event socket) is decided here, once, and every later callback for it goes straight to its owner.
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
     if head.path == "/mesh" {
       surface.connections[id] = .mesh
       meshSocketOpened(id, remoteAddress: head.remoteAddress)
       return
     }
-    if Self.streamSocketID(head.path) != nil {
-      surface.connections[id] = .stream
-      streamSocketOpened(id, head: head)
+    if featuresWebSocketOpened(id, head: head) {
+      surface.connections[id] = .feature
       return
     }
     guard let peer = try? authenticate(head, allowQueryToken: true) else {
@@ -322,7 +325,7 @@ public actor Node {
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
     switch surface.connections[id] {
     case .mesh: meshSocketReceived(id, message)
-    case .stream: _ = streamSocketReceived(id, message)
+    case .feature: for feature in features.all { feature.webSocketReceived(id, message, node: self) }
     case .events: events.received(message, on: id, node: self)
     case nil: break
     }
@@ -337,32 +340,32 @@ public actor Node {
     // kind yet.
     switch surface.connections.removeValue(forKey: id) ?? .mesh {
     case .mesh: meshSocketClosed(id)
-    case .stream: _ = streamSocketClosed(id)
+    case .feature: for feature in features.all { feature.webSocketClosed(id, node: self) }
     case .events:
       guards.socketLimiter.forget(id)
       events.removeSubscriber(.webSocket(id))
     }
   }
 
-  /// Everything queued on WebSocket `id` was written: stream readers and event replays go on.
+  /// Everything queued on WebSocket `id` was written: features' sockets (stream readers) and event replays go on.
   func webSocketDrained(_ id: WebSocketID) {
     switch surface.connections[id] {
-    case .stream: streamSocketDrained(id)
+    case .feature: for feature in features.all { feature.webSocketDrained(id, node: self) }
     case .events: events.drained(.webSocket(id), node: self)
     case .mesh, nil: break
     }
   }
 
-  /// Everything queued on streaming response `id` was written: stream readers and SSE replays go on.
+  /// Everything queued on streaming response `id` was written: features' responses (stream readers) and SSE replays
+  /// go on.
   func streamDrained(_ id: RequestID) {
-    streamResponseDrained(id)
+    featuresResponseDrained(id)
     events.drained(.stream(id), node: self)
   }
 
   func requestClosed(_ id: RequestID) {
     routeLabels[id] = nil
-    uploadRequestClosed(id)
-    streamRequestClosed(id)
+    featuresRequestClosed(id)
     events.removeSubscriber(.stream(id))
   }
 
