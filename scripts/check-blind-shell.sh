@@ -15,6 +15,7 @@ features=(
   TransceiveFeature:Transceive
   InvitationsFeature:Invitations
   DiscoveryFeature:Discovery
+  PayloadsFeature:Payloads
   SessionsFeature:Sessions
   PeersFeature:Peers
 )

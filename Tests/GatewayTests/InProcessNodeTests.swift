@@ -356,6 +356,46 @@ struct InProcessNodeTests {
     }
   }
 
+  /// A deleted peer's streams end as when their other party goes away: the stream it reads fails at once, and its
+  /// writer is told (`stream.closed`, failed), instead of writing into a stream nobody will ever read.
+  @Test func aDeletedPeersStreamsEnd() async throws {
+    try await InProcessNode.with { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let bob = try await node.createPeerWithToken("bob")
+      let aliceSocket = try await node.openEventSocket(token: alice.token)
+      let bobSocket = try await node.openEventSocket(token: bob.token)
+      _ = await node.event("hello", on: bobSocket)
+      let session = await node.request(.post, "/api/v1/sessions", json: [:], token: alice.token)
+      let sessionID = try #require(session.object?["session"]?.objectValue?["id"]?.stringValue)
+      let invited = await node.request(
+        .post, "/api/v1/invitations", json: ["to": .string(bob.id), "session": .string(sessionID)], token: alice.token)
+      let invitationID = try #require(invited.object?["invitation"]?.objectValue?["id"]?.stringValue)
+      _ = await node.event("invitation.received", on: bobSocket) {
+        $0["invitation"]?.objectValue?["id"]?.stringValue == invitationID
+      }
+      #expect(await node.request(.post, "/api/v1/invitations/\(invitationID)/accept", token: bob.token).status == 200)
+      _ = await node.event("session.peer.state", on: aliceSocket) {
+        $0["peer"]?.objectValue?["id"]?.stringValue == bob.id && $0["state"] == "connected"
+      }
+      let opened = await node.request(
+        .post, "/api/v1/sessions/\(sessionID)/streams", json: ["to": .string(bob.id), "name": "notes"],
+        token: alice.token)
+      #expect(opened.status == 201)
+      let streamID = try #require(opened.object?["stream"]?.objectValue?["id"]?.stringValue)
+      _ = await node.event("stream.opened", on: bobSocket) { $0["stream"]?.objectValue?["id"]?.stringValue == streamID }
+      #expect(await node.node.openStreams(of: bob.id) == 1, "bob reads the stream while he exists")
+
+      #expect(await node.request(.delete, "/api/v1/peers/me", token: bob.token).status == 204)
+      try #require(
+        await node.node.openStreams(of: bob.id) == 0, "nothing of bob's is left open in the payloads feature")
+      let closed = await node.event("stream.closed", on: aliceSocket) {
+        $0["stream"]?.objectValue?["id"]?.stringValue == streamID
+      }
+      #expect(closed["stream"]?.objectValue?["state"] == "failed")
+      #expect(closed["reason"] == "bob was deleted")
+    }
+  }
+
   /// A mesh dial goes to the port, not to the network: the admin adds a seed and the port records the connection the
   /// node asked for (and refuses it, as an unreachable node would).
   @Test func aMeshDialGoesThroughThePort() async throws {
@@ -421,6 +461,15 @@ extension Node {
 
   /// Whether events still go to `channel`.
   func hasSubscriber(_ channel: Subscriber.Channel) -> Bool { events.subscribers[channel] != nil }
+
+  /// Open streams the payloads feature holds for local peer `peerID` (as their writer or reader on this node).
+  func openStreams(of peerID: String) -> Int {
+    let streams = features.payloads.streams
+    return (Array(streams.outgoing.values) + Array(streams.incoming.values)).filter { stream in
+      let record = stream.record
+      return record.state == .open && (record.direction == .outgoing ? record.fromPeerID : record.toPeerID) == peerID
+    }.count
+  }
 
   /// Job offers and deliveries of local peer `peerID` the jobs feature still watches.
   func jobsInFlight(from peerID: String) -> Int {

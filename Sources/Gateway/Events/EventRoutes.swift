@@ -24,7 +24,7 @@ enum EventRoutes {
       503 storage_unavailable: events delivered in the last moments (durable in the node's event ring) are written to SQLite before the log is read, and that write met an I/O error; retry after Retry-After.
       507 storage_full: that write found the data directory's disk full; free space there and retry.
       """
-    ) { node, context in try await node.listEvents(context) },
+    ) { node, context in try await node.events.list(context, node: node) },
     Route(
       .get, "/api/v1/events/stream", "streamEvents", kind: .eventStream,
       query: [
@@ -36,7 +36,7 @@ enum EventRoutes {
       200 text/event-stream
       401 Missing or unknown token.
       """
-    ) { node, context in try node.eventStreamResponse(context) },
+    ) { _, context in try EventHub.streamResponse(context) },
     Route(
       .get, "/api/v1/ws", "openWebSocket", kind: .webSocket,
       query: [

@@ -26,8 +26,9 @@ final class HTTPSurface {
 enum ConnectionKind {
   /// A link to another node (`/mesh`, accepted or dialled).
   case mesh
-  /// A byte stream's writer or reader (`/api/v1/streams/{id}/ws`).
-  case stream
+  /// A socket a feature took when it opened (``NodeFeature/webSocketOpened(_:head:node:)``), such as a byte stream's
+  /// writer or reader.
+  case feature
   /// A peer's event socket (`/api/v1/ws`).
   case events
 }

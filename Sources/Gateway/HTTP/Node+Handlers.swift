@@ -1,4 +1,4 @@
-/// REST handlers for the foundation routes: node, health, metrics, OpenAPI and events.
+/// REST handlers for the foundation routes: health and metrics (and the answer of a WebSocket endpoint to plain HTTP).
 ///
 /// Layer 6 (surface). Each handler validates input (400s name the field and the rule), does its work through
 /// the store and the node state, and returns a response; thrown ``APIError``s become the JSON error shape.
@@ -9,14 +9,6 @@ import Logging
 import MeshCore
 
 extension Node {
-  /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the route then starts the stream).
-  func eventStreamResponse(_ context: RequestContext) throws -> HTTPResponse {
-    _ = try Self.parseCursor(context.request.head.query["since"], name: "since")
-    return HTTPResponse(
-      status: 200, contentType: "text/event-stream",
-      headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
-  }
-
   /// The answer to a plain request on a WebSocket endpoint: `426` with how to connect.
   func upgradeRequired(_ context: RequestContext, url: String) -> APIError {
     APIError(
@@ -32,20 +24,6 @@ extension Node {
       throw APIError.unavailable("the node's SQLite store does not answer: \(error)")
     }
     return .json(["status": "ok"])
-  }
-
-  func listEvents(_ context: RequestContext) async throws -> HTTPResponse {
-    let query = context.request.head.query
-    let since =
-      try Self.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
-    let limit = try query.limit(maximum: 1000)
-    let peer = context.authenticatedPeer
-    let page = try await store.events(peerID: peer.id, after: since, limit: limit)
-    let next = page.events.last?.sequence ?? since
-    return .json([
-      "events": .array(page.events.map(\.envelope)), "nextCursor": .string(String(next)),
-      "truncated": .bool(page.truncated),
-    ])
   }
 
   func metricsResponse() -> HTTPResponse {
@@ -67,7 +45,7 @@ extension Node {
         "meshgate_http_requests_total{route=\"\(route)\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)")
     }
     let statistics = server.statistics()
-    let streams = events.subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count
+    let streams = events.streamCount
     let samples: [(String, String, String, any CustomStringConvertible)] = [
       ("meshgate_websocket_connections", "gauge", "Open WebSocket connections.", statistics.openWebSockets),
       ("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.", streams),
@@ -102,20 +80,20 @@ extension Node {
         "Requests answered 408 because their body arrived slower than --min-body-rate.", statistics.slowBodies
       ),
       ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
-      ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
+      ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", events.counters.appended),
       (
         "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
-        events.queue.bytes
+        events.queuedBytes
       ),
       (
         "meshgate_mesh_read_pauses_total", "counter",
         "Times mesh links stopped being read because the event queue was over its high-water mark.",
-        metrics.meshReadPauses
+        events.counters.meshReadPauses
       ),
       (
         "meshgate_event_ring_full_total", "counter",
         "Small event batches that waited for their SQLite commit because the event ring was full.",
-        metrics.eventRingFull
+        store.eventLog.ringFullCount
       ),
       (
         "meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.",
@@ -131,7 +109,7 @@ extension Node {
       ),
       (
         "meshgate_slow_consumer_disconnects_total", "counter",
-        "Event consumers disconnected because their send queue was full.", metrics.slowConsumerDisconnects
+        "Event consumers disconnected because their send queue was full.", events.counters.slowConsumerDisconnects
       ),
       (
         "meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).",
@@ -152,7 +130,7 @@ extension Node {
       ),
       (
         "meshgate_events_trimmed_total", "counter", "Events dropped from peers' logs by the retention limit.",
-        store.eventsTrimmed
+        store.eventLog.trimmed
       ),
       (
         "meshgate_storage_failures_total", "counter",
@@ -170,7 +148,7 @@ extension Node {
       (
         "meshgate_events_off_schema_total", "counter",
         "Events whose data did not match docs/events.md (checked by debug builds only; 0 in release builds).",
-        metrics.eventsOffSchema
+        events.counters.offSchema
       ),
       (
         "meshgate_mesh_spoofed_frames_total", "counter",
@@ -193,12 +171,12 @@ extension Node {
         "meshgate_mesh_encrypted_links", "gauge", "Linked nodes whose link runs over TLS.",
         mesh.links.linkedNodeIDs.filter { mesh.links.transport(of: $0)?.encrypted == true }.count
       ),
+      (
+        "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",
+        String(format: "%.3f", Date().timeIntervalSince(startedAt))
+      ),
     ]
     for (name, type, help, value) in samples { sample(name, type, help, value) }
-    for (name, type, help, value) in featuresMetricSamples() { sample(name, type, help, value) }
-    sample(
-      "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",
-      String(format: "%.3f", Date().timeIntervalSince(startedAt)))
     family(
       "meshgate_mesh_frames_refused_total", "counter",
       "Mesh frames (or the parts naming this node's peers) refused from linked nodes, by reason; see docs/security.md.")
@@ -207,7 +185,7 @@ extension Node {
     for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
       lines.append("meshgate_mesh_frames_refused_total{reason=\"\(Self.escapeLabel(reason))\"} \(count)")
     }
-    lines += transferMetricLines()
+    lines += featuresMetricsLines()
     family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
     lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
     return HTTPResponse(

@@ -16,15 +16,8 @@ import MeshCore
 /// Counters exposed on `/metrics`.
 struct NodeMetrics {
   var requests: [String: Int] = [:]
-  var eventsAppended = 0
-  var meshReadPauses = 0
-  /// Small events that waited for their SQLite commit because the event ring had no room.
-  var eventRingFull = 0
-  var slowConsumerDisconnects = 0
   var webSocketUpgradesRejected = 0
   var storageFailures = 0
-  /// Events whose data broke their documented schema (checked in debug builds only).
-  var eventsOffSchema = 0
 }
 
 /// The node actor.
@@ -65,9 +58,9 @@ public actor Node {
   init(
     server: any ServerPort, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
     services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
-    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits(), eventRing: EventRing
+    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
-    self.events = EventHub(ring: eventRing)
+    self.events = EventHub()
     self.surface = HTTPSurface(staticFiles: staticFiles, hostPolicy: HostPolicy.current(configuration))
     self.server = server
     self.store = store
@@ -115,9 +108,7 @@ public actor Node {
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks, both on the
   /// port's timers; the data-directory watch). Runs on the service thread.
   func start() {
-    events.keepAliveTimer = server.repeating(every: .seconds(5)) { [weak self] in
-      self?.assumeIsolated { $0.sendKeepAlives() }
-    }
+    events.start(node: self)
     // A loop, not a timer: each check reads the disk on a task of its own, and the loop keeps two from overlapping
     // (a stalled file system must not pile them up). A sleep that `stop()` cancels ends it at once.
     dataWatchTask = Task { [weak self] in
@@ -126,13 +117,18 @@ public actor Node {
       }
     }
     startMesh()
-    Task { await self.restoreTransfers() }
+    featuresNodeStarted()
   }
 
   func stop() {
-    events.keepAliveTimer?.cancel()
+    events.stop()
     dataWatchTask?.cancel()
     meshTimer?.cancel()
+  }
+
+  /// Runs `body` on the service thread inside the actor; safe from any thread (file queues use it).
+  nonisolated func onLoop(_ body: @escaping @Sendable (isolated Node) -> Void) {
+    server.execute { [self] in self.assumeIsolated { body($0) } }
   }
 
   // MARK: - Requests
@@ -192,7 +188,7 @@ public actor Node {
       if !response.isStream || response.status != 200 || !route.opensEventStream {
         respond(request, response)
       } else {
-        startStream(request, response, context)
+        events.startStream(request, response, context, node: self)
       }
     } catch let error as APIError {
       respond(request, error.response)
@@ -285,8 +281,7 @@ public actor Node {
       metrics.webSocketUpgradesRejected += 1
       return .reject(Self.httpsRequired(head).response)
     }
-    if Self.streamSocketID(head.path) != nil {
-      let decision = acceptStreamSocket(head)
+    if let decision = featuresWebSocketDecision(head) {
       if case .reject = decision { metrics.webSocketUpgradesRejected += 1 }
       return decision
     }
@@ -306,17 +301,16 @@ public actor Node {
     }
   }
 
-  /// An accepted WebSocket: what it is (a mesh link, a stream's writer or reader, a peer's event socket) is decided
-  /// here, once, and every later callback for it goes straight to its owner.
+  /// An accepted WebSocket: what it is (a mesh link, a feature's socket such as a stream's writer or reader, a peer's
+  /// event socket) is decided here, once, and every later callback for it goes straight to its owner.
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
     if head.path == "/mesh" {
       surface.connections[id] = .mesh
       meshSocketOpened(id, remoteAddress: head.remoteAddress)
       return
     }
-    if Self.streamSocketID(head.path) != nil {
-      surface.connections[id] = .stream
-      streamSocketOpened(id, head: head)
+    if featuresWebSocketOpened(id, head: head) {
+      surface.connections[id] = .feature
       return
     }
     guard let peer = try? authenticate(head, allowQueryToken: true) else {
@@ -325,72 +319,16 @@ public actor Node {
     }
     surface.connections[id] = .events
     let since = (try? Self.parseCursor(head.query["since"], name: "since")) ?? nil
-    let subscriber = addSubscriber(.webSocket(id), peerID: peer.id)
-    Task { await self.beginDelivery(subscriber, since: since) }
+    events.webSocketOpened(id, peerID: peer.id, since: since, node: self)
   }
 
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
     switch surface.connections[id] {
     case .mesh: meshSocketReceived(id, message)
-    case .stream: _ = streamSocketReceived(id, message)
-    case .events: eventSocketReceived(id, message)
+    case .feature: for feature in features.all { feature.webSocketReceived(id, message, node: self) }
+    case .events: events.received(message, on: id, node: self)
     case nil: break
     }
-  }
-
-  /// A message on a peer's event socket (`/api/v1/ws`): `ping`, or `send` into a session.
-  func eventSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
-    guard let subscriber = events.subscribers[.webSocket(id)] else { return }
-    if subscriber.holding {
-      subscriber.backlog.append(message)
-      return
-    }
-    let size: Int
-    switch message {
-    case .binary(let bytes), .text(let bytes): size = bytes.count
-    }
-    if let refusal = checkSocketMessage(id, size: size) {
-      sendFrame(refusal.reply, to: subscriber, writeNow: true)
-      if refusal.close {
-        removeSubscriber(.webSocket(id))
-        server.close(id, code: 1009, reason: "message too large")
-      }
-      return
-    }
-    let reply: JSONValue
-    switch message {
-    case .binary:
-      reply = Self.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
-    case .text(let bytes):
-      let parsed: JSONValue
-      do {
-        parsed = try JSONValue.parse(bytes)
-      } catch {
-        reply = Self.socketError(
-          error.isLimit ? "json_limit_exceeded" : "malformed_message",
-          "\(error); send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
-        break
-      }
-      guard case .object(let object) = parsed, let op = object["op"]?.stringValue else {
-        reply = Self.socketError(
-          "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
-        break
-      }
-      switch op {
-      case "ping":
-        reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
-      default:
-        // Other ops (`send`) are the features'.
-        switch featuresEventSocketOp(op, object, subscriber: subscriber, socket: id) {
-        case .reply(let answer): reply = answer
-        case .later: return
-        case nil:
-          reply = Self.socketError(
-            "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
-        }
-      }
-    }
-    sendFrame(reply, to: subscriber, writeNow: true)
   }
 
   static func socketError(_ code: String, _ message: String) -> JSONValue {
@@ -402,33 +340,33 @@ public actor Node {
     // kind yet.
     switch surface.connections.removeValue(forKey: id) ?? .mesh {
     case .mesh: meshSocketClosed(id)
-    case .stream: _ = streamSocketClosed(id)
+    case .feature: for feature in features.all { feature.webSocketClosed(id, node: self) }
     case .events:
       guards.socketLimiter.forget(id)
-      removeSubscriber(.webSocket(id))
+      events.removeSubscriber(.webSocket(id))
     }
   }
 
-  /// Everything queued on WebSocket `id` was written: stream readers and event replays go on.
+  /// Everything queued on WebSocket `id` was written: features' sockets (stream readers) and event replays go on.
   func webSocketDrained(_ id: WebSocketID) {
     switch surface.connections[id] {
-    case .stream: streamSocketDrained(id)
-    case .events: if let subscriber = events.subscribers[.webSocket(id)] { pumpReplay(subscriber) }
+    case .feature: for feature in features.all { feature.webSocketDrained(id, node: self) }
+    case .events: events.drained(.webSocket(id), node: self)
     case .mesh, nil: break
     }
   }
 
-  /// Everything queued on streaming response `id` was written: stream readers and SSE replays go on.
+  /// Everything queued on streaming response `id` was written: features' responses (stream readers) and SSE replays
+  /// go on.
   func streamDrained(_ id: RequestID) {
-    streamResponseDrained(id)
-    if let subscriber = events.subscribers[.stream(id)] { pumpReplay(subscriber) }
+    featuresResponseDrained(id)
+    events.drained(.stream(id), node: self)
   }
 
   func requestClosed(_ id: RequestID) {
     routeLabels[id] = nil
-    uploadRequestClosed(id)
-    streamRequestClosed(id)
-    removeSubscriber(.stream(id))
+    featuresRequestClosed(id)
+    events.removeSubscriber(.stream(id))
   }
 
   // MARK: - JSON views

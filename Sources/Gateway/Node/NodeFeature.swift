@@ -32,10 +32,46 @@ protocol NodeFeature: AnyObject {
   /// What local peers advertise or browse, or the local peers themselves, changed.
   func localServicesChanged(node: isolated Node)
 
+  // MARK: - payloads
+
+  /// The node started (its mesh runs): restore what the feature keeps across restarts.
+  func nodeStarted(node: isolated Node)
+  /// Bulk room was freed on some mesh link (a frame was written, or a link closed and what was queued on it is gone):
+  /// sends and producers held back by a full link try again.
+  func linkRoomFreed(node: isolated Node)
+  /// A piece of the streamed body of request `id` (a route whose body is not collected) arrived.
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8], node: isolated Node)
+  /// The streamed body of request `id` is complete.
+  func requestBodyEnded(_ id: RequestID, node: isolated Node)
+  /// Everything queued on streaming response `id` was written.
+  func responseDrained(_ id: RequestID, node: isolated Node)
+  /// Request `id` is over (answered, or its client went away).
+  func requestClosed(_ id: RequestID, node: isolated Node)
+  /// Whether to accept a WebSocket upgrade at `head.path`; nil when the path is not one this feature serves.
+  func webSocketDecision(_ head: HTTPRequestHead, node: isolated Node) -> WebSocketDecision?
+  /// An accepted WebSocket opened; true when it is this feature's (its later callbacks come here).
+  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead, node: isolated Node) -> Bool
+  /// A message, the close, or a drained send queue on a WebSocket this feature took.
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage, node: isolated Node)
+  func webSocketClosed(_ id: WebSocketID, node: isolated Node)
+  func webSocketDrained(_ id: WebSocketID, node: isolated Node)
+  /// The feature's lines of `/metrics` (HELP, TYPE and samples; ``MetricSample`` for an unlabelled one), appended
+  /// after the node's own.
+  func metricsLines(into lines: inout [String], node: isolated Node)
+  /// The `PATCH /api/v1/node/settings` members this feature owns, after the node's own.
+  var settingNames: [String] { get }
+  /// The feature's settings in the settings view.
+  func settings(into object: inout JSONObject, node: isolated Node)
+  /// Refuses a settings change whose members for this feature are invalid (nothing is applied then).
+  func checkSettings(_ body: RequestBody, node: isolated Node) throws(APIError)
+  /// Applies a settings change every feature checked.
+  func applySettings(_ body: RequestBody, node: isolated Node)
+
   // MARK: - sessions and peers
 
-  /// Room was freed for held sends: bulk room on a mesh link (a frame written, a link closed) or in the event queue.
-  func sendRoomFreed(node: isolated Node)
+  /// Room was freed in the node's event queue (a batch was written to the event log): local senders held at its
+  /// bounds try again.
+  func eventQueueRoomFreed(node: isolated Node)
   /// The `type` and `data` of the event local peer `peerID` is told for a session or invitation event (nil: not this
   /// feature's to word; exactly one feature words them).
   func sessionEventJSON(
@@ -45,8 +81,6 @@ protocol NodeFeature: AnyObject {
   func eventSocketOp(
     _ op: String, _ object: JSONObject, subscriber: Subscriber, socket: WebSocketID, node: isolated Node
   ) -> EventSocketAnswer?
-  /// Samples this feature adds to `/metrics` (name, type, help, value).
-  func metricSamples(node: isolated Node) -> [MetricSample]
   /// Local peer `peerID`'s token was used (an authenticated request or socket).
   func peerUsed(_ peerID: String, node: isolated Node)
 }
@@ -64,6 +98,15 @@ enum EventSocketAnswer {
 /// One unlabelled `/metrics` sample: name, type, help and value.
 typealias MetricSample = (name: String, type: String, help: String, value: any CustomStringConvertible)
 
+extension [String] {
+  /// Appends an unlabelled `/metrics` sample with its HELP and TYPE lines.
+  mutating func appendSample(_ sample: MetricSample) {
+    append("# HELP \(sample.name) \(sample.help)")
+    append("# TYPE \(sample.name) \(sample.type)")
+    append("\(sample.name) \(sample.value)")
+  }
+}
+
 extension NodeFeature {
   func nodeLinked(_ nodeID: String, node: isolated Node) {}
   func nodeUnlinked(_ nodeID: String, node: isolated Node) {}
@@ -80,16 +123,34 @@ extension NodeFeature {
   func directoryChanged(node: isolated Node) {}
   func localServicesChanged(node: isolated Node) {}
 
+  // MARK: - payloads
+
+  func nodeStarted(node: isolated Node) {}
+  func linkRoomFreed(node: isolated Node) {}
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8], node: isolated Node) {}
+  func requestBodyEnded(_ id: RequestID, node: isolated Node) {}
+  func responseDrained(_ id: RequestID, node: isolated Node) {}
+  func requestClosed(_ id: RequestID, node: isolated Node) {}
+  func webSocketDecision(_ head: HTTPRequestHead, node: isolated Node) -> WebSocketDecision? { nil }
+  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead, node: isolated Node) -> Bool { false }
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage, node: isolated Node) {}
+  func webSocketClosed(_ id: WebSocketID, node: isolated Node) {}
+  func webSocketDrained(_ id: WebSocketID, node: isolated Node) {}
+  func metricsLines(into lines: inout [String], node: isolated Node) {}
+  var settingNames: [String] { [] }
+  func settings(into object: inout JSONObject, node: isolated Node) {}
+  func checkSettings(_ body: RequestBody, node: isolated Node) throws(APIError) {}
+  func applySettings(_ body: RequestBody, node: isolated Node) {}
+
   // MARK: - sessions and peers
 
-  func sendRoomFreed(node: isolated Node) {}
+  func eventQueueRoomFreed(node: isolated Node) {}
   func sessionEventJSON(
     _ event: SessionBook.Event, for peerID: String, node: isolated Node
   ) -> (type: String, data: JSONValue)? { nil }
   func eventSocketOp(
     _ op: String, _ object: JSONObject, subscriber: Subscriber, socket: WebSocketID, node: isolated Node
   ) -> EventSocketAnswer? { nil }
-  func metricSamples(node: isolated Node) -> [MetricSample] { [] }
   func peerUsed(_ peerID: String, node: isolated Node) {}
 }
 
@@ -126,9 +187,9 @@ extension Node {
 
   // MARK: - sessions and peers
 
-  /// Tells every feature that room was freed for held sends.
-  func featuresSendRoomFreed() {
-    for feature in features.all { feature.sendRoomFreed(node: self) }
+  /// Tells every feature that room was freed in the event queue.
+  func featuresEventQueueRoomFreed() {
+    for feature in features.all { feature.eventQueueRoomFreed(node: self) }
   }
 
   /// The event local peer `peerID` is told for a session or invitation event, as the feature that words it says.
@@ -155,9 +216,58 @@ extension Node {
   func featuresPeerUsed(_ peerID: String) {
     for feature in features.all { feature.peerUsed(peerID, node: self) }
   }
+}
 
-  /// Every feature's `/metrics` samples, in the features' order.
-  func featuresMetricSamples() -> [MetricSample] {
-    features.all.flatMap { $0.metricSamples(node: self) }
+// MARK: - payloads
+
+extension Node {
+  /// Tells every feature that the node started.
+  func featuresNodeStarted() {
+    for feature in features.all { feature.nodeStarted(node: self) }
+  }
+
+  /// Tells every feature that bulk room was freed on a mesh link.
+  func featuresLinkRoomFreed() {
+    for feature in features.all { feature.linkRoomFreed(node: self) }
+  }
+
+  /// Hands a piece of a streamed request body to the features (the one that took the request uses it).
+  func featuresRequestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
+    for feature in features.all { feature.requestBodyReceived(id, bytes, node: self) }
+  }
+
+  /// Tells the features that a streamed request body is complete.
+  func featuresRequestBodyEnded(_ id: RequestID) {
+    for feature in features.all { feature.requestBodyEnded(id, node: self) }
+  }
+
+  /// Tells the features that a streaming response's queue was written.
+  func featuresResponseDrained(_ id: RequestID) {
+    for feature in features.all { feature.responseDrained(id, node: self) }
+  }
+
+  /// Tells the features that a request is over.
+  func featuresRequestClosed(_ id: RequestID) {
+    for feature in features.all { feature.requestClosed(id, node: self) }
+  }
+
+  /// The decision of the feature that serves WebSockets at `head.path`, if one does.
+  func featuresWebSocketDecision(_ head: HTTPRequestHead) -> WebSocketDecision? {
+    for feature in features.all {
+      if let decision = feature.webSocketDecision(head, node: self) { return decision }
+    }
+    return nil
+  }
+
+  /// Offers an opened WebSocket to the features; true when one took it.
+  func featuresWebSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) -> Bool {
+    features.all.contains { $0.webSocketOpened(id, head: head, node: self) }
+  }
+
+  /// The features' lines of `/metrics`.
+  func featuresMetricsLines() -> [String] {
+    var lines: [String] = []
+    for feature in features.all { feature.metricsLines(into: &lines, node: self) }
+    return lines
   }
 }

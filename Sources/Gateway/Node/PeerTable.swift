@@ -18,6 +18,7 @@ struct PeerTable: Sendable {
   subscript(id: String) -> StoredPeer? { byID[id] }
 
   var count: Int { byID.count }
+  var isEmpty: Bool { byID.isEmpty }
   var keys: Dictionary<String, StoredPeer>.Keys { byID.keys }
 
   /// The peer whose token hashes to `tokenHash`.

@@ -61,8 +61,8 @@ final class PeersFeature: NodeFeature {
     Task { try? await store.markPeerUsed(id: peerID, at: now) }
   }
 
-  func metricSamples(node: isolated Node) -> [MetricSample] {
-    [
+  func metricsLines(into lines: inout [String], node: isolated Node) {
+    let samples: [MetricSample] = [
       (
         "meshgate_peers_expired_total", "counter",
         "Peers deleted because their token was never used (--peer-unused-expiry) or long unused (--peer-idle-expiry).",
@@ -77,6 +77,7 @@ final class PeersFeature: NodeFeature {
         limitRefusals
       ),
     ]
+    for sample in samples { lines.appendSample(sample) }
   }
 
   // MARK: - Creating, renaming, deleting
@@ -197,7 +198,8 @@ final class PeersFeature: NodeFeature {
     guard node.peers[peer.id] != nil else { throw APIError.invalidToken }
     node.peers.insert(peer)
     node.feed(.localPeerRenamed(peerID: peer.id, displayName: peer.displayName))
-    try await node.publish([(peerID: peer.id, type: "peer.updated", data: ["peer": node.peerJSON(peer)])])
+    try await node.events.publish(
+      [(peerID: peer.id, type: "peer.updated", data: ["peer": node.peerJSON(peer)])], node: node)
     return .json(["peer": node.peerJSON(peer)])
   }
 
@@ -218,9 +220,7 @@ final class PeersFeature: NodeFeature {
     node.guards.requestLimiter.forget(peer.id)
     node.feed(.localPeerRemoved(peerID: peer.id, now: Node.monotonicMillis()))
     node.featuresPeerRemoved(peer.id)
-    for subscriber in node.events.subscribersByPeer[peer.id] ?? [] where !subscriber.removed {
-      node.disconnect(subscriber, code: 4401, reason: closeReason)
-    }
+    node.events.disconnectAll(of: peer.id, code: 4401, reason: closeReason, node: node)
     try await node.store.deletePeer(id: peer.id)
     node.logger.info("Peer deleted.", ["peer.id": peer.id])
   }
@@ -256,7 +256,7 @@ final class PeersFeature: NodeFeature {
     }
     let now = Int64(Date().timeIntervalSince1970)
     var expiring: [(StoredPeer, String)] = []
-    for (peerID, peer) in node.peers.byID where node.events.subscribersByPeer[peerID]?.isEmpty ?? true {
+    for (peerID, peer) in node.peers.byID where !node.events.isConnected(peerID) {
       if let last = lastUsed[peerID] {
         if idle > 0 && now - last >= idle { expiring.append((peer, "its token was not used for \(idle) s")) }
       } else if unused > 0, now - (createdAt[peerID] ?? now) >= unused {
@@ -282,7 +282,7 @@ final class PeersFeature: NodeFeature {
       }
       return [
         "id": .string(peer.id), "displayName": .string(peer.displayName), "createdAt": .string(peer.createdAt),
-        "lastUsedAt": used ?? .null, "connected": .bool(!(node.events.subscribersByPeer[peer.id]?.isEmpty ?? true)),
+        "lastUsedAt": used ?? .null, "connected": .bool(node.events.isConnected(peer.id)),
       ]
     }
     return .json(["peers": .array(items), "nextCursor": page.nextCursorJSON])

@@ -52,9 +52,15 @@ final class SessionsFeature: NodeFeature {
     admitHeldSends(node: node)
   }
 
-  func sendRoomFreed(node: isolated Node) {
+  /// Bulk room on a mesh link (or a link gone): held sends and the leaves waiting behind queued data go on.
+  func linkRoomFreed(node: isolated Node) {
     admitHeldSends(node: node)
     releaseHeldLeaves(node: node)
+  }
+
+  /// The event queue drained: local senders held at its bounds go on (in order, up to the bounds again).
+  func eventQueueRoomFreed(node: isolated Node) {
+    admitHeldSends(node: node)
   }
 
   /// A deleted peer's memberships are gone with it: so are its held leaves.
@@ -69,8 +75,8 @@ final class SessionsFeature: NodeFeature {
     return socketSend(object, subscriber: subscriber, socket: socket, node: node).map { .reply($0) } ?? .later
   }
 
-  func metricSamples(node: isolated Node) -> [MetricSample] {
-    [
+  func metricsLines(into lines: inout [String], node: isolated Node) {
+    let samples: [MetricSample] = [
       ("meshgate_sessions", "gauge", "Sessions with a member on this node.", node.mesh.sessions.sessions.count),
       (
         "meshgate_unreliable_dropped_total", "counter",
@@ -91,6 +97,7 @@ final class SessionsFeature: NodeFeature {
         "Session sends waiting for room on a mesh link or in the event queue.", heldSends.count
       ),
     ]
+    for sample in samples { lines.appendSample(sample) }
   }
 
   /// The `session.*` or `invitation.*` event local peer `peerID` is told for `event`.
@@ -304,7 +311,7 @@ final class SessionsFeature: NodeFeature {
     }
     // Local senders are held at the event queue's bounds (what they send to local peers waits there for the store).
     if node.events.localSendsPaused { return .eventQueue }
-    if node.events.queue.bytes(of: peerID) > PublishQueue<CheckedContinuation<Void, any Error>>.senderHighWater {
+    if node.events.queuedBytes(of: peerID) > PublishQueue<CheckedContinuation<Void, any Error>>.senderHighWater {
       return .senderEvents
     }
     // Without links nothing can be full; unreliable data is dropped on a full link rather than held.
@@ -469,12 +476,11 @@ final class SessionsFeature: NodeFeature {
       } catch {
         reply = Self.sentReply { throw error }
       }
-      guard node.events.subscribers[.webSocket(socket)] === subscriber else { return }
-      node.sendFrame(reply, to: subscriber, writeNow: true)
+      guard node.events.isCurrent(subscriber) else { return }
+      node.events.sendFrame(reply, to: subscriber, writeNow: true, node: node)
       subscriber.holding = false
       node.server.setReceiveFlow(socket, enabled: true)
-      while !subscriber.holding, node.events.subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty
-      {
+      while !subscriber.holding, node.events.isCurrent(subscriber), !subscriber.backlog.isEmpty {
         node.webSocketReceived(socket, subscriber.backlog.removeFirst())
       }
     }
