@@ -286,7 +286,7 @@ struct SimulatedRuntime: MeshRuntime {
   func refused(_ refusal: LinkManager.Refusal) {}
   func frameRefused(_ refusal: FrameRefusal) {}
   func deliver(_ message: MeshMessage, from nodeID: String) {}
-  func chat(_ directives: [ChatBook.Directive]) {}
+  func chat(_ effect: MeshEffect) {}
   func chatFrameMalformed(nodeID: String, detail: String) {}
 
   func linkUp(_ hello: NodeHello, security: SessionBook.LinkSecurity) {

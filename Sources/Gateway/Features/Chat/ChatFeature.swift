@@ -1,11 +1,12 @@
-/// The chat app: REST handlers, storage and events, and the queue that carries out ``ChatBook``'s directives, all in
-/// ``ChatFeature``.
+/// The chat app: REST handlers, storage and events, and the queue that carries out the mesh core's chat effects, all
+/// in ``ChatFeature``.
 ///
 /// Layer 5 (apps) over the mesh. A room is hosted by a peer and advertised on `jobmanager-chat` with one
 /// discovery-info pair `r.<roomId>` = room name per live room that peer hosts and is still in; its traffic only
 /// crosses links chat may use (rooms are `encryption: required`). The ordering and resync machine is part of the
 /// mesh core (``MeshNode``'s chat book: links, chat frames and the checks on them, deleted peers); its batches come
-/// here as ``MeshEffect/chat(_:)`` or from the REST commands. Batches run one at a time, in order, on the node actor
+/// here as chat effects (``MeshEffect/chatStore(_:)`` opening each batch, then its sends, history, events and settled
+/// joins), from the interpreter or from the REST commands. Batches run one at a time, in order, on the node actor
 /// (``ChatFeature/drain(node:)``): store writes first, in one transaction, then sends and events, so a message is
 /// durable before a 2xx or a send says it exists. See ``ChatBook`` for the protocol.
 import Crypto
@@ -14,22 +15,36 @@ import LWS
 import Logging
 import MeshCore
 
-/// The chat feature: the REST commands and the queue the chat book's directives go through (the book itself is
+/// The chat feature: the REST commands and the queue the mesh core's chat effects go through (the book itself is
 /// ``MeshNode/chat``); owned by the node actor and only touched on its executor. Links and deleted peers reach the
-/// book through the mesh core; its batches reach this feature through the ``NodeFeature/meshEffect(_:node:)`` hook.
+/// book through the mesh core; its effects reach this feature through the ``NodeFeature/meshEffect(_:node:)`` hook.
 final class ChatFeature: NodeFeature {
-  /// Directive batches waiting for their turn; `continuation` resumes a request once its batch is done.
-  private var queue: [(directives: [ChatBook.Directive], continuation: CheckedContinuation<Void, any Error>?)] = []
+  /// Chat batches (a ``MeshEffect/chatStore(_:)`` and the chat effects after it) waiting for their turn;
+  /// `continuation` resumes a request once its batch is done.
+  private var queue: [(effects: [MeshEffect], continuation: CheckedContinuation<Void, any Error>?)] = []
   private var draining = false
   /// Join requests waiting for the host's roster, by room id and peer id.
   private var joinWaiters: [String: [CheckedContinuation<Bool?, Never>]] = [:]
 
   // MARK: - Hooks
 
-  /// A chat batch from the mesh core joins the queue (store writes, then sends and events).
+  /// A chat effect from the mesh core: a ``MeshEffect/chatStore(_:)`` opens a batch in the queue, and the chat effects
+  /// after it join that batch (the interpreter hands them over in one synchronous run, so the batch is still waiting).
   func meshEffect(_ effect: MeshEffect, node: isolated Node) {
-    guard case .chat(let directives) = effect else { return }
-    enqueue(directives, node: node)
+    switch effect {
+    case .chatStore:
+      queue.append(([effect], nil))
+      startDraining(node: node)
+    case .chatSend, .chatHistory, .chatEvent, .chatJoinSettled:
+      if queue.isEmpty {
+        queue.append(([effect], nil))
+        startDraining(node: node)
+      } else {
+        queue[queue.count - 1].effects.append(effect)
+      }
+    default:
+      return
+    }
   }
 
   // MARK: - REST
@@ -74,8 +89,8 @@ final class ChatFeature: NodeFeature {
           + "leave a room or use a shorter name")
     }
     guard node.peers[peer.id] != nil else { throw APIError.invalidToken }
-    let directives = node.mesh.node.hostChat(roomID, name: name, by: peerRef(peer, node: node), now: Timestamp.now())
-    try await run(directives, node: node)
+    let effects = node.mesh.node.hostChat(roomID, name: name, by: peerRef(peer, node: node), now: Timestamp.now())
+    try await run(effects, node: node)
     try await advertiseRooms(of: peer.id, node: node)
     guard let room = node.mesh.chat.rooms[roomID] else { throw APIError.invalidToken }
     return .json(
@@ -148,9 +163,9 @@ final class ChatFeature: NodeFeature {
     {
       throw Self.encryptionUnavailable(host)
     }
-    let directives: [ChatBook.Directive]
+    let effects: [MeshEffect]
     do {
-      directives = try node.mesh.node.joinChat(
+      effects = try node.mesh.node.joinChat(
         roomID, peer: peerRef(peer, node: node), name: advertised?.name, host: advertised?.host,
         now: Timestamp.now())
     } catch {
@@ -160,7 +175,7 @@ final class ChatFeature: NodeFeature {
     let joined: Bool? = await withCheckedContinuation { continuation in
       joinWaiters[key, default: []].append(continuation)
       Task {
-        try? await node.features.chat.run(directives, node: node)
+        try? await node.features.chat.run(effects, node: node)
         try? await Task.sleep(for: ChatRules.joinWait)
         node.features.chat.settleJoin(key, joined: nil)
       }
@@ -196,13 +211,13 @@ final class ChatFeature: NodeFeature {
     _ = try RequestBody(context.request, allowEmpty: true)
     let roomID = context.parameters["chatId"] ?? ""
     let peer = context.authenticatedPeer
-    let directives: [ChatBook.Directive]
+    let effects: [MeshEffect]
     do {
-      directives = try node.mesh.node.leaveChat(roomID, peerID: peer.id)
+      effects = try node.mesh.node.leaveChat(roomID, peerID: peer.id)
     } catch {
       throw node.failure(error)
     }
-    try await run(directives, node: node)
+    try await run(effects, node: node)
     if node.mesh.chat.rooms[roomID]?.host.peerID == peer.id { try await advertiseRooms(of: peer.id, node: node) }
     guard let room = node.mesh.chat.rooms[roomID] else { throw APIError.notFound("no chat room \(roomID)") }
     return .json(["chat": Self.roomJSON(room, for: peer.id)])
@@ -229,13 +244,13 @@ final class ChatFeature: NodeFeature {
         return .json(["message": Self.messageJSON(existing, roomID: roomID)])
       }
     }
-    let posted: (message: ChatMessage, directives: [ChatBook.Directive])
+    let posted: (message: ChatMessage, effects: [MeshEffect])
     do {
       posted = try node.mesh.node.postChat(roomID, id: id, from: peer.id, body: text, sentAt: Timestamp.now())
     } catch {
       throw node.failure(error)
     }
-    try await run(posted.directives, node: node)
+    try await run(posted.effects, node: node)
     return .json(
       ["message": Self.messageJSON(posted.message, roomID: roomID)], status: 201,
       headers: [("location", "/api/v1/chats/\(roomID)/messages?after=\((posted.message.seq ?? 1) - 1)&limit=1")])
@@ -309,21 +324,18 @@ final class ChatFeature: NodeFeature {
     node.mesh.node.chatLinkUsable(nodeID)
   }
 
-  // MARK: - Carrying out directives, in order
+  // MARK: - Carrying out chat effects, in order
 
-  /// Runs `directives` after every batch before them, and returns when they are done (writes committed).
-  func run(_ directives: [ChatBook.Directive], node: isolated Node) async throws {
-    guard !directives.isEmpty else { return }
+  /// Carries out a chat command's effects (one batch) through the interpreter, after every batch before them, and
+  /// returns when they are done (writes committed).
+  func run(_ effects: [MeshEffect], node: isolated Node) async throws {
+    guard !effects.isEmpty else { return }
+    node.interpret(effects)
+    // The interpreter queued the batch just now, synchronously: it is the last one and has not started.
+    guard !queue.isEmpty else { return }
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-      queue.append((directives, continuation))
-      startDraining(node: node)
+      queue[queue.count - 1].continuation = continuation
     }
-  }
-
-  func enqueue(_ directives: [ChatBook.Directive], node: isolated Node) {
-    guard !directives.isEmpty else { return }
-    queue.append((directives, nil))
-    startDraining(node: node)
   }
 
   func startDraining(node: isolated Node) {
@@ -336,7 +348,7 @@ final class ChatFeature: NodeFeature {
     while !queue.isEmpty {
       let batch = queue.removeFirst()
       do {
-        try await carryOut(batch.directives, node: node)
+        try await carryOut(batch.effects, node: node)
         batch.continuation?.resume()
       } catch {
         node.logger.error("Chat work failed.", ["error": String(describing: error)])
@@ -346,26 +358,19 @@ final class ChatFeature: NodeFeature {
     draining = false
   }
 
-  func carryOut(_ directives: [ChatBook.Directive], node: isolated Node) async throws {
-    var writes: [NodeStore.ChatWrite] = []
+  func carryOut(_ effects: [MeshEffect], node: isolated Node) async throws {
     var events: [(peerID: String, type: String, data: JSONValue)] = []
     var lastEvent: (roomID: String, event: ChatBook.Event, type: String, data: JSONValue)?
-    // Writes first, in one transaction: nothing below may be seen before it is durable.
-    for directive in directives {
-      switch directive {
-      case .saveRoom(let room): writes.append(.room(room))
-      case .saveMessages(let roomID, let messages): writes.append(.messages(roomID: roomID, messages))
-      default: break
-      }
-    }
-    if !writes.isEmpty { try await node.store.applyChat(writes) }
-    for directive in directives {
-      switch directive {
-      case .send(let wire, let to):
+    for effect in effects {
+      switch effect {
+      case .chatStore(let writes):
+        // Writes first, in one transaction: nothing after them may be seen before they are durable.
+        if !writes.isEmpty { try await node.store.applyChat(writes) }
+      case .chatSend(let wire, let to):
         send(wire, to: to, node: node)
-      case .sendHistory(let roomID, let to, let after):
+      case .chatHistory(let roomID, let to, let after):
         try await sendHistory(roomID, to: to, after: after, node: node)
-      case .notify(let peerID, let roomID, let event):
+      case .chatEvent(let peerID, let roomID, let event):
         guard node.peers[peerID] != nil, let room = node.mesh.chat.rooms[roomID] else { continue }
         // A fan-out tells many local members the same thing in a row: build its data once, pre-serialized, so the
         // event log stores it once for all of them.
@@ -376,9 +381,9 @@ final class ChatFeature: NodeFeature {
           lastEvent = (roomID, event, built.type, built.data.preserialized)
           events.append((peerID, built.type, lastEvent!.data))
         }
-      case .joinSettled(let roomID, let peerID, let joined):
+      case .chatJoinSettled(let roomID, let peerID, let joined):
         settleJoin(roomID + "/" + peerID, joined: joined)
-      case .saveRoom, .saveMessages:
+      default:
         break
       }
     }
