@@ -233,13 +233,11 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
       })
   }
 
-  @Test func sessionFailuresKeepTheirStatusCodeAndMessage() {
+  @Test func sessionFailuresSayWhatWentWrong() {
     var mesh = Harness(["A"])
     mesh.feed("A", .localPeerAdded(peerID: "a1", displayName: "A1"))
     let failure = #expect(throws: MeshFailure.self) { _ = try mesh.nodes["A"]!.leave("nope", peerID: "a1") }
-    #expect(failure?.status == 404)
-    #expect(failure?.code == "not_found")
-    #expect(failure?.sessionFailure == SessionBook.Failure(failure!.status, failure!.code, failure!.message))
+    #expect(failure == .notSessionMember(sessionID: "nope"))
   }
 
   @Test func aFrameSpeakingForAnotherNodesPeerIsRefused() throws {
@@ -355,8 +353,7 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
     let failure = #expect(throws: MeshFailure.self) {
       try mesh.nodes["B"]!.joinChat("room1", peer: joiner, name: "Room", host: host, now: "t1")
     }
-    #expect(failure?.code == "host_unreachable")
-    #expect(failure?.status == 503)
+    #expect(failure == .chatHostUnreachable(roomID: "room1", hostName: "A1"))
     // A chat frame over a plaintext link is dropped unread.
     let sync = ChatWire.sync(roomID: "room1", members: [joiner], after: 0)
     let effects = mesh.feed("A", .frameReceived(.chat(payload: sync.encoded()), on: 1, now: mesh.now))

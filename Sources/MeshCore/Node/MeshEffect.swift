@@ -120,31 +120,6 @@ public struct FrameRefusal: Sendable, Hashable {
   public var spoofedSender = false
 }
 
-/// Why a ``MeshNode`` command was refused, in the shape the REST layer answers with (HTTP status, snake_case code,
-/// a message that says how to fix it). Wraps ``SessionBook/Failure`` and ``ChatBook/Failure`` unchanged.
-public struct MeshFailure: Error, Equatable, Sendable, CustomStringConvertible {
-  public let status: Int
-  public let code: String
-  public let message: String
-
-  public init(_ failure: SessionBook.Failure) {
-    self.status = failure.status
-    self.code = failure.code
-    self.message = failure.message
-  }
-
-  public init(_ failure: ChatBook.Failure) {
-    self.status = failure.status
-    self.code = failure.code
-    self.message = failure.message
-  }
-
-  /// The session book's failure with the same status, code and message.
-  public var sessionFailure: SessionBook.Failure { SessionBook.Failure(status, code, message) }
-
-  public var description: String { message }
-}
-
 /// One change to a node's durable chat state, carried by ``MeshEffect/chatStore(_:)``.
 public enum ChatWrite: Sendable, Hashable {
   /// Persist the room (name, host, roster, this node's members, last seq, ended).

@@ -35,22 +35,14 @@ extension MeshNode {
     _ roomID: String, peer: Directory.PeerRef, name: String?, host: Directory.PeerRef?, now: String
   ) throws(MeshFailure) -> [MeshEffect] {
     var effects: [MeshEffect] = []
-    do {
-      absorb(try chat.join(roomID, peer: peer, name: name, host: host, now: now), into: &effects)
-    } catch {
-      throw MeshFailure(error)
-    }
+    absorb(try chat.join(roomID, peer: peer, name: name, host: host, now: now), into: &effects)
     return effects
   }
 
   /// `POST /chats/{id}/leave`.
   public mutating func leaveChat(_ roomID: String, peerID: String) throws(MeshFailure) -> [MeshEffect] {
     var effects: [MeshEffect] = []
-    do {
-      absorb(try chat.leave(roomID, peerID: peerID), into: &effects)
-    } catch {
-      throw MeshFailure(error)
-    }
+    absorb(try chat.leave(roomID, peerID: peerID), into: &effects)
     return effects
   }
 
@@ -58,12 +50,7 @@ extension MeshNode {
   public mutating func postChat(_ roomID: String, id: String, from peerID: String, body: String, sentAt: String)
     throws(MeshFailure) -> (message: ChatMessage, effects: [MeshEffect])
   {
-    let posted: (message: ChatMessage, directives: [ChatBook.Directive])
-    do {
-      posted = try chat.post(roomID, id: id, from: peerID, body: body, sentAt: sentAt)
-    } catch {
-      throw MeshFailure(error)
-    }
+    let posted = try chat.post(roomID, id: id, from: peerID, body: body, sentAt: sentAt)
     var effects: [MeshEffect] = []
     absorb(posted.directives, into: &effects)
     return (posted.message, effects)

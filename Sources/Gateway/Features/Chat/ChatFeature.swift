@@ -49,10 +49,6 @@ final class ChatFeature: NodeFeature {
 
   // MARK: - REST
 
-  func chatFailure(_ failure: ChatBook.Failure, node: isolated Node) -> APIError {
-    node.failure(MeshFailure(failure))
-  }
-
   func peerRef(_ peer: StoredPeer, node: isolated Node) -> Directory.PeerRef {
     Directory.PeerRef(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID)
   }
@@ -186,7 +182,7 @@ final class ChatFeature: NodeFeature {
       if room.host.peerID == peer.id { try await advertiseRooms(of: peer.id, node: node) }
       return .json(["chat": Self.roomJSON(room, for: peer.id)])
     case false?:
-      throw chatFailure(.ended(roomID), node: node)
+      throw APIError(MeshFailure.chatEnded(roomID: roomID))
     case nil:
       return .json(
         [
@@ -230,7 +226,8 @@ final class ChatFeature: NodeFeature {
     let roomID = context.parameters["chatId"] ?? ""
     let peer = context.authenticatedPeer
     guard node.mesh.chat.isMember(peer.id, of: roomID) else {
-      throw chatFailure(node.mesh.chat.rooms[roomID] == nil ? .notFound(roomID) : .notMember(roomID), node: node)
+      throw APIError(
+        node.mesh.chat.rooms[roomID] == nil ? MeshFailure.chatNotFound(roomID: roomID) : .notChatMember(roomID: roomID))
     }
     var id = RecordID.make()
     if body.object["id"] != nil {
@@ -262,7 +259,8 @@ final class ChatFeature: NodeFeature {
     let roomID = context.parameters["chatId"] ?? ""
     let peerID = context.authenticatedPeer.id
     guard node.mesh.chat.isMember(peerID, of: roomID) else {
-      throw chatFailure(node.mesh.chat.rooms[roomID] == nil ? .notFound(roomID) : .notMember(roomID), node: node)
+      throw APIError(
+        node.mesh.chat.rooms[roomID] == nil ? MeshFailure.chatNotFound(roomID: roomID) : .notChatMember(roomID: roomID))
     }
     let query = context.request.head.query
     let limit = try query.limit(maximum: 1000)

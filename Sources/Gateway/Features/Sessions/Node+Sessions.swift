@@ -132,7 +132,7 @@ extension Node {
   }
 
   func failure(_ failure: MeshFailure) -> APIError {
-    APIError(status: failure.status, code: failure.code, message: failure.message)
+    APIError(failure)
   }
 
   func member(for peer: StoredPeer) -> SessionMember {
