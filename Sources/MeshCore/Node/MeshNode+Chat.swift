@@ -56,6 +56,20 @@ extension MeshNode {
     return (posted.message, effects)
   }
 
+  // MARK: - Chat queries
+
+  /// Room `roomID` as this node knows it (hosted here, or a copy on a member node).
+  public func chatRoom(_ roomID: String) -> ChatRoom? { chat.rooms[roomID] }
+
+  /// Every room this node knows, in no particular order.
+  public var chatRooms: Dictionary<String, ChatRoom>.Values { chat.rooms.values }
+
+  /// The rooms local peer `peerID` is in, or hosts while the room lives.
+  public func chatRooms(of peerID: String) -> [ChatRoom] { chat.rooms(of: peerID) }
+
+  /// Whether local peer `peerID` is in room `roomID`.
+  public func isChatMember(_ peerID: String, of roomID: String) -> Bool { chat.isMember(peerID, of: roomID) }
+
   // MARK: - Wiring
 
   /// Whether chat traffic may use the link to `nodeID` (rooms are `encryption: required`).

@@ -88,14 +88,14 @@ final class ChatFeature: NodeFeature {
     let effects = node.mesh.node.hostChat(roomID, name: name, by: peerRef(peer, node: node), now: Timestamp.now())
     try await run(effects, node: node)
     try await advertiseRooms(of: peer.id, node: node)
-    guard let room = node.mesh.chat.rooms[roomID] else { throw APIError.invalidToken }
+    guard let room = node.mesh.node.chatRoom(roomID) else { throw APIError.invalidToken }
     return .json(
       ["chat": Self.roomJSON(room, for: peer.id)], status: 201, headers: [("location", "/api/v1/chats/\(roomID)")])
   }
 
   func list(_ context: RequestContext, node: isolated Node) -> HTTPResponse {
     let peerID = context.authenticatedPeer.id
-    let rooms = node.mesh.chat.rooms(of: peerID).sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
+    let rooms = node.mesh.node.chatRooms(of: peerID).sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
     return .json(["chats": .array(rooms.map { Self.roomJSON($0, for: peerID) })])
   }
 
@@ -107,7 +107,7 @@ final class ChatFeature: NodeFeature {
       for (key, name) in advertiser.discoveryInfo where key.hasPrefix(ChatRules.roomKeyPrefix) {
         let id = String(key.dropFirst(ChatRules.roomKeyPrefix.count))
         guard !id.isEmpty else { continue }
-        let room = node.mesh.chat.rooms[id]
+        let room = node.mesh.node.chatRoom(id)
         var json: JSONObject = [
           "id": .string(id), "name": .string(name), "host": advertiser.peer.json,
           "joined": .bool(room?.members.contains { $0.peerID == peerID } ?? false), "ended": false,
@@ -123,7 +123,7 @@ final class ChatFeature: NodeFeature {
   /// A room this peer may see: one it is in or hosts, or one advertised nearby.
   func visibleRoom(_ context: RequestContext, node: isolated Node) throws(APIError) -> ChatRoom {
     let id = context.parameters["chatId"] ?? ""
-    guard let room = node.mesh.chat.rooms[id],
+    guard let room = node.mesh.node.chatRoom(id),
       room.localMembers.contains(where: { $0.peerID == context.authenticatedPeer.id })
         || room.host.peerID == context.authenticatedPeer.id || advertisedRoom(id, node: node) != nil
     else {
@@ -154,7 +154,7 @@ final class ChatFeature: NodeFeature {
     let peer = context.authenticatedPeer
     let advertised = advertisedRoom(roomID, node: node)
     // The host as this node knows the room, else as it is advertised.
-    if let host = node.mesh.chat.rooms[roomID]?.host ?? advertised?.host, host.nodeID != node.nodeID,
+    if let host = node.mesh.node.chatRoom(roomID)?.host ?? advertised?.host, host.nodeID != node.nodeID,
       !linkUsable(host.nodeID, node: node), node.mesh.links.linkedNodeIDs.contains(host.nodeID)
     {
       throw Self.encryptionUnavailable(host)
@@ -176,7 +176,7 @@ final class ChatFeature: NodeFeature {
         node.features.chat.settleJoin(key, joined: nil)
       }
     }
-    guard let room = node.mesh.chat.rooms[roomID] else { throw APIError.notFound("no chat room \(roomID)") }
+    guard let room = node.mesh.node.chatRoom(roomID) else { throw APIError.notFound("no chat room \(roomID)") }
     switch joined {
     case true?:
       if room.host.peerID == peer.id { try await advertiseRooms(of: peer.id, node: node) }
@@ -214,8 +214,8 @@ final class ChatFeature: NodeFeature {
       throw node.failure(error)
     }
     try await run(effects, node: node)
-    if node.mesh.chat.rooms[roomID]?.host.peerID == peer.id { try await advertiseRooms(of: peer.id, node: node) }
-    guard let room = node.mesh.chat.rooms[roomID] else { throw APIError.notFound("no chat room \(roomID)") }
+    if node.mesh.node.chatRoom(roomID)?.host.peerID == peer.id { try await advertiseRooms(of: peer.id, node: node) }
+    guard let room = node.mesh.node.chatRoom(roomID) else { throw APIError.notFound("no chat room \(roomID)") }
     return .json(["chat": Self.roomJSON(room, for: peer.id)])
   }
 
@@ -225,9 +225,10 @@ final class ChatFeature: NodeFeature {
     let text = try ChatRules.body(try body.requiredString("body"))
     let roomID = context.parameters["chatId"] ?? ""
     let peer = context.authenticatedPeer
-    guard node.mesh.chat.isMember(peer.id, of: roomID) else {
+    guard node.mesh.node.isChatMember(peer.id, of: roomID) else {
       throw APIError(
-        node.mesh.chat.rooms[roomID] == nil ? MeshFailure.chatNotFound(roomID: roomID) : .notChatMember(roomID: roomID))
+        node.mesh.node.chatRoom(roomID) == nil
+          ? MeshFailure.chatNotFound(roomID: roomID) : .notChatMember(roomID: roomID))
     }
     var id = RecordID.make()
     if body.object["id"] != nil {
@@ -258,9 +259,10 @@ final class ChatFeature: NodeFeature {
   func listMessages(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let roomID = context.parameters["chatId"] ?? ""
     let peerID = context.authenticatedPeer.id
-    guard node.mesh.chat.isMember(peerID, of: roomID) else {
+    guard node.mesh.node.isChatMember(peerID, of: roomID) else {
       throw APIError(
-        node.mesh.chat.rooms[roomID] == nil ? MeshFailure.chatNotFound(roomID: roomID) : .notChatMember(roomID: roomID))
+        node.mesh.node.chatRoom(roomID) == nil
+          ? MeshFailure.chatNotFound(roomID: roomID) : .notChatMember(roomID: roomID))
     }
     let query = context.request.head.query
     let limit = try query.limit(maximum: 1000)
@@ -288,7 +290,7 @@ final class ChatFeature: NodeFeature {
   /// `r.<id>` = name for every live room the peer hosts and is still in.
   func hostedRoomsInfo(_ peerID: String, node: isolated Node) -> [String: String] {
     var info: [String: String] = [:]
-    for room in node.mesh.chat.rooms.values
+    for room in node.mesh.node.chatRooms
     where room.host.peerID == peerID && !room.ended && room.localMembers.contains(where: { $0.peerID == peerID }) {
       info[ChatRules.roomKeyPrefix + room.id] = room.name
     }
@@ -369,7 +371,7 @@ final class ChatFeature: NodeFeature {
       case .chatHistory(let roomID, let to, let after):
         try await sendHistory(roomID, to: to, after: after, node: node)
       case .chatEvent(let peerID, let roomID, let event):
-        guard node.peers[peerID] != nil, let room = node.mesh.chat.rooms[roomID] else { continue }
+        guard node.peers[peerID] != nil, let room = node.mesh.node.chatRoom(roomID) else { continue }
         // A fan-out tells many local members the same thing in a row: build its data once, pre-serialized, so the
         // event log stores it once for all of them.
         if let last = lastEvent, last.roomID == roomID, last.event == event {
