@@ -1,7 +1,7 @@
 /// Sessions, data and named events: REST handlers over ``SessionBook`` and the events they produce.
 ///
 /// Layer 6 (surface) and 4 (runtime wiring). The state machine decides (strategies, capacity, late accepts);
-/// this file validates input, turns ``SessionBook/Failure`` into the JSON error shape, sends frames and writes
+/// this file validates input, turns ``MeshFailure`` into the JSON error shape (``APIError``), sends frames and writes
 /// `invitation.*`, `session.*` events to the peers' logs.
 import Foundation
 import LWS
@@ -132,7 +132,7 @@ extension Node {
   }
 
   func failure(_ failure: MeshFailure) -> APIError {
-    APIError(status: failure.status, code: failure.code, message: failure.message)
+    APIError(failure)
   }
 
   func member(for peer: StoredPeer) -> SessionMember {
