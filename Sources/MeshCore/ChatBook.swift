@@ -45,33 +45,6 @@ public struct ChatBook: Sendable {
     case joinSettled(roomID: String, peerID: String, joined: Bool)
   }
 
-  /// Why a local request was refused.
-  public struct Failure: Error, Equatable, Sendable, CustomStringConvertible {
-    public let status: Int
-    public let code: String
-    public let message: String
-    public var description: String { message }
-
-    public static func notFound(_ roomID: String) -> Failure {
-      Failure(status: 404, code: "not_found", message: "no chat room \(roomID); see GET /api/v1/chats/nearby")
-    }
-    public static func ended(_ roomID: String) -> Failure {
-      Failure(status: 409, code: "chat_ended", message: "chat room \(roomID) has ended: everyone left")
-    }
-    public static func notMember(_ roomID: String) -> Failure {
-      Failure(
-        status: 403, code: "not_a_member",
-        message: "this peer is not in chat room \(roomID); join it first with POST /api/v1/chats/\(roomID)/join")
-    }
-    public static func hostUnreachable(_ room: ChatRoom) -> Failure {
-      Failure(
-        status: 503, code: "host_unreachable",
-        message:
-          "the node hosting chat room \(room.id) (\(room.host.displayName)'s) is not linked right now; try again "
-          + "when it is back (GET /api/v1/mesh/nodes)")
-    }
-  }
-
   public let nodeID: String
   public private(set) var rooms: [String: ChatRoom] = [:]
   /// Per room and sender: the last `senderSeq` ordered (host) or handed out (member node, own peers).
@@ -136,7 +109,7 @@ public struct ChatBook: Sendable {
   /// advertisement when this node has never seen the room). Completes with ``Directive/joinSettled``.
   public mutating func join(
     _ roomID: String, peer: Directory.PeerRef, name: String?, host: Directory.PeerRef?, now: String
-  ) throws(Failure) -> [Directive] {
+  ) throws(MeshFailure) -> [Directive] {
     var room: ChatRoom
     if let known = rooms[roomID] {
       room = known
@@ -144,9 +117,9 @@ public struct ChatBook: Sendable {
       room = ChatRoom(
         id: roomID, name: name, host: host, members: [], localMembers: [], lastSeq: 0, ended: false, createdAt: now)
     } else {
-      throw .notFound(roomID)
+      throw .chatNotFound(roomID: roomID)
     }
-    guard !room.ended else { throw .ended(roomID) }
+    guard !room.ended else { throw .chatEnded(roomID: roomID) }
     if room.localMembers.contains(where: { $0.peerID == peer.peerID }) {
       let confirmed = room.members.contains { $0.peerID == peer.peerID }
       return confirmed ? [.joinSettled(roomID: roomID, peerID: peer.peerID, joined: true)] : []
@@ -163,7 +136,9 @@ public struct ChatBook: Sendable {
       directives.append(.joinSettled(roomID: roomID, peerID: peer.peerID, joined: true))
       return directives
     }
-    guard linked.contains(room.host.nodeID) else { throw .hostUnreachable(room) }
+    guard linked.contains(room.host.nodeID) else {
+      throw .chatHostUnreachable(roomID: room.id, hostName: room.host.displayName)
+    }
     room.localMembers.append(peer)
     rooms[roomID] = room
     syncing.insert(roomID)
@@ -174,9 +149,11 @@ public struct ChatBook: Sendable {
   }
 
   /// A local peer leaves a room. On the host's node the last leave ends the room.
-  public mutating func leave(_ roomID: String, peerID: String) throws(Failure) -> [Directive] {
-    guard var room = rooms[roomID] else { throw .notFound(roomID) }
-    guard let leaver = room.localMembers.first(where: { $0.peerID == peerID }) else { throw .notMember(roomID) }
+  public mutating func leave(_ roomID: String, peerID: String) throws(MeshFailure) -> [Directive] {
+    guard var room = rooms[roomID] else { throw .chatNotFound(roomID: roomID) }
+    guard let leaver = room.localMembers.first(where: { $0.peerID == peerID }) else {
+      throw .notChatMember(roomID: roomID)
+    }
     room.localMembers.removeAll { $0.peerID == peerID }
     room.members.removeAll { $0.peerID == peerID }
     var directives: [Directive] = []
@@ -208,10 +185,12 @@ public struct ChatBook: Sendable {
   /// Returns the message as stored (ordered already on the host's node, pending elsewhere).
   public mutating func post(
     _ roomID: String, id: String, from peerID: String, body: String, sentAt: String
-  ) throws(Failure) -> (message: ChatMessage, directives: [Directive]) {
-    guard let room = rooms[roomID] else { throw .notFound(roomID) }
-    guard !room.ended else { throw .ended(roomID) }
-    guard let sender = room.localMembers.first(where: { $0.peerID == peerID }) else { throw .notMember(roomID) }
+  ) throws(MeshFailure) -> (message: ChatMessage, directives: [Directive]) {
+    guard let room = rooms[roomID] else { throw .chatNotFound(roomID: roomID) }
+    guard !room.ended else { throw .chatEnded(roomID: roomID) }
+    guard let sender = room.localMembers.first(where: { $0.peerID == peerID }) else {
+      throw .notChatMember(roomID: roomID)
+    }
     let senderSeq = (senderSeqs[roomID]?[peerID] ?? 0) + 1
     senderSeqs[roomID, default: [:]][peerID] = senderSeq
     let message = ChatMessage(id: id, from: sender, senderSeq: senderSeq, body: body, sentAt: sentAt)

@@ -9,7 +9,7 @@ import Crypto
 ///   their local members about state changes (`session.peer.state`).
 /// - The **inviter's node** owns an invitation's expiry (timeout plus a grace period for answers in flight) and
 ///   cancellation; the **invitee's node** owns accept/decline within its own timeout window. A late accept is
-///   refused locally (409); an answer that reaches the inviter's node after it closed the invitation is ignored
+///   refused locally (``MeshFailure/invitationClosed(_:answering:)``); an answer that reaches the inviter's node after it closed the invitation is ignored
 ///   and the invitee's node is told the final outcome.
 /// - Data and named events go from the sender's node straight to the target peers' nodes, one frame per node
 ///   (fan-out per node, not per peer). Reliable frames carry a per-link sequence number and are acknowledged
@@ -21,8 +21,8 @@ import Crypto
 /// send only to the hub; `cluster` is everyone to everyone. `maxPeers` caps members plus pending invitations.
 ///
 /// Encryption (DESIGN.md): the runtime tells the book how each link is carried (``LinkSecurity``, with
-/// ``nodeLinked(_:security:)``). A `required` session never crosses a plaintext link: inviting a peer behind one is a
-/// 409 `encryption_unavailable`, and reliable data for such a peer fails (`session.send.failed`). Verification codes
+/// ``nodeLinked(_:security:)``). A `required` session never crosses a plaintext link: inviting a peer behind one is
+/// refused (``MeshFailure/encryptionUnavailable(displayName:)``), and reliable data for such a peer fails (`session.send.failed`). Verification codes
 /// are computed on each node from its own view of the link (both certificate fingerprints) and the invitation, so a
 /// relay in the middle, which must present its own certificates to both sides, makes the two codes differ.
 public struct SessionBook: Sendable {
@@ -37,21 +37,6 @@ public struct SessionBook: Sendable {
 
     /// A plaintext link (no certificates).
     public static let plaintext = LinkSecurity(encrypted: false, localFingerprint: "", remoteFingerprint: "")
-  }
-
-  /// Why a command was refused; `status` is the HTTP status the REST layer should use.
-  public struct Failure: Error, Equatable, Sendable, CustomStringConvertible {
-    public let status: Int
-    public let code: String
-    public let message: String
-
-    public init(_ status: Int, _ code: String, _ message: String) {
-      self.status = status
-      self.code = code
-      self.message = message
-    }
-
-    public var description: String { message }
   }
 
   /// An invitation as one node knows it.
@@ -220,9 +205,9 @@ public struct SessionBook: Sendable {
   }
 
   /// `peerID` (local) leaves `sessionID`.
-  public mutating func leave(_ sessionID: String, peerID: String) throws(Failure) -> [Directive] {
+  public mutating func leave(_ sessionID: String, peerID: String) throws(MeshFailure) -> [Directive] {
     guard let session = sessions[sessionID], member(peerID, of: session) != nil else {
-      throw Failure(404, "not_found", "no session \(sessionID) with this peer as a member")
+      throw .notSessionMember(sessionID: sessionID)
     }
     var directives: [Directive] = []
     withdraw(peerID, from: sessionID)
@@ -274,45 +259,39 @@ public struct SessionBook: Sendable {
   public mutating func invite(
     _ invitationID: String, from fromPeerID: String, to: SessionMember, sessionID: String, context: [UInt8],
     timeoutMillis: UInt32, now: UInt64
-  ) throws(Failure) -> (Invitation, [Directive]) {
+  ) throws(MeshFailure) -> (Invitation, [Directive]) {
     guard let session = sessions[sessionID], let inviter = member(fromPeerID, of: session) else {
-      throw Failure(
-        404, "not_found", "no session \(sessionID) with this peer as a member; create one with POST /api/v1/sessions")
+      throw .inviterNotSessionMember(sessionID: sessionID)
     }
     guard inviter.state == .connected else {
-      throw Failure(409, "not_connected", "only connected members can invite; this peer is \(inviter.state.rawValue)")
+      throw .inviterNotConnected(inviter.state)
     }
-    guard to.peerID != fromPeerID else { throw Failure(400, "invalid_request", "a peer cannot invite itself") }
+    guard to.peerID != fromPeerID else { throw .selfInvitation }
     guard context.count <= MeshFrameCodec.maxContextBytes else {
-      throw Failure(400, "validation_failed", "context must be at most \(MeshFrameCodec.maxContextBytes) bytes")
+      throw .contextTooLarge(maxBytes: MeshFrameCodec.maxContextBytes)
     }
     if let existing = member(to.peerID, of: session), existing.state != .notConnected {
-      throw Failure(409, "already_member", "\(to.displayName) is already a member of this session")
+      throw .alreadyMember(displayName: to.displayName)
     }
     if invitations.values.contains(where: {
       $0.state == .pending && $0.offer.session.sessionID == sessionID && $0.offer.toPeerID == to.peerID
     }) {
-      throw Failure(409, "already_invited", "\(to.displayName) already has a pending invitation to this session")
+      throw .alreadyInvited(displayName: to.displayName)
     }
     if session.strategy == .star && fromPeerID != session.creatorPeerID {
-      throw Failure(409, "strategy_violation", "in a star session only the hub (its creator) invites")
+      throw .onlyHubInvites
     }
     if !mayCarry(session, to: to.nodeID) {
-      throw Failure(
-        409, "encryption_unavailable",
-        "this session requires encryption, but the link to \(to.displayName)'s node is not encrypted (TLS); link "
-          + "the nodes over TLS (the default; not --mesh-tls off), use encryption optional or none, or invite a peer "
-          + "on this node")
+      throw .encryptionUnavailable(displayName: to.displayName)
     }
     let pendingCount = invitations.values.filter { $0.state == .pending && $0.offer.session.sessionID == sessionID }
       .count
     let active = session.members.filter { $0.state != .notConnected }.count + pendingCount
     if session.strategy == .pointToPoint && active >= 2 {
-      throw Failure(409, "strategy_violation", "a pointToPoint session holds exactly two peers and is full")
+      throw .pointToPointFull
     }
     if active >= Int(session.maxPeers) {
-      throw Failure(
-        409, "session_full", "the session is full (maxPeers \(session.maxPeers), members and pending invitations)")
+      throw .sessionFull(maxPeers: session.maxPeers)
     }
     let offer = InvitationOffer(
       invitationID: invitationID, session: session, fromPeerID: fromPeerID, fromDisplayName: inviter.displayName,
@@ -332,19 +311,18 @@ public struct SessionBook: Sendable {
   }
 
   /// The invitee (local) accepts or declines. A closed invitation is a 409.
-  public mutating func answer(_ invitationID: String, by peerID: String, accept: Bool, now: UInt64) throws(Failure)
+  public mutating func answer(_ invitationID: String, by peerID: String, accept: Bool, now: UInt64) throws(MeshFailure)
     -> [Directive]
   {
     guard var invitation = invitations[invitationID], invitation.offer.toPeerID == peerID else {
-      throw Failure(404, "not_found", "no invitation \(invitationID) for this peer")
+      throw .invitationNotFound(invitationID: invitationID, sentByPeer: false)
     }
     if invitation.state == .pending && now >= invitation.expiresAt {
       // Too late; the next tick marks it expired and tells both sides.
-      throw Failure(409, "invitation_closed", "the invitation has expired; ask for a new one")
+      throw .invitationExpired
     }
     guard invitation.state == .pending else {
-      throw Failure(
-        409, "invitation_closed", "the invitation is already \(invitation.state.rawValue); ask for a new one")
+      throw .invitationClosed(invitation.state, answering: true)
     }
     invitation.state = accept ? .accepted : .declined
     invitations[invitationID] = invitation
@@ -365,12 +343,12 @@ public struct SessionBook: Sendable {
   }
 
   /// The inviter (local) cancels a pending invitation.
-  public mutating func cancel(_ invitationID: String, by peerID: String) throws(Failure) -> [Directive] {
+  public mutating func cancel(_ invitationID: String, by peerID: String) throws(MeshFailure) -> [Directive] {
     guard var invitation = invitations[invitationID], invitation.offer.fromPeerID == peerID else {
-      throw Failure(404, "not_found", "no invitation \(invitationID) sent by this peer")
+      throw .invitationNotFound(invitationID: invitationID, sentByPeer: true)
     }
     guard invitation.state == .pending else {
-      throw Failure(409, "invitation_closed", "the invitation is already \(invitation.state.rawValue)")
+      throw .invitationClosed(invitation.state, answering: false)
     }
     invitation.state = .canceled
     invitations[invitationID] = invitation
@@ -510,12 +488,12 @@ public struct SessionBook: Sendable {
   public mutating func send(
     _ sessionID: String, from fromPeerID: String, to toPeerIDs: [String]?, payload: [UInt8], reliable: Bool,
     namedEvent: String? = nil, linkedNodes: Set<String>
-  ) throws(Failure) -> (directives: [Directive], undelivered: [String]) {
+  ) throws(MeshFailure) -> (directives: [Directive], undelivered: [String]) {
     guard let session = sessions[sessionID], let sender = member(fromPeerID, of: session) else {
-      throw Failure(404, "not_found", "no session \(sessionID) with this peer as a member")
+      throw .notSessionMember(sessionID: sessionID)
     }
     guard sender.state == .connected else {
-      throw Failure(409, "not_connected", "this peer is \(sender.state.rawValue) in the session")
+      throw .senderNotConnected(sender.state)
     }
     func isTarget(_ member: SessionMember) -> Bool { member.state == .connected && member.peerID != fromPeerID }
     let spoke = session.strategy == .star && fromPeerID != session.creatorPeerID
@@ -524,12 +502,12 @@ public struct SessionBook: Sendable {
       var targets: [SessionMember] = []
       for peerID in toPeerIDs {
         guard let target = session.members.first(where: { $0.peerID == peerID && isTarget($0) }) else {
-          throw Failure(409, "not_connected", "\(peerID) is not a connected member of this session")
+          throw .targetNotConnected(peerID: peerID)
         }
         if !targets.contains(target) { targets.append(target) }
       }
       if spoke && targets.contains(where: { $0.peerID != session.creatorPeerID }) {
-        throw Failure(409, "strategy_violation", "in a star session spokes send only to the hub")
+        throw .spokeSendsOnlyToHub
       }
       byNode = Self.byNode(targets)
     } else if spoke {

@@ -62,6 +62,9 @@ public struct NetworkModel: Sendable {
   public var countBytes = false
   /// The link managers' timing.
   public var links = LinkManager.Configuration()
+  /// Whether links run over TLS (each node presents certificate `cert-<node id>`; nothing is pinned or refused).
+  /// Chat rooms are `encryption: required`: chat only runs over such links.
+  public var tls = false
 
   public init() {}
 }

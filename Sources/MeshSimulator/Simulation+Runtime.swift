@@ -127,10 +127,24 @@ extension Simulation {
     wires[wire].state = .open
     nodes[target].endpoints[id] = WireEnd(wire: wire, side: 1)
     stats.connectionsOpened += 1
-    feed(.inboundOpened(id, remoteHost: nodes[dialler.node].host, transport: .plaintext, now: now), on: target)
+    feed(
+      .inboundOpened(
+        id, remoteHost: nodes[dialler.node].host, transport: transport(local: target, remote: dialler.node), now: now),
+      on: target)
     if wires[wire].ends[0].open {
-      feed(.outboundOpened(dialler.id, transport: .plaintext, now: now), on: dialler.node)
+      feed(
+        .outboundOpened(dialler.id, transport: transport(local: dialler.node, remote: target), now: now),
+        on: dialler.node)
     }
+  }
+
+  /// How node `local` sees its connection to node `remote` (``NetworkModel/tls``).
+  func transport(local: Int, remote: Int) -> LinkManager.Transport {
+    guard network.tls else { return .plaintext }
+    return LinkManager.Transport(
+      encrypted: true, localFingerprint: "cert-" + nodes[local].nodeID,
+      remoteFingerprint: "cert-" + nodes[remote].nodeID,
+      challenge: [])
   }
 
   func failDial(_ wire: Int) {
@@ -280,14 +294,20 @@ struct SimulatedRuntime: MeshRuntime {
 
   func drop(_ id: LinkManager.ConnectionID, reason: String) { simulation.close(id, on: node) }
 
-  // Simulated links are plaintext and secretless (nothing is pinned or refused), the simulated peers are honest,
-  // and chat (which needs encrypted links), transfers and streams are not simulated.
+  // Simulated links are secretless and their certificates trusted (nothing is pinned or refused), and the simulated
+  // peers are honest.
   func pin(nodeID: String, fingerprint: String) {}
   func refused(_ refusal: LinkManager.Refusal) {}
   func frameRefused(_ refusal: FrameRefusal) {}
-  func deliver(_ message: MeshMessage, from nodeID: String) {}
-  func chat(_ directives: [ChatBook.Directive]) {}
   func chatFrameMalformed(nodeID: String, detail: String) {}
+
+  /// Transfer and stream frames: the seam where payloads will be simulated (Simulation+Payloads.swift).
+  func deliver(_ message: MeshMessage, from nodeID: String) {
+    simulation.payloadFrame(message, from: nodeID, on: node)
+  }
+
+  /// Chat effects, carried out as the gateway's chat feature does (Simulation+Chat.swift).
+  func chat(_ effect: MeshEffect) { simulation.carryOutChat(effect, on: node) }
 
   func linkUp(_ hello: NodeHello, security: SessionBook.LinkSecurity) {
     simulation.stats.linkUps += 1

@@ -50,22 +50,17 @@ extension Simulation {
   public func invite(
     from peerID: String, to targetID: String, session sessionID: String, context: [UInt8] = [],
     timeoutMillis: UInt32 = 30_000
-  ) throws(SessionBook.Failure) -> String {
+  ) throws(MeshFailure) -> String {
     let node = liveHome(peerID)
     guard let target = nodes[node].mesh.directory.peer(targetID) else {
-      throw SessionBook.Failure(404, "not_found", "no peer \(targetID) in the mesh")
+      throw .unknownPeer(peerID: targetID)
     }
     let invitationID = "i\(nextInvitationNumber)"
-    let effects: [MeshEffect]
-    do {
-      (_, effects) = try nodes[node].mesh.invite(
-        invitationID, from: peerID,
-        to: SessionMember(
-          peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
-        sessionID: sessionID, context: context, timeoutMillis: timeoutMillis, now: now)
-    } catch {
-      throw error.sessionFailure
-    }
+    let (_, effects) = try nodes[node].mesh.invite(
+      invitationID, from: peerID,
+      to: SessionMember(
+        peerID: target.peerID, displayName: target.displayName, nodeID: target.nodeID, state: .connecting),
+      sessionID: sessionID, context: context, timeoutMillis: timeoutMillis, now: now)
     nextInvitationNumber += 1
     changed()
     interpret(effects, on: node)
@@ -73,16 +68,16 @@ extension Simulation {
   }
 
   /// `POST /invitations/{id}/accept` by the invitee `peerID`.
-  public func accept(_ invitationID: String, by peerID: String) throws(SessionBook.Failure) {
+  public func accept(_ invitationID: String, by peerID: String) throws(MeshFailure) {
     try answer(invitationID, by: peerID, accept: true)
   }
 
   /// `POST /invitations/{id}/decline` by the invitee `peerID`.
-  public func decline(_ invitationID: String, by peerID: String) throws(SessionBook.Failure) {
+  public func decline(_ invitationID: String, by peerID: String) throws(MeshFailure) {
     try answer(invitationID, by: peerID, accept: false)
   }
 
-  func answer(_ invitationID: String, by peerID: String, accept: Bool) throws(SessionBook.Failure) {
+  func answer(_ invitationID: String, by peerID: String, accept: Bool) throws(MeshFailure) {
     let node = liveHome(peerID)
     let effects = try command { () throws(MeshFailure) in
       try nodes[node].mesh.answer(invitationID, by: peerID, accept: accept, now: now)
@@ -92,7 +87,7 @@ extension Simulation {
   }
 
   /// `DELETE /invitations/{id}` by the inviter `peerID`.
-  public func cancel(_ invitationID: String, by peerID: String) throws(SessionBook.Failure) {
+  public func cancel(_ invitationID: String, by peerID: String) throws(MeshFailure) {
     let node = liveHome(peerID)
     let effects = try command { () throws(MeshFailure) in try nodes[node].mesh.cancel(invitationID, by: peerID) }
     changed()
@@ -100,7 +95,7 @@ extension Simulation {
   }
 
   /// `DELETE /sessions/{id}/members/me` by `peerID`.
-  public func leave(session sessionID: String, peerID: String) throws(SessionBook.Failure) {
+  public func leave(session sessionID: String, peerID: String) throws(MeshFailure) {
     let node = liveHome(peerID)
     let effects = try command { () throws(MeshFailure) in try nodes[node].mesh.leave(sessionID, peerID: peerID) }
     departures[sessionID, default: []].insert(peerID)
@@ -114,7 +109,7 @@ extension Simulation {
   public func send(
     session sessionID: String, from peerID: String, to targets: [String]? = nil, payload: [UInt8],
     reliable: Bool = true, namedEvent: String? = nil
-  ) throws(SessionBook.Failure) -> SendOutcome {
+  ) throws(MeshFailure) -> SendOutcome {
     let node = liveHome(peerID)
     let result = try command { () throws(MeshFailure) in
       try nodes[node].mesh.send(
@@ -125,13 +120,9 @@ extension Simulation {
     return SendOutcome(addressed: addressed.sorted(), undelivered: result.undelivered)
   }
 
-  /// Runs a session command, throwing its failure as the session book's (what the REST layer answers with).
-  func command<Result>(_ body: () throws(MeshFailure) -> Result) throws(SessionBook.Failure) -> Result {
-    do {
-      return try body()
-    } catch {
-      throw error.sessionFailure
-    }
+  /// Runs a session command (its failure is the mesh core's, as the REST layer maps it).
+  func command<Result>(_ body: () throws(MeshFailure) -> Result) throws(MeshFailure) -> Result {
+    try body()
   }
 
   /// The home of `peerID`, which must be running (a REST call to a crashed node cannot happen).

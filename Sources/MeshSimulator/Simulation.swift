@@ -69,6 +69,13 @@ public final class Simulation {
   var tickCount: [Int] = []
   /// Sessions created by transceive leaders, by id.
   public internal(set) var transceiveSessions: Set<String> = []
+  /// Chat rooms as their adverts tell joiners: room id → name and hosting peer.
+  var chatAdverts: [String: (name: String, host: Directory.PeerRef)] = [:]
+  /// Settled chat joins, by `room/peer`.
+  var chatJoins: [String: Bool] = [:]
+  /// Chat messages acknowledged to their posters, per room.
+  var acknowledged: [String: [ChatMessage]] = [:]
+  var nextChatMessageNumber = 1
 
   /// Creates `nodeCount` nodes, all up at time 0, and starts their discovery.
   public init(seed: UInt64, nodeCount: Int, network: NetworkModel = NetworkModel()) {
@@ -130,13 +137,14 @@ public final class Simulation {
 
   /// Fresh state machines for node `index` in its `incarnation`-th life, with the link manager's own jitter
   /// generator. Simulated ids are short names, so frames' ids are not checked as UUIDs.
-  func mesh(for nodeID: String, index: Int, incarnation: Int) -> MeshNode {
+  func mesh(for nodeID: String, index: Int, incarnation: Int, chat: ChatBook? = nil) -> MeshNode {
     var mixer = SplitMix64(seed: seed ^ (UInt64(index) << 20) ^ UInt64(incarnation))
     let links = LinkManager(
       local: NodeHello(nodeID: nodeID, name: "node\(index)", softwareVersion: "sim", port: Self.port),
       configuration: network.links, seed: mixer.next())
     return MeshNode(
-      links: links, directory: Directory(nodeID: nodeID), sessions: SessionBook(nodeID: nodeID), checksWireIDs: false)
+      links: links, directory: Directory(nodeID: nodeID), sessions: SessionBook(nodeID: nodeID), chat: chat,
+      checksWireIDs: false)
   }
 
   /// The port every simulated node listens on.
@@ -257,7 +265,8 @@ public final class Simulation {
     return count
   }
 
-  /// Stops node `index` at once: its state machines (links, directory, sessions and invitations) are gone, its
+  /// Stops node `index` at once: its state machines (links, directory, sessions, invitations, chat) are gone (its chat
+  /// store stays, as on disk), its
   /// connections vanish (see
   /// ``NetworkModel/CrashDetection``). Its peers' event logs record ``PeerEvent/Kind/nodeCrashed``.
   public func crash(_ index: Int) {
@@ -285,7 +294,8 @@ public final class Simulation {
   public func restart(_ index: Int) {
     precondition(!nodes[index].alive, "node \(index) is running")
     nodes[index].alive = true
-    nodes[index].mesh = mesh(for: nodes[index].nodeID, index: index, incarnation: nodes[index].incarnation)
+    nodes[index].mesh = mesh(
+      for: nodes[index].nodeID, index: index, incarnation: nodes[index].incarnation, chat: restoredChatBook(index))
     nodes[index].nextInbound = 1
     tickCount[index] = 0
     for peerID in nodes[index].durable.keys.sorted() {
@@ -379,6 +389,10 @@ public struct SimulationStats: Sendable, Equatable {
   public var sessionNotifications = 0
   /// Session frames dropped because their node was not linked.
   public var sessionFramesUnlinked = 0
+  /// `chat.*` events told to local peers.
+  public var chatNotifications = 0
+  /// Transfer and stream frames delivered to a node (payloads are not simulated yet: counted, not acted on).
+  public var payloadFrames = 0
   /// Simulation events processed.
   public var events = 0
 
@@ -398,6 +412,8 @@ public struct PeerEvent: Sendable, Hashable {
     case nodeRestarted
     /// `invitation.*`, `session.peer.state`, `session.data`, `session.event` or `session.send.failed`.
     case session(SessionBook.Event)
+    /// `chat.message`, `chat.member.joined`, `chat.member.left` or `chat.ended` about room `roomID`.
+    case chat(roomID: String, ChatBook.Event)
   }
 
   /// Virtual milliseconds.
@@ -441,6 +457,8 @@ struct SimulatedNode {
   var endpoints: [LinkManager.ConnectionID: WireEnd] = [:]
   var nextInbound: LinkManager.ConnectionID = 1
   var durable: [String: DurablePeer] = [:]
+  /// The node's chat tables: kept across crashes, as on disk.
+  var chatStore = SimulatedChatStore()
 
   init(index: Int, nodeID: String, host: String, mesh: MeshNode) {
     self.index = index

@@ -201,7 +201,7 @@ import Testing
     #expect(mesh.nodes["A"]!.book.rooms["r1"]!.ended)
     #expect(mesh.nodes["B"]!.book.rooms["r1"]!.ended)
     #expect(mesh.nodes["B"]!.events["bob"]!.last!.1 == .ended, "the last leaver is told the room ended")
-    #expect(throws: ChatBook.Failure.ended("r1")) {
+    #expect(throws: MeshFailure.chatEnded(roomID: "r1")) {
       _ = try mesh.nodes["B"]!.book.join("r1", peer: bob, name: nil, host: nil, now: "t")
     }
   }
@@ -211,13 +211,13 @@ import Testing
     let hostPeer = mesh.peer("hana", on: "A")
     let bob = mesh.peer("bob", on: "B")
     mesh.host("r1", "Lobby", by: hostPeer)
-    #expect(throws: ChatBook.Failure.notFound("nope")) {
+    #expect(throws: MeshFailure.chatNotFound(roomID: "nope")) {
       _ = try mesh.nodes["B"]!.book.join("nope", peer: bob, name: nil, host: nil, now: "t")
     }
-    #expect(throws: ChatBook.Failure.self) {
+    #expect(throws: MeshFailure.chatHostUnreachable(roomID: "r1", hostName: hostPeer.displayName)) {
       _ = try mesh.nodes["B"]!.book.join("r1", peer: bob, name: "Lobby", host: hostPeer, now: "t")
     }
-    #expect(throws: ChatBook.Failure.notMember("r1")) {
+    #expect(throws: MeshFailure.notChatMember(roomID: "r1")) {
       _ = try mesh.nodes["A"]!.book.post("r1", id: "x", from: "stranger", body: "hi", sentAt: "t")
     }
     // A room the host's node does not know ends on the asking node.

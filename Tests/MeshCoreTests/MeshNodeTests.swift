@@ -51,12 +51,10 @@ private struct Harness {
         for id in ids { post(message, from: End(node: node, id: id)) }
       case .sendToNode(let message, _, let id?):
         post(message, from: End(node: node, id: id))
-      case .chat(let directives):
+      case .chatSend(let wire, let to):
         // What the node's chat queue sends once the batch's writes are done.
-        for case .send(let wire, let to) in directives {
-          if let id = nodes[node]!.links.connection(of: to) {
-            post(.chat(payload: wire.encoded()), from: End(node: node, id: id))
-          }
+        if let id = nodes[node]!.links.connection(of: to) {
+          post(.chat(payload: wire.encoded()), from: End(node: node, id: id))
         }
       default:
         break
@@ -235,13 +233,11 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
       })
   }
 
-  @Test func sessionFailuresKeepTheirStatusCodeAndMessage() {
+  @Test func sessionFailuresSayWhatWentWrong() {
     var mesh = Harness(["A"])
     mesh.feed("A", .localPeerAdded(peerID: "a1", displayName: "A1"))
     let failure = #expect(throws: MeshFailure.self) { _ = try mesh.nodes["A"]!.leave("nope", peerID: "a1") }
-    #expect(failure?.status == 404)
-    #expect(failure?.code == "not_found")
-    #expect(failure?.sessionFailure == SessionBook.Failure(failure!.status, failure!.code, failure!.message))
+    #expect(failure == .notSessionMember(sessionID: "nope"))
   }
 
   @Test func aFrameSpeakingForAnotherNodesPeerIsRefused() throws {
@@ -330,21 +326,14 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
     let joiner = Directory.PeerRef(peerID: "b1", displayName: "B1", nodeID: "B")
     _ = mesh.nodes["A"]!.hostChat("room1", name: "Room", by: host, now: "t0")
     let joining = try mesh.nodes["B"]!.joinChat("room1", peer: joiner, name: "Room", host: host, now: "t1")
-    mesh.carry([.chat(joining)], from: "B")
+    mesh.carry(joining, from: "B")
     mesh.deliverAll()
     // The host ordered the join (its roster has b1) and B's join settled when the roster came back.
     #expect(mesh.nodes["A"]!.chat.rooms["room1"]?.members == [host, joiner])
-    let settled = mesh.effects(of: "B").contains {
-      if case .chat(let batch) = $0 {
-        batch.contains(.joinSettled(roomID: "room1", peerID: "b1", joined: true))
-      } else {
-        false
-      }
-    }
-    #expect(settled)
+    #expect(mesh.effects(of: "B").contains(.chatJoinSettled(roomID: "room1", peerID: "b1", joined: true)))
     // A post from B is ordered by the host and comes back to B with its seq.
     let posted = try mesh.nodes["B"]!.postChat("room1", id: "message-1", from: "b1", body: "hi", sentAt: "t2")
-    mesh.carry([.chat(posted.directives)], from: "B")
+    mesh.carry(posted.effects, from: "B")
     mesh.deliverAll()
     #expect(mesh.nodes["A"]!.chat.rooms["room1"]?.lastSeq == 1)
     #expect(mesh.nodes["B"]!.chat.rooms["room1"]?.lastSeq == 1)
@@ -364,8 +353,7 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
     let failure = #expect(throws: MeshFailure.self) {
       try mesh.nodes["B"]!.joinChat("room1", peer: joiner, name: "Room", host: host, now: "t1")
     }
-    #expect(failure?.code == "host_unreachable")
-    #expect(failure?.status == 503)
+    #expect(failure == .chatHostUnreachable(roomID: "room1", hostName: "A1"))
     // A chat frame over a plaintext link is dropped unread.
     let sync = ChatWire.sync(roomID: "room1", members: [joiner], after: 0)
     let effects = mesh.feed("A", .frameReceived(.chat(payload: sync.encoded()), on: 1, now: mesh.now))
@@ -386,7 +374,7 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
       roomID: "room1", members: [Directory.PeerRef(peerID: "a1", displayName: "A1", nodeID: "B")], after: 0)
     let spoofed = receive(spoof.encoded())
     #expect(refusals(in: spoofed).map(\.reason) == ["not_own_peer"])
-    #expect(!spoofed.contains { if case .chat = $0 { true } else { false } })
+    #expect(!spoofed.contains { if case .chatStore = $0 { true } else { false } })
     // A room id that is a path (ids are checked as the node runtime checks them).
     mesh.nodes["A"]!.checksWireIDs = true
     let badID = receive(ChatWire.sync(roomID: "../x", members: [], after: 0).encoded())

@@ -28,7 +28,16 @@ private final class RecordingRuntime: MeshRuntime {
   func linkReplaced(nodeID: String, security: SessionBook.LinkSecurity) { log.append("linkReplaced \(nodeID)") }
   func linkDown(nodeID: String) { log.append("linkDown \(nodeID)") }
   func deliver(_ message: MeshMessage, from nodeID: String) { log.append("deliver \(nodeID)") }
-  func chat(_ directives: [ChatBook.Directive]) { log.append("chat \(directives.count)") }
+  func chat(_ effect: MeshEffect) {
+    switch effect {
+    case .chatStore(let writes): log.append("chatStore \(writes.count)")
+    case .chatSend(_, let to): log.append("chatSend \(to)")
+    case .chatHistory(_, let to, _): log.append("chatHistory \(to)")
+    case .chatEvent(let peerID, _, _): log.append("chatEvent → \(peerID)")
+    case .chatJoinSettled(_, let peerID, let joined): log.append("chatJoinSettled \(peerID) \(joined)")
+    default: log.append("chat ?")
+    }
+  }
   func chatFrameMalformed(nodeID: String, detail: String) { log.append("chatFrameMalformed \(nodeID)") }
   func directoryEvent(peerID: String, _ event: Directory.Event) {
     switch event {
@@ -128,6 +137,28 @@ private func invitation(_ id: String, from: String = "alice", to: String = "bob"
       runtime.log == [
         "session → me", "flush", "connect 3", "session → me", "flush", "refused mesh_secret_mismatch",
         "session → me", "flush", "deliver B", "flush",
+      ])
+  }
+
+  @Test func chatBatchesAreOrdinaryEffectsCarriedOutInOrderWritesFirst() throws {
+    // A room hosted on A, joined by a second local peer: the join's batch opens with its writes, then tells every
+    // local member and settles the join, each effect handed to the runtime's chat verb in order (no flush between).
+    var node = MeshNode(
+      links: LinkManager(local: NodeHello(nodeID: "A", name: "node A", softwareVersion: "test", port: 1)),
+      directory: Directory(nodeID: "A"), sessions: SessionBook(nodeID: "A"), checksWireIDs: false)
+    let host = Directory.PeerRef(peerID: "a1", displayName: "A1", nodeID: "A")
+    let joiner = Directory.PeerRef(peerID: "a2", displayName: "A2", nodeID: "A")
+    let hosted = node.hostChat("room1", name: "Room", by: host, now: "t0")
+    guard case .chatStore(let writes)? = hosted.first else {
+      Issue.record("a chat batch opens with its writes: \(hosted)")
+      return
+    }
+    #expect(writes == [.room(try #require(node.chat.rooms["room1"]))])
+    let runtime = RecordingRuntime()
+    runtime.interpret(try node.joinChat("room1", peer: joiner, name: nil, host: nil, now: "t1"))
+    #expect(
+      runtime.log == [
+        "chatStore 1", "chatEvent → a1", "chatEvent → a2", "chatJoinSettled a2 true", "flush",
       ])
   }
 

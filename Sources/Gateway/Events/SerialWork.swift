@@ -71,6 +71,13 @@ struct FIFO<Item>: SerialQueue {
 
   mutating func append(_ item: Item) { items.append(item) }
 
+  /// Changes the newest waiting item; false when none waits (the last one was taken already).
+  mutating func updateLast(_ change: (inout Item) -> Void) -> Bool {
+    guard !isEmpty else { return false }
+    change(&items[items.count - 1])
+    return true
+  }
+
   mutating func next() -> Item {
     let item = items[head]
     head += 1

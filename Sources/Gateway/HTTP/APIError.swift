@@ -151,3 +151,78 @@ extension ValidationError {
   /// The 400 for a rule violation.
   var apiError: APIError { .badRequest(description, code: "validation_failed") }
 }
+
+extension APIError {
+  /// The REST answer to a mesh core failure: its status, code and message (docs/api.md, "Errors").
+  init(_ failure: MeshFailure) {
+    switch failure {
+    case .notSessionMember(let sessionID):
+      self.init(status: 404, code: "not_found", message: "no session \(sessionID) with this peer as a member")
+    case .inviterNotSessionMember(let sessionID):
+      self.init(
+        status: 404, code: "not_found",
+        message: "no session \(sessionID) with this peer as a member; create one with POST /api/v1/sessions")
+    case .inviterNotConnected(let state):
+      self.init(
+        status: 409, code: "not_connected", message: "only connected members can invite; this peer is \(state.rawValue)"
+      )
+    case .selfInvitation:
+      self.init(status: 400, code: "invalid_request", message: "a peer cannot invite itself")
+    case .contextTooLarge(let maxBytes):
+      self.init(status: 400, code: "validation_failed", message: "context must be at most \(maxBytes) bytes")
+    case .alreadyMember(let displayName):
+      self.init(status: 409, code: "already_member", message: "\(displayName) is already a member of this session")
+    case .alreadyInvited(let displayName):
+      self.init(
+        status: 409, code: "already_invited",
+        message: "\(displayName) already has a pending invitation to this session")
+    case .onlyHubInvites:
+      self.init(
+        status: 409, code: "strategy_violation", message: "in a star session only the hub (its creator) invites")
+    case .encryptionUnavailable(let displayName):
+      self.init(
+        status: 409, code: "encryption_unavailable",
+        message: "this session requires encryption, but the link to \(displayName)'s node is not encrypted (TLS); link "
+          + "the nodes over TLS (the default; not --mesh-tls off), use encryption optional or none, or invite a peer "
+          + "on this node")
+    case .pointToPointFull:
+      self.init(
+        status: 409, code: "strategy_violation", message: "a pointToPoint session holds exactly two peers and is full")
+    case .sessionFull(let maxPeers):
+      self.init(
+        status: 409, code: "session_full",
+        message: "the session is full (maxPeers \(maxPeers), members and pending invitations)")
+    case .invitationNotFound(let invitationID, let sentByPeer):
+      self.init(
+        status: 404, code: "not_found",
+        message: "no invitation \(invitationID) \(sentByPeer ? "sent by this peer" : "for this peer")")
+    case .invitationExpired:
+      self.init(status: 409, code: "invitation_closed", message: "the invitation has expired; ask for a new one")
+    case .invitationClosed(let state, let answering):
+      self.init(
+        status: 409, code: "invitation_closed",
+        message: "the invitation is already \(state.rawValue)" + (answering ? "; ask for a new one" : ""))
+    case .senderNotConnected(let state):
+      self.init(status: 409, code: "not_connected", message: "this peer is \(state.rawValue) in the session")
+    case .targetNotConnected(let peerID):
+      self.init(status: 409, code: "not_connected", message: "\(peerID) is not a connected member of this session")
+    case .spokeSendsOnlyToHub:
+      self.init(status: 409, code: "strategy_violation", message: "in a star session spokes send only to the hub")
+    case .unknownPeer(let peerID):
+      self.init(status: 404, code: "not_found", message: "no peer \(peerID) in the mesh")
+    case .chatNotFound(let roomID):
+      self.init(status: 404, code: "not_found", message: "no chat room \(roomID); see GET /api/v1/chats/nearby")
+    case .chatEnded(let roomID):
+      self.init(status: 409, code: "chat_ended", message: "chat room \(roomID) has ended: everyone left")
+    case .notChatMember(let roomID):
+      self.init(
+        status: 403, code: "not_a_member",
+        message: "this peer is not in chat room \(roomID); join it first with POST /api/v1/chats/\(roomID)/join")
+    case .chatHostUnreachable(let roomID, let hostName):
+      self.init(
+        status: 503, code: "host_unreachable",
+        message: "the node hosting chat room \(roomID) (\(hostName)'s) is not linked right now; try again when it is "
+          + "back (GET /api/v1/mesh/nodes)")
+    }
+  }
+}

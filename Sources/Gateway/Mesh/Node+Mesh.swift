@@ -6,7 +6,7 @@
 /// the simulator) carries out the ``MeshEffect``s in order: the verbs dial and close WebSockets (subprotocol
 /// `meshgate-node.v1`, path `/mesh`), encode and decode frames with ``MeshFrameCodec``, tick the mesh every 100 ms,
 /// turn what peers are told into `peer.*`, `session.*`, `invitation.*` and `node.*` events, and hand transfer and
-/// stream frames to their feature. Everything else features act on (link changes, chat batches, session events,
+/// stream frames to their feature. Everything else features act on (link changes, chat effects, session events,
 /// invitations received or ended, directory and local-service changes) reaches them through ``NodeFeature``'s hooks,
 /// over the feature registry: this file names no feature type.
 import Dispatch
@@ -464,9 +464,9 @@ extension Node {
     featuresMeshEffect(.deliver(message, from: nodeID))
   }
 
-  /// A chat batch goes to the features (the chat feature queues it: store writes, then sends and events).
-  package func chat(_ directives: [ChatBook.Directive]) {
-    featuresMeshEffect(.chat(directives))
+  /// Chat effects go to the features (the chat feature queues each batch: store writes, then sends and events).
+  package func chat(_ effect: MeshEffect) {
+    featuresMeshEffect(effect)
   }
 
   package func chatFrameMalformed(nodeID: String, detail: String) {

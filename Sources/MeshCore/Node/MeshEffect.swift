@@ -4,8 +4,8 @@
 ///
 /// Session and invitation commands that answer something (a new invitation, a failure the REST layer shows) are
 /// typed methods of ``MeshNode`` instead (``MeshNode/invite(_:from:to:sessionID:context:timeoutMillis:now:)`` …);
-/// they return effects of the same type. Chat commands (``MeshNode/postChat(_:id:from:body:sentAt:)`` …) return their
-/// ``ChatBook`` batch, which the runtime carries out like a ``MeshEffect/chat(_:)`` and waits on.
+/// they return effects of the same type. So do the chat commands (``MeshNode/postChat(_:id:from:body:sentAt:)`` …):
+/// their chat effects are carried out like any others, and the runtime waits for them before it answers.
 public enum MeshInput: Sendable, Hashable {
   /// The periodic tick (every 100 ms in the runtime): heartbeats, dials, timeouts, invitation expiry.
   case tick(now: UInt64)
@@ -85,9 +85,20 @@ public enum MeshEffect: Sendable, Hashable {
   /// A frame from a linked node for a part of the runtime outside the mesh core (transfers, streams), after the frame
   /// guard admitted it.
   case deliver(MeshMessage, from: String)
-  /// Carry out a batch of chat directives (``ChatBook/Directive``) after every batch before it: the batch's store
-  /// writes first, in one transaction, then its sends (only over links chat may use), events and settled joins.
-  case chat([ChatBook.Directive])
+  /// Opens a chat batch: persist `writes` (rooms, then messages, in order) in one transaction, after every chat batch
+  /// before it. The chat effects that follow it, up to the next `chatStore`, belong to the batch: they are carried out
+  /// in order once the writes are durable, and not at all when the writes fail, so nothing is sent or told that a
+  /// crash could make this node forget. Every chat batch opens with one (with no writes when it persists nothing).
+  case chatStore([ChatWrite])
+  /// Send a chat frame to node `toNode`, over a link chat may use (``MeshNode/chatLinkUsable(_:)``; none: dropped).
+  case chatSend(ChatWire, toNode: String)
+  /// Read the stored messages of `roomID` after seq `after` and send them to node `toNode` as
+  /// ``ChatWire/messages(roomID:_:)`` frames, in order, before the next chat effect.
+  case chatHistory(roomID: String, toNode: String, after: UInt64)
+  /// Tell local peer `peerID` about room `roomID` (a `chat.*` event).
+  case chatEvent(peerID: String, roomID: String, ChatBook.Event)
+  /// A local peer's join completed (`joined`) or cannot (the room ended or is unknown): answer its waiting request.
+  case chatJoinSettled(roomID: String, peerID: String, joined: Bool)
   /// A chat frame from node `nodeID` did not decode; it is ignored (log it).
   case chatFrameMalformed(nodeID: String, detail: String)
 }
@@ -109,27 +120,10 @@ public struct FrameRefusal: Sendable, Hashable {
   public var spoofedSender = false
 }
 
-/// Why a ``MeshNode`` command was refused, in the shape the REST layer answers with (HTTP status, snake_case code,
-/// a message that says how to fix it). Wraps ``SessionBook/Failure`` and ``ChatBook/Failure`` unchanged.
-public struct MeshFailure: Error, Equatable, Sendable, CustomStringConvertible {
-  public let status: Int
-  public let code: String
-  public let message: String
-
-  public init(_ failure: SessionBook.Failure) {
-    self.status = failure.status
-    self.code = failure.code
-    self.message = failure.message
-  }
-
-  public init(_ failure: ChatBook.Failure) {
-    self.status = failure.status
-    self.code = failure.code
-    self.message = failure.message
-  }
-
-  /// The session book's failure with the same status, code and message.
-  public var sessionFailure: SessionBook.Failure { SessionBook.Failure(status, code, message) }
-
-  public var description: String { message }
+/// One change to a node's durable chat state, carried by ``MeshEffect/chatStore(_:)``.
+public enum ChatWrite: Sendable, Hashable {
+  /// Persist the room (name, host, roster, this node's members, last seq, ended).
+  case room(ChatRoom)
+  /// Persist messages (insert, or set the `seq` of a pending one with the same id).
+  case messages(roomID: String, [ChatMessage])
 }

@@ -12,49 +12,63 @@
 ///   dropped.
 /// - **Local peers.** A deleted local peer leaves every room it is in.
 ///
-/// The book's directives leave as one ``MeshEffect/chat(_:)`` per batch (the runtime persists a batch's writes in one
-/// transaction before its sends and events). The REST commands (``hostChat(_:name:by:now:)`` …) return their batch
-/// for the runtime to carry out and wait on, and fail with ``MeshFailure``.
+/// The book's batches leave as ordinary effects: each opens with ``MeshEffect/chatStore(_:)`` (its writes, persisted in
+/// one transaction before anything after it), then its ``MeshEffect/chatSend(_:toNode:)``,
+/// ``MeshEffect/chatHistory(roomID:toNode:after:)``, ``MeshEffect/chatEvent(peerID:roomID:_:)`` and
+/// ``MeshEffect/chatJoinSettled(roomID:peerID:joined:)`` in the book's order. The REST commands
+/// (``hostChat(_:name:by:now:)`` …) return their batch's effects for the runtime to carry out and wait on, and fail
+/// with ``MeshFailure``.
 extension MeshNode {
   // MARK: - Chat commands
 
   /// `POST /chats`: a local peer hosts a new room.
   public mutating func hostChat(_ roomID: String, name: String, by host: Directory.PeerRef, now: String)
-    -> [ChatBook.Directive]
+    -> [MeshEffect]
   {
-    chat.host(roomID, name: name, by: host, now: now)
+    var effects: [MeshEffect] = []
+    absorb(chat.host(roomID, name: name, by: host, now: now), into: &effects)
+    return effects
   }
 
   /// `POST /chats/{id}/join`: a local peer joins a room hosted here or on a linked node (``ChatBook/join``).
   public mutating func joinChat(
     _ roomID: String, peer: Directory.PeerRef, name: String?, host: Directory.PeerRef?, now: String
-  ) throws(MeshFailure) -> [ChatBook.Directive] {
-    do {
-      return try chat.join(roomID, peer: peer, name: name, host: host, now: now)
-    } catch {
-      throw MeshFailure(error)
-    }
+  ) throws(MeshFailure) -> [MeshEffect] {
+    var effects: [MeshEffect] = []
+    absorb(try chat.join(roomID, peer: peer, name: name, host: host, now: now), into: &effects)
+    return effects
   }
 
   /// `POST /chats/{id}/leave`.
-  public mutating func leaveChat(_ roomID: String, peerID: String) throws(MeshFailure) -> [ChatBook.Directive] {
-    do {
-      return try chat.leave(roomID, peerID: peerID)
-    } catch {
-      throw MeshFailure(error)
-    }
+  public mutating func leaveChat(_ roomID: String, peerID: String) throws(MeshFailure) -> [MeshEffect] {
+    var effects: [MeshEffect] = []
+    absorb(try chat.leave(roomID, peerID: peerID), into: &effects)
+    return effects
   }
 
-  /// `POST /chats/{id}/messages`: a local member posts; returns the message as stored and the batch.
+  /// `POST /chats/{id}/messages`: a local member posts; returns the message as stored and the batch's effects.
   public mutating func postChat(_ roomID: String, id: String, from peerID: String, body: String, sentAt: String)
-    throws(MeshFailure) -> (message: ChatMessage, directives: [ChatBook.Directive])
+    throws(MeshFailure) -> (message: ChatMessage, effects: [MeshEffect])
   {
-    do {
-      return try chat.post(roomID, id: id, from: peerID, body: body, sentAt: sentAt)
-    } catch {
-      throw MeshFailure(error)
-    }
+    let posted = try chat.post(roomID, id: id, from: peerID, body: body, sentAt: sentAt)
+    var effects: [MeshEffect] = []
+    absorb(posted.directives, into: &effects)
+    return (posted.message, effects)
   }
+
+  // MARK: - Chat queries
+
+  /// Room `roomID` as this node knows it (hosted here, or a copy on a member node).
+  public func chatRoom(_ roomID: String) -> ChatRoom? { chat.rooms[roomID] }
+
+  /// Every room this node knows, in no particular order.
+  public var chatRooms: Dictionary<String, ChatRoom>.Values { chat.rooms.values }
+
+  /// The rooms local peer `peerID` is in, or hosts while the room lives.
+  public func chatRooms(of peerID: String) -> [ChatRoom] { chat.rooms(of: peerID) }
+
+  /// Whether local peer `peerID` is in room `roomID`.
+  public func isChatMember(_ peerID: String, of roomID: String) -> Bool { chat.isMember(peerID, of: roomID) }
 
   // MARK: - Wiring
 
@@ -117,7 +131,31 @@ extension MeshNode {
     return nil
   }
 
+  /// One batch of the book's directives as effects: ``MeshEffect/chatStore(_:)`` with its writes first, then the rest
+  /// in the book's order.
   func absorb(_ directives: [ChatBook.Directive], into effects: inout [MeshEffect]) {
-    if !directives.isEmpty { effects.append(.chat(directives)) }
+    guard !directives.isEmpty else { return }
+    var writes: [ChatWrite] = []
+    for directive in directives {
+      switch directive {
+      case .saveRoom(let room): writes.append(.room(room))
+      case .saveMessages(let roomID, let messages): writes.append(.messages(roomID: roomID, messages))
+      default: break
+      }
+    }
+    effects.append(.chatStore(writes))
+    for directive in directives {
+      switch directive {
+      case .send(let wire, let nodeID): effects.append(.chatSend(wire, toNode: nodeID))
+      case .sendHistory(let roomID, let nodeID, let after):
+        effects.append(.chatHistory(roomID: roomID, toNode: nodeID, after: after))
+      case .notify(let peerID, let roomID, let event):
+        effects.append(.chatEvent(peerID: peerID, roomID: roomID, event))
+      case .joinSettled(let roomID, let peerID, let joined):
+        effects.append(.chatJoinSettled(roomID: roomID, peerID: peerID, joined: joined))
+      case .saveRoom, .saveMessages:
+        break
+      }
+    }
   }
 }

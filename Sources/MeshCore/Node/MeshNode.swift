@@ -137,37 +137,33 @@ public struct MeshNode: Sendable {
     _ invitationID: String, from fromPeerID: String, to: SessionMember, sessionID: String, context: [UInt8],
     timeoutMillis: UInt32, now: UInt64
   ) throws(MeshFailure) -> (SessionBook.Invitation, [MeshEffect]) {
-    do {
-      let (invitation, directives) = try sessions.invite(
-        invitationID, from: fromPeerID, to: to, sessionID: sessionID, context: context, timeoutMillis: timeoutMillis,
-        now: now)
-      var effects: [MeshEffect] = []
-      absorb(directives, into: &effects)
-      return (invitation, effects)
-    } catch {
-      throw MeshFailure(error)
-    }
+    let (invitation, directives) = try sessions.invite(
+      invitationID, from: fromPeerID, to: to, sessionID: sessionID, context: context, timeoutMillis: timeoutMillis,
+      now: now)
+    var effects: [MeshEffect] = []
+    absorb(directives, into: &effects)
+    return (invitation, effects)
   }
 
   /// `POST /invitations/{id}/accept` or `…/decline` by the invitee.
   public mutating func answer(_ invitationID: String, by peerID: String, accept: Bool, now: UInt64)
     throws(MeshFailure) -> [MeshEffect]
   {
-    try command { (sessions: inout SessionBook) throws(SessionBook.Failure) in
+    try command { (sessions: inout SessionBook) throws(MeshFailure) in
       try sessions.answer(invitationID, by: peerID, accept: accept, now: now)
     }
   }
 
   /// `DELETE /invitations/{id}` by the inviter.
   public mutating func cancel(_ invitationID: String, by peerID: String) throws(MeshFailure) -> [MeshEffect] {
-    try command { (sessions: inout SessionBook) throws(SessionBook.Failure) in
+    try command { (sessions: inout SessionBook) throws(MeshFailure) in
       try sessions.cancel(invitationID, by: peerID)
     }
   }
 
   /// `DELETE /sessions/{id}/members/me`.
   public mutating func leave(_ sessionID: String, peerID: String) throws(MeshFailure) -> [MeshEffect] {
-    try command { (sessions: inout SessionBook) throws(SessionBook.Failure) in
+    try command { (sessions: inout SessionBook) throws(MeshFailure) in
       try sessions.leave(sessionID, peerID: peerID)
     }
   }
@@ -179,16 +175,12 @@ public struct MeshNode: Sendable {
     namedEvent: String? = nil
   ) throws(MeshFailure) -> (effects: [MeshEffect], undelivered: [String]) {
     let linked = links.linkedNodeIDSet
-    do {
-      let result = try sessions.send(
-        sessionID, from: fromPeerID, to: toPeerIDs, payload: payload, reliable: reliable, namedEvent: namedEvent,
-        linkedNodes: linked)
-      var effects: [MeshEffect] = []
-      absorb(result.directives, into: &effects)
-      return (effects, result.undelivered)
-    } catch {
-      throw MeshFailure(error)
-    }
+    let result = try sessions.send(
+      sessionID, from: fromPeerID, to: toPeerIDs, payload: payload, reliable: reliable, namedEvent: namedEvent,
+      linkedNodes: linked)
+    var effects: [MeshEffect] = []
+    absorb(result.directives, into: &effects)
+    return (effects, result.undelivered)
   }
 
   /// The peers a send's effects address (frames' targets and local peers told), as `POST /sessions/{id}/data`
@@ -248,15 +240,11 @@ public struct MeshNode: Sendable {
 
   // MARK: - Wiring
 
-  mutating func command(_ body: (inout SessionBook) throws(SessionBook.Failure) -> [SessionBook.Directive])
+  mutating func command(_ body: (inout SessionBook) throws(MeshFailure) -> [SessionBook.Directive])
     throws(MeshFailure) -> [MeshEffect]
   {
     var effects: [MeshEffect] = []
-    do {
-      absorb(try body(&sessions), into: &effects)
-    } catch {
-      throw MeshFailure(error)
-    }
+    absorb(try body(&sessions), into: &effects)
     return effects
   }
 

@@ -6,7 +6,7 @@
 /// - **One verb per effect, in effect order**: ``connect(_:host:port:)``, ``send(_:on:)``, ``broadcast(_:on:)``,
 ///   ``sendToNode(_:nodeID:on:)``, ``close(_:reason:)``, ``drop(_:reason:)``, ``pin(nodeID:fingerprint:)``,
 ///   ``refused(_:)``, ``frameRefused(_:)``, ``linkUp(_:security:)``, ``linkReplaced(nodeID:security:)``,
-///   ``linkDown(nodeID:)``, ``deliver(_:from:)``, ``chat(_:)``, ``chatFrameMalformed(nodeID:detail:)``,
+///   ``linkDown(nodeID:)``, ``deliver(_:from:)``, ``chat(_:)`` (every chat effect), ``chatFrameMalformed(nodeID:detail:)``,
 ///   ``directoryEvent(peerID:_:)`` and ``sessionEvent(peerID:_:)``.
 /// - **What local peers are told is published at flush points** (``flush()``): a runtime may gather the directory
 ///   and session events and publish them in one batch, but only until the next flush point. The interpreter flushes
@@ -54,8 +54,11 @@ package protocol MeshRuntime {
   func linkDown(nodeID: String)
   /// A transfer or stream frame from a linked node, admitted by the frame guard.
   func deliver(_ message: MeshMessage, from nodeID: String)
-  /// Carry out a batch of chat directives after every batch before it (store writes first, in one transaction).
-  func chat(_ directives: [ChatBook.Directive])
+  /// Carry out a chat effect (``MeshEffect/chatStore(_:)``, ``MeshEffect/chatSend(_:toNode:)``,
+  /// ``MeshEffect/chatHistory(roomID:toNode:after:)``, ``MeshEffect/chatEvent(peerID:roomID:_:)``,
+  /// ``MeshEffect/chatJoinSettled(roomID:peerID:joined:)``) after every chat effect before it: a batch's effects wait
+  /// for its `chatStore` writes to be durable, and are skipped when they fail.
+  func chat(_ effect: MeshEffect)
   /// A chat frame from `nodeID` did not decode.
   func chatFrameMalformed(nodeID: String, detail: String)
   /// Tell local peer `peerID` something the directory found (publish it by the next ``flush()``).
@@ -120,8 +123,8 @@ extension MeshRuntime {
       case .deliver(let message, let nodeID):
         flush()
         deliver(message, from: nodeID)
-      case .chat(let directives):
-        chat(directives)
+      case .chatStore, .chatSend, .chatHistory, .chatEvent, .chatJoinSettled:
+        chat(effect)
       case .chatFrameMalformed(let nodeID, let detail):
         chatFrameMalformed(nodeID: nodeID, detail: detail)
       case .directoryEvent(let peerID, let event):

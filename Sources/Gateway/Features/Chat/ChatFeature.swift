@@ -1,11 +1,12 @@
-/// The chat app: REST handlers, storage and events, and the queue that carries out ``ChatBook``'s directives, all in
-/// ``ChatFeature``.
+/// The chat app: REST handlers, storage and events, and the queue that carries out the mesh core's chat effects, all
+/// in ``ChatFeature``.
 ///
 /// Layer 5 (apps) over the mesh. A room is hosted by a peer and advertised on `jobmanager-chat` with one
 /// discovery-info pair `r.<roomId>` = room name per live room that peer hosts and is still in; its traffic only
 /// crosses links chat may use (rooms are `encryption: required`). The ordering and resync machine is part of the
 /// mesh core (``MeshNode``'s chat book: links, chat frames and the checks on them, deleted peers); its batches come
-/// here as ``MeshEffect/chat(_:)`` or from the REST commands. Batches run one at a time, in order, on the node actor
+/// here as chat effects (``MeshEffect/chatStore(_:)`` opening each batch, then its sends, history, events and settled
+/// joins), from the interpreter or from the REST commands. Batches run one at a time, in order, on the node actor
 /// (``SerialWork``): store writes first, in one transaction, then sends and events, so a message is
 /// durable before a 2xx or a send says it exists. See ``ChatBook`` for the protocol.
 import Crypto
@@ -14,14 +15,15 @@ import LWS
 import Logging
 import MeshCore
 
-/// The chat feature: the REST commands and the queue the chat book's directives go through (the book itself is
+/// The chat feature: the REST commands and the queue the mesh core's chat effects go through (the book itself is
 /// ``MeshNode/chat``); owned by the node actor and only touched on its executor. Links and deleted peers reach the
-/// book through the mesh core; its batches reach this feature through the ``NodeFeature/meshEffect(_:node:)`` hook.
+/// book through the mesh core; its effects reach this feature through the ``NodeFeature/meshEffect(_:node:)`` hook.
 final class ChatFeature: NodeFeature {
-  /// Directive batches waiting for their turn, carried out one at a time (``perform(_:node:)``); `continuation`
-  /// resumes a request once its batch is done.
+  /// Chat batches (a ``MeshEffect/chatStore(_:)`` and the chat effects after it) waiting for their turn;
+  /// `continuation` resumes a request once its batch is done.
+  /// Carried out one at a time (``perform(_:node:)``).
   private let work: SerialWork<FIFO<Batch>>
-  typealias Batch = (directives: [ChatBook.Directive], continuation: CheckedContinuation<Void, any Error>?)
+  typealias Batch = (effects: [MeshEffect], continuation: CheckedContinuation<Void, any Error>?)
   /// Join requests waiting for the host's roster, by room id and peer id.
   private var joinWaiters: [String: [CheckedContinuation<Bool?, Never>]] = [:]
 
@@ -31,10 +33,19 @@ final class ChatFeature: NodeFeature {
 
   // MARK: - Hooks
 
-  /// A chat batch from the mesh core joins the queue (store writes, then sends and events).
+  /// A chat effect from the mesh core: a ``MeshEffect/chatStore(_:)`` opens a batch in the queue, and the chat effects
+  /// after it join that batch (the interpreter hands them over in one synchronous run, so the batch is still waiting).
   func meshEffect(_ effect: MeshEffect, node: isolated Node) {
-    guard case .chat(let directives) = effect else { return }
-    enqueue(directives, node: node)
+    switch effect {
+    case .chatStore:
+      work.enqueue(node: node) { $0.append(([effect], nil)) }
+    case .chatSend, .chatHistory, .chatEvent, .chatJoinSettled:
+      work.enqueue(node: node) { queue in
+        if !queue.updateLast({ $0.effects.append(effect) }) { queue.append(([effect], nil)) }
+      }
+    default:
+      return
+    }
   }
 
   /// A deleted peer's join requests stop waiting for the host's roster (the chat book forgets the peer itself).
@@ -43,10 +54,6 @@ final class ChatFeature: NodeFeature {
   }
 
   // MARK: - REST
-
-  func chatFailure(_ failure: ChatBook.Failure, node: isolated Node) -> APIError {
-    APIError(MeshFailure(failure))
-  }
 
   func peerRef(_ peer: StoredPeer, node: isolated Node) -> Directory.PeerRef {
     Directory.PeerRef(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID)
@@ -84,17 +91,17 @@ final class ChatFeature: NodeFeature {
           + "leave a room or use a shorter name")
     }
     guard node.peers[peer.id] != nil else { throw APIError.invalidToken }
-    let directives = node.mesh.node.hostChat(roomID, name: name, by: peerRef(peer, node: node), now: Timestamp.now())
-    try await run(directives, node: node)
+    let effects = node.mesh.node.hostChat(roomID, name: name, by: peerRef(peer, node: node), now: Timestamp.now())
+    try await run(effects, node: node)
     try await advertiseRooms(of: peer.id, node: node)
-    guard let room = node.mesh.chat.rooms[roomID] else { throw APIError.invalidToken }
+    guard let room = node.mesh.node.chatRoom(roomID) else { throw APIError.invalidToken }
     return .json(
       ["chat": Self.roomJSON(room, for: peer.id)], status: 201, headers: [("location", "/api/v1/chats/\(roomID)")])
   }
 
   func list(_ context: RequestContext, node: isolated Node) -> HTTPResponse {
     let peerID = context.authenticatedPeer.id
-    let rooms = node.mesh.chat.rooms(of: peerID).sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
+    let rooms = node.mesh.node.chatRooms(of: peerID).sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
     return .json(["chats": .array(rooms.map { Self.roomJSON($0, for: peerID) })])
   }
 
@@ -106,7 +113,7 @@ final class ChatFeature: NodeFeature {
       for (key, name) in advertiser.discoveryInfo where key.hasPrefix(ChatRules.roomKeyPrefix) {
         let id = String(key.dropFirst(ChatRules.roomKeyPrefix.count))
         guard !id.isEmpty else { continue }
-        let room = node.mesh.chat.rooms[id]
+        let room = node.mesh.node.chatRoom(id)
         var json: JSONObject = [
           "id": .string(id), "name": .string(name), "host": advertiser.peer.json,
           "joined": .bool(room?.members.contains { $0.peerID == peerID } ?? false), "ended": false,
@@ -122,7 +129,7 @@ final class ChatFeature: NodeFeature {
   /// A room this peer may see: one it is in or hosts, or one advertised nearby.
   func visibleRoom(_ context: RequestContext, node: isolated Node) throws(APIError) -> ChatRoom {
     let id = context.parameters["chatId"] ?? ""
-    guard let room = node.mesh.chat.rooms[id],
+    guard let room = node.mesh.node.chatRoom(id),
       room.localMembers.contains(where: { $0.peerID == context.authenticatedPeer.id })
         || room.host.peerID == context.authenticatedPeer.id || advertisedRoom(id, node: node) != nil
     else {
@@ -153,14 +160,14 @@ final class ChatFeature: NodeFeature {
     let peer = context.authenticatedPeer
     let advertised = advertisedRoom(roomID, node: node)
     // The host as this node knows the room, else as it is advertised.
-    if let host = node.mesh.chat.rooms[roomID]?.host ?? advertised?.host, host.nodeID != node.nodeID,
+    if let host = node.mesh.node.chatRoom(roomID)?.host ?? advertised?.host, host.nodeID != node.nodeID,
       !linkUsable(host.nodeID, node: node), node.mesh.links.linkedNodeIDs.contains(host.nodeID)
     {
       throw Self.encryptionUnavailable(host)
     }
-    let directives: [ChatBook.Directive]
+    let effects: [MeshEffect]
     do {
-      directives = try node.mesh.node.joinChat(
+      effects = try node.mesh.node.joinChat(
         roomID, peer: peerRef(peer, node: node), name: advertised?.name, host: advertised?.host,
         now: Timestamp.now())
     } catch {
@@ -170,18 +177,18 @@ final class ChatFeature: NodeFeature {
     let joined: Bool? = await withCheckedContinuation { continuation in
       joinWaiters[key, default: []].append(continuation)
       Task {
-        try? await node.features.chat.run(directives, node: node)
+        try? await node.features.chat.run(effects, node: node)
         try? await Task.sleep(for: ChatRules.joinWait)
         node.features.chat.settleJoin(key, joined: nil)
       }
     }
-    guard let room = node.mesh.chat.rooms[roomID] else { throw APIError.notFound("no chat room \(roomID)") }
+    guard let room = node.mesh.node.chatRoom(roomID) else { throw APIError.notFound("no chat room \(roomID)") }
     switch joined {
     case true?:
       if room.host.peerID == peer.id { try await advertiseRooms(of: peer.id, node: node) }
       return .json(["chat": Self.roomJSON(room, for: peer.id)])
     case false?:
-      throw chatFailure(.ended(roomID), node: node)
+      throw APIError(MeshFailure.chatEnded(roomID: roomID))
     case nil:
       return .json(
         [
@@ -206,15 +213,15 @@ final class ChatFeature: NodeFeature {
     _ = try RequestBody(context.request, allowEmpty: true)
     let roomID = context.parameters["chatId"] ?? ""
     let peer = context.authenticatedPeer
-    let directives: [ChatBook.Directive]
+    let effects: [MeshEffect]
     do {
-      directives = try node.mesh.node.leaveChat(roomID, peerID: peer.id)
+      effects = try node.mesh.node.leaveChat(roomID, peerID: peer.id)
     } catch {
       throw APIError(error)
     }
-    try await run(directives, node: node)
-    if node.mesh.chat.rooms[roomID]?.host.peerID == peer.id { try await advertiseRooms(of: peer.id, node: node) }
-    guard let room = node.mesh.chat.rooms[roomID] else { throw APIError.notFound("no chat room \(roomID)") }
+    try await run(effects, node: node)
+    if node.mesh.node.chatRoom(roomID)?.host.peerID == peer.id { try await advertiseRooms(of: peer.id, node: node) }
+    guard let room = node.mesh.node.chatRoom(roomID) else { throw APIError.notFound("no chat room \(roomID)") }
     return .json(["chat": Self.roomJSON(room, for: peer.id)])
   }
 
@@ -224,8 +231,10 @@ final class ChatFeature: NodeFeature {
     let text = try ChatRules.body(try body.requiredString("body"))
     let roomID = context.parameters["chatId"] ?? ""
     let peer = context.authenticatedPeer
-    guard node.mesh.chat.isMember(peer.id, of: roomID) else {
-      throw chatFailure(node.mesh.chat.rooms[roomID] == nil ? .notFound(roomID) : .notMember(roomID), node: node)
+    guard node.mesh.node.isChatMember(peer.id, of: roomID) else {
+      throw APIError(
+        node.mesh.node.chatRoom(roomID) == nil
+          ? MeshFailure.chatNotFound(roomID: roomID) : .notChatMember(roomID: roomID))
     }
     var id = RecordID.make()
     if body.object["id"] != nil {
@@ -239,13 +248,13 @@ final class ChatFeature: NodeFeature {
         return .json(["message": Self.messageJSON(existing, roomID: roomID)])
       }
     }
-    let posted: (message: ChatMessage, directives: [ChatBook.Directive])
+    let posted: (message: ChatMessage, effects: [MeshEffect])
     do {
       posted = try node.mesh.node.postChat(roomID, id: id, from: peer.id, body: text, sentAt: Timestamp.now())
     } catch {
       throw APIError(error)
     }
-    try await run(posted.directives, node: node)
+    try await run(posted.effects, node: node)
     return .json(
       ["message": Self.messageJSON(posted.message, roomID: roomID)], status: 201,
       headers: [("location", "/api/v1/chats/\(roomID)/messages?after=\((posted.message.seq ?? 1) - 1)&limit=1")])
@@ -256,8 +265,10 @@ final class ChatFeature: NodeFeature {
   func listMessages(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let roomID = context.parameters["chatId"] ?? ""
     let peerID = context.authenticatedPeer.id
-    guard node.mesh.chat.isMember(peerID, of: roomID) else {
-      throw chatFailure(node.mesh.chat.rooms[roomID] == nil ? .notFound(roomID) : .notMember(roomID), node: node)
+    guard node.mesh.node.isChatMember(peerID, of: roomID) else {
+      throw APIError(
+        node.mesh.node.chatRoom(roomID) == nil
+          ? MeshFailure.chatNotFound(roomID: roomID) : .notChatMember(roomID: roomID))
     }
     let query = context.request.head.query
     let limit = try query.limit(maximum: 1000)
@@ -285,7 +296,7 @@ final class ChatFeature: NodeFeature {
   /// `r.<id>` = name for every live room the peer hosts and is still in.
   func hostedRoomsInfo(_ peerID: String, node: isolated Node) -> [String: String] {
     var info: [String: String] = [:]
-    for room in node.mesh.chat.rooms.values
+    for room in node.mesh.node.chatRooms
     where room.host.peerID == peerID && !room.ended && room.localMembers.contains(where: { $0.peerID == peerID }) {
       info[ChatRules.roomKeyPrefix + room.id] = room.name
     }
@@ -319,25 +330,24 @@ final class ChatFeature: NodeFeature {
     node.mesh.node.chatLinkUsable(nodeID)
   }
 
-  // MARK: - Carrying out directives, in order
+  // MARK: - Carrying out chat effects, in order
 
-  /// Runs `directives` after every batch before them, and returns when they are done (writes committed).
-  func run(_ directives: [ChatBook.Directive], node: isolated Node) async throws {
-    guard !directives.isEmpty else { return }
+  /// Carries out a chat command's effects (one batch) through the interpreter, after every batch before them, and
+  /// returns when they are done (writes committed).
+  func run(_ effects: [MeshEffect], node: isolated Node) async throws {
+    guard !effects.isEmpty else { return }
+    node.interpret(effects)
+    // The interpreter queued the batch just now, synchronously: it is the last one and has not started.
+    guard !work.queue.isEmpty else { return }
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-      work.enqueue(node: node) { $0.append((directives, continuation)) }
+      work.update { _ = $0.updateLast { $0.continuation = continuation } }
     }
-  }
-
-  func enqueue(_ directives: [ChatBook.Directive], node: isolated Node) {
-    guard !directives.isEmpty else { return }
-    work.enqueue(node: node) { $0.append((directives, nil)) }
   }
 
   /// One batch's turn.
   func perform(_ batch: Batch, node: isolated Node) async {
     do {
-      try await carryOut(batch.directives, node: node)
+      try await carryOut(batch.effects, node: node)
       batch.continuation?.resume()
     } catch {
       node.logger.error("Chat work failed.", ["error": String(describing: error)])
@@ -345,34 +355,27 @@ final class ChatFeature: NodeFeature {
     }
   }
 
-  func carryOut(_ directives: [ChatBook.Directive], node: isolated Node) async throws {
-    var writes: [NodeStore.ChatWrite] = []
+  func carryOut(_ effects: [MeshEffect], node: isolated Node) async throws {
     // A room's event told to many local members in a row is one fan-out, built once.
     var events = EventGathering<ChatEventKey>()
-    // Writes first, in one transaction: nothing below may be seen before it is durable.
-    for directive in directives {
-      switch directive {
-      case .saveRoom(let room): writes.append(.room(room))
-      case .saveMessages(let roomID, let messages): writes.append(.messages(roomID: roomID, messages))
-      default: break
-      }
-    }
-    if !writes.isEmpty { try await node.store.applyChat(writes) }
-    for directive in directives {
-      switch directive {
-      case .send(let wire, let to):
+    for effect in effects {
+      switch effect {
+      case .chatStore(let writes):
+        // Writes first, in one transaction: nothing after them may be seen before they are durable.
+        if !writes.isEmpty { try await node.store.applyChat(writes) }
+      case .chatSend(let wire, let to):
         send(wire, to: to, node: node)
-      case .sendHistory(let roomID, let to, let after):
+      case .chatHistory(let roomID, let to, let after):
         try await sendHistory(roomID, to: to, after: after, node: node)
-      case .notify(let peerID, let roomID, let event):
-        guard node.peers[peerID] != nil, let room = node.mesh.chat.rooms[roomID] else { continue }
+      case .chatEvent(let peerID, let roomID, let event):
+        guard node.peers[peerID] != nil, let room = node.mesh.node.chatRoom(roomID) else { continue }
         events.add(peerID, event: ChatEventKey(roomID: roomID, event: event)) {
           let built = Self.event(event, room: room, peerID: peerID)
           return (built.type, built.data)
         }
-      case .joinSettled(let roomID, let peerID, let joined):
+      case .chatJoinSettled(let roomID, let peerID, let joined):
         settleJoin(roomID + "/" + peerID, joined: joined)
-      case .saveRoom, .saveMessages:
+      default:
         break
       }
     }

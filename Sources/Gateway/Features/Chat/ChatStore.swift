@@ -33,13 +33,7 @@ extension NodeStore {
     CREATE INDEX chat_messages_by_sender ON chat_messages(room_id, sender_peer_id, sender_seq);
     """
 
-  /// One change for ``applyChat(_:)``.
-  enum ChatWrite: Sendable {
-    case room(ChatRoom)
-    case messages(roomID: String, [ChatMessage])
-  }
-
-  /// Applies changes in one transaction, in order.
+  /// Applies a chat batch's changes (``MeshEffect/chatStore(_:)``) in one transaction, in order.
   func applyChat(_ writes: [ChatWrite]) async throws {
     try await database.write { connection in
       for write in writes {

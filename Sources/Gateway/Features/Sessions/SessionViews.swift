@@ -63,13 +63,6 @@ extension SessionBook.Invitation {
   }
 }
 
-extension APIError {
-  /// The JSON error for a refusal of the mesh core (its status, code and message).
-  init(_ failure: MeshFailure) {
-    self.init(status: failure.status, code: failure.code, message: failure.message)
-  }
-}
-
 extension RequestBody {
   /// `timeoutSeconds`: an integer within DESIGN.md's invitation range, or the default when absent.
   func timeoutSeconds() throws(APIError) -> Int {
