@@ -476,7 +476,7 @@ extension Node {
 
   func startStream(_ request: HTTPRequest, _ response: HTTPResponse, _ context: RequestContext) {
     guard let peer = context.peer else { return }
-    respond(request, response)
+    surface.respond(request, response)
     let since =
       (try? Self.parseCursor(request.head.query["since"] ?? request.head.headers["last-event-id"], name: "since"))
       ?? nil

@@ -43,6 +43,7 @@ enum EventRoutes {
         QueryParameter("since", "Replay events after this cursor.", .numericCursor),
         QueryParameter("token", "The peer token, for browsers."),
       ],
+      upgrade: eventSocket,
       """
       WebSocket upgrade: a hello event, the replay after since, then live events. The token may be passed as ?token=.
       101 Switching protocols.
@@ -51,6 +52,26 @@ enum EventRoutes {
       """
     ) { node, context in throw node.upgradeRequired(context, url: "ws://host:port/api/v1/ws?token=<token>") },
   ]
+}
+
+extension EventRoutes {
+  /// `/api/v1/ws`: a peer's event socket (a hello, the replay after `since`, then live events).
+  static let eventSocket = WebSocketUpgrade(
+    connection: .events,
+    accept: { _, head, _ in
+      do throws(APIError) {
+        _ = try Node.parseCursor(head.query["since"], name: "since")
+        return .accept
+      } catch {
+        return .reject(error.response)
+      }
+    },
+    opened: { node, id, head, peer in
+      guard let peer else { return }
+      let since = (try? Node.parseCursor(head.query["since"], name: "since")) ?? nil
+      let subscriber = node.addSubscriber(.webSocket(id), peerID: peer.id)
+      Task { await node.beginDelivery(subscriber, since: since) }
+    })
 }
 
 extension Schemas {

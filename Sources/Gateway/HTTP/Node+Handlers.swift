@@ -9,75 +9,6 @@ import Logging
 import MeshCore
 
 extension Node {
-  /// Applies `--peer-create-rate` to the client's address (`429` with `Retry-After`) and `--max-peers` (`409`).
-  func checkPeerCreation(_ head: HTTPRequestHead) throws(APIError) {
-    let limits = guards.limits
-    let now = Self.monotonicMillis()
-    guards.peerCreationLimiter.prune(keep: 4_096, now: now)
-    guards.peerCreationPrefixLimiter.prune(keep: 4_096, now: now)
-    // A network (/24, /64) gets the budget of a few addresses: one host with many addresses (IPv6 hands out 2^64)
-    // cannot multiply its budget by switching source address.
-    let prefix = Self.networkPrefix(of: head.remoteAddress)
-    if let prefix,
-      let wait = guards.peerCreationPrefixLimiter.check(
-        prefix, perSecond: limits.peerCreationsPerSecond * Self.peerCreationPrefixFactor, now: now)
-    {
-      guards.rateLimitedPeerCreations += 1
-      throw APIError(
-        status: 429, code: "rate_limited",
-        message:
-          "more than \(limits.peerCreationsPerSecond * Self.peerCreationPrefixFactor) new peers per second from "
-          + "network \(prefix) (\(Self.peerCreationPrefixFactor) times --peer-create-rate per /24 or /64); wait \(wait) s "
-          + "(Retry-After) and reuse peers you created (their tokens stay valid)",
-        headers: [("retry-after", String(wait))])
-    }
-    if let wait = guards.peerCreationLimiter.check(
-      head.remoteAddress, perSecond: limits.peerCreationsPerSecond, now: now)
-    {
-      guards.rateLimitedPeerCreations += 1
-      throw APIError(
-        status: 429, code: "rate_limited",
-        message:
-          "more than \(limits.peerCreationsPerSecond) new peers per second from \(head.remoteAddress); wait \(wait) s "
-          + "(Retry-After) and reuse peers you created (their tokens stay valid)",
-        headers: [("retry-after", String(wait))])
-    }
-    try checkPeerCapacity()
-  }
-
-  /// Peer creations per second one network prefix may make, as a multiple of `--peer-create-rate`.
-  static let peerCreationPrefixFactor = 4
-
-  /// The /24 (IPv4, also IPv4-mapped IPv6) or /64 (IPv6) network of a client address, e.g. `192.168.1.0/24`; nil
-  /// when the address is not an IP address.
-  static func networkPrefix(of address: String) -> String? {
-    var v4 = in_addr()
-    var v6 = in6_addr()
-    let bare = address.hasPrefix("::ffff:") && address.contains(".") ? String(address.dropFirst(7)) : address
-    if inet_pton(AF_INET, bare, &v4) == 1 {
-      let value = UInt32(bigEndian: v4.s_addr)
-      return "\(value >> 24).\((value >> 16) & 0xFF).\((value >> 8) & 0xFF).0/24"
-    }
-    guard inet_pton(AF_INET6, address, &v6) == 1 else { return nil }
-    var bytes = [UInt8](repeating: 0, count: 16)
-    withUnsafeBytes(of: &v6) { raw in for index in 0..<8 { bytes[index] = raw[index] } }
-    let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
-    return groups.joined(separator: ":") + "::/64"
-  }
-
-  /// `409 peer_limit_reached` when the node hosts `--max-peers` peers.
-  func checkPeerCapacity() throws(APIError) {
-    let maximum = guards.limits.maxPeers
-    guard peers.count + guards.peersBeingCreated >= maximum else { return }
-    guards.peerLimitRefusals += 1
-    throw APIError(
-      status: 409, code: "peer_limit_reached",
-      message:
-        "this node already hosts its maximum of \(maximum) peers (--max-peers): delete unused peers "
-        + "(DELETE /api/v1/peers/me with their token, or DELETE /api/v1/admin/peers/{peerId} with the admin token), "
-        + "wait for unused ones to expire (--peer-unused-expiry), raise the limit, or use another node")
-  }
-
   /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the route then starts the stream).
   func eventStreamResponse(_ context: RequestContext) throws -> HTTPResponse {
     _ = try Self.parseCursor(context.request.head.query["since"], name: "since")
@@ -93,18 +24,8 @@ extension Node {
       headers: [("upgrade", "websocket")])
   }
 
-  func healthz() async throws -> HTTPResponse {
-    if let lost = dataDirectoryLost { throw dataDirectoryLostError(lost) }
-    do {
-      try await store.probe()
-    } catch {
-      throw APIError.unavailable("the node's SQLite store does not answer: \(error)")
-    }
-    return .json(["status": "ok"])
-  }
-
   func createPeer(_ context: RequestContext) async throws -> HTTPResponse {
-    try checkPeerCreation(context.request.head)
+    try safety.checkPeerCreation(context.request.head, peerCount: peers.count)
     let body = try RequestBody(context.request)
     try body.allowOnly(["displayName", "discoveryInfo"])
     let displayName: String
@@ -120,8 +41,8 @@ extension Node {
       id: RecordID.make(), displayName: displayName, discoveryInfo: discoveryInfo,
       tokenHash: Crypto.sha256Hex(token), createdAt: Timestamp.now())
     // Peers being stored count against --max-peers too, so parallel requests cannot overshoot it.
-    guards.peersBeingCreated += 1
-    defer { guards.peersBeingCreated -= 1 }
+    safety.guards.peersBeingCreated += 1
+    defer { safety.guards.peersBeingCreated -= 1 }
     try await store.insertPeer(peer)
     peers[peer.id] = peer
     peerIDsByTokenHash[peer.tokenHash] = peer.id
@@ -175,206 +96,6 @@ extension Node {
       "events": .array(page.events.map(\.envelope)), "nextCursor": .string(String(next)),
       "truncated": .bool(page.truncated),
     ])
-  }
-
-  func metricsResponse() -> HTTPResponse {
-    var lines: [String] = []
-    func family(_ name: String, _ type: String, _ help: String) {
-      lines.append("# HELP \(name) \(help)")
-      lines.append("# TYPE \(name) \(type)")
-    }
-    /// One unlabelled sample with its HELP and TYPE lines.
-    func sample(_ name: String, _ type: String, _ help: String, _ value: some CustomStringConvertible) {
-      family(name, type, help)
-      lines.append("\(name) \(value)")
-    }
-    family("meshgate_http_requests_total", "counter", "HTTP requests answered, by route, method and status.")
-    for (key, count) in metrics.requests.sorted(by: { $0.key < $1.key }) {
-      let parts = key.split(separator: "|", omittingEmptySubsequences: false)
-      let route = Self.escapeLabel(String(parts[0]))
-      lines.append(
-        "meshgate_http_requests_total{route=\"\(route)\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)")
-    }
-    let statistics = server.statistics()
-    let streams = events.subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count
-    let samples: [(String, String, String, any CustomStringConvertible)] = [
-      ("meshgate_websocket_connections", "gauge", "Open WebSocket connections.", statistics.openWebSockets),
-      ("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.", streams),
-      (
-        "meshgate_connections", "gauge", "Accepted connections open (HTTP, WebSocket, inbound mesh links).",
-        statistics.openConnections
-      ),
-      (
-        "meshgate_connections_max", "gauge", "Connections served at once (--max-connections).",
-        server.maxConnections
-      ),
-      (
-        "meshgate_connections_refused_total", "counter",
-        "Connections over --max-connections: answered 503 or closed at once.", statistics.refusedConnections
-      ),
-      (
-        "meshgate_accept_failures_total", "counter",
-        "Connections that could not be accepted for want of file descriptors (they were closed).",
-        statistics.acceptFailures
-      ),
-      (
-        "meshgate_oversized_request_heads_total", "counter", "Requests answered 431: request head over 16 KiB.",
-        statistics.oversizedHeads
-      ),
-      (
-        "meshgate_body_timeouts_total", "counter",
-        "Connections closed because a request body stopped (--body-timeout).",
-        statistics.bodyTimeouts
-      ),
-      (
-        "meshgate_slow_bodies_total", "counter",
-        "Requests answered 408 because their body arrived slower than --min-body-rate.", statistics.slowBodies
-      ),
-      ("meshgate_peers", "gauge", "Peers hosted on this node.", peers.count),
-      (
-        "meshgate_peers_expired_total", "counter",
-        "Peers deleted because their token was never used (--peer-unused-expiry) or long unused (--peer-idle-expiry).",
-        peerTable.expired
-      ),
-      ("meshgate_events_appended_total", "counter", "Events appended to peers' event logs.", metrics.eventsAppended),
-      (
-        "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
-        events.queue.bytes
-      ),
-      (
-        "meshgate_mesh_read_pauses_total", "counter",
-        "Times mesh links stopped being read because the event queue was over its high-water mark.",
-        metrics.meshReadPauses
-      ),
-      (
-        "meshgate_event_ring_full_total", "counter",
-        "Small event batches that waited for their SQLite commit because the event ring was full.",
-        metrics.eventRingFull
-      ),
-      (
-        "meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.",
-        statistics.webSocketMessagesOut
-      ),
-      (
-        "meshgate_websocket_messages_received_total", "counter", "WebSocket messages received from clients.",
-        statistics.webSocketMessagesIn
-      ),
-      (
-        "meshgate_websocket_coalesced_writes_total", "counter",
-        "Socket writes that carried several queued WebSocket messages at once.", statistics.coalescedWrites
-      ),
-      (
-        "meshgate_slow_consumer_disconnects_total", "counter",
-        "Event consumers disconnected because their send queue was full.", metrics.slowConsumerDisconnects
-      ),
-      (
-        "meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).",
-        metrics.webSocketUpgradesRejected
-      ),
-      (
-        "meshgate_rate_limited_requests_total", "counter", "Requests refused with 429: over their token's rate.",
-        guards.rateLimitedRequests
-      ),
-      (
-        "meshgate_websocket_messages_rate_limited_total", "counter",
-        "Browser WebSocket messages dropped: over the socket's message rate.", guards.rateLimitedSocketMessages
-      ),
-      (
-        "meshgate_websocket_messages_too_large_total", "counter",
-        "Browser WebSocket messages over the size cap (the socket was closed with 1009).",
-        guards.oversizedSocketMessages
-      ),
-      (
-        "meshgate_events_trimmed_total", "counter", "Events dropped from peers' logs by the retention limit.",
-        store.eventsTrimmed
-      ),
-      (
-        "meshgate_storage_failures_total", "counter",
-        "Requests refused because the data directory was full or failing (507/503).", metrics.storageFailures
-      ),
-      ("meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.", guards.adminDenied),
-      (
-        "meshgate_peer_creations_rate_limited_total", "counter",
-        "POST /api/v1/peers refused with 429: over the client address's peer creation rate.",
-        guards.rateLimitedPeerCreations
-      ),
-      (
-        "meshgate_peer_limit_refusals_total", "counter", "POST /api/v1/peers refused with 409: the node is full.",
-        guards.peerLimitRefusals
-      ),
-      (
-        "meshgate_host_refusals_total", "counter",
-        "Requests refused with 421: their Host names no name or address of this node.", guards.hostRefusals
-      ),
-      (
-        "meshgate_origin_refusals_total", "counter",
-        "Requests and WebSocket upgrades refused with 403: their Origin is another site.", guards.originRefusals
-      ),
-      (
-        "meshgate_events_off_schema_total", "counter",
-        "Events whose data did not match docs/events.md (checked by debug builds only; 0 in release builds).",
-        metrics.eventsOffSchema
-      ),
-      (
-        "meshgate_mesh_spoofed_frames_total", "counter",
-        "Session frames dropped because their sender is not a peer of the node that sent them.", guards.spoofedFrames
-      ),
-      ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", mesh.links.linkedNodeIDs.count),
-      ("meshgate_mesh_dials_total", "counter", "Mesh links this node started dialling.", mesh.links.dials),
-      (
-        "meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).",
-        mesh.directory.knownPeerCount
-      ),
-      ("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.", mesh.framesOut),
-      ("meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.", mesh.framesIn),
-      ("meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).", mesh.badFrames),
-      (
-        "meshgate_mesh_links_refused_total", "counter",
-        "Mesh links refused for security (changed certificate, missing or wrong mesh secret).", mesh.linksRefused
-      ),
-      (
-        "meshgate_mesh_encrypted_links", "gauge", "Linked nodes whose link runs over TLS.",
-        mesh.links.linkedNodeIDs.filter { mesh.links.transport(of: $0)?.encrypted == true }.count
-      ),
-      ("meshgate_sessions", "gauge", "Sessions with a member on this node.", mesh.sessions.sessions.count),
-      (
-        "meshgate_unreliable_dropped_total", "counter",
-        "Unreliable session messages dropped because their sender's lane on a mesh link was full.",
-        mesh.unreliableDropped
-      ),
-      (
-        "meshgate_mesh_sends_refused_total", "counter",
-        "Reliable session sends answered 503 link_busy: no room on their mesh link within 10 s.", mesh.sendsRefused
-      ),
-      (
-        "meshgate_event_queue_sends_refused_total", "counter",
-        "Local session sends answered 503 event_queue_full: no room in the event queue within 10 s.",
-        mesh.localSendsRefused
-      ),
-      (
-        "meshgate_mesh_sends_waiting", "gauge",
-        "Session sends waiting for room on a mesh link or in the event queue.", mesh.heldSends.count
-      ),
-      (
-        "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",
-        String(format: "%.3f", Date().timeIntervalSince(startedAt))
-      ),
-    ]
-    for (name, type, help, value) in samples { sample(name, type, help, value) }
-    family(
-      "meshgate_mesh_frames_refused_total", "counter",
-      "Mesh frames (or the parts naming this node's peers) refused from linked nodes, by reason; see docs/security.md.")
-    var refusals = frameRefusals
-    for reason in Self.frameRefusalReasons where refusals[reason] == nil { refusals[reason] = 0 }
-    for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
-      lines.append("meshgate_mesh_frames_refused_total{reason=\"\(Self.escapeLabel(reason))\"} \(count)")
-    }
-    lines += transferMetricLines()
-    family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
-    lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
-    return HTTPResponse(
-      status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", headers: [("cache-control", "no-store")],
-      body: Array((lines.joined(separator: "\n") + "\n").utf8))
   }
 
   static func escapeLabel(_ value: String) -> String {

@@ -89,28 +89,4 @@ extension Node {
     meshLogger.notice("Removed a certificate pin.", ["node.id": nodeID, "http.remote": remote])
     return HTTPResponse(status: 204, contentType: "application/json", body: [])
   }
-
-  /// The error for a plaintext request to a node that serves HTTPS.
-  static func httpsRequired(_ head: HTTPRequestHead) -> APIError {
-    let host = head.headers["host"] ?? "this-node:port"
-    return APIError(
-      status: 403, code: "https_required",
-      message: "this node serves its dashboard and API over HTTPS (--tls-cert); use https://\(host)\(head.path)")
-  }
-
-  /// Answers a plaintext request on an HTTPS node: browsers asking for a page are redirected, the rest get a 403.
-  func refusePlaintext(_ request: HTTPRequest) {
-    let head = request.head
-    routeLabels[request.id] = "plaintext"
-    if (head.method == .get || head.method == .head) && !head.path.hasPrefix("/api/"), let host = head.headers["host"] {
-      let location = "https://\(host)\(head.path)"
-      respond(
-        request,
-        HTTPResponse(
-          status: 308, contentType: "text/plain", headers: [("location", location)],
-          body: Array("Moved to \(location)\n".utf8)))
-      return
-    }
-    respond(request, Self.httpsRequired(head).response)
-  }
 }

@@ -161,6 +161,9 @@ enum PayloadRoutes {
     Route(
       .get, "/api/v1/streams/{streamId}/ws", "streamWebSocket", kind: .webSocket,
       query: [QueryParameter("token", "The peer token, for browsers.")],
+      upgrade: WebSocketUpgrade(
+        connection: .stream, accept: { node, head, _ in node.acceptStreamSocket(head) },
+        opened: { node, id, head, _ in node.streamSocketOpened(id, head: head) }),
       """
       WebSocket upgrade for a stream: its writer sends binary frames (closing the socket ends the stream), its reader receives binary frames (closed with 1000 at the end). The token may be passed as ?token=.
       101 Switching protocols.
