@@ -36,7 +36,7 @@ enum EventRoutes {
       200 text/event-stream
       401 Missing or unknown token.
       """
-    ) { node, context in try node.eventStreamResponse(context) },
+    ) { _, context in try EventRoutes.streamResponse(context) },
     Route(
       .get, "/api/v1/ws", "openWebSocket", kind: .webSocket,
       query: [
@@ -50,11 +50,19 @@ enum EventRoutes {
       401 Missing or unknown token.
       426 Not a WebSocket upgrade request.
       """
-    ) { node, context in throw node.upgradeRequired(context, url: "ws://host:port/api/v1/ws?token=<token>") },
+    ) { _, context in throw WebSocketUpgrade.required(context) },
   ]
 }
 
 extension EventRoutes {
+  /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the pipeline then starts the stream).
+  static func streamResponse(_ context: RequestContext) throws(APIError) -> HTTPResponse {
+    _ = try Node.parseCursor(context.request.head.query["since"], name: "since")
+    return HTTPResponse(
+      status: 200, contentType: "text/event-stream",
+      headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
+  }
+
   /// `/api/v1/ws`: a peer's event socket (a hello, the replay after `since`, then live events).
   static let eventSocket = WebSocketUpgrade(
     connection: .events,

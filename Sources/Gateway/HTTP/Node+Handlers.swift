@@ -1,4 +1,4 @@
-/// REST handlers for the foundation routes: node, health, metrics, OpenAPI, peers and events.
+/// REST handlers for the peer and event-log routes.
 ///
 /// Layer 6 (surface). Each handler validates input (400s name the field and the rule), does its work through
 /// the store and the node state, and returns a response; thrown ``APIError``s become the JSON error shape.
@@ -9,21 +9,6 @@ import Logging
 import MeshCore
 
 extension Node {
-  /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the route then starts the stream).
-  func eventStreamResponse(_ context: RequestContext) throws -> HTTPResponse {
-    _ = try Self.parseCursor(context.request.head.query["since"], name: "since")
-    return HTTPResponse(
-      status: 200, contentType: "text/event-stream",
-      headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
-  }
-
-  /// The answer to a plain request on a WebSocket endpoint: `426` with how to connect.
-  func upgradeRequired(_ context: RequestContext, url: String) -> APIError {
-    APIError(
-      status: 426, code: "upgrade_required", message: "this endpoint is a WebSocket: connect with \(url)",
-      headers: [("upgrade", "websocket")])
-  }
-
   func createPeer(_ context: RequestContext) async throws -> HTTPResponse {
     try safety.checkPeerCreation(context.request.head, peerCount: peers.count)
     let body = try RequestBody(context.request)

@@ -134,6 +134,16 @@ struct WebSocketUpgrade: Sendable {
   let opened: @Sendable (isolated Node, WebSocketID, HTTPRequestHead, StoredPeer?) -> Void
 }
 
+extension WebSocketUpgrade {
+  /// The answer to a plain request on a WebSocket endpoint: `426` with how to connect.
+  static func required(_ context: RequestContext) -> APIError {
+    APIError(
+      status: 426, code: "upgrade_required",
+      message: "this endpoint is a WebSocket: connect with ws://host:port\(context.request.head.path)?token=<token>",
+      headers: [("upgrade", "websocket")])
+  }
+}
+
 /// An OpenAPI link from a route's `2xx` answer to an operation that takes an id the answer carries: what lets a
 /// client (and schemathesis's stateful phase) go from creating an object to using it.
 struct RouteLink: Sendable {

@@ -7,10 +7,12 @@ import LWS
 import Logging
 import MeshCore
 
-extension Node {
+extension NodeSafety {
   /// The most `node.link.refused` events a node publishes in its lifetime (distinct node ids and reasons).
   static let maxRefusalEvents = 64
+}
 
+extension Node {
   /// The transport of mesh WebSocket `id` for the link manager: TLS or not, both fingerprints, a fresh challenge.
   /// Nil (and the socket is closed) when the CSPRNG fails.
   func meshTransport(_ id: WebSocketID) -> LinkManager.Transport? {
@@ -47,7 +49,7 @@ extension Node {
   }
 
   /// A link was refused: one warning per attempt; one `node.link.refused` event per node id and reason (a refused
-  /// node redials every few seconds), and at most ``maxRefusalEvents`` in all, so that a stranger claiming ever new
+  /// node redials every few seconds), and at most ``NodeSafety/maxRefusalEvents`` in all, so that a stranger claiming ever new
   /// node ids cannot flood the peers' event logs (the log lines and the metric still count every refusal).
   func reportRefusal(_ refusal: LinkManager.Refusal) {
     mesh.linksRefused += 1
@@ -59,7 +61,7 @@ extension Node {
         "detail": refusal.message,
       ])
     let key = "\(refusal.code)|\(refusal.nodeID ?? "")|"
-    guard mesh.refusalsReported.count < Self.maxRefusalEvents, mesh.refusalsReported.insert(key).inserted else {
+    guard mesh.refusalsReported.count < NodeSafety.maxRefusalEvents, mesh.refusalsReported.insert(key).inserted else {
       return
     }
     var node = JSONObject()

@@ -172,9 +172,7 @@ enum PayloadRoutes {
       409 The stream already has a writer or reader, or is closed.
       426 Not a WebSocket upgrade request.
       """
-    ) { node, context in
-      throw node.upgradeRequired(context, url: "ws://host:port\(context.request.head.path)?token=<token>")
-    },
+    ) { _, context in throw WebSocketUpgrade.required(context) },
   ]
 }
 
