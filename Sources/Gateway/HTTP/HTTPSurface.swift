@@ -26,7 +26,7 @@ final class HTTPSurface {
   var routeLabels: [RequestID: String] = [:]
   /// Counters exposed on `/metrics`.
   var metrics = NodeMetrics()
-  /// What each open WebSocket is, decided once when it opens (``Node/webSocketOpened(_:head:)``).
+  /// What each open WebSocket is, decided once when it opens (``webSocketOpened(_:head:node:)``).
   var connections: [WebSocketID: ConnectionKind] = [:]
   /// The last request head matched, and its match: the server asks about a request's body (limit, streamed or not)
   /// before it hands the request over, and every question reads this one match.

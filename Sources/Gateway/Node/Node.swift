@@ -1,6 +1,7 @@
 /// The node runtime: the actor that owns peers, subscribers and metrics, pinned to the lws service thread.
 ///
-/// Layer 4 (node runtime) with the layer-6 request dispatch on top. `Node` is an actor whose executor is its
+/// Layer 4 (node runtime); requests and WebSocket upgrades go through the HTTP pipeline of its ``HTTPSurface``
+/// (HTTP/HTTPSurface.swift), and its defences are ``NodeSafety``'s. `Node` is an actor whose executor is its
 /// ``ServerPort`` (ServerPort.swift): for a running node the lws ``Server`` itself, so its methods run on the lws
 /// service thread and may call the server's loop-only methods directly; in tests an in-memory port. lws callbacks
 /// enter it synchronously through ``ServerBridge`` with `assumeIsolated`.
