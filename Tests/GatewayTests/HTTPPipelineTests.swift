@@ -62,9 +62,9 @@ struct HTTPPipelineTests {
     }
   }
 
-  private static func requestCounts(_ node: isolated Node) -> [String: Int] { node.surface.metrics.requests }
+  private static func requestCounts(_ node: isolated Node) -> [String: Int] { node.surface.requestCounts }
   private static func openLabels(_ node: isolated Node) -> Int { node.surface.routeLabels.count }
-  private static func upgradesRejected(_ node: isolated Node) -> Int { node.surface.metrics.webSocketUpgradesRejected }
+  private static func upgradesRejected(_ node: isolated Node) -> Int { node.surface.webSocketUpgradesRejected }
   private static func shouldAccept(_ head: HTTPRequestHead, on node: isolated Node) -> WebSocketDecision {
     node.surface.shouldAccept(webSocket: head, node: node)
   }

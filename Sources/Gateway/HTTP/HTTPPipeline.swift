@@ -83,7 +83,7 @@ struct ErrorMiddleware: RouteMiddleware {
       node.logger.error(
         "Request failed: storage.",
         ["http.request.id": request.id, "http.route": context.route?.pattern ?? "", "error": String(describing: error)])
-      node.surface.metrics.storageFailures += 1
+      node.surface.storageFailures += 1
       // A write that failed may mean the directory is gone: look now rather than at the next periodic check.
       await node.safety.checkDataDirectory(node: node)
       return (node.safety.dataDirectoryLost.map(NodeSafety.dataDirectoryLostError) ?? APIError.storage(error)!)

@@ -24,7 +24,13 @@ final class HTTPSurface {
     DataDirectoryMiddleware(), AdminAuthMiddleware(), PeerAuthMiddleware(), QueryMiddleware(),
   ]
   var routeLabels: [RequestID: String] = [:]
-  /// Counters exposed on `/metrics`.
+  /// `meshgate_http_requests_total`, by `route|method|status`.
+  var requestCounts: [String: Int] = [:]
+  /// Requests refused because the data directory was full or failing (`507`/`503`).
+  var storageFailures = 0
+  /// WebSocket upgrades refused.
+  var webSocketUpgradesRejected = 0
+  /// The event counters `/metrics` shows (the event hub counts them).
   var metrics = NodeMetrics()
   /// What each open WebSocket is, decided once when it opens (``webSocketOpened(_:head:node:)``).
   var connections: [WebSocketID: ConnectionKind] = [:]
@@ -115,7 +121,7 @@ final class HTTPSurface {
   /// Sends `response`, counting it under the request's route label.
   func respond(_ request: HTTPRequest, _ response: HTTPResponse) {
     let label = routeLabels.removeValue(forKey: request.id) ?? "unmatched"
-    metrics.requests["\(label)|\(request.head.method.rawValue)|\(response.status)", default: 0] += 1
+    requestCounts["\(label)|\(request.head.method.rawValue)|\(response.status)", default: 0] += 1
     if Self.logger.isEnabled(.debug) {
       Self.logger.debug(
         "Request served.",
@@ -135,7 +141,7 @@ final class HTTPSurface {
       case .methodNotAllowed(let pattern, _): pattern
       case .notFound: "unmatched"
       }
-    metrics.requests["\(label)|\(head.method.rawValue)|\(status)", default: 0] += 1
+    requestCounts["\(label)|\(head.method.rawValue)|\(status)", default: 0] += 1
   }
 
   /// The request is gone (answered or its client left).
@@ -155,7 +161,7 @@ extension HTTPSurface {
   /// it (``Route/upgrade``).
   func shouldAccept(webSocket head: HTTPRequestHead, node: isolated Node) -> WebSocketDecision {
     let decision = upgradeDecision(head, node: node)
-    if case .reject = decision { metrics.webSocketUpgradesRejected += 1 }
+    if case .reject = decision { webSocketUpgradesRejected += 1 }
     return decision
   }
 
@@ -226,7 +232,7 @@ enum ConnectionKind: Sendable {
 }
 
 extension Node {
-  /// Counters exposed on `/metrics` (also counted by the event hub).
+  /// The event counters exposed on `/metrics` (counted by the event hub).
   var metrics: NodeMetrics {
     get { surface.metrics }
     _modify { yield &surface.metrics }

@@ -73,7 +73,7 @@ enum SystemRoutes {
       lines.append("\(name) \(value)")
     }
     family("meshgate_http_requests_total", "counter", "HTTP requests answered, by route, method and status.")
-    for (key, count) in node.surface.metrics.requests.sorted(by: { $0.key < $1.key }) {
+    for (key, count) in node.surface.requestCounts.sorted(by: { $0.key < $1.key }) {
       let parts = key.split(separator: "|", omittingEmptySubsequences: false)
       let route = Node.escapeLabel(String(parts[0]))
       lines.append(
@@ -156,7 +156,7 @@ enum SystemRoutes {
       ),
       (
         "meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).",
-        node.surface.metrics.webSocketUpgradesRejected
+        node.surface.webSocketUpgradesRejected
       ),
       (
         "meshgate_rate_limited_requests_total", "counter", "Requests refused with 429: over their token's rate.",
@@ -179,7 +179,7 @@ enum SystemRoutes {
       (
         "meshgate_storage_failures_total", "counter",
         "Requests refused because the data directory was full or failing (507/503).",
-        node.surface.metrics.storageFailures
+        node.surface.storageFailures
       ),
       (
         "meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.",

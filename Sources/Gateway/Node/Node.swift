@@ -16,14 +16,11 @@ import MeshCore
 
 /// Counters exposed on `/metrics`.
 struct NodeMetrics {
-  var requests: [String: Int] = [:]
   var eventsAppended = 0
   var meshReadPauses = 0
   /// Small events that waited for their SQLite commit because the event ring had no room.
   var eventRingFull = 0
   var slowConsumerDisconnects = 0
-  var webSocketUpgradesRejected = 0
-  var storageFailures = 0
   /// Events whose data broke their documented schema (checked in debug builds only).
   var eventsOffSchema = 0
 }
