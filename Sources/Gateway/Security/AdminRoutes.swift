@@ -1,8 +1,9 @@
-/// Admin-token routes: node settings and certificate pins.
+/// Admin-token routes: node settings and certificate pins (with the pin route's handler).
 ///
 /// Each route carries its handler; ``Router/standard`` is the union of every feature's routes, and the OpenAPI
 /// document is generated from it.
 import LWS
+import Logging
 import MeshCore
 
 enum AdminRoutes {
@@ -36,7 +37,7 @@ enum AdminRoutes {
       403 A peer token, not the admin token.
       404 No pin for that node.
       """
-    ) { node, context in try await node.deletePin(context) },
+    ) { node, context in try await AdminRoutes.deletePin(context, node: node) },
     Route(
       .get, "/api/v1/admin/peers", "listPeersAsAdmin", access: .admin, returns: Schemas.adminPeerList,
       query: [.limit(max: 500), .cursor],
@@ -59,6 +60,22 @@ enum AdminRoutes {
       """
     ) { node, context in try await node.adminDeletePeer(context) },
   ]
+
+  /// `DELETE /api/v1/mesh/pins/{nodeId}`: forgets a pin so the node's next TLS link pins its new certificate.
+  /// Needs the admin token (the route says so): a pin guards against impersonation.
+  static func deletePin(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
+    let nodeID = context.parameters["nodeId"] ?? ""
+    let remote = context.request.head.remoteAddress
+    let existed = node.mesh.links.pins[nodeID] != nil
+    guard existed else {
+      throw APIError.notFound("no certificate is pinned for node \(nodeID); see GET /api/v1/mesh/nodes")
+    }
+    _ = node.mesh.node.unpin(nodeID)
+    _ = try await node.store.deletePin(nodeID: nodeID)
+    node.mesh.refusalsReported = node.mesh.refusalsReported.filter { !$0.contains("|\(nodeID)|") }
+    node.meshLogger.notice("Removed a certificate pin.", ["node.id": nodeID, "http.remote": remote])
+    return HTTPResponse(status: 204, contentType: "application/json", body: [])
+  }
 }
 
 extension Schemas {

@@ -75,20 +75,4 @@ extension Node {
         "presentedFingerprint": refusal.presentedFingerprint.map { .string($0) } ?? .null,
       ])
   }
-
-  /// `DELETE /api/v1/mesh/pins/{nodeId}`: forgets a pin so the node's next TLS link pins its new certificate.
-  /// Needs the admin token (the route says so): a pin guards against impersonation.
-  func deletePin(_ context: RequestContext) async throws -> HTTPResponse {
-    let nodeID = context.parameters["nodeId"] ?? ""
-    let remote = context.request.head.remoteAddress
-    let existed = mesh.links.pins[nodeID] != nil
-    guard existed else {
-      throw APIError.notFound("no certificate is pinned for node \(nodeID); see GET /api/v1/mesh/nodes")
-    }
-    _ = mesh.node.unpin(nodeID)
-    _ = try await store.deletePin(nodeID: nodeID)
-    mesh.refusalsReported = mesh.refusalsReported.filter { !$0.contains("|\(nodeID)|") }
-    meshLogger.notice("Removed a certificate pin.", ["node.id": nodeID, "http.remote": remote])
-    return HTTPResponse(status: 204, contentType: "application/json", body: [])
-  }
 }
