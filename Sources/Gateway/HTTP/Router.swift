@@ -167,7 +167,10 @@ extension [RouteLink] {
 ///
 /// A route is documented by one text: its first lines are the summary, then one line per answer, `NNN description`.
 /// A `2xx` answer carries the `returns` schema, `101` nothing, any other the error schema.
-struct Route: Sendable {
+///
+/// A class (immutable, so `Sendable`): a request's context carries the route it matched through every step of the
+/// pipeline, and passing it on costs one reference rather than a copy of every field.
+final class Route: Sendable {
   /// Runs the request on the node (isolated to it: handlers call node methods synchronously).
   typealias Handler = @Sendable (isolated Node, RequestContext) async throws -> HTTPResponse
 
