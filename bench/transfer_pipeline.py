@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""The mandatory work of a node-to-node file transfer, done by a minimal pipeline (the physical-limit baseline of
-bench/transfer.sh): a client sends the file over loopback TCP to relay A (sendfile), A writes every byte to its
-spool and SHA-256s it while forwarding it over TLS (the same OpenSSL, default suites) to B, B writes the file and
-SHA-256s it; A and B fsync at the end. Three processes, no framing, no resume bookkeeping, no spool read-back.
+"""The mandatory work of a node-to-node file transfer, done by a minimal Python pipeline: bench/transfer.sh's baseline
+until 2026-12-06, now run only with TRANSFER_PY_PIPELINE=1. It is bounded by Python (one thread per node, every block
+through the interpreter), not by the machine; the baseline is the C pipeline, bench/pipeline/pipeline.c. A client
+sends the file over loopback TCP to relay A (sendfile), A writes every byte to its spool and SHA-256s it while
+forwarding it over TLS (the same OpenSSL, default suites) to B, B writes the file and SHA-256s it; A and B fsync at
+the end. Three processes, no framing, no resume bookkeeping, no spool read-back.
 
 usage: transfer_pipeline.py SOURCE SPOOL TARGET CERT KEY   -> prints seconds and B's SHA-256
 """

@@ -15,6 +15,7 @@ features=(
   TransceiveFeature:Transceive
   InvitationsFeature:Invitations
   DiscoveryFeature:Discovery
+  PayloadsFeature:Payloads
 )
 shell_dirs=(Sources/Gateway/Node Sources/Gateway/Events Sources/Gateway/HTTP Sources/Gateway/Mesh)
 

@@ -155,7 +155,8 @@ final class HTTPExchange {
   var streamQueuedCount: Int { streamQueue.count - streamQueueHead }
 }
 
-/// One WebSocket connection, accepted or dialled.
+/// One WebSocket connection, accepted (``ServerSide``) or dialled (``DialledLinks``): its bounded outbound queue (or,
+/// in pull mode, the delegate's next message), its close request, and the TCP socket under it.
 final class WebSocketConnection {
   let id: WebSocketID
   let wsi: OpaquePointer
@@ -168,12 +169,112 @@ final class WebSocketConnection {
   /// Pull mode: when its queue is empty and the socket is writable, the connection asks the delegate for its next
   /// message (``ServerDelegate/webSocketNextMessage(_:)``), so the owner decides what goes next at the last moment.
   var pulls = false
-  /// Set on connections this server dialled: lws carries them as raw sockets, and their TLS and WebSocket are run by
-  /// the server (``Server/dial(address:hostHeader:port:path:subprotocol:tls:)``).
-  var dialled: DialledSocket?
 
   init(id: WebSocketID, wsi: OpaquePointer) {
     self.id = id
     self.wsi = wsi
+  }
+
+  /// Queues `message` behind what waits, unless the connection is closing or its queue would pass `limit` bytes.
+  func enqueue(_ message: OutboundMessage, limit: Int) -> SendResult {
+    guard closeRequest == nil else { return .closed }
+    guard queuedBytes + message.count <= limit else { return .queueFull }
+    let wasEmpty = queue.isEmpty
+    queue.append(message)
+    queuedBytes += message.count
+    if wasEmpty && established { lws_callback_on_writable(wsi) }
+    return .queued
+  }
+
+  /// Asks for a close frame after what is queued (see ``Server/close(_:code:reason:discardingQueued:)``).
+  func requestClose(code: UInt16, reason: String, discardingQueued: Bool) {
+    if closeRequest == nil {
+      closeRequest = (code, String(reason.utf8.prefix(120)) ?? "")
+    }
+    if discardingQueued {
+      queue = FIFO()
+      queuedBytes = 0
+      lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, Int32(Server.abandonAfterSeconds))
+    }
+    lws_callback_on_writable(wsi)
+  }
+
+  /// Asks for a writable callback (pull mode: the owner has a message for an idle connection).
+  func wantsToWrite() {
+    guard established else { return }
+    lws_callback_on_writable(wsi)
+  }
+
+  /// Writes queued messages with `write`, at most `budget` of them, while the socket takes more; in pull mode an empty
+  /// queue asks `delegate` for the next message. Returns how many were written and whether more waits (a queued
+  /// message, or a pulling connection the delegate did not run dry), or nil when a write failed.
+  func writeQueued(
+    budget: Int, delegate: (any ServerDelegate)?, write: (OutboundMessage) -> Bool
+  ) -> (written: Int, more: Bool)? {
+    var written = 0
+    var pulledDry = false
+    while written < budget {
+      if pulls && queue.isEmpty && closeRequest == nil {
+        guard let next = delegate?.webSocketNextMessage(id) else {
+          pulledDry = true
+          break
+        }
+        queue.append(next)
+        queuedBytes += next.count
+      }
+      guard let message = queue.first else { break }
+      guard write(message) else { return nil }
+      queue.removeFirst()
+      queuedBytes -= message.count
+      written += 1
+      // lws_send_pipe_choked polls the socket (a syscall): only ask when there is more to write.
+      if (!queue.isEmpty || pulls) && lws_send_pipe_choked(wsi) != 0 { break }
+    }
+    return (written, !queue.isEmpty || (pulls && !pulledDry && closeRequest == nil))
+  }
+
+  /// The TCP socket under the connection; nil when lws has none for it.
+  private var socket: Int32? {
+    let fd = lws_get_socket_fd(wsi)
+    return fd >= 0 ? fd : nil
+  }
+
+  /// Sets Linux `TCP_NOTSENT_LOWAT` (see ``Server/limitUnsentBytes(_:to:)``); false when the kernel refused.
+  func limitUnsentBytes(to bytes: Int) -> Bool {
+    guard let fd = socket else { return true }
+    var value = Int32(clamping: bytes)
+    return setsockopt(fd, Int32(IPPROTO_TCP), TCP_NOTSENT_LOWAT, &value, socklen_t(MemoryLayout<Int32>.size)) == 0
+  }
+
+  /// What the kernel received on the TCP connection (`TCP_INFO`).
+  func receiveStatus() -> TCPReceiveStatus? {
+    socket.flatMap { TCPReceiveStatus(socket: $0) }
+  }
+
+  /// The local and remote TCP ports of the connection.
+  func socketPorts() -> (local: UInt16, remote: UInt16)? {
+    guard let fd = socket else { return nil }
+    func port(_ name: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> UInt16? {
+      var storage = sockaddr_storage()
+      var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+      let ok = withUnsafeMutablePointer(to: &storage) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { name(fd, $0, &length) == 0 }
+      }
+      guard ok else { return nil }
+      switch Int32(storage.ss_family) {
+      case AF_INET:
+        return withUnsafePointer(to: &storage) {
+          $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+        }
+      case AF_INET6:
+        return withUnsafePointer(to: &storage) {
+          $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+        }
+      default:
+        return nil
+      }
+    }
+    guard let local = port(getsockname), let remote = port(getpeername) else { return nil }
+    return (local, remote)
   }
 }

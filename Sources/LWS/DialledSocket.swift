@@ -1,6 +1,6 @@
 /// The state of a connection this server dialled (``Server/connect(host:port:path:subprotocol:tls:)``). lws carries
 /// its bytes as a raw socket; its TLS (``TLSClientSession``) and its WebSocket (``WebSocketClientHandshake``,
-/// ``WebSocketFrameDecoder``) are run here. Confined to the service thread.
+/// ``WebSocketFrameDecoder``) are run by ``DialledLinks``. Confined to the service thread.
 internal import CLibWebSockets
 
 /// A TLS client session over memory buffers: ciphertext lws read goes in with ``feed(_:)``, plaintext comes out of
@@ -103,8 +103,11 @@ final class TLSClientSession {
   }
 }
 
-/// What the server keeps for one dialled connection besides its ``WebSocketConnection``.
+/// What ``DialledLinks`` keeps for one dialled connection: its WebSocket's outbound queue, and the TLS session,
+/// handshake and decoder that run it.
 final class DialledSocket {
+  /// The outbound queue and close request, as for an accepted WebSocket.
+  let connection: WebSocketConnection
   /// The TCP connect finished (the first writable callback).
   var connected = false
   /// The opening handshake; nil once the upgrade was accepted.
@@ -128,7 +131,11 @@ final class DialledSocket {
   var closeSent = false
   var serverClosed = false
 
-  init(request: [UInt8], handshake: WebSocketClientHandshake, maxMessageBytes: Int, tls: TLSClientSession?) {
+  init(
+    connection: WebSocketConnection, request: [UInt8], handshake: WebSocketClientHandshake, maxMessageBytes: Int,
+    tls: TLSClientSession?
+  ) {
+    self.connection = connection
     self.request = request
     self.handshake = handshake
     self.decoder = WebSocketFrameDecoder(maxMessageBytes: maxMessageBytes)

@@ -9,23 +9,23 @@ import Glibc
 
 /// A repeating action on the service thread; made by ``Server/repeating(every:_:)``, stopped by ``cancel()``.
 ///
-/// Service thread only (lws's timer list is not thread-safe). The server keeps every running timer, and cancels the
-/// ones left when its loop ends, before it destroys the lws context.
+/// Service thread only (lws's timer list is not thread-safe). The ``ServiceLoop`` keeps every running timer, and
+/// cancels the ones left when it ends, before the server destroys the lws context.
 public final class LoopTimer {
-  /// The lws list entry, first member of a `clws_sul_t` whose `owner` points back here (unretained: the server holds
+  /// The lws list entry, first member of a `clws_sul_t` whose `owner` points back here (unretained: the loop holds
   /// this object while the entry is scheduled).
   fileprivate let entry: UnsafeMutablePointer<clws_sul_t>
   fileprivate let interval: lws_usec_t
   fileprivate let action: @Sendable () -> Void
-  fileprivate unowned(unsafe) let server: Server
+  fileprivate unowned(unsafe) let loop: ServiceLoop
   /// False once cancelled (by the owner, or by the server stopping).
   private(set) var isRunning = true
 
-  fileprivate init(server: Server, interval: Duration, action: @escaping @Sendable () -> Void) {
+  fileprivate init(loop: ServiceLoop, interval: Duration, action: @escaping @Sendable () -> Void) {
     let (seconds, attoseconds) = interval.components
     self.interval = max(1, lws_usec_t(seconds) * 1_000_000 + lws_usec_t(attoseconds / 1_000_000_000_000))
     self.action = action
-    self.server = server
+    self.loop = loop
     entry = .allocate(capacity: 1)
     entry.initialize(to: clws_sul_t())
     entry.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
@@ -44,12 +44,12 @@ public final class LoopTimer {
   /// lws polls for the time left to its next entry truncated to whole milliseconds, then polls again with no wait
   /// until the rest has run out: an entry due exactly when the action is would leave up to a millisecond of such
   /// polls before every firing (over every socket, ten times a second for the mesh tick). Entered one millisecond
-  /// late, the entry makes lws's poll end at or after `dueAt`, and ``Server/run()`` fires the action after that poll
-  /// returns (``Server/runDueTimers()``). So the entry only bounds lws's wait; it fires itself only if lws serves it
-  /// before `run()` gets to it.
+  /// late, the entry makes lws's poll end at or after `dueAt`, and the loop fires the action after that poll
+  /// returns (``ServiceLoop/runDueTimers()``). So the entry only bounds lws's wait; it fires itself only if lws serves
+  /// it before the loop gets to it.
   fileprivate func schedule() {
     dueAt = lws_now_usecs() + interval
-    lws_sul_schedule(server.context, 0, sulPointer, loopTimerFired, interval + Self.grace)
+    lws_sul_schedule(loop.context, 0, sulPointer, loopTimerFired, interval + Self.grace)
   }
 
   private static let grace: lws_usec_t = 1000
@@ -60,22 +60,22 @@ public final class LoopTimer {
 
   /// Stops the timer: its action does not run again. Service thread only.
   public func cancel() {
-    server.assertInLoop()
+    loop.assertInLoop()
     guard isRunning else { return }
     isRunning = false
     lws_sul_cancel(sulPointer)
-    server.loopTimers.removeAll { $0 === self }
+    loop.timers.removeAll { $0 === self }
   }
 
-  /// Runs the action and makes it due again one interval later. Called when it is due: by ``Server/runDueTimers()``,
+  /// Runs the action and makes it due again one interval later. Called when it is due: by ``ServiceLoop/runDueTimers()``,
   /// or by lws for the entry, which sits after `dueAt`.
   ///
   /// `beforePoll`: called by lws from its timer list, which it serves before it polls. What the action queues for the
   /// service thread must then wake the loop, or it would wait for the next network event (as for lws's timer
-  /// callbacks, see `serverCallback`); from ``Server/run()`` it runs in the drain that follows.
+  /// callbacks, see `serverCallback`); from the loop it runs in the drain that follows.
   fileprivate func fire(beforePoll: Bool) {
     guard isRunning else { return }
-    server.withWakeForOwnWork(beforePoll, action)
+    loop.withWakeForOwnWork(beforePoll, action)
     // Not if the action cancelled the timer.
     if isRunning { schedule() }
   }
@@ -89,26 +89,21 @@ private func loopTimerFired(_ sul: UnsafeMutablePointer<lws_sorted_usec_list_t>?
   Unmanaged<LoopTimer>.fromOpaque(owner).takeUnretainedValue().fire(beforePoll: true)
 }
 
-extension Server {
+extension ServiceLoop {
   /// Runs `action` on the service thread every `interval` (the first time one interval from now) until the timer is
   /// cancelled or the loop ends. Service thread only.
-  public func repeating(every interval: Duration, _ action: @escaping @Sendable () -> Void) -> LoopTimer {
+  func repeating(every interval: Duration, _ action: @escaping @Sendable () -> Void) -> LoopTimer {
     assertInLoop()
-    let timer = LoopTimer(server: self, interval: interval, action: action)
-    loopTimers.append(timer)
+    let timer = LoopTimer(loop: self, interval: interval, action: action)
+    timers.append(timer)
     timer.schedule()
     return timer
   }
 
-  /// Fires the timers that are due; ``run()`` calls it after every service pass (see `LoopTimer.schedule()`).
+  /// Fires the timers that are due; the loop calls it after every service pass (see `LoopTimer.schedule()`).
   func runDueTimers() {
-    guard !loopTimers.isEmpty else { return }
+    guard !timers.isEmpty else { return }
     let now = lws_now_usecs()
-    for timer in loopTimers where now >= timer.dueAt { timer.fire(beforePoll: false) }
-  }
-
-  /// Cancels every timer still running; ``run()`` calls it before destroying the context.
-  func cancelLoopTimers() {
-    for timer in loopTimers { timer.cancel() }
+    for timer in timers where now >= timer.dueAt { timer.fire(beforePoll: false) }
   }
 }

@@ -2,24 +2,21 @@
 ///
 /// Threading: lws is single-threaded (`LWS_MAX_SMP` is 1 in Debian's build). Every
 /// `lws_*` call except `lws_cancel_service` happens on the service thread that
-/// runs ``run()``. The server is also a `SerialExecutor`: actors whose
+/// runs ``run()`` (``ServiceLoop``). The server is also a `SerialExecutor`: actors whose
 /// `unownedExecutor` is this server run their code on that thread, so they may
 /// call the loop-only methods (``respond(to:with:)``, ``send(_:to:)`` …)
 /// directly. Other threads enqueue jobs under a `Mutex` and wake the loop with
-/// `lws_cancel_service`, which lws documents as safe from any thread; the loop
-/// drains them on `LWS_CALLBACK_EVENT_WAIT_CANCELLED`. What the service thread
-/// enqueues itself runs when the current service pass returns, without a wake-up.
+/// `lws_cancel_service`, which lws documents as safe from any thread.
 ///
-/// Ownership: lws keeps pointers (not copies) to protocol names, the
-/// interface string and the server string, so they live in ``CStringArena``
-/// until the context is destroyed. Per-connection state lives in Swift
-/// dictionaries keyed by `wsi`, removed on `LWS_CALLBACK_WSI_DESTROY`, which lws
-/// always delivers (unlike `CLOSED_HTTP`).
+/// Ownership: lws keeps pointers (not copies) to protocol names, the interface string, the server string, the
+/// protocols array, the token limits and the idle policy, so they live in ``CStringArena`` until the context is
+/// destroyed. Per-connection state lives in the part that serves the connection (``ServerSide``,
+/// ``DialledLinks``), in dictionaries keyed by `wsi`, removed on `LWS_CALLBACK_WSI_DESTROY`, which lws always
+/// delivers (unlike `CLOSED_HTTP`).
 internal import CLibWebSockets
 import Dispatch
 import Glibc
 import Logging
-import Synchronization
 
 /// Receives HTTP and WebSocket events. Every method is called on the service thread.
 public protocol ServerDelegate: AnyObject {
@@ -212,12 +209,18 @@ public struct ServerStatistics: Sendable {
   public var servicePasses: Int = 0
 }
 
-/// One lws context serving HTTP and WebSocket on one port.
+/// One lws context serving HTTP and WebSocket on one port, and dialling WebSockets from it.
+///
+/// The server is made of three parts, all on the one service thread: the ``ServiceLoop`` (the thread, its inbox and
+/// timers, the executor), the ``ServerSide`` (HTTP exchanges and accepted WebSockets, behind ``ConnectionAdmission``)
+/// and the ``DialledLinks`` (connections it dials, with their own TLS and WebSocket codec). lws's callback hands each
+/// event to the part it concerns (`serverCallback`); the calls below hand each request or socket id to the part that
+/// owns it.
 public final class Server: @unchecked Sendable {
-  // @unchecked: `context`, `protocols` and `arena` are written once in `init` and then read-only
-  // (lws only touches them on the service thread). Every other `var` is confined to the service
-  // thread (checked with `assertInLoop()`). `inbox` is guarded by its Mutex, `loopThread` and
-  // `stopRequested` are atomics.
+  // @unchecked: every stored property is a `let` written in `init` except `delegate` (set before `run()`),
+  // `contextUser` and `draining`, which only the service thread touches. The parts are confined to the service thread
+  // (checked with `loop.assertInLoop()` on every public call that reaches them), apart from the loop's thread-safe
+  // entry points (`execute`, `enqueue`, `stop`).
 
   /// The port actually bound (differs from the configuration when it asked for port 0).
   public let port: Int
@@ -225,91 +228,37 @@ public final class Server: @unchecked Sendable {
   public let configuration: ServerConfiguration
 
   /// Set before ``run()``; called on the service thread only.
-  public weak var delegate: (any ServerDelegate)?
+  public weak var delegate: (any ServerDelegate)? {
+    didSet {
+      side.delegate = delegate
+      links.delegate = delegate
+    }
+  }
 
   let logger = Logger(component: "lws")
   let context: OpaquePointer
-  private let protocols: UnsafeMutablePointer<lws_protocols>
-  private let protocolCount: Int
+  /// What lws keeps pointers to (names, protocols, limits, the idle policy): alive until the context is destroyed.
   private let arena: CStringArena
+  /// Keeps the context's user object alive; it points back at the server (unowned).
+  private var contextUser: ContextUser?
+  /// The service thread, its inbox and timers; the server's executor.
+  let loop: ServiceLoop
+  /// HTTP and accepted WebSockets.
+  let side: ServerSide
+  /// Connections this server dials.
+  let links: DialledLinks
+  /// ``shutdown(grace:)`` began: the loop stops once no WebSocket or stream is left.
+  private(set) var draining = false
 
-  private struct Inbox: ~Copyable {
-    var open = true
-    var jobs: [UnownedJob] = []
-    var actions: [@Sendable () -> Void] = []
-  }
-  private let inbox = Mutex(Inbox())
-  /// Whether ``wakeUp()`` may still call `lws_cancel_service` (false once ``run()`` is about to destroy the context).
-  private let contextAlive = Atomic<Bool>(true)
-  /// Threads inside ``wakeUp()`` now; ``run()`` waits for none before destroying the context.
-  private let wakersInside = Atomic<Int>(0)
-  private let loopThread = Atomic<UInt>(0)
-  /// `lws_cancel_service` calls made to wake the loop (``ServerStatistics/loopWakeUps``).
-  private let wakeUps = Atomic<Int>(0)
-  /// Whether work the service thread queues for itself must wake the loop: true inside an lws callback that may run
-  /// before lws polls (see `serverCallback`). Service thread only.
-  var wakeForOwnWork = false
-  private let stopRequested = Atomic<Bool>(false)
-
-  /// Runs `body` with ``wakeForOwnWork`` set to `wake`, then puts it back (callbacks and timers nest). Service thread
-  /// only.
-  func withWakeForOwnWork<T>(_ wake: Bool, _ body: () throws -> T) rethrows -> T {
-    let previous = wakeForOwnWork
-    wakeForOwnWork = wake
-    defer { wakeForOwnWork = previous }
-    return try body()
-  }
-
-  // Loop-thread state.
-  var exchanges: [OpaquePointer: HTTPExchange] = [:]
-  var exchangesByID: [RequestID: HTTPExchange] = [:]
-  var sockets: [OpaquePointer: WebSocketConnection] = [:]
-  var socketsByID: [WebSocketID: WebSocketConnection] = [:]
-  var pendingUpgrades: [OpaquePointer: HTTPRequestHead] = [:]
-  /// Each connection's peer address, once asked (``remoteAddress(of:)``); removed on `WSI_DESTROY`.
-  var remoteAddresses: [OpaquePointer: String] = [:]
-  var nextID: UInt64 = 1
-  var messagesOut = 0
-  /// Writes that carried several queued WebSocket frames at once.
-  var coalescedWrites = 0
-  var messagesIn = 0
-  var servicePasses = 0
-  /// Accepted connections (by wsi) and those of them accepted over the cap, to be answered 503.
-  var acceptedConnections: Set<OpaquePointer> = []
-  var overCapacity: Set<OpaquePointer> = []
-  /// Set by FILTER_NETWORK_CONNECTION for the adoption that immediately follows it.
-  var nextAcceptIsOverCapacity = false
-  var refusedConnections = 0
-  var oversizedHeads = 0
-  var bodyTimeouts = 0
-  var slowBodies = 0
-  /// The connection-limit warning: when it was last written (monotonic seconds) and the copies suppressed since.
-  var connectionLimitLoggedAt: UInt64?
-  var connectionLimitSuppressed = 0
-  /// Timers on lws's timer list now running (``repeating(every:_:)``).
-  var loopTimers: [LoopTimer] = []
-  private let tokenLimits: UnsafeMutablePointer<lws_token_limits>
-  let scratch: UnsafeMutableRawPointer
-  let scratchSize = 64 * 1024
-  /// Where dialled connections decrypt what they read (``serviceBufferBytes``).
-  let receiveScratch: UnsafeMutableRawPointer
-  /// The TLS context of dialled connections, made on the first TLS dial; freed when the loop ends.
-  var dialTLSContext: OpaquePointer?
-  /// The vhost's `retry_and_idle_policy`; lws keeps a pointer to it, so it lives as long as the server.
-  let idlePolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
-  var draining = false
-
-  /// Creates the lws context and binds the port. Throws when the address or port cannot be bound.
   /// Bytes lws reads from one socket per service pass (``lws_context_creation_info/pt_serv_buf_size``).
   static let serviceBufferBytes = 64 * 1024
 
+  /// Creates the lws context and binds the port. Throws when the address or port cannot be bound.
   public init(configuration: ServerConfiguration) throws(LWSError) {
     self.configuration = configuration
     LWSLogBridge.install()
     let arena = CStringArena()
     self.arena = arena
-    self.scratch = .allocate(byteCount: Int(CLWS_PRE) + scratchSize, alignment: 16)
-    self.receiveScratch = .allocate(byteCount: Self.serviceBufferBytes, alignment: 16)
 
     // protocols[0] serves plain HTTP and browser WebSockets (which send no subprotocol, so lws binds
     // them to protocols[0]); the others are WebSocket subprotocols (e.g. `meshgate-node.v1`), used by
@@ -324,8 +273,7 @@ public final class Server: @unchecked Sendable {
       protocols[index].per_session_data_size = 0
       protocols[index].rx_buffer_size = 64 * 1024
     }
-    self.protocols = protocols
-    self.protocolCount = count
+    arena.keep(protocols, count: count)
 
     var info = lws_context_creation_info()
     info.port = Int32(configuration.port)
@@ -348,7 +296,7 @@ public final class Server: @unchecked Sendable {
       let limit = UInt16(clamping: min(configuration.maxRequestHeadBytes, Self.headerBufferBytes - 1))
       for index in 0..<raw.count / 2 { raw.storeBytes(of: limit, toByteOffset: index * 2, as: UInt16.self) }
     }
-    self.tokenLimits = tokenLimits
+    arena.keep(tokenLimits)
     info.token_limits = UnsafePointer(tokenLimits)
     // RFC 6455: a text frame that is not valid UTF-8 closes the connection with 1007 (lws checks it).
     var options = UInt64(LWS_SERVER_OPTION_VALIDATE_UTF8)
@@ -388,36 +336,36 @@ public final class Server: @unchecked Sendable {
     // The vhost's idle policy (lws keeps the pointer: it lives until deinit). Only its validity part is used: PING a
     // connection silent for `webSocketPingSeconds`, close it if no PONG came `webSocketPongGraceSeconds` later.
     let ping = UInt16(clamping: max(0, configuration.webSocketPingSeconds))
+    let idlePolicy = UnsafeMutablePointer<lws_retry_bo_t>.allocate(capacity: 1)
     idlePolicy.initialize(to: lws_retry_bo_t())
+    arena.keep(idlePolicy)
     idlePolicy.pointee.secs_since_valid_ping = ping
     idlePolicy.pointee.secs_since_valid_hangup =
       ping == 0 ? 0 : UInt16(clamping: Int(ping) + ServerConfiguration.webSocketPongGraceSeconds)
     info.retry_and_idle_policy = UnsafePointer(idlePolicy)
 
-    // The context's user pointer is this server, unretained: the server outlives the context,
-    // which ``run()`` destroys before returning.
+    // The context's user pointer is a box that points back at this server (unowned): the server outlives the
+    // context, which ``run()`` destroys before returning.
     let box = ContextUser()
     info.user = Unmanaged.passUnretained(box).toOpaque()
     guard let context = lws_create_context(&info) else {
-      protocols.deinitialize(count: count)
-      protocols.deallocate()
-      tokenLimits.deallocate()
       throw .cannotListen(address: configuration.bindAddress, port: configuration.port)
     }
     guard let vhost = lws_get_vhost_by_name(context, "default"),
       lws_get_vhost_listen_port(vhost) > 0
     else {
       lws_context_destroy(context)
-      protocols.deinitialize(count: count)
-      protocols.deallocate()
-      tokenLimits.deallocate()
       throw .cannotListen(address: configuration.bindAddress, port: configuration.port)
     }
     self.context = context
     self.port = Int(lws_get_vhost_listen_port(vhost))
     self.contextUser = box
+    let loop = ServiceLoop(context: context)
+    self.loop = loop
+    self.side = ServerSide(
+      configuration: configuration, logger: logger, loop: loop, listenSocket: AcceptGuard.register(port: port))
+    self.links = DialledLinks(configuration: configuration, logger: logger, loop: loop)
     box.server = self
-    self.listenSocket = AcceptGuard.register(port: self.port)
   }
 
   /// The size of lws's per-connection buffer for a request head; heads between
@@ -431,66 +379,33 @@ public final class Server: @unchecked Sendable {
     + "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
     + "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305"
 
-  /// The listening socket's descriptor (found after lws bound it), for the out-of-descriptors fallback.
-  private var listenSocket: Int32 = -1
+  /// Seconds a connection cut off for reading too slowly (``close(_:code:reason:discardingQueued:)``,
+  /// ``endStream(_:discardingQueued:final:)``) gets to read its last bytes and the close frame before it is dropped.
+  public static let abandonAfterSeconds = 30
 
-  /// Keeps the context's user object alive; it points back weakly-by-convention (unowned) at the server.
-  private var contextUser: ContextUser?
+  /// The largest message ``send(_:to:writeNow:)`` writes at once: a small event, not a bulk one (a large write that
+  /// the socket only partly takes would leave lws holding a copy of the rest).
+  public static let writeNowBytes = 64 << 10
 
-  deinit {
-    tokenLimits.deallocate()
-    scratch.deallocate()
-    idlePolicy.deallocate()
-    protocols.deinitialize(count: protocolCount)
-    protocols.deallocate()
-  }
+  // MARK: - Lifecycle
 
   /// Whether the caller runs on the service thread.
-  public var inLoop: Bool {
-    let owner = loopThread.load(ordering: .acquiring)
-    return owner != 0 && owner == UInt(pthread_self())
-  }
-
-  func assertInLoop(_ function: StaticString = #function) {
-    precondition(inLoop, "\(function) must run on the lws service thread")
-  }
+  public var inLoop: Bool { loop.inLoop }
 
   /// Services the context on the calling thread until ``shutdown(grace:)`` or ``stop()``; then destroys it.
   public func run() {
-    loopThread.store(UInt(pthread_self()), ordering: .releasing)
-    startBodyTimer()
-    while !stopRequested.load(ordering: .acquiring) {
-      if lws_service(context, 0) < 0 { break }
-      servicePasses += 1
-      runDueTimers()
-      // What this thread queued during the pass (a handler starting a task) runs now, before the next poll: no
-      // `lws_cancel_service` round trip (an eventfd write, a poll return and a read) for work that never left it.
-      drainInbox()
-    }
-    // Run what was queued while stopping, then close the inbox so nobody wakes a destroyed context.
-    drainInbox()
-    cancelLoopTimers()
-    inbox.withLock { $0.open = false }
-    // No wake-up may touch the context from here on: refuse new ones, wait for any already inside (a few µs).
-    contextAlive.store(false, ordering: .sequentiallyConsistent)
-    while wakersInside.load(ordering: .sequentiallyConsistent) != 0 { sched_yield() }
-    AcceptGuard.unregister(listenSocket)
+    loop.serviceUntilStopped { side.startBodyTimer() }
+    AcceptGuard.unregister(side.admission.listenSocket)
     lws_context_destroy(context)
-    exchanges.removeAll()
-    exchangesByID.removeAll()
-    sockets.removeAll()
-    socketsByID.removeAll()
-    remoteAddresses.removeAll()
-    if let dialTLSContext { SSL_CTX_free(dialTLSContext) }
-    dialTLSContext = nil
+    side.forgetAll()
+    links.forgetAll()
     contextUser = nil
     logger.debug("Service loop stopped.")
   }
 
   /// Stops the loop at once; safe from any thread. Open connections are dropped.
   public func stop() {
-    stopRequested.store(true, ordering: .releasing)
-    wakeUp()
+    loop.stop()
   }
 
   /// Closes WebSockets with 1001 and ends streams, then stops the loop once they are gone or
@@ -499,12 +414,8 @@ public final class Server: @unchecked Sendable {
     execute { [self] in
       guard !draining else { return }
       draining = true
-      for connection in sockets.values {
-        _ = close(connection.id, code: 1001, reason: "node shutting down")
-      }
-      for exchange in exchanges.values where exchange.isStreaming {
-        endStream(exchange.id)
-      }
+      side.closeAll()
+      links.closeAll()
       stopWhenIdle()
     }
     let (seconds, attoseconds) = grace.components
@@ -512,95 +423,194 @@ public final class Server: @unchecked Sendable {
     DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in stop() }
   }
 
+  /// While draining, stops the loop after this pass once no WebSocket or stream is left. Service thread only.
   func stopWhenIdle() {
-    if draining && sockets.isEmpty && !exchanges.values.contains(where: \.isStreaming) {
-      stopRequested.store(true, ordering: .releasing)
-    }
+    if draining && side.isIdle && links.isIdle { loop.stopAfterThisPass() }
   }
 
   /// Runs `action` on the service thread; safe from any thread.
   public func execute(_ action: @escaping @Sendable () -> Void) {
-    let fromLoop = inLoop && !wakeForOwnWork
-    let wake = inbox.withLock { inbox -> Bool in
-      guard inbox.open else { return false }
-      inbox.actions.append(action)
-      return !fromLoop && inbox.actions.count + inbox.jobs.count == 1
-    }
-    if wake { wakeUp() }
+    loop.execute(action)
   }
 
-  private func wakeUp() {
-    // lws_cancel_service is the one lws call documented as safe from any thread. It runs outside the inbox lock (a
-    // write to lws's event pipe, during which the service thread would otherwise block on the lock to drain the
-    // inbox); the two counters order it against `run()` destroying the context instead: run() clears
-    // `contextAlive`, then waits until no thread is inside. Both sides use sequentially consistent operations, so a
-    // waker that still sees the context alive is seen inside by run().
-    wakersInside.add(1, ordering: .sequentiallyConsistent)
-    defer { wakersInside.subtract(1, ordering: .sequentiallyConsistent) }
-    wakeUps.add(1, ordering: .relaxed)
-    if contextAlive.load(ordering: .sequentiallyConsistent) { lws_cancel_service(context) }
-  }
-
-  func drainInbox() {
-    while true {
-      let (jobs, actions) = inbox.withLock { inbox -> ([UnownedJob], [@Sendable () -> Void]) in
-        defer {
-          inbox.jobs.removeAll(keepingCapacity: true)
-          inbox.actions.removeAll(keepingCapacity: true)
-        }
-        return (inbox.jobs, inbox.actions)
-      }
-      if jobs.isEmpty && actions.isEmpty { return }
-      for action in actions { action() }
-      for job in jobs { job.runSynchronously(on: asUnownedSerialExecutor()) }
-    }
+  /// Runs `action` on the service thread every `interval` (the first time one interval from now) until the timer is
+  /// cancelled or the loop ends. Service thread only.
+  public func repeating(every interval: Duration, _ action: @escaping @Sendable () -> Void) -> LoopTimer {
+    loop.repeating(every: interval, action)
   }
 
   /// Counters for `/metrics`. Service thread only.
   public func statistics() -> ServerStatistics {
-    assertInLoop()
+    loop.assertInLoop()
     return ServerStatistics(
-      openWebSockets: sockets.count, openRequests: exchanges.count, webSocketMessagesOut: messagesOut,
-      webSocketMessagesIn: messagesIn, coalescedWrites: coalescedWrites, openConnections: acceptedConnections.count,
-      refusedConnections: refusedConnections, acceptFailures: AcceptGuard.failures, oversizedHeads: oversizedHeads,
-      bodyTimeouts: bodyTimeouts, slowBodies: slowBodies, loopWakeUps: wakeUps.load(ordering: .relaxed),
-      servicePasses: servicePasses)
+      openWebSockets: side.sockets.count, openRequests: side.exchanges.count,
+      webSocketMessagesOut: side.messagesOut + links.messagesOut,
+      webSocketMessagesIn: side.messagesIn + links.messagesIn, coalescedWrites: side.coalescedWrites,
+      openConnections: side.admission.openConnections, refusedConnections: side.admission.refusedConnections,
+      acceptFailures: AcceptGuard.failures, oversizedHeads: side.admission.oversizedHeads,
+      bodyTimeouts: side.bodyTimeouts, slowBodies: side.slowBodies, loopWakeUps: loop.wakeUps,
+      servicePasses: loop.servicePasses)
   }
 
-  /// Once a second (on the service thread), closes connections whose request body has not moved for
-  /// ``ServerConfiguration/bodyIdleTimeoutSeconds``.
-  private func startBodyTimer() {
-    guard configuration.bodyIdleTimeoutSeconds > 0 || configuration.minBodyBytesPerWindow > 0 else { return }
-    _ = repeating(every: .seconds(1)) { [weak self] in self?.closeIdleBodies() }
+  // MARK: - HTTP requests (the server side)
+
+  /// Queues the response for request `id`. Returns false when the client is gone or it was answered already.
+  /// Service thread only.
+  @discardableResult
+  public func respond(to id: RequestID, with response: HTTPResponse) -> Bool {
+    loop.assertInLoop()
+    return side.respond(to: id, with: response)
   }
 
-  func allocateID() -> UInt64 {
-    defer { nextID += 1 }
-    return nextID
+  /// Appends bytes to a streaming response. Returns false when the stream is gone, ended, or its
+  /// queue is over ``ServerConfiguration/maxQueuedBytesPerStream`` (the caller should end it). Service thread only.
+  public func writeStream(_ id: RequestID, _ bytes: [UInt8]) -> Bool {
+    loop.assertInLoop()
+    return side.writeStream(id, bytes)
+  }
+
+  /// Bytes queued on the streaming response `id` and not yet written, or nil when it is gone. Service thread only.
+  public func streamQueuedBytes(_ id: RequestID) -> Int? {
+    loop.assertInLoop()
+    return side.streamQueuedBytes(id)
+  }
+
+  /// Ends a streaming response after what is queued; the connection then closes.
+  ///
+  /// With `discardingQueued`, queued pieces the client has not started to receive are dropped first (the piece being
+  /// written is finished, so the client never sees half of one), then `final` is written: a slow reader is told why
+  /// it is cut off without waiting for everything it did not read. Such a client then has
+  /// ``abandonAfterSeconds`` to read what is left before the connection is dropped. Service thread only.
+  public func endStream(_ id: RequestID, discardingQueued: Bool = false, final: [UInt8] = []) {
+    loop.assertInLoop()
+    side.endStream(id, discardingQueued: discardingQueued, final: final)
+  }
+
+  /// Enables or pauses reading the streamed body of request `id` (see ``ServerDelegate/streamsBody(for:)``): while
+  /// paused, lws stops reading the socket, so a client sending faster than the handler consumes is held back by TCP.
+  /// Pieces already read are delivered (later, from the inbox) when the flow is enabled again. Service thread only.
+  public func setBodyFlow(_ id: RequestID, enabled: Bool) {
+    loop.assertInLoop()
+    side.setBodyFlow(id, enabled: enabled)
+  }
+
+  // MARK: - WebSockets (accepted or dialled)
+
+  /// WebSocket `id`, accepted or dialled; nil when it is gone.
+  private func webSocket(_ id: WebSocketID) -> WebSocketConnection? {
+    loop.assertInLoop()
+    return side.connection(id) ?? links.connection(id)
+  }
+
+  /// Queues `message` on connection `id`. Service thread only.
+  ///
+  /// With `writeNow`, a message of at most ``writeNowBytes`` for a server-side connection with nothing queued and
+  /// nothing half-written goes to the socket at once, instead of on the socket's next writable callback: a live event
+  /// fanned out to many idle clients then costs no extra poll pass, nor a writable callback per client. Whatever the
+  /// socket does not take, lws keeps and writes first when the socket drains, and later messages queue behind it.
+  /// Replays and other bursts leave it off, so their messages are framed together into few writes; larger messages
+  /// always wait for the writable callback.
+  public func send(_ message: OutboundMessage, to id: WebSocketID, writeNow: Bool = false) -> SendResult {
+    loop.assertInLoop()
+    if let result = side.send(message, to: id, writeNow: writeNow) { return result }
+    guard let connection = links.connection(id) else { return .closed }
+    return connection.enqueue(message, limit: configuration.maxQueuedBytesPerWebSocket)
+  }
+
+  /// Bytes queued on connection `id`, or nil when it is gone. Service thread only.
+  public func queuedBytes(_ id: WebSocketID) -> Int? {
+    webSocket(id)?.queuedBytes
+  }
+
+  /// Closes connection `id` with a close frame after what is already queued. Returns false if it is gone.
+  ///
+  /// With `discardingQueued`, queued messages not yet handed to the socket are dropped and the close frame follows
+  /// what the socket already took: a client that stopped reading gets a real close frame once it reads on, instead
+  /// of waiting behind everything it did not read. It has ``abandonAfterSeconds`` to do so before the connection is
+  /// dropped. Service thread only.
+  @discardableResult
+  public func close(_ id: WebSocketID, code: UInt16, reason: String, discardingQueued: Bool = false) -> Bool {
+    guard let connection = webSocket(id) else { return false }
+    connection.requestClose(code: code, reason: reason, discardingQueued: discardingQueued)
+    return true
+  }
+
+  /// Puts connection `id` in pull mode: whenever its queue is empty and the socket can take more, the server asks
+  /// ``ServerDelegate/webSocketNextMessage(_:)`` for the next message. Call ``wantsToWrite(_:)`` when the owner has
+  /// something new for an idle connection. Service thread only.
+  public func setPulling(_ id: WebSocketID) {
+    webSocket(id)?.pulls = true
+  }
+
+  /// Asks for a writable callback on connection `id` (pull mode: the owner has a message for it). Service thread only.
+  public func wantsToWrite(_ id: WebSocketID) {
+    webSocket(id)?.wantsToWrite()
+  }
+
+  /// Pauses or resumes reading WebSocket `id` (lws rx flow control): while paused, a client sending faster than the
+  /// delegate consumes is held back by TCP. Service thread only.
+  public func setReceiveFlow(_ id: WebSocketID, enabled: Bool) {
+    loop.assertInLoop()
+    if let connection = side.connection(id) {
+      lws_rx_flow_control(connection.wsi, enabled ? 1 : 0)
+    } else {
+      links.setReceiveFlow(id, enabled: enabled)
+    }
+  }
+
+  /// Keeps at most about `bytes` not yet sent in the kernel's send queue of WebSocket `id` (Linux
+  /// `TCP_NOTSENT_LOWAT`): the socket reports writable only below it, so what waits for a slow receiver waits in the
+  /// caller's own queue, where it can still be reordered (a small message passes a bulk backlog), instead of several
+  /// megabytes of kernel buffer. Throughput is unchanged: bytes in flight are not counted. Service thread only.
+  public func limitUnsentBytes(_ id: WebSocketID, to bytes: Int) {
+    guard let connection = webSocket(id), !connection.limitUnsentBytes(to: bytes) else { return }
+    logger.debug("TCP_NOTSENT_LOWAT not set.", ["ws.connection.id": id.rawValue, "errno": errno])
+  }
+
+  /// What the kernel received on WebSocket `id`'s TCP connection (Linux `TCP_INFO`), for link liveness and its log
+  /// lines; nil when it is gone or the kernel does not say. Service thread only.
+  public func receiveStatus(_ id: WebSocketID) -> TCPReceiveStatus? {
+    webSocket(id)?.receiveStatus()
+  }
+
+  /// The local and remote TCP ports of WebSocket `id`'s connection (to match it with `ss` output in log lines); nil
+  /// when it is gone. Service thread only.
+  public func socketPorts(_ id: WebSocketID) -> (local: UInt16, remote: UInt16)? {
+    webSocket(id)?.socketPorts()
+  }
+
+  /// Whether WebSocket `id` runs over TLS and which certificate the other end presented; nil when it is gone.
+  /// Service thread only.
+  public func transportSecurity(of id: WebSocketID) -> TransportSecurity? {
+    loop.assertInLoop()
+    return side.transportSecurity(of: id) ?? links.transportSecurity(of: id)
+  }
+
+  // MARK: - Dialling (the dialled links)
+
+  /// Dials `ws://host:port/path` (`wss://` with `tls`, presenting ``TLSConfiguration/clientCertificatePath``) with
+  /// `subprotocol` (one of ``ServerConfiguration/subprotocols``). Returns the id
+  /// the delegate's ``ServerDelegate/webSocketConnected(_:)`` or ``ServerDelegate/webSocketConnectFailed(_:reason:)``
+  /// will carry; nil when the connection could not be started at all, or the server is shutting down. Service thread
+  /// only.
+  public func connect(host: String, port: Int, path: String, subprotocol: String, tls: Bool = false) -> WebSocketID? {
+    loop.assertInLoop()
+    return links.connect(host: host, port: port, path: path, subprotocol: subprotocol, tls: tls)
   }
 }
 
+/// The server's executor is its service loop: actors pinned to it run on the service thread.
 extension Server: SerialExecutor {
   public func enqueue(_ job: consuming ExecutorJob) {
-    let job = UnownedJob(job)
-    let fromLoop = inLoop && !wakeForOwnWork
-    let wake = inbox.withLock { inbox -> Bool in
-      inbox.jobs.append(job)
-      return !fromLoop && inbox.open && inbox.actions.count + inbox.jobs.count == 1
-    }
-    // Only the empty → non-empty transition wakes the loop: it swaps the whole inbox out. What the service thread
-    // enqueues while lws serves sockets, or while `run()` drains, needs no wake-up: `run()` drains after every pass,
-    // before the next poll (a job another thread adds meanwhile finds the inbox non-empty and is drained with it).
-    // Inside a callback lws may make from its timers, before the poll, it wakes the loop (`wakeForOwnWork`).
-    if wake { wakeUp() }
+    loop.enqueue(job)
   }
 
   public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
-    UnownedSerialExecutor(ordinary: self)
+    loop.asUnownedSerialExecutor()
   }
 
   public func checkIsolated() {
-    precondition(inLoop, "Expected to be on the lws service thread")
+    loop.checkIsolated()
   }
 }
 
@@ -609,9 +619,12 @@ final class ContextUser {
   unowned(unsafe) var server: Server?
 }
 
-/// Owns C strings lws keeps pointers to; freed when the arena dies (after the context).
+/// Owns what lws keeps pointers to (LWS-NOTES pitfall 8): C strings, the protocols array, the token limits and the
+/// idle policy; freed when the arena dies, after the context.
 final class CStringArena {
   private var strings: [UnsafeMutablePointer<CChar>] = []
+  private var protocols: (pointer: UnsafeMutablePointer<lws_protocols>, count: Int)?
+  private var blocks: [UnsafeMutableRawPointer] = []
 
   func make(_ string: String) -> UnsafePointer<CChar> {
     let copy = strdup(string)!
@@ -619,7 +632,24 @@ final class CStringArena {
     return UnsafePointer(copy)
   }
 
-  deinit { strings.forEach { free($0) } }
+  /// Keeps the protocols array (`count` entries, initialized) until the arena dies.
+  func keep(_ protocols: UnsafeMutablePointer<lws_protocols>, count: Int) {
+    self.protocols = (protocols, count)
+  }
+
+  /// Keeps one allocated, trivially typed value (lws structs) until the arena dies.
+  func keep<T>(_ value: UnsafeMutablePointer<T>) {
+    blocks.append(UnsafeMutableRawPointer(value))
+  }
+
+  deinit {
+    strings.forEach { free($0) }
+    if let protocols {
+      protocols.pointer.deinitialize(count: protocols.count)
+      protocols.pointer.deallocate()
+    }
+    blocks.forEach { $0.deallocate() }
+  }
 }
 
 /// Errors from setting up or driving libwebsockets.

@@ -377,7 +377,7 @@ enum WebSocketClientFrame {
       let base = buffer.baseAddress!
       _ = writeHeader(before: base + 6, opcode: opcode, count: payload.count, key: key)
       (base + 6).update(from: payload, count: payload.count)
-      Server.mask(UnsafeMutableRawPointer(base + 6), count: payload.count, key: key)
+      DialledLinks.mask(UnsafeMutableRawPointer(base + 6), count: payload.count, key: key)
     }
     return frame
   }

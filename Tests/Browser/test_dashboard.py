@@ -2048,10 +2048,18 @@ class DashboardScenario(unittest.TestCase):
                 https = ann.q("qr-https")
                 self.assertTrue(https.is_displayed())
                 self.assertIn("no notifications", https.text)
-                self.assertIn("--tls-cert", https.text)
                 self.assertLessEqual(ann.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
                 ann.screenshot(f"ann-open-on-phone-{size[0]}")
-                ann.click("qr-close")
+                # The line links the node's own page on setting up HTTPS: it must open and read well at this size.
+                ann.click("qr-https-help")
+                ann.wait("the HTTPS help page", lambda: ann.js("return document.querySelector('h1')?.textContent") == "HTTPS for phones")
+                page = ann.js("return document.body.innerText")
+                for fact in ("--tls-cert", "MESHGATE_TLS_CERT", "subjectAltName", "trust the certificate"):
+                    self.assertIn(fact, page)
+                self.assertEqual(self.axe_violations(ann), [], "the HTTPS help page")
+                self.assertLessEqual(ann.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
+                ann.screenshot(f"ann-https-help-{size[0]}")
+                ann.open(self.alpha.url)
         finally:
             ann.viewport(DESKTOP)
             self.restart_alpha()

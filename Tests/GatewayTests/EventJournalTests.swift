@@ -27,21 +27,19 @@ struct EventJournalTests {
       self.directory = directory
       store = try NodeStore(path: directory + "/meshgate.sqlite", retention: retention)
       ring = try EventRing(path: directory + "/events.ring", capacity: ringBytes)
-      let opened = try await store.openEventLog(
-        recovering: ring.records(), ringReleasedThrough: ring.releasedThrough, ringLost: ring.wasEmpty,
-        dropped: ring.dropped, mostRecords: EventRing.mostRecords(capacity: ringBytes))
-      ring.release(through: opened.through)
+      let opened = try await store.eventLog.open(ring: ring, mostRecords: EventRing.mostRecords(capacity: ringBytes))
       recovered = opened.recovered
       unreadable = opened.unreadable
       jumpedAbove = opened.jumpedAbove
     }
 
-    /// What the node's publish path does for small events: numbered, staged, written into the ring.
+    /// What the event log's append does for small events (``EventLog/append(_:)``): numbered, staged, written into the
+    /// ring, with no flush scheduled (the tests write the staged events when they choose).
     func stage(_ entries: [(peerIDs: [String], data: JSONValue)]) -> [AppendedEvent] {
-      var bodies = NodeStore.bodies(
+      var bodies = EventLog.bodies(
         entries.map { (EventFanOut(peerIDs: $0.peerIDs, type: "session.data", data: $0.data), at: "t") })
-      ring.release(through: store.ingestedThrough)
-      _ = store.stageEvents(&bodies, bytes: 0)
+      ring.release(through: store.eventLog.ingestedThrough)
+      _ = store.eventLog.stageEvents(&bodies, bytes: 0)
       for body in bodies { #expect(ring.append(sequence: body.sequence, payload: body.ringRecord)) }
       return bodies
     }
@@ -74,24 +72,24 @@ struct EventJournalTests {
     let journal = try await Journal()
     defer { journal.remove() }
     try await addPeers(journal.store, ["a", "b"])
-    let first = try await journal.store.appendEvents([("a", "n", .int(0))], at: "t")
+    let first = try await journal.store.eventLog.appendEvents([("a", "n", .int(0))], at: "t")
     let staged = journal.stage([(["a", "b"], .int(1)), (["a"], .int(2))])
     #expect(staged.map(\.sequence) == [first[0].sequence + 1, first[0].sequence + 2])
-    #expect(journal.store.hasStagedEvents)
-    #expect(try await journal.store.latestSequence(peerID: "b") == staged[0].sequence)
-    #expect(!journal.store.hasStagedEvents)
-    #expect(journal.store.ingestedThrough == staged[1].sequence)
-    let log = try await journal.store.events(peerID: "a", after: 0, limit: 10).events
+    #expect(journal.store.eventLog.hasStagedEvents)
+    #expect(try await journal.store.eventLog.latestSequence(peerID: "b") == staged[0].sequence)
+    #expect(!journal.store.eventLog.hasStagedEvents)
+    #expect(journal.store.eventLog.ingestedThrough == staged[1].sequence)
+    let log = try await journal.store.eventLog.events(peerID: "a", after: 0, limit: 10).events
     #expect(log.map(\.sequence) == [first[0].sequence] + staged.map(\.sequence))
     #expect(log.last?.data.serialized() == Array("2".utf8))
 
     let more = journal.stage([(["b"], .int(3))])
     #expect(
-      try await journal.store.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence)
+      try await journal.store.eventLog.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence)
         == [staged[0].sequence, more[0].sequence])
     _ = journal.stage([(["b"], .int(4))])
     try await journal.store.deletePeer(id: "b")
-    #expect(!journal.store.hasStagedEvents, "the deletion wrote what was staged first")
+    #expect(!journal.store.eventLog.hasStagedEvents, "the deletion wrote what was staged first")
     let bodies = try await journal.store.database.read {
       try $0.scalar("SELECT count(*) FROM event_bodies", as: Int64.self)
     }
@@ -105,23 +103,23 @@ struct EventJournalTests {
     defer { journal.remove() }
     try await addPeers(journal.store, ["a", "b"])
     let committed = journal.stage([(["a", "b"], .int(1)), (["a"], .int(2))])
-    try await journal.store.flushStagedEvents()
+    try await journal.store.eventLog.flushStagedEvents()
     let lost = journal.stage([(["a", "b"], .int(3)), (["b"], .int(4)), (["a"], .int(5))])
     // Killed: nothing more reaches SQLite; the ring's pages are in the file.
     let restarted = try await Journal(directory: journal.directory)
     #expect(restarted.recovered == 3)
-    let a = try await restarted.store.events(peerID: "a", after: 0, limit: 10).events
+    let a = try await restarted.store.eventLog.events(peerID: "a", after: 0, limit: 10).events
     #expect(a.map(\.sequence) == [committed[0], committed[1], lost[0], lost[2]].map(\.sequence))
     #expect(a.map { $0.data.serialized() } == ["1", "2", "3", "5"].map { Array($0.utf8) })
-    let b = try await restarted.store.events(peerID: "b", after: 0, limit: 10).events
+    let b = try await restarted.store.eventLog.events(peerID: "b", after: 0, limit: 10).events
     #expect(b.map(\.sequence) == [committed[0], lost[0], lost[1]].map(\.sequence))
     #expect(restarted.stage([(["a"], .int(6))])[0].sequence == lost[2].sequence + 1)
 
     // Started again without a kill: nothing is written twice.
-    try await restarted.store.flushStagedEvents()
+    try await restarted.store.eventLog.flushStagedEvents()
     let again = try await Journal(directory: journal.directory)
     #expect(again.recovered == 0)
-    #expect(try await again.store.events(peerID: "a", after: 0, limit: 10).events.count == 5)
+    #expect(try await again.store.eventLog.events(peerID: "a", after: 0, limit: 10).events.count == 5)
   }
 
   /// A record past the last commit that holds no event (a format this version cannot read) is counted and skipped;
@@ -141,7 +139,7 @@ struct EventJournalTests {
     #expect(restarted.recovered == 2)
     #expect(restarted.unreadable == 1)
     #expect(
-      try await restarted.store.events(peerID: "a", after: 0, limit: 10).events.map(\.sequence)
+      try await restarted.store.eventLog.events(peerID: "a", after: 0, limit: 10).events.map(\.sequence)
         == [before[0].sequence, after[0].sequence])
     #expect(restarted.stage([(["a"], .int(4))])[0].sequence == after[0].sequence + 1)
   }
@@ -216,26 +214,26 @@ struct EventJournalTests {
     let journal = try await Journal(directory: disk.path + "/data", ringBytes: 2 << 20, retention: 100)
     try await addPeers(journal.store, ["a"])
     for index in 0..<60 { _ = journal.stage([(["a"], .int(Int64(index)))]) }
-    try await journal.store.flushStagedEvents()
-    #expect(try await journal.store.events(peerID: "a", after: 0, limit: 1000).events.count == 60)
+    try await journal.store.eventLog.flushStagedEvents()
+    #expect(try await journal.store.eventLog.events(peerID: "a", after: 0, limit: 1000).events.count == 60)
 
     try disk.fill()
     // 20 events of 40 KB: the write-ahead log must grow to take them, and cannot.
     let text = JSONValue.string(String(repeating: "d", count: 40_000))
     let waiting = journal.stage((0..<20).map { _ in (["a"], text) })
     for _ in 0..<5 {
-      await #expect(throws: (any Error).self) { try await journal.store.flushStagedEvents() }
-      #expect(journal.store.hasStagedEvents)
+      await #expect(throws: (any Error).self) { try await journal.store.eventLog.flushStagedEvents() }
+      #expect(journal.store.eventLog.hasStagedEvents)
     }
-    #expect(journal.store.eventsTrimmed == 0)
+    #expect(journal.store.eventLog.trimmed == 0)
 
     disk.free()
-    try await journal.store.flushStagedEvents()
-    let (events, truncated) = try await journal.store.events(peerID: "a", after: 0, limit: 1000)
+    try await journal.store.eventLog.flushStagedEvents()
+    let (events, truncated) = try await journal.store.eventLog.events(peerID: "a", after: 0, limit: 1000)
     #expect(events.count == 80, "events clients saw were trimmed")
     #expect(!truncated)
     #expect(events.last?.sequence == waiting.last?.sequence)
-    #expect(journal.store.eventsTrimmed == 0)
+    #expect(journal.store.eventLog.trimmed == 0)
   }
 
   /// A write that fails (the database is read-only here; a full disk alike) and is tried again uses up no numbers:
@@ -244,15 +242,15 @@ struct EventJournalTests {
     let journal = try await Journal()
     defer { journal.remove() }
     try await addPeers(journal.store, ["a"])
-    let first = try await journal.store.appendEvents([("a", "n", .int(1))], at: "t")
+    let first = try await journal.store.eventLog.appendEvents([("a", "n", .int(1))], at: "t")
     try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 1") }
     for _ in 0..<3 {
       await #expect(throws: (any Error).self) {
-        try await journal.store.appendEvents([("a", "n", .int(2)), ("a", "n", .int(3))], at: "t")
+        try await journal.store.eventLog.appendEvents([("a", "n", .int(2)), ("a", "n", .int(3))], at: "t")
       }
     }
     try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 0") }
-    let second = try await journal.store.appendEvents([("a", "n", .int(2))], at: "t")
+    let second = try await journal.store.eventLog.appendEvents([("a", "n", .int(2))], at: "t")
     #expect(second[0].sequence == first[0].sequence + 1)
   }
 
@@ -264,15 +262,15 @@ struct EventJournalTests {
     try await addPeers(journal.store, ["a"])
     let staged = journal.stage([(["a"], .int(1)), (["a"], .int(2))])
     try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 1") }
-    await #expect(throws: (any Error).self) { try await journal.store.flushStagedEvents() }
-    #expect(journal.store.hasStagedEvents)
-    #expect(journal.store.ingestedThrough < staged[0].sequence)
-    #expect(journal.store.claimStagedFlush(), "the retry takes the flush on")
+    await #expect(throws: (any Error).self) { try await journal.store.eventLog.flushStagedEvents() }
+    #expect(journal.store.eventLog.hasStagedEvents)
+    #expect(journal.store.eventLog.ingestedThrough < staged[0].sequence)
+    #expect(journal.store.eventLog.claimStagedFlush(), "the retry takes the flush on")
     let later = journal.stage([(["a"], .int(3))])
     try await journal.store.database.withWriter { try $0.execute("PRAGMA query_only = 0") }
-    try await journal.store.flushStagedEvents()
+    try await journal.store.eventLog.flushStagedEvents()
     #expect(
-      try await journal.store.events(peerID: "a", after: 0, limit: 10).events.map(\.sequence)
+      try await journal.store.eventLog.events(peerID: "a", after: 0, limit: 10).events.map(\.sequence)
         == (staged + later).map(\.sequence))
   }
 }
@@ -287,7 +285,7 @@ struct EventJournalNodeTests {
       let alice = try await node.createPeerWithToken("alice")
       let socket = try await node.openEventSocket(token: alice.token)
       _ = await node.event("hello", on: socket)
-      await node.node.publishInBackground([(alice.id, "session.data", ["text": "one"])])
+      await node.node.publishForTests([(alice.id, "session.data", ["text": "one"])])
       let delivered = await node.port.wait { recorded in
         (recorded.frames[socket] ?? []).compactMap { frame -> Int64? in
           guard let object = (try? JSONValue.parse(frame.bytes))?.objectValue,
@@ -300,7 +298,7 @@ struct EventJournalNodeTests {
       let page = await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token)
       let ids = elements(page.object?["events"]).compactMap { $0.objectValue?["id"]?.stringValue }
       #expect(ids.last == String(delivered))
-      #expect(await node.node.store.ingestedThrough >= delivered)
+      #expect(await node.node.store.eventLog.ingestedThrough >= delivered)
     }
   }
 
@@ -313,9 +311,9 @@ struct EventJournalNodeTests {
       _ = await node.event("hello", on: socket)
       let store = await node.node.store
       try await store.database.withWriter { try $0.execute("PRAGMA query_only = 1") }
-      await node.node.publishInBackground([(alice.id, "session.data", ["text": "waiting"])])
+      await node.node.publishForTests([(alice.id, "session.data", ["text": "waiting"])])
       _ = await node.event("session.data", on: socket)
-      #expect(store.hasStagedEvents)
+      #expect(store.eventLog.hasStagedEvents)
       #expect(await node.request(.get, "/healthz").status == 200)
       #expect(await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token).status != 200)
       try await store.database.withWriter { try $0.execute("PRAGMA query_only = 0") }
@@ -334,7 +332,7 @@ struct EventJournalNodeTests {
       _ = await node.event("hello", on: socket)
       let text = String(repeating: "x", count: 60_000)
       let count = NodeParts.eventRingBytes / 60_000 + 10
-      await node.node.publishInBackground(
+      await node.node.publishForTests(
         (0..<count).map { (alice.id, "session.data", ["text": .string(text), "n": .int(Int64($0))]) })
       // `hello`, then the events (parsed once they are all there).
       let frames = await node.port.wait { recorded in
@@ -368,5 +366,10 @@ private func elements(_ value: JSONValue?) -> [JSONValue] {
 
 extension Node {
   /// The newest sequence number the event ring keeps (tests).
-  var newestInEventRing: Int64? { events.ring.newestSequence }
+  var newestInEventRing: Int64? { store.eventLog.newestInRing }
+
+  /// Publishes events as the node's own code does, from the node's executor (tests).
+  func publishForTests(_ entries: [(peerID: String, type: String, data: JSONValue)]) {
+    events.publishInBackground(entries, node: self)
+  }
 }

@@ -21,7 +21,7 @@ struct EventStoreTests {
     let store = try NodeStore(path: path, retention: 100)
     try await addPeers(store, ["a", "b", "c"])
     let shared = JSONValue.object(["text": "hello"]).preserialized
-    let stored = try await store.appendEvents(
+    let stored = try await store.eventLog.appendEvents(
       [
         ("a", "session.data", shared), ("b", "session.data", shared), ("c", "session.data", shared),
         // The same data again to a peer that already has it in this run: a new event.
@@ -32,15 +32,15 @@ struct EventStoreTests {
     let sequences = stored.map(\.sequence)
     #expect(sequences[0] == sequences[1] && sequences[1] == sequences[2])
     #expect(sequences[3] > sequences[2] && sequences[4] > sequences[3])
-    let forA = try await store.events(peerID: "a", after: 0, limit: 10).events
+    let forA = try await store.eventLog.events(peerID: "a", after: 0, limit: 10).events
     #expect(forA.map(\.sequence) == [sequences[0], sequences[3]])
     #expect(forA.first?.data.serializedString() == #"{"text":"hello"}"#)
-    let forB = try await store.events(peerID: "b", after: 0, limit: 10).events
+    let forB = try await store.eventLog.events(peerID: "b", after: 0, limit: 10).events
     #expect(forB.map(\.sequence) == [sequences[0], sequences[4]])
-    #expect(try await store.latestSequence(peerID: "c") == sequences[0])
+    #expect(try await store.eventLog.latestSequence(peerID: "c") == sequences[0])
     // A later append continues after every existing body, also after a reopen.
     let reopened = try NodeStore(path: path, retention: 100)
-    let later = try await reopened.appendEvents([("c", "x", .null)], at: "t")
+    let later = try await reopened.eventLog.appendEvents([("c", "x", .null)], at: "t")
     #expect(later[0].sequence == sequences[4] + 1)
   }
 
@@ -54,7 +54,7 @@ struct EventStoreTests {
     try await addPeers(store, ["a", "b", "c", "d"])
     let shared = JSONValue.object(["text": "hello"]).preserialized
     let at = "2026-12-02T00:00:00.000Z"
-    let appended = try await store.appendEvents(fanOuts: [
+    let appended = try await store.eventLog.appendEvents(fanOuts: [
       (EventFanOut(peerIDs: ["a", "b", "c"], type: "session.data", data: shared), at),
       // The same event again, naming b: a second event (b gets both).
       (EventFanOut(peerIDs: ["d", "b"], type: "session.data", data: shared), at),
@@ -65,7 +65,7 @@ struct EventStoreTests {
     #expect(appended.map(\.peerIDs) == [["a", "b", "c"], ["d", "b", "c"]])
     #expect(appended[1].sequence == appended[0].sequence + 1)
     for peer in ["a", "b", "c", "d"] {
-      let events = try await store.events(peerID: peer, after: 0, limit: 10).events
+      let events = try await store.eventLog.events(peerID: peer, after: 0, limit: 10).events
       let expected = appended.filter { $0.peerIDs.contains(peer) }.map(\.sequence)
       #expect(events.map(\.sequence) == expected, "peer \(peer)")
       #expect(events.allSatisfy { $0.data.serializedString() == #"{"text":"hello"}"# && $0.at == at })
@@ -83,8 +83,8 @@ struct EventStoreTests {
     let data: JSONValue = [
       "text": "héllo \"wörld\"\n\u{1F600}\u{2028}", "n": 12.5, "list": [1, nil, true, ["deep": []]], "empty": [:],
     ]
-    _ = try await store.appendEvents([("a", "session.data", data)], at: "t")
-    let read = try #require(try await store.events(peerID: "a", after: 0, limit: 10).events.first)
+    _ = try await store.eventLog.appendEvents([("a", "session.data", data)], at: "t")
+    let read = try #require(try await store.eventLog.events(peerID: "a", after: 0, limit: 10).events.first)
     guard case .serialized(let bytes) = read.data else {
       Issue.record("data read back as \(read.data), not as its stored bytes")
       return
@@ -100,11 +100,12 @@ struct EventStoreTests {
     let store = try NodeStore(path: path, retention: 10)
     try await addPeers(store, ["a", "b"])
     for index in 0..<300 {
-      _ = try await store.appendEvents([("a", "n", .int(Int64(index))), ("b", "n", .int(Int64(index)))], at: "t")
+      _ = try await store.eventLog.appendEvents(
+        [("a", "n", .int(Int64(index))), ("b", "n", .int(Int64(index)))], at: "t")
     }
     // Trimming is amortised (the recipients of one body in 64), so a log holds a little more than `retention`.
     for peer in ["a", "b"] {
-      let page = try await store.events(peerID: peer, after: 0, limit: 1000)
+      let page = try await store.eventLog.events(peerID: peer, after: 0, limit: 1000)
       #expect(page.events.count >= 10 && page.events.count < 300, "\(peer): \(page.events.count)")
       #expect(page.truncated)
       #expect(page.events.last?.data.serializedString() == "299")
@@ -132,10 +133,10 @@ struct EventStoreTests {
       }
     }
     let store = try NodeStore(path: path, retention: 100)
-    let page = try await store.events(peerID: "p", after: 0, limit: 10)
+    let page = try await store.eventLog.events(peerID: "p", after: 0, limit: 10)
     #expect(page.events.map(\.sequence) == [1, 2, 3])
     #expect(page.events.map { $0.data.serializedString() } == [#"{"n":1}"#, #"{"n":2}"#, #"{"n":3}"#])
-    let next = try await store.appendEvents([("p", "x", .null)], at: "t")
+    let next = try await store.eventLog.appendEvents([("p", "x", .null)], at: "t")
     #expect(next[0].sequence == 4)
   }
 
@@ -148,8 +149,8 @@ struct EventStoreTests {
     try await addPeers(store, peers)
     let data: JSONValue = ["session": "s", "from": "p", "text": .string(String(repeating: "a", count: 64))]
     // Give every peer a log longer than a page, so their newest entries sit on different pages.
-    for _ in 0..<200 { _ = try await store.appendEvents(peers.map { ($0, "session.data", data) }, at: "t") }
-    _ = try await store.latestSequence(peerID: peers[0])
+    for _ in 0..<200 { _ = try await store.eventLog.appendEvents(peers.map { ($0, "session.data", data) }, at: "t") }
+    _ = try await store.eventLog.latestSequence(peerID: peers[0])
     // Frames each commit adds to the WAL: a full checkpoint before it (from a second connection) lets the commit
     // start the WAL again from its beginning, and the next checkpoint reports how many frames the WAL then holds.
     let observer = try Connection(path: path)
@@ -159,7 +160,7 @@ struct EventStoreTests {
     var commits: [Int64] = []
     for _ in 0..<20 {
       _ = try walFrames()
-      _ = try await store.appendEvents(peers.map { ($0, "session.data", data) }, at: "t")
+      _ = try await store.eventLog.appendEvents(peers.map { ($0, "session.data", data) }, at: "t")
       commits.append(try walFrames())
     }
     let median = commits.sorted()[commits.count / 2]
@@ -182,20 +183,20 @@ struct EventStoreTests {
     for index in 0..<100 {
       // The fan-out names its recipients in a different order each time: still one audience.
       let order = index % 2 == 0 ? peers : peers.reversed()
-      _ = try await store.appendEvents(
+      _ = try await store.eventLog.appendEvents(
         fanOuts: [(EventFanOut(peerIDs: order, type: "session.data", data: .int(Int64(index))), "t")])
     }
     #expect(try await rows("event_bodies") == 100)
     #expect(try await rows("event_audiences") == 1)
     #expect(try await rows("event_audience_members") == 50)
-    _ = try await store.appendEvents(
+    _ = try await store.eventLog.appendEvents(
       fanOuts: [(EventFanOut(peerIDs: Array(peers.dropFirst()), type: "session.data", data: .int(100)), "t")])
     #expect(try await rows("event_audiences") == 2)
     #expect(try await rows("event_audience_members") == 99)
-    #expect(try await store.events(peerID: "peer-0", after: 0, limit: 1000).events.count == 100)
-    #expect(try await store.events(peerID: "peer-1", after: 0, limit: 1000).events.count == 101)
-    #expect(try await store.latestSequence(peerID: "peer-0") == 100)
-    #expect(try await store.latestSequence(peerID: "peer-1") == 101)
+    #expect(try await store.eventLog.events(peerID: "peer-0", after: 0, limit: 1000).events.count == 100)
+    #expect(try await store.eventLog.events(peerID: "peer-1", after: 0, limit: 1000).events.count == 101)
+    #expect(try await store.eventLog.latestSequence(peerID: "peer-0") == 100)
+    #expect(try await store.eventLog.latestSequence(peerID: "peer-1") == 101)
   }
 
   /// A peer's log trimmed past bodies it shares with another peer leaves them to that peer; bodies below every
@@ -205,23 +206,23 @@ struct EventStoreTests {
     defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
     let store = try NodeStore(path: path, retention: 10)
     try await addPeers(store, ["a", "z"])
-    let shared = try await store.appendEvents(
+    let shared = try await store.eventLog.appendEvents(
       fanOuts: (0..<3).map { (EventFanOut(peerIDs: ["a", "z"], type: "n", data: .int(Int64($0))), "t") })
-    for index in 0..<500 { _ = try await store.appendEvents([("a", "n", .int(Int64(index)))], at: "t") }
-    let forZ = try await store.events(peerID: "z", after: 0, limit: 100)
+    for index in 0..<500 { _ = try await store.eventLog.appendEvents([("a", "n", .int(Int64(index)))], at: "t") }
+    let forZ = try await store.eventLog.events(peerID: "z", after: 0, limit: 100)
     #expect(forZ.events.map(\.sequence) == shared.map(\.sequence) && !forZ.truncated)
-    let forA = try await store.events(peerID: "a", after: 0, limit: 1000)
+    let forA = try await store.eventLog.events(peerID: "a", after: 0, limit: 1000)
     #expect(forA.events.count == 10 && forA.truncated && forA.events.last?.data.serializedString() == "499")
     let bodies = try await store.database.read { try $0.scalar("SELECT count(*) FROM event_bodies", as: Int64.self) }
     #expect(bodies == 13, "z's 3 and a's 10 are left, nothing else")
     // z trims too (with events of its own): the shared bodies go once both logs are past them.
-    for index in 0..<20 { _ = try await store.appendEvents([("z", "m", .int(Int64(index)))], at: "t") }
+    for index in 0..<20 { _ = try await store.eventLog.appendEvents([("z", "m", .int(Int64(index)))], at: "t") }
     let left = try await store.database.read {
       try $0.scalar(
         "SELECT count(*) FROM event_bodies WHERE id <= ?", [.integer(shared.last!.sequence)], as: Int64.self)
     }
     #expect(left == 0)
-    #expect(try await store.events(peerID: "z", after: 0, limit: 100).events.count == 10)
+    #expect(try await store.eventLog.events(peerID: "z", after: 0, limit: 100).events.count == 10)
   }
 
   /// An audience that trims deleted (its last body went) is made again for the next event to those peers: the node's
@@ -232,18 +233,18 @@ struct EventStoreTests {
     let store = try NodeStore(path: path, retention: 10)
     try await addPeers(store, ["a", "b"])
     let both = EventFanOut(peerIDs: ["a", "b"], type: "n", data: .string("shared"))
-    _ = try await store.appendEvents(fanOuts: [(both, "t")])
+    _ = try await store.eventLog.appendEvents(fanOuts: [(both, "t")])
     for index in 0..<20 {
-      _ = try await store.appendEvents([("a", "n", .int(Int64(index)))], at: "t")
-      _ = try await store.appendEvents([("b", "n", .int(Int64(index)))], at: "t")
+      _ = try await store.eventLog.appendEvents([("a", "n", .int(Int64(index)))], at: "t")
+      _ = try await store.eventLog.appendEvents([("b", "n", .int(Int64(index)))], at: "t")
     }
     let shared = try await store.database.read {
       try $0.scalar("SELECT count(*) FROM event_audiences WHERE members = 'a,b'", as: Int64.self)
     }
     #expect(shared == 0, "both logs are past the shared event: its audience is gone")
-    let again = try await store.appendEvents(fanOuts: [(both, "t")])
+    let again = try await store.eventLog.appendEvents(fanOuts: [(both, "t")])
     for peer in ["a", "b"] {
-      let events = try await store.events(peerID: peer, after: 0, limit: 100).events
+      let events = try await store.eventLog.events(peerID: peer, after: 0, limit: 100).events
       #expect(events.last?.sequence == again[0].sequence, "peer \(peer)")
     }
   }
@@ -258,17 +259,17 @@ struct EventStoreTests {
       let store = try NodeStore(path: path, retention: 100)
       try await addPeers(store, ["a", "b", "c"])
       for index in 0..<5 {
-        let stored = try await store.appendEvents(
+        let stored = try await store.eventLog.appendEvents(
           [("a", "n", .int(Int64(index))), ("b", "n", .int(Int64(index))), ("c", "n", .int(Int64(index)))], at: "t")
         sequences.append(stored[0].sequence)
       }
-      _ = try await store.appendEvents([("c", "own", .int(1)), ("c", "own", .int(2))], at: "t")
+      _ = try await store.eventLog.appendEvents([("c", "own", .int(1)), ("c", "own", .int(2))], at: "t")
     }
     let reopened = try NodeStore(path: path, retention: 100)
-    #expect(try await reopened.latestSequence(peerID: "a") == sequences.last)
+    #expect(try await reopened.eventLog.latestSequence(peerID: "a") == sequences.last)
     try await reopened.deletePeer(id: "c")
-    #expect(try await reopened.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence) == sequences)
-    #expect(try await reopened.events(peerID: "c", after: 0, limit: 10).events.isEmpty)
+    #expect(try await reopened.eventLog.events(peerID: "b", after: 0, limit: 10).events.map(\.sequence) == sequences)
+    #expect(try await reopened.eventLog.events(peerID: "c", after: 0, limit: 10).events.isEmpty)
     func count(_ sql: String) async throws -> Int64 {
       try await reopened.database.read { try $0.scalar(sql, as: Int64.self) } ?? -1
     }
@@ -312,7 +313,7 @@ struct EventStoreTests {
           guard !recipients.isEmpty else { continue }
           fanOuts.append((EventFanOut(peerIDs: recipients, type: "n", data: .int(Int64(step * 10 + index))), "t"))
         }
-        for event in try await store.appendEvents(fanOuts: fanOuts) {
+        for event in try await store.eventLog.appendEvents(fanOuts: fanOuts) {
           for peer in event.peerIDs {
             model[peer]!.log.append(event.sequence)
             if model[peer]!.log.count > retention + retention / 64 {
@@ -323,10 +324,10 @@ struct EventStoreTests {
         }
       }
       for peer in peers {
-        let page = try await store.events(peerID: peer, after: 0, limit: 1000)
+        let page = try await store.eventLog.events(peerID: peer, after: 0, limit: 1000)
         #expect(page.events.map(\.sequence) == model[peer]!.log, "seed \(seed), step \(step), peer \(peer)")
         #expect(page.truncated == model[peer]!.dropped, "seed \(seed), step \(step), peer \(peer)")
-        #expect(try await store.latestSequence(peerID: peer) == model[peer]!.log.last ?? 0)
+        #expect(try await store.eventLog.latestSequence(peerID: peer) == model[peer]!.log.last ?? 0)
       }
       let bodies = try await store.database.read { connection in
         try connection.query("SELECT id FROM event_bodies ORDER BY id").map { try $0.int64(0) }
@@ -368,7 +369,7 @@ struct EventStoreTests {
     let store = try NodeStore(path: path, retention: 100)
     let expected: [String: [Int64]] = ["a": [1, 3, 5], "b": [3, 6], "c": [1, 4, 5]]
     for (peer, sequences) in expected {
-      let page = try await store.events(peerID: peer, after: 0, limit: 10)
+      let page = try await store.eventLog.events(peerID: peer, after: 0, limit: 10)
       #expect(page.events.map(\.sequence) == sequences, "peer \(peer)")
       #expect(page.events.map { $0.data.serializedString() } == sequences.map { #"{"n":\#($0)}"# })
       #expect(page.truncated == (peer == "b"))
@@ -378,7 +379,8 @@ struct EventStoreTests {
     }
     #expect(bodies == [1, 3, 4, 5, 6])
     // The audiences the migration made are the ones appends find: a/b/c share body 1's.
-    let next = try await store.appendEvents([("a", "x", .null), ("b", "x", .null), ("c", "x", .null)], at: "t")
+    let next = try await store.eventLog.appendEvents(
+      [("a", "x", .null), ("b", "x", .null), ("c", "x", .null)], at: "t")
     #expect(next[0].sequence == 7)
     let audiences = try await store.database.read {
       try $0.scalar("SELECT count(*) FROM event_audiences", as: Int64.self)

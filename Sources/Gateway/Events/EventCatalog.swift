@@ -1,7 +1,7 @@
 /// Every event type the node can push, with the JSON Schema of its `data`: the one list the OpenAPI document's
 /// named event schemas, docs/events.md and the publish path are checked against.
 ///
-/// Layer 6 (surface). ``Node/enqueuePublish(_:)`` asserts (in debug builds, which the integration tests run) that
+/// Layer 6 (surface). ``EventHub``'s publish path asserts (in debug builds, which the integration tests run) that
 /// every published type is listed here, and `EventCatalogTests` checks that the types in the source, in
 /// docs/events.md and in the OpenAPI document are exactly these, so the documentation cannot drift from the code.
 import Logging
@@ -270,7 +270,7 @@ enum EventCatalog {
 extension EventCatalog {
   /// Where `value` breaks `schema` (the JSON Schema subset these schemas use: type, const, enum, required,
   /// properties, additionalProperties, maxProperties, items, anyOf/oneOf, minimum/maximum, pattern); empty when it
-  /// conforms. Debug builds check every published event with it (``Node/checkDocumented(_:_:)``), so a change to an
+  /// conforms. Debug builds check every published event with it (``EventHub/checkDocumented(_:_:node:)``), so a change to an
   /// event's data that the documentation does not follow shows up in the integration tests.
   static func violations(_ value: JSONValue, against schema: JSONValue, at path: String = "data") -> [String] {
     var value = value
@@ -369,18 +369,5 @@ extension EventCatalog {
   /// The kind for a type, hello included.
   static func kind(_ type: String) -> EventKind? {
     type == hello.type ? hello : logged.first { $0.type == type }
-  }
-}
-
-extension Node {
-  /// Debug builds: logs and counts an event whose data does not match its documented schema.
-  func checkDocumented(_ type: String, _ data: JSONValue) {
-    guard let kind = EventCatalog.kind(type) else { return }
-    let problems = EventCatalog.violations(data, against: kind.data)
-    guard !problems.isEmpty else { return }
-    metrics.eventsOffSchema += 1
-    logger.error(
-      "Event data does not match its documented schema (docs/events.md).",
-      ["event.type": type, "violations": problems.prefix(5).joined(separator: "; ")])
   }
 }

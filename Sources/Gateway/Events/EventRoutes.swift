@@ -24,7 +24,7 @@ enum EventRoutes {
       503 storage_unavailable: events delivered in the last moments (durable in the node's event ring) are written to SQLite before the log is read, and that write met an I/O error; retry after Retry-After.
       507 storage_full: that write found the data directory's disk full; free space there and retry.
       """
-    ) { node, context in try await node.listEvents(context) },
+    ) { node, context in try await node.events.list(context, node: node) },
     Route(
       .get, "/api/v1/events/stream", "streamEvents", kind: .eventStream,
       query: [
@@ -36,7 +36,7 @@ enum EventRoutes {
       200 text/event-stream
       401 Missing or unknown token.
       """
-    ) { _, context in try EventRoutes.streamResponse(context) },
+    ) { _, context in try EventHub.streamResponse(context) },
     Route(
       .get, "/api/v1/ws", "openWebSocket", kind: .webSocket,
       query: [
@@ -55,14 +55,6 @@ enum EventRoutes {
 }
 
 extension EventRoutes {
-  /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the pipeline then starts the stream).
-  static func streamResponse(_ context: RequestContext) throws(APIError) -> HTTPResponse {
-    _ = try Node.parseCursor(context.request.head.query["since"], name: "since")
-    return HTTPResponse(
-      status: 200, contentType: "text/event-stream",
-      headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
-  }
-
   /// `/api/v1/ws`: a peer's event socket (a hello, the replay after `since`, then live events).
   static let eventSocket = WebSocketUpgrade(
     connection: .events,
@@ -77,8 +69,7 @@ extension EventRoutes {
     opened: { node, id, head, peer in
       guard let peer else { return }
       let since = (try? Node.parseCursor(head.query["since"], name: "since")) ?? nil
-      let subscriber = node.addSubscriber(.webSocket(id), peerID: peer.id)
-      Task { await node.beginDelivery(subscriber, since: since) }
+      node.events.webSocketOpened(id, peerID: peer.id, since: since, node: node)
     })
 }
 

@@ -22,7 +22,8 @@ struct EventFanOut {
 
 /// Events waiting to be appended to peers' logs, and the choice of what goes into the next store transaction.
 ///
-/// Every publish goes through this queue so that each peer's log keeps the order in which its events were published.
+/// Every publish goes through this queue, drained by ``SerialWork`` one store transaction a turn, so that each peer's
+/// log keeps the order in which its events were published.
 /// Across peers no order is owed (each peer reads only its own log), and that freedom is what keeps small events fast
 /// while large ones are written: a burst of 1 MiB session messages to one peer becomes 2.4 MB events, and a store
 /// transaction holding several of them takes tens of milliseconds. ``next()`` therefore alternates between two kinds
@@ -39,7 +40,7 @@ struct EventFanOut {
 /// back on the senders, whose reliable sends wait for room) and holds its local senders (REST and WebSocket session
 /// sends wait, then get `503 event_queue_full`) until the queue is back under ``lowWater``; a local sender is also held
 /// while its own events in the queue exceed ``senderHighWater``.
-struct PublishQueue<Waiter> {
+struct PublishQueue<Waiter>: SerialQueue {
   /// One `publish` call: entries appended together, and who waits for them.
   struct Batch {
     let entries: [EventFanOut]
@@ -53,7 +54,7 @@ struct PublishQueue<Waiter> {
   }
 
   /// Batches up to this many bytes are small.
-  static var smallBytes: Int { 64 << 10 }
+  static var smallBytes: Int { EventLog.smallBytes }
   /// A large transaction takes its large batch plus small ones up to this many bytes in all.
   static var largeBudget: Int { 1 << 20 }
   /// Queued bytes above which the node stops reading mesh links.

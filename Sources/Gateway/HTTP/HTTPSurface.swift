@@ -30,8 +30,6 @@ final class HTTPSurface {
   var storageFailures = 0
   /// WebSocket upgrades refused.
   var webSocketUpgradesRejected = 0
-  /// The event counters `/metrics` shows (the event hub counts them).
-  var metrics = NodeMetrics()
   /// What each open WebSocket is, decided once when it opens (``webSocketOpened(_:head:node:)``).
   var connections: [WebSocketID: ConnectionKind] = [:]
   /// The last request head matched, and its match: the server asks about a request's body (limit, streamed or not)
@@ -97,7 +95,9 @@ final class HTTPSurface {
     case .found(let route, _):
       var response = try await route.handler(node, context)
       if head.method == .head { response.omitBody = true }
-      if startsEventStream(response, context) { node.startStream(context.request, response, context) }
+      if startsEventStream(response, context) {
+        node.events.startStream(context.request, response, context, node: node)
+      }
       return response
     case .methodNotAllowed(_, let allowed):
       let allow = allowed.map(\.rawValue).joined(separator: ", ")
@@ -225,16 +225,9 @@ extension HTTPSurface {
 enum ConnectionKind: Sendable {
   /// A link to another node (`/mesh`, accepted or dialled).
   case mesh
-  /// A byte stream's writer or reader (`/api/v1/streams/{id}/ws`).
-  case stream
+  /// A socket a feature's WebSocket route took when it opened (``Route/upgrade``), such as a byte stream's writer or
+  /// reader.
+  case feature
   /// A peer's event socket (`/api/v1/ws`).
   case events
-}
-
-extension Node {
-  /// The event counters exposed on `/metrics` (counted by the event hub).
-  var metrics: NodeMetrics {
-    get { surface.metrics }
-    _modify { yield &surface.metrics }
-  }
 }

@@ -1,4 +1,4 @@
-/// REST handlers for the peer and event-log routes.
+/// REST handlers for the peer routes.
 ///
 /// Layer 6 (surface). Each handler validates input (400s name the field and the rule), does its work through
 /// the store and the node state, and returns a response; thrown ``APIError``s become the JSON error shape.
@@ -60,27 +60,13 @@ extension Node {
     guard peers[peer.id] != nil else { throw APIError.invalidToken }
     peers[peer.id] = peer
     feed(.localPeerRenamed(peerID: peer.id, displayName: peer.displayName))
-    try await publish([(peerID: peer.id, type: "peer.updated", data: ["peer": peerJSON(peer)])])
+    try await events.publish([(peerID: peer.id, type: "peer.updated", data: ["peer": peerJSON(peer)])], node: self)
     return .json(["peer": peerJSON(peer)])
   }
 
   func deleteMe(_ context: RequestContext) async throws -> HTTPResponse {
     try await removePeer(context.authenticatedPeer, closeReason: "peer deleted")
     return .noContent
-  }
-
-  func listEvents(_ context: RequestContext) async throws -> HTTPResponse {
-    let query = context.request.head.query
-    let since =
-      try Self.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
-    let limit = try query.limit(maximum: 1000)
-    let peer = context.authenticatedPeer
-    let page = try await store.events(peerID: peer.id, after: since, limit: limit)
-    let next = page.events.last?.sequence ?? since
-    return .json([
-      "events": .array(page.events.map(\.envelope)), "nextCursor": .string(String(next)),
-      "truncated": .bool(page.truncated),
-    ])
   }
 
   static func escapeLabel(_ value: String) -> String {

@@ -55,11 +55,11 @@ final class ServerBridge: ServerDelegate {
   }
 
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
-    node.assumeIsolated { $0.bodyReceived(id, bytes) }
+    node.assumeIsolated { $0.featuresRequestBodyReceived(id, bytes) }
   }
 
   func requestBodyEnded(_ id: RequestID) {
-    node.assumeIsolated { $0.bodyEnded(id) }
+    node.assumeIsolated { $0.featuresRequestBodyEnded(id) }
   }
 
   func streamDrained(_ id: RequestID) {

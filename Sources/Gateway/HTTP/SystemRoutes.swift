@@ -80,7 +80,7 @@ enum SystemRoutes {
         "meshgate_http_requests_total{route=\"\(route)\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)")
     }
     let statistics = node.server.statistics()
-    let streams = node.events.subscribers.keys.filter { if case .stream = $0 { true } else { false } }.count
+    let streams = node.events.streamCount
     let samples: [(String, String, String, any CustomStringConvertible)] = [
       ("meshgate_websocket_connections", "gauge", "Open WebSocket connections.", statistics.openWebSockets),
       ("meshgate_event_streams", "gauge", "Open Server-Sent Events streams.", streams),
@@ -122,21 +122,21 @@ enum SystemRoutes {
       ),
       (
         "meshgate_events_appended_total", "counter", "Events appended to peers' event logs.",
-        node.surface.metrics.eventsAppended
+        node.events.counters.appended
       ),
       (
         "meshgate_event_queue_bytes", "gauge", "Bytes of events waiting to be appended to peers' event logs.",
-        node.events.queue.bytes
+        node.events.queuedBytes
       ),
       (
         "meshgate_mesh_read_pauses_total", "counter",
         "Times mesh links stopped being read because the event queue was over its high-water mark.",
-        node.surface.metrics.meshReadPauses
+        node.events.counters.meshReadPauses
       ),
       (
         "meshgate_event_ring_full_total", "counter",
         "Small event batches that waited for their SQLite commit because the event ring was full.",
-        node.surface.metrics.eventRingFull
+        node.store.eventLog.ringFullCount
       ),
       (
         "meshgate_websocket_messages_sent_total", "counter", "WebSocket messages written to clients.",
@@ -152,7 +152,7 @@ enum SystemRoutes {
       ),
       (
         "meshgate_slow_consumer_disconnects_total", "counter",
-        "Event consumers disconnected because their send queue was full.", node.surface.metrics.slowConsumerDisconnects
+        "Event consumers disconnected because their send queue was full.", node.events.counters.slowConsumerDisconnects
       ),
       (
         "meshgate_websocket_upgrades_rejected_total", "counter", "WebSocket upgrades refused (bad path or token).",
@@ -174,12 +174,11 @@ enum SystemRoutes {
       ),
       (
         "meshgate_events_trimmed_total", "counter", "Events dropped from peers' logs by the retention limit.",
-        node.store.eventsTrimmed
+        node.store.eventLog.trimmed
       ),
       (
         "meshgate_storage_failures_total", "counter",
-        "Requests refused because the data directory was full or failing (507/503).",
-        node.surface.storageFailures
+        "Requests refused because the data directory was full or failing (507/503).", node.surface.storageFailures
       ),
       (
         "meshgate_admin_denied_total", "counter", "Requests refused for lack of the admin token.",
@@ -205,8 +204,8 @@ enum SystemRoutes {
       ),
       (
         "meshgate_events_off_schema_total", "counter",
-        "Events whose data did not match docs/node.events.md (checked by debug builds only; 0 in release builds).",
-        node.surface.metrics.eventsOffSchema
+        "Events whose data did not match docs/events.md (checked by debug builds only; 0 in release builds).",
+        node.events.counters.offSchema
       ),
       (
         "meshgate_mesh_spoofed_frames_total", "counter",
@@ -265,7 +264,7 @@ enum SystemRoutes {
     for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
       lines.append("meshgate_mesh_frames_refused_total{reason=\"\(Node.escapeLabel(reason))\"} \(count)")
     }
-    lines += node.transferMetricLines()
+    lines += node.featuresMetricsLines()
     family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
     lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
     return HTTPResponse(

@@ -42,7 +42,8 @@ extension Node {
     return counts
   }
 
-  /// A frame refused by the mesh core's frame guard (``MeshNode``): counted, logged, and answered when it is an offer.
+  /// A frame refused by the mesh core's frame guard (``MeshNode``): counted, logged, and handed to the features (the
+  /// one whose offer it was tells the sender, so that nothing waits for an answer that never comes).
   package func frameRefused(_ refusal: FrameRefusal) {
     refuseFrame(refusal.reason, from: refusal.nodeID, refusal.detail)
     if refusal.spoofedSender { guards.spoofedFrames += 1 }
@@ -51,26 +52,7 @@ extension Node {
         "Dropped a mesh frame that speaks for peers the sending node does not host.",
         ["node.id": refusal.nodeID ?? "?", "refusal.detail": refusal.detail])
     }
-    if let nodeID = refusal.nodeID, let answer = refusal.answer {
-      answerRefusedFrame(refusal.message, to: nodeID, because: answer)
-    }
-  }
-
-  /// Tells the sender of a refused offer that it was refused, so that nothing waits for an answer that never comes.
-  /// The ids are echoed only through the codec (a string field), never used.
-  func answerRefusedFrame(_ message: MeshMessage, to nodeID: String, because reason: String) {
-    switch message {
-    case .transferOffer(let offer):
-      sendTransferFrame(
-        .transferReject(transferID: offer.transferID, code: .refused, message: "refused: \(reason)"), to: nodeID)
-    case .transferGroupOffer(let offer):
-      sendTransferFrame(
-        .transferReject(transferID: offer.copyID, code: .refused, message: "refused: \(reason)"), to: nodeID)
-    case .streamOpen(let offer):
-      sendStreamFrame(.streamClose(streamID: offer.streamID, reason: "refused: \(reason)"), to: nodeID)
-    default:
-      break
-    }
+    featuresMeshEffect(.frameRefused(refusal))
   }
 
   /// Whether a request carries this node's admin token (without counting a denial: for routes that show more to the

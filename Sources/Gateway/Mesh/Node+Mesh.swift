@@ -63,12 +63,9 @@ struct MeshState {
   var dataSegmentsIn: [WebSocketID: (count: UInt32, at: UInt64)] = [:]
   /// When the last mesh tick ran (a late tick would show in the silent-link log line).
   var lastTick: UInt64 = 0
-  /// Events for local peers gathered by the mesh core's interpreter until its next flush point (``Node/flush()``).
-  var pendingEvents: [EventFanOut] = []
-  /// The last session event built for ``pendingEvents``, its entry there and the peers that entry names: the next
-  /// peer told the same event joins the entry, as one fan-out, unless it is already there (then it is a second event)
-  /// or other events were gathered since.
-  var lastSessionEvent: (event: SessionBook.Event, entry: Int, peers: Set<String>)?
+  /// Events for local peers gathered by the mesh core's interpreter until its next flush point (``Node/flush()``); a
+  /// session event told to many local peers in a row is one fan-out.
+  var pendingEvents = EventGathering<SessionBook.Event>()
 }
 
 /// A frame waiting in a link's scheduler.
@@ -252,16 +249,12 @@ extension Node {
     server.setPulling(socket)
   }
 
-  /// The scheduler lane of a frame: bulk frames of one producer share a lane (and keep their order within it), all
-  /// else is control. A transfer's end and a stream's close travel in their lane, behind their data.
+  /// The scheduler lane of a frame the node sends: bulk frames of one producer share a lane (and keep their order
+  /// within it), all else is control. (Features that send bulk frames of their own choose their lanes themselves.)
   static func lane(of message: MeshMessage) -> LinkScheduler<MeshOutbound>.Lane {
     switch message {
     case .sessionData(_, let fromPeerID, _, _, _), .sessionEvent(_, let fromPeerID, _, _, _, _):
       .bulk("peer:" + fromPeerID)
-    case .transferChunk(let id, _, _), .transferEnd(let id, _, _):
-      .bulk(transferProducer(id))
-    case .streamData(let id, _, _), .streamClose(let id, _):
-      .bulk("stream:" + id)
     case .chat:
       .bulk("chat")
     default:
@@ -325,13 +318,12 @@ extension Node {
     return next
   }
 
-  /// Bulk room was freed on some link: held reliable sends, file transfers and stream writers try again.
+  /// Bulk room was freed on some link: held reliable sends and the features' bulk producers try again.
   func linkRoomFreed() {
     mesh.roomWakePending = false
     admitHeldSends()
     releaseHeldLeaves()
-    for transfer in transfers.outgoing.values where transfer.sender?.state == .sending { pump(transfer) }
-    for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
+    featuresLinkRoomFreed()
   }
 
   // MARK: - Reporting to the mesh core
@@ -375,19 +367,9 @@ extension Node {
   package func sessionEvent(peerID: String, _ event: SessionBook.Event) {
     // A fan-out notifies many local peers of the same event in a row: its data is built once and it stays one entry
     // naming them all (the event log stores it as one body, serialized once, off this loop).
-    // Only the newest entry may take another peer: joining an older one would move this peer's event before events
-    // gathered for it since.
-    if var last = mesh.lastSessionEvent, last.entry == mesh.pendingEvents.count - 1, last.event == event,
-      !last.peers.contains(peerID)
-    {
-      mesh.lastSessionEvent = nil  // keeps the set uniquely referenced while it grows
-      last.peers.insert(peerID)
-      mesh.lastSessionEvent = last
-      mesh.pendingEvents[last.entry].peerIDs.append(peerID)
-    } else {
+    mesh.pendingEvents.add(peerID, event: event) {
       let built = sessionEvent(event, for: peerID)
-      mesh.lastSessionEvent = (event, mesh.pendingEvents.count, [peerID])
-      mesh.pendingEvents.append(EventFanOut(peerIDs: [peerID], type: built.type, data: built.data))
+      return (built.type, built.data)
     }
     followUp(event, for: peerID)
   }
@@ -409,11 +391,8 @@ extension Node {
 
   /// Publishes the gathered events in one batch.
   package func flush() {
-    mesh.lastSessionEvent = nil
     guard !mesh.pendingEvents.isEmpty else { return }
-    let entries = mesh.pendingEvents
-    mesh.pendingEvents = []
-    publishInBackground(fanOuts: entries)
+    events.publishInBackground(fanOuts: mesh.pendingEvents.take(), node: self)
   }
 
   package func send(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
@@ -485,15 +464,9 @@ extension Node {
     publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
   }
 
-  /// Transfer and stream frames go to the payloads feature.
+  /// Frames the mesh core hands to the runtime (transfers and streams) go to the features.
   package func deliver(_ message: MeshMessage, from nodeID: String) {
-    switch message {
-    case .streamOpen, .streamData, .streamCredit, .streamClose:
-      streamMessage(message, from: nodeID)
-    default:
-      // The only other frames the mesh core delivers are transfer frames.
-      transferMessage(message, from: nodeID)
-    }
+    featuresMeshEffect(.deliver(message, from: nodeID))
   }
 
   /// A chat batch goes to the features (the chat feature queues it: store writes, then sends and events).
@@ -528,9 +501,9 @@ extension Node {
   }
 
   func publishToAllPeers(type: String, data: JSONValue) {
-    let shared = data.preserialized
-    let entries = peers.keys.sorted().map { (peerID: $0, type: type, data: shared) }
-    if !entries.isEmpty { publishInBackground(entries) }
+    // One fan-out naming every local peer: one event, serialized once.
+    guard !peers.isEmpty else { return }
+    events.publishInBackground(fanOuts: [EventFanOut(peerIDs: peers.keys.sorted(), type: type, data: data)], node: self)
   }
 
   static func mapJSON(_ map: [String: String]) -> JSONValue {

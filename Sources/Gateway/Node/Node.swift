@@ -14,17 +14,6 @@ import LWS
 import Logging
 import MeshCore
 
-/// Counters exposed on `/metrics`.
-struct NodeMetrics {
-  var eventsAppended = 0
-  var meshReadPauses = 0
-  /// Small events that waited for their SQLite commit because the event ring had no room.
-  var eventRingFull = 0
-  var slowConsumerDisconnects = 0
-  /// Events whose data broke their documented schema (checked in debug builds only).
-  var eventsOffSchema = 0
-}
-
 /// The node actor.
 public actor Node {
   /// What the node serves on and runs on: the lws ``Server``, or a test's in-memory port (Node/ServerPort.swift).
@@ -61,9 +50,9 @@ public actor Node {
   init(
     server: any ServerPort, store: NodeStore, configuration: NodeConfiguration, nodeID: String, peers: [StoredPeer],
     services: [NodeStore.StoredService] = [], chatState: NodeStore.ChatState? = nil, staticFiles: StaticFiles,
-    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits(), eventRing: EventRing
+    security: NodeSecurity = .none, adminTokenHash: String = "", limits: Limits = Limits()
   ) {
-    self.events = EventHub(ring: eventRing)
+    self.events = EventHub()
     self.surface = HTTPSurface(staticFiles: staticFiles, server: server)
     self.server = server
     self.store = store
@@ -112,18 +101,21 @@ public actor Node {
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks, both on the
   /// port's timers; the data-directory watch). Runs on the service thread.
   func start() {
-    events.keepAliveTimer = server.repeating(every: .seconds(5)) { [weak self] in
-      self?.assumeIsolated { $0.sendKeepAlives() }
-    }
+    events.start(node: self)
     safety.startWatching(node: self)
     startMesh()
-    Task { await self.restoreTransfers() }
+    featuresNodeStarted()
   }
 
   func stop() {
-    events.keepAliveTimer?.cancel()
+    events.stop()
     safety.stopWatching()
     meshTimer?.cancel()
+  }
+
+  /// Runs `body` on the service thread inside the actor; safe from any thread (file queues use it).
+  nonisolated func onLoop(_ body: @escaping @Sendable (isolated Node) -> Void) {
+    server.execute { [self] in self.assumeIsolated { body($0) } }
   }
 
   // MARK: - Requests
@@ -156,62 +148,10 @@ public actor Node {
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
     switch surface.connections[id] {
     case .mesh: meshSocketReceived(id, message)
-    case .stream: _ = streamSocketReceived(id, message)
-    case .events: eventSocketReceived(id, message)
+    case .feature: for feature in features.all { feature.webSocketReceived(id, message, node: self) }
+    case .events: events.received(message, on: id, node: self)
     case nil: break
     }
-  }
-
-  /// A message on a peer's event socket (`/api/v1/ws`): `ping`, or `send` into a session.
-  func eventSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
-    guard let subscriber = events.subscribers[.webSocket(id)] else { return }
-    if subscriber.holding {
-      subscriber.backlog.append(message)
-      return
-    }
-    let size: Int
-    switch message {
-    case .binary(let bytes), .text(let bytes): size = bytes.count
-    }
-    if let refusal = safety.checkSocketMessage(id, size: size) {
-      sendFrame(refusal.reply, to: subscriber, writeNow: true)
-      if refusal.close {
-        removeSubscriber(.webSocket(id))
-        server.close(id, code: 1009, reason: "message too large")
-      }
-      return
-    }
-    let reply: JSONValue
-    switch message {
-    case .binary:
-      reply = Self.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
-    case .text(let bytes):
-      let parsed: JSONValue
-      do {
-        parsed = try JSONValue.parse(bytes)
-      } catch {
-        reply = Self.socketError(
-          error.isLimit ? "json_limit_exceeded" : "malformed_message",
-          "\(error); send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
-        break
-      }
-      guard case .object(let object) = parsed, let op = object["op"]?.stringValue else {
-        reply = Self.socketError(
-          "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
-        break
-      }
-      switch op {
-      case "ping":
-        reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
-      case "send":
-        guard let answer = socketSend(object, subscriber: subscriber, socket: id) else { return }
-        reply = answer
-      default:
-        reply = Self.socketError(
-          "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
-      }
-    }
-    sendFrame(reply, to: subscriber, writeNow: true)
   }
 
   static func socketError(_ code: String, _ message: String) -> JSONValue {
@@ -223,33 +163,33 @@ public actor Node {
     // kind yet.
     switch surface.connections.removeValue(forKey: id) ?? .mesh {
     case .mesh: meshSocketClosed(id)
-    case .stream: _ = streamSocketClosed(id)
+    case .feature: for feature in features.all { feature.webSocketClosed(id, node: self) }
     case .events:
       safety.guards.socketLimiter.forget(id)
-      removeSubscriber(.webSocket(id))
+      events.removeSubscriber(.webSocket(id))
     }
   }
 
-  /// Everything queued on WebSocket `id` was written: stream readers and event replays go on.
+  /// Everything queued on WebSocket `id` was written: features' sockets (stream readers) and event replays go on.
   func webSocketDrained(_ id: WebSocketID) {
     switch surface.connections[id] {
-    case .stream: streamSocketDrained(id)
-    case .events: if let subscriber = events.subscribers[.webSocket(id)] { pumpReplay(subscriber) }
+    case .feature: for feature in features.all { feature.webSocketDrained(id, node: self) }
+    case .events: events.drained(.webSocket(id), node: self)
     case .mesh, nil: break
     }
   }
 
-  /// Everything queued on streaming response `id` was written: stream readers and SSE replays go on.
+  /// Everything queued on streaming response `id` was written: features' responses (stream readers) and SSE replays
+  /// go on.
   func streamDrained(_ id: RequestID) {
-    streamResponseDrained(id)
-    if let subscriber = events.subscribers[.stream(id)] { pumpReplay(subscriber) }
+    featuresResponseDrained(id)
+    events.drained(.stream(id), node: self)
   }
 
   func requestClosed(_ id: RequestID) {
     surface.requestClosed(id)
-    uploadRequestClosed(id)
-    streamRequestClosed(id)
-    removeSubscriber(.stream(id))
+    featuresRequestClosed(id)
+    events.removeSubscriber(.stream(id))
   }
 
   // MARK: - JSON views

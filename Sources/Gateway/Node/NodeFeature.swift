@@ -31,6 +31,35 @@ protocol NodeFeature: AnyObject {
   func directoryChanged(node: isolated Node)
   /// What local peers advertise or browse, or the local peers themselves, changed.
   func localServicesChanged(node: isolated Node)
+
+  // MARK: - payloads
+
+  /// The node started (its mesh runs): restore what the feature keeps across restarts.
+  func nodeStarted(node: isolated Node)
+  /// Bulk room was freed on some mesh link: producers held back by a full link try again.
+  func linkRoomFreed(node: isolated Node)
+  /// A piece of the streamed body of request `id` (a route whose body is not collected) arrived.
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8], node: isolated Node)
+  /// The streamed body of request `id` is complete.
+  func requestBodyEnded(_ id: RequestID, node: isolated Node)
+  /// Everything queued on streaming response `id` was written.
+  func responseDrained(_ id: RequestID, node: isolated Node)
+  /// Request `id` is over (answered, or its client went away).
+  func requestClosed(_ id: RequestID, node: isolated Node)
+  /// A message, the close, or a drained send queue on a WebSocket this feature's route took (``Route/upgrade``).
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage, node: isolated Node)
+  func webSocketClosed(_ id: WebSocketID, node: isolated Node)
+  func webSocketDrained(_ id: WebSocketID, node: isolated Node)
+  /// The feature's lines of `/metrics` (HELP, TYPE and samples), appended after the node's own.
+  func metricsLines(into lines: inout [String], node: isolated Node)
+  /// The `PATCH /api/v1/node/settings` members this feature owns, after the node's own.
+  var settingNames: [String] { get }
+  /// The feature's settings in the settings view.
+  func settings(into object: inout JSONObject, node: isolated Node)
+  /// Refuses a settings change whose members for this feature are invalid (nothing is applied then).
+  func checkSettings(_ body: RequestBody, node: isolated Node) throws(APIError)
+  /// Applies a settings change every feature checked.
+  func applySettings(_ body: RequestBody, node: isolated Node)
 }
 
 extension NodeFeature {
@@ -48,6 +77,23 @@ extension NodeFeature {
   func invitationReceived(_ invitation: SessionBook.Invitation, node: isolated Node) {}
   func directoryChanged(node: isolated Node) {}
   func localServicesChanged(node: isolated Node) {}
+
+  // MARK: - payloads
+
+  func nodeStarted(node: isolated Node) {}
+  func linkRoomFreed(node: isolated Node) {}
+  func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8], node: isolated Node) {}
+  func requestBodyEnded(_ id: RequestID, node: isolated Node) {}
+  func responseDrained(_ id: RequestID, node: isolated Node) {}
+  func requestClosed(_ id: RequestID, node: isolated Node) {}
+  func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage, node: isolated Node) {}
+  func webSocketClosed(_ id: WebSocketID, node: isolated Node) {}
+  func webSocketDrained(_ id: WebSocketID, node: isolated Node) {}
+  func metricsLines(into lines: inout [String], node: isolated Node) {}
+  var settingNames: [String] { [] }
+  func settings(into object: inout JSONObject, node: isolated Node) {}
+  func checkSettings(_ body: RequestBody, node: isolated Node) throws(APIError) {}
+  func applySettings(_ body: RequestBody, node: isolated Node) {}
 }
 
 extension Node {
@@ -79,5 +125,46 @@ extension Node {
   /// Hands a mesh effect meant for a feature to every feature.
   func featuresMeshEffect(_ effect: MeshEffect) {
     for feature in features.all { feature.meshEffect(effect, node: self) }
+  }
+}
+
+// MARK: - payloads
+
+extension Node {
+  /// Tells every feature that the node started.
+  func featuresNodeStarted() {
+    for feature in features.all { feature.nodeStarted(node: self) }
+  }
+
+  /// Tells every feature that bulk room was freed on a mesh link.
+  func featuresLinkRoomFreed() {
+    for feature in features.all { feature.linkRoomFreed(node: self) }
+  }
+
+  /// Hands a piece of a streamed request body to the features (the one that took the request uses it).
+  func featuresRequestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
+    for feature in features.all { feature.requestBodyReceived(id, bytes, node: self) }
+  }
+
+  /// Tells the features that a streamed request body is complete.
+  func featuresRequestBodyEnded(_ id: RequestID) {
+    for feature in features.all { feature.requestBodyEnded(id, node: self) }
+  }
+
+  /// Tells the features that a streaming response's queue was written.
+  func featuresResponseDrained(_ id: RequestID) {
+    for feature in features.all { feature.responseDrained(id, node: self) }
+  }
+
+  /// Tells the features that a request is over.
+  func featuresRequestClosed(_ id: RequestID) {
+    for feature in features.all { feature.requestClosed(id, node: self) }
+  }
+
+  /// The features' lines of `/metrics`.
+  func featuresMetricsLines() -> [String] {
+    var lines: [String] = []
+    for feature in features.all { feature.metricsLines(into: &lines, node: self) }
+    return lines
   }
 }

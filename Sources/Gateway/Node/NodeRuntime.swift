@@ -208,7 +208,7 @@ final class NodeRuntime {
     discovery.stop()
     // Events still staged are in the event ring, which the next start would read back; SQLite gets them now.
     do {
-      try await node.store.flushStagedEvents()
+      try await node.store.eventLog.flushStagedEvents()
     } catch {
       logger.warning(
         "Staged events were not written to the store; the next start writes them from the event ring.",
@@ -262,9 +262,6 @@ struct NodeParts {
   let tls: TLSConfiguration?
   let security: NodeSecurity
   let staticFiles: StaticFiles
-  /// Where small events are durable before SQLite has them (``EventRing``), read back and written to SQLite at start.
-  let eventRing: EventRing
-
   /// The event ring's file in the data directory, and its size.
   static let eventRingFileName = "events.ring"
   static let eventRingBytes = 4 << 20
@@ -294,11 +291,8 @@ struct NodeParts {
     do {
       let ringPath = dataURL.appendingPathComponent(eventRingFileName).path
       eventRing = try EventRing(path: ringPath, capacity: eventRingBytes)
-      let records = eventRing.records()
-      let opened = try await store.openEventLog(
-        recovering: records, ringReleasedThrough: eventRing.releasedThrough, ringLost: eventRing.wasEmpty,
-        dropped: eventRing.dropped, mostRecords: EventRing.mostRecords(capacity: eventRingBytes))
-      eventRing.release(through: opened.through)
+      let opened = try await store.eventLog.open(
+        ring: eventRing, mostRecords: EventRing.mostRecords(capacity: eventRingBytes))
       if eventRing.dropped.count > 0 {
         logger.warning(
           "The event ring held records past a damaged one; they were not written to the event log. Peers' logs lack "
@@ -324,7 +318,7 @@ struct NodeParts {
       if opened.recovered > 0 {
         logger.notice(
           "Events the node had delivered before it stopped were written to the store from the event ring.",
-          ["events": opened.recovered, "ring.records": records.count])
+          ["events": opened.recovered, "ring.records": opened.records])
       }
     } catch {
       throw StartupError(message: "cannot open the event log in \(dataURL.path): \(error)")
@@ -353,7 +347,7 @@ struct NodeParts {
       configuration: configuration, dataURL: dataURL, dataDirectoryLock: dataDirectoryLock, store: store,
       nodeID: nodeID, peers: peers, services: services,
       chatState: chatState, adminTokenHash: admin.hash, newAdminToken: admin.newToken, tls: tls, security: security,
-      staticFiles: staticFiles, eventRing: eventRing)
+      staticFiles: staticFiles)
   }
 
   /// Stores the new admin token's hash, on the first start only. Call it once nothing else can make the start fail,
@@ -372,7 +366,7 @@ struct NodeParts {
     Node(
       server: server, store: store, configuration: configuration, nodeID: nodeID, peers: peers, services: services,
       chatState: chatState, staticFiles: staticFiles, security: security, adminTokenHash: adminTokenHash,
-      limits: configuration.limits, eventRing: eventRing)
+      limits: configuration.limits)
   }
 }
 

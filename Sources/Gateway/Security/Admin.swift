@@ -118,19 +118,19 @@ extension NodeSafety {
 extension Node {
   func settingsJSON() -> JSONValue {
     guard case .object(var object) = guards.limits.json else { return .null }
-    object["eventRetention"] = .int(Int64(store.retention))
-    object["fileConsent"] = .string(fileConsent.rawValue)
-    object["fileConsentTimeout"] = .int(Int64(fileConsentTimeout))
+    object["eventRetention"] = .int(Int64(store.eventLog.retention))
+    for feature in features.all { feature.settings(into: &object, node: self) }
     return ["settings": .object(object)]
   }
 
   /// `PATCH /api/v1/node/settings`: changes limits at run time (until the node restarts).
   func updateSettings(_ context: RequestContext) throws -> HTTPResponse {
     let body = try RequestBody(context.request)
-    let names = [
-      "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
-      "maxPeers", "eventRetention", "fileConsent", "fileConsentTimeout",
-    ]
+    let names =
+      [
+        "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
+        "maxPeers", "eventRetention",
+      ] + features.all.flatMap(\.settingNames)
     try body.allowOnly(Set(names))
     guard !body.object.keys.isEmpty else {
       throw APIError.badRequest("send at least one of \(names.joined(separator: ", "))")
@@ -152,18 +152,10 @@ extension Node {
       try integer("peerCreationsPerSecond", 0...1_000_000) ?? limits.peerCreationsPerSecond
     limits.maxPeers = try integer("maxPeers", 1...Limits.maxPeersHardLimit) ?? limits.maxPeers
     let retention = try integer("eventRetention", 10...10_000_000)
-    var consent: FileConsent?
-    if let value = body.object["fileConsent"] {
-      guard case .string(let text) = value, let mode = FileConsent(rawValue: text) else {
-        throw APIError.badRequest("fileConsent must be \"auto\" or \"ask\"")
-      }
-      consent = mode
-    }
-    let consentTimeout = try integer("fileConsentTimeout", 1...86_400)
+    for feature in features.all { try feature.checkSettings(body, node: self) }
     guards.limits = limits
-    if let retention { store.retention = retention }
-    if let consent { transfers.consentMode = consent }
-    if let consentTimeout { transfers.consentTimeout = consentTimeout }
+    if let retention { store.eventLog.retention = retention }
+    for feature in features.all { feature.applySettings(body, node: self) }
     logger.notice("Node settings changed.", ["settings": settingsJSON().serializedString()])
     return .json(settingsJSON())
   }

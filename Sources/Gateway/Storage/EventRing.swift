@@ -3,9 +3,9 @@
 /// Layer 4 (node runtime), storage. A record copied into the ring is in the page cache at once (`MAP_SHARED`), so it
 /// survives the process being killed, `kill -9` included; like SQLite with `synchronous=NORMAL`, only a power loss can
 /// lose the newest records. The node appends a small event here on its service thread, delivers it, and lets SQLite
-/// catch up in batches (``NodeStore/stageEvents(_:bytes:)``); what SQLite has committed is released, and at start-up
+/// catch up in batches (``EventLog/append(_:)``); what SQLite has committed is released, and at start-up
 /// what the ring still holds is read back (``records()``) and written to SQLite first
-/// (``NodeStore/openEventLog(recovering:ring:)``).
+/// (``EventLog/open(ring:mostRecords:)``).
 ///
 /// Layout: a 64-byte header, then records, each 8-byte aligned: `u32` magic, `u32` payload length, `i64` sequence,
 /// `u64` checksum (``checksum(sequence:payload:)``), the payload. A record that does not fit before the end leaves a
@@ -25,8 +25,9 @@
 /// Not thread-safe: one owner appends and releases.
 import Foundation
 
-// `@unchecked Sendable`: the ring is read back at start-up, before the node exists, then handed to the node, whose
-// event hub alone uses it, on the node's executor (the service thread). Nothing uses it from two threads at once.
+// `@unchecked Sendable`: the ring is read back at start-up, before the node exists, then handed to the event log, which
+// uses it from one append at a time (the node's publish queue, on the node's executor: the service thread). Nothing
+// uses it from two threads at once.
 final class EventRing: @unchecked Sendable {
   struct Record: Equatable {
     let sequence: Int64

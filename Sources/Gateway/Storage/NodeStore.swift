@@ -1,5 +1,5 @@
 /// The node's durable state in SQLite: the database, its migrations and the node's identity; each feature's tables
-/// and queries live with the feature (`extension NodeStore` in `Features/<X>/…Store.swift`, `Events/EventLogStore`).
+/// and queries live with the feature (`extension NodeStore` in `Features/<X>/…Store.swift`); the event log is its own component (`Events/EventLog`).
 ///
 /// Layer 4 (node runtime). All SQL lives in the store files. Calls hop to the ``Database`` actor, whose private serial
 /// queue keeps blocking SQLite work off the lws service thread. A write that returned has been committed
@@ -12,45 +12,8 @@ import Synchronization
 /// Typed queries over the node database.
 final class NodeStore: Sendable {
   let database: Database
-  /// The retention limit and each peer's log length (learnt on its first append), guarded for the database queue
-  /// and the node actor.
-  let eventLog: Mutex<EventLogState>
-
-  struct EventLogState {
-    var retention: Int
-    var counts: [String: Int] = [:]
-    var trimmed = 0
-    /// Audiences known to be committed, by their members (sorted, joined by commas); see ``AudienceLookup``.
-    var audiences: [String: Int64] = [:]
-    /// The recipients of the last fan-out and their audience, as the fan-out named them (no sorting to find it).
-    var lastAudience: (peerIDs: [String], id: Int64)?
-    /// Counts the transactions that deleted audiences: what an append learnt is remembered only if none ran since
-    /// it started.
-    var audienceDeletions = 0
-    /// The highest event sequence number handed out, once known (read from the database at the first append, or
-    /// when the node opens the log). A body a trim deleted keeps its number taken, so numbers only grow.
-    var lastBodyID: Int64?
-    /// Events with their sequence numbers, durable in the node's event ring, waiting for SQLite
-    /// (``stageEvents(_:bytes:)``), and about how many bytes they hold.
-    var staged: [AppendedEvent] = []
-    var stagedBytes = 0
-    /// A flush of the staged events is scheduled (after ``stagedFlushDelay``), or asked for at once.
-    var flushScheduled = false
-    var flushRequested = false
-    /// The last flush of staged events failed (logged once until one succeeds).
-    var flushFailing = false
-    /// The newest sequence number of the staged events SQLite has committed.
-    var ingestedThrough: Int64 = 0
-  }
-
-  /// Events kept per peer; an admin can change it at run time.
-  var retention: Int {
-    get { eventLog.withLock { $0.retention } }
-    set { eventLog.withLock { $0.retention = newValue } }
-  }
-
-  /// Events dropped by retention since the node started (`/metrics`).
-  var eventsTrimmed: Int { eventLog.withLock { $0.trimmed } }
+  /// The event log: its ring, staging, batches to SQLite, reads and retention (Events/EventLog.swift).
+  let eventLog: EventLog
 
   static let migrations: [Migration] = [
     Migration(
@@ -134,7 +97,7 @@ final class NodeStore: Sendable {
           peers TEXT NOT NULL
         );
         """),
-    Migration(version: 12, name: "event bodies stored once for their audience", sql: NodeStore.eventAudiencesSchema),
+    Migration(version: 12, name: "event bodies stored once for their audience", sql: EventLog.audiencesSchema),
     Migration(
       version: 13, name: "always-accept entries bound to the sender's node", sql: NodeStore.alwaysAcceptBindingSchema),
     Migration(version: 14, name: "when each peer was last used", sql: NodeStore.peerUsageSchema),
@@ -153,7 +116,7 @@ final class NodeStore: Sendable {
 
   init(path: String, retention: Int) throws {
     self.database = try Database(path: path, migrations: Self.migrations)
-    self.eventLog = Mutex(EventLogState(retention: retention))
+    self.eventLog = EventLog(database: database, retention: retention)
   }
 
   /// Answers when the database does: a read on its queue, writing nothing (`/healthz`).

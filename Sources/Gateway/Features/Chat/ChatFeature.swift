@@ -6,7 +6,7 @@
 /// crosses links chat may use (rooms are `encryption: required`). The ordering and resync machine is part of the
 /// mesh core (``MeshNode``'s chat book: links, chat frames and the checks on them, deleted peers); its batches come
 /// here as ``MeshEffect/chat(_:)`` or from the REST commands. Batches run one at a time, in order, on the node actor
-/// (``ChatFeature/drain(node:)``): store writes first, in one transaction, then sends and events, so a message is
+/// (``SerialWork``): store writes first, in one transaction, then sends and events, so a message is
 /// durable before a 2xx or a send says it exists. See ``ChatBook`` for the protocol.
 import Crypto
 import Foundation
@@ -18,11 +18,16 @@ import MeshCore
 /// ``MeshNode/chat``); owned by the node actor and only touched on its executor. Links and deleted peers reach the
 /// book through the mesh core; its batches reach this feature through the ``NodeFeature/meshEffect(_:node:)`` hook.
 final class ChatFeature: NodeFeature {
-  /// Directive batches waiting for their turn; `continuation` resumes a request once its batch is done.
-  private var queue: [(directives: [ChatBook.Directive], continuation: CheckedContinuation<Void, any Error>?)] = []
-  private var draining = false
+  /// Directive batches waiting for their turn, carried out one at a time (``perform(_:node:)``); `continuation`
+  /// resumes a request once its batch is done.
+  private let work: SerialWork<FIFO<Batch>>
+  typealias Batch = (directives: [ChatBook.Directive], continuation: CheckedContinuation<Void, any Error>?)
   /// Join requests waiting for the host's roster, by room id and peer id.
   private var joinWaiters: [String: [CheckedContinuation<Bool?, Never>]] = [:]
+
+  init() {
+    work = SerialWork(FIFO()) { batch, node in await node.features.chat.perform(batch, node: node) }
+  }
 
   // MARK: - Hooks
 
@@ -315,41 +320,30 @@ final class ChatFeature: NodeFeature {
   func run(_ directives: [ChatBook.Directive], node: isolated Node) async throws {
     guard !directives.isEmpty else { return }
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-      queue.append((directives, continuation))
-      startDraining(node: node)
+      work.enqueue(node: node) { $0.append((directives, continuation)) }
     }
   }
 
   func enqueue(_ directives: [ChatBook.Directive], node: isolated Node) {
     guard !directives.isEmpty else { return }
-    queue.append((directives, nil))
-    startDraining(node: node)
+    work.enqueue(node: node) { $0.append((directives, nil)) }
   }
 
-  func startDraining(node: isolated Node) {
-    guard !draining else { return }
-    draining = true
-    Task { await node.features.chat.drain(node: node) }
-  }
-
-  func drain(node: isolated Node) async {
-    while !queue.isEmpty {
-      let batch = queue.removeFirst()
-      do {
-        try await carryOut(batch.directives, node: node)
-        batch.continuation?.resume()
-      } catch {
-        node.logger.error("Chat work failed.", ["error": String(describing: error)])
-        batch.continuation?.resume(throwing: error)
-      }
+  /// One batch's turn.
+  func perform(_ batch: Batch, node: isolated Node) async {
+    do {
+      try await carryOut(batch.directives, node: node)
+      batch.continuation?.resume()
+    } catch {
+      node.logger.error("Chat work failed.", ["error": String(describing: error)])
+      batch.continuation?.resume(throwing: error)
     }
-    draining = false
   }
 
   func carryOut(_ directives: [ChatBook.Directive], node: isolated Node) async throws {
     var writes: [NodeStore.ChatWrite] = []
-    var events: [(peerID: String, type: String, data: JSONValue)] = []
-    var lastEvent: (roomID: String, event: ChatBook.Event, type: String, data: JSONValue)?
+    // A room's event told to many local members in a row is one fan-out, built once.
+    var events = EventGathering<ChatEventKey>()
     // Writes first, in one transaction: nothing below may be seen before it is durable.
     for directive in directives {
       switch directive {
@@ -367,14 +361,9 @@ final class ChatFeature: NodeFeature {
         try await sendHistory(roomID, to: to, after: after, node: node)
       case .notify(let peerID, let roomID, let event):
         guard node.peers[peerID] != nil, let room = node.mesh.chat.rooms[roomID] else { continue }
-        // A fan-out tells many local members the same thing in a row: build its data once, pre-serialized, so the
-        // event log stores it once for all of them.
-        if let last = lastEvent, last.roomID == roomID, last.event == event {
-          events.append((peerID, last.type, last.data))
-        } else {
+        events.add(peerID, event: ChatEventKey(roomID: roomID, event: event)) {
           let built = Self.event(event, room: room, peerID: peerID)
-          lastEvent = (roomID, event, built.type, built.data.preserialized)
-          events.append((peerID, built.type, lastEvent!.data))
+          return (built.type, built.data)
         }
       case .joinSettled(let roomID, let peerID, let joined):
         settleJoin(roomID + "/" + peerID, joined: joined)
@@ -382,7 +371,13 @@ final class ChatFeature: NodeFeature {
         break
       }
     }
-    if !events.isEmpty { node.publishInBackground(events) }
+    if !events.isEmpty { node.events.publishInBackground(fanOuts: events.take(), node: node) }
+  }
+
+  /// A room's event, as the fan-out cache tells one from the next.
+  struct ChatEventKey: Equatable {
+    let roomID: String
+    let event: ChatBook.Event
   }
 
   static func event(_ event: ChatBook.Event, room: ChatRoom, peerID: String) -> (

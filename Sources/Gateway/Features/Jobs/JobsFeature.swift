@@ -221,9 +221,10 @@ final class JobsFeature: NodeFeature {
   /// Tells the sender an offer ended without delivery (declined, expired, canceled), with the job as stored.
   func publishSendFailed(_ pending: PendingJobSend, reason: String, node: isolated Node) async {
     let job = try? await node.store.job(id: pending.jobID, owner: pending.senderPeerID)
-    node.publishInBackground([
-      (pending.senderPeerID, "job.send.failed", Self.jobSendFailed(job, pending, reason: reason))
-    ])
+    node.events.publishInBackground(
+      [
+        (pending.senderPeerID, "job.send.failed", Self.jobSendFailed(job, pending, reason: reason))
+      ], node: node)
   }
 
   func deliver(_ pending: PendingJobSend, node: isolated Node) async {
@@ -240,12 +241,13 @@ final class JobsFeature: NodeFeature {
         reliable: true, namedEvent: JobRules.transferEvent)
       node.interpret(result.effects)
       guard result.undelivered.isEmpty else {
-        try await node.publish([
-          (
-            pending.senderPeerID, "job.send.failed",
-            Self.jobSendFailed(job, pending, reason: "receiver's node not linked")
-          )
-        ])
+        try await node.events.publish(
+          [
+            (
+              pending.senderPeerID, "job.send.failed",
+              Self.jobSendFailed(job, pending, reason: "receiver's node not linked")
+            )
+          ], node: node)
         return
       }
       job.assignedTo = pending.receiver
@@ -253,7 +255,7 @@ final class JobsFeature: NodeFeature {
       // If the link drops before the receiver's node acknowledges the job, session.send.failed undoes this.
       delivering[pending.sessionID] = pending
       try await node.store.saveJob(job)
-      try await node.publish([(pending.senderPeerID, "job.delivered", ["job": job.json])])
+      try await node.events.publish([(pending.senderPeerID, "job.delivered", ["job": job.json])], node: node)
       // After the job is on the wire: a leave would overtake it and the receiver would drop it.
       try? node.leaveAfterQueuedData(pending.sessionID, peerID: pending.senderPeerID)
     } catch {
@@ -270,9 +272,10 @@ final class JobsFeature: NodeFeature {
       job.assignedTo = nil
       job.updatedAt = Timestamp.now()
       try await node.store.saveJob(job)
-      try await node.publish([
-        (delivery.senderPeerID, "job.send.failed", Self.jobSendFailed(job, delivery, reason: reason))
-      ])
+      try await node.events.publish(
+        [
+          (delivery.senderPeerID, "job.send.failed", Self.jobSendFailed(job, delivery, reason: reason))
+        ], node: node)
     } catch {
       node.logger.error(
         "Undoing a job assignment failed.", ["job.id": delivery.jobID, "error": String(describing: error)])
@@ -303,7 +306,7 @@ final class JobsFeature: NodeFeature {
       createdAt: now, updatedAt: now)
     do {
       try await node.store.saveJob(job)
-      try await node.publish([(peerID, "job.received", ["job": job.json])])
+      try await node.events.publish([(peerID, "job.received", ["job": job.json])], node: node)
     } catch {
       node.logger.error("Storing a received job failed.", ["peer.id": peerID, "error": String(describing: error)])
     }

@@ -1,5 +1,6 @@
 /// Resource transfer records in SQLite (migration 5). One row per side a node holds: `outgoing` on the sender's
 /// node, `incoming` on the receiver's (both, for a transfer between two peers of one node).
+import Foundation
 import MeshCore
 import Store
 
@@ -206,4 +207,55 @@ extension NodeStore {
         [.text(peerID), .text(senderPeerID)])
     }
   }
+}
+
+extension TransferRecord {
+  /// The Content-Type a file keeps: the upload's, trimmed, when it is printable ASCII of at most 255 bytes and not
+  /// curl's form label; nil otherwise (the file is then `application/octet-stream`).
+  static func cleanContentType(_ value: String) -> String? {
+    let trimmed = value.trimmingCharacters(in: .whitespaces)
+    // curl's --data-binary labels every body as a form; a file upload never is one.
+    if trimmed.lowercased().hasPrefix("application/x-www-form-urlencoded") { return nil }
+    guard !trimmed.isEmpty, trimmed.utf8.count <= 255,
+      trimmed.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F })
+    else { return nil }
+    return trimmed
+  }
+
+  /// `attachment` with an ASCII fallback name and the exact UTF-8 name (RFC 6266 / 8187).
+  static func contentDisposition(_ name: String) -> String {
+    let fallback = String(
+      name.unicodeScalars.map { $0.isASCII && $0 != "\"" && $0 != "\\" && $0.value >= 0x20 ? Character($0) : "_" })
+    let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
+    let encoded = name.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }
+      .joined()
+    return "attachment; filename=\"\(fallback)\"; filename*=UTF-8''\(encoded)"
+  }
+
+  /// The bytes of a hex digest (the recorded `sha256`); nil when it is not one.
+  static func unhex(_ text: String) -> [UInt8]? {
+    let digits = Array(text.utf8)
+    guard digits.count % 2 == 0 else { return nil }
+    var bytes: [UInt8] = []
+    var index = 0
+    while index < digits.count {
+      guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
+      bytes.append(high << 4 | low)
+      index += 2
+    }
+    return bytes
+  }
+
+  private static func hexValue(_ digit: UInt8) -> UInt8? {
+    switch digit {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+    default: nil
+    }
+  }
+}
+
+extension AlwaysAccepted {
+  /// The most senders one recipient may keep on its always-accept list.
+  static let limit = 1000
 }

@@ -31,7 +31,7 @@ enum PayloadRoutes {
       503 The receiver's node is not linked or did not answer.
       507 The receiving node's disk (or this node's, for the upload's spool) would drop below its free-space reserve, counting the transfers it has already accepted; nothing was read.
       """
-    ) { node, context in try await node.uploadResource(context) },
+    ) { node, context in try await node.features.payloads.uploadResource(context, node: node) },
     Route(
       .get, "/api/v1/transfers", "listTransfers", returns: Schemas.transferList,
       query: [.limit(max: 500), .cursor, QueryParameter("group", "Only the transfers of this group send.")],
@@ -40,7 +40,7 @@ enum PayloadRoutes {
       200 Transfers.
       400 Bad limit or cursor.
       """
-    ) { node, context in try node.listTransfers(context) },
+    ) { node, context in try node.features.payloads.listTransfers(context) },
     Route(
       .get, "/api/v1/transfers/{transferId}", "getTransfer", returns: Schemas.transferEnvelope,
       """
@@ -48,7 +48,7 @@ enum PayloadRoutes {
       200 The transfer.
       404 Not sent or received by this peer.
       """
-    ) { node, context in try node.getTransfer(context) },
+    ) { node, context in try node.features.payloads.getTransfer(context) },
     Route(
       .delete, "/api/v1/transfers/{transferId}", "cancelTransfer", returns: Schemas.transferEnvelope,
       """
@@ -57,7 +57,7 @@ enum PayloadRoutes {
       404 Not sent or received by this peer.
       409 Already finished, failed or canceled.
       """
-    ) { node, context in try node.deleteTransfer(context) },
+    ) { node, context in try node.features.payloads.deleteTransfer(context, node: node) },
     Route(
       .get, "/api/v1/transfer-groups/{groupId}", "getTransferGroup", returns: Schemas.transferGroupEnvelope,
       """
@@ -65,7 +65,7 @@ enum PayloadRoutes {
       200 The group.
       404 Not a group send by this peer.
       """
-    ) { node, context in try node.getTransferGroup(context) },
+    ) { node, context in try node.features.payloads.getTransferGroup(context) },
     Route(
       .delete, "/api/v1/transfer-groups/{groupId}", "cancelTransferGroup", returns: Schemas.transferGroupEnvelope,
       """
@@ -74,7 +74,7 @@ enum PayloadRoutes {
       404 Not a group send by this peer.
       409 Every transfer of the group has already ended.
       """
-    ) { node, context in try node.cancelTransferGroup(context) },
+    ) { node, context in try node.features.payloads.cancelTransferGroup(context, node: node) },
     Route(
       .get, "/api/v1/transfers/{transferId}/content", "getTransferContent",
       """
@@ -85,7 +85,7 @@ enum PayloadRoutes {
       409 Not finished.
       416 Range outside the file.
       """
-    ) { node, context in try node.transferContent(context) },
+    ) { node, context in try node.features.payloads.transferContent(context) },
     Route(
       .post, "/api/v1/transfers/{transferId}/accept", "acceptTransfer", body: Schemas.acceptTransfer,
       returns: Schemas.transferEnvelope,
@@ -97,7 +97,7 @@ enum PayloadRoutes {
       409 Not a file waiting for this peer's answer (transfer_not_awaiting_consent), ended meanwhile, or the always-accept list is full (always_accept_list_full).
       500 The receiving node cannot create the file.
       """
-    ) { node, context in try await node.acceptTransfer(context) },
+    ) { node, context in try await node.features.payloads.acceptTransfer(context, node: node) },
     Route(
       .post, "/api/v1/transfers/{transferId}/decline", "declineTransfer", returns: Schemas.transferEnvelope,
       """
@@ -106,14 +106,14 @@ enum PayloadRoutes {
       404 Not sent or received by this peer.
       409 Not a file waiting for this peer's answer.
       """
-    ) { node, context in try node.declineTransfer(context) },
+    ) { node, context in try node.features.payloads.declineTransfer(context, node: node) },
     Route(
       .get, "/api/v1/file-consent", "getFileConsent", returns: Schemas.fileConsentEnvelope,
       """
       Whether this node asks before incoming files are stored (mode auto or ask, set with --file-consent or PATCH /api/v1/node/settings), how long a file waits, and this peer's always-accept list.
       200 File consent for this peer.
       """
-    ) { node, context in node.fileConsentResponse(of: context.authenticatedPeer.id) },
+    ) { node, context in node.features.payloads.fileConsentResponse(of: context.authenticatedPeer.id, node: node) },
     Route(
       .delete, "/api/v1/file-consent/always-accept/{peerId}", "removeAlwaysAccept",
       returns: Schemas.fileConsentEnvelope,
@@ -122,7 +122,7 @@ enum PayloadRoutes {
       200 Removed; the list now.
       404 The sender is not on this peer's list.
       """
-    ) { node, context in try await node.removeAlwaysAccept(context) },
+    ) { node, context in try await node.features.payloads.removeAlwaysAccept(context, node: node) },
   ]
 
   static let streamRoutes: [Route] = [
@@ -137,7 +137,7 @@ enum PayloadRoutes {
       409 The receiver is not a connected member.
       503 The receiver's node is not linked.
       """
-    ) { node, context in try node.openStream(context) },
+    ) { node, context in try node.features.payloads.openStream(context, node: node) },
     Route(
       .put, "/api/v1/streams/{streamId}", "writeStream", kind: .unboundedBody, returns: Schemas.streamEnvelope,
       """
@@ -148,7 +148,7 @@ enum PayloadRoutes {
       411 No Content-Length.
       502 The stream failed on the way.
       """
-    ) { node, context in try await node.writeStream(context) },
+    ) { node, context in try await node.features.payloads.writeStream(context, node: node) },
     Route(
       .get, "/api/v1/streams/{streamId}", "readStream",
       """
@@ -157,13 +157,13 @@ enum PayloadRoutes {
       404 Not a stream to this peer.
       409 The stream already has a reader or is closed.
       """
-    ) { node, context in try node.readStream(context) },
+    ) { node, context in try node.features.payloads.readStream(context, node: node) },
     Route(
       .get, "/api/v1/streams/{streamId}/ws", "streamWebSocket", kind: .webSocket,
       query: [QueryParameter("token", "The peer token, for browsers.")],
       upgrade: WebSocketUpgrade(
-        connection: .stream, accept: { node, head, _ in node.acceptStreamSocket(head) },
-        opened: { node, id, head, _ in node.streamSocketOpened(id, head: head) }),
+        connection: .feature, accept: { node, head, _ in node.features.payloads.acceptStreamSocket(head, node: node) },
+        opened: { node, id, head, _ in node.features.payloads.streamSocketOpened(id, head: head, node: node) }),
       """
       WebSocket upgrade for a stream: its writer sends binary frames (closing the socket ends the stream), its reader receives binary frames (closed with 1000 at the end). The token may be passed as ?token=.
       101 Switching protocols.

@@ -9,6 +9,7 @@ import Dispatch
 import Foundation
 import Glibc
 import LWS
+import MeshCore
 
 /// A file operation that failed, with the system's reason.
 struct TransferIOError: Error, CustomStringConvertible {
@@ -198,5 +199,31 @@ final class TransferFile: @unchecked Sendable {
     var info = statvfs()
     guard statvfs(directory, &info) == 0 else { return nil }
     return UInt64(info.f_bavail) * UInt64(info.f_frsize)
+  }
+}
+
+extension TransferFile {
+  /// A file name that is safe to create in a directory: the last path component, without control characters or
+  /// leading dots and spaces, at most 255 UTF-8 bytes. Nil when nothing usable remains.
+  static func sanitizedFileName(_ raw: String) -> String? {
+    let lastComponent = raw.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+    var scalars = String.UnicodeScalarView()
+    for scalar in lastComponent.unicodeScalars {
+      let value = scalar.value
+      if value < 0x20 || value == 0x7F || (0x80...0x9F).contains(value) || value == 0x2028 || value == 0x2029 {
+        continue
+      }
+      scalars.append(scalar)
+    }
+    var name = String(scalars)
+    while let first = name.first, first == "." || first == " " { name.removeFirst() }
+    while let last = name.last, last == " " { name.removeLast() }
+    while name.utf8.count > 255 { name.removeLast() }
+    return name.isEmpty ? nil : name
+  }
+
+  /// A path component for `id`: the id itself when it is a token (`A-Z a-z 0-9 - _`), else `id-` + a digest.
+  static func pathComponent(_ id: String) -> String {
+    WireIDs.isToken(id) ? id : "id-" + String(Crypto.sha256Hex(id).prefix(32))
   }
 }

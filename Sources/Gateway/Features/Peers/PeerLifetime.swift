@@ -50,7 +50,7 @@ extension Node {
     }
     let now = Int64(Date().timeIntervalSince1970)
     var expired: [(StoredPeer, String)] = []
-    for (peerID, peer) in peers where events.subscribersByPeer[peerID]?.isEmpty ?? true {
+    for (peerID, peer) in peers where !events.isConnected(peerID) {
       if let last = peerTable.lastUsed[peerID] {
         if idle > 0 && now - last >= idle { expired.append((peer, "its token was not used for \(idle) s")) }
       } else if unused > 0, now - (peerTable.createdAt[peerID] ?? now) >= unused {
@@ -76,9 +76,7 @@ extension Node {
     guards.requestLimiter.forget(peer.id)
     feed(.localPeerRemoved(peerID: peer.id, now: Self.monotonicMillis()))
     featuresPeerRemoved(peer.id)
-    for subscriber in events.subscribersByPeer[peer.id] ?? [] where !subscriber.removed {
-      disconnect(subscriber, code: 4401, reason: closeReason)
-    }
+    events.disconnectAll(of: peer.id, code: 4401, reason: closeReason, node: self)
     try await store.deletePeer(id: peer.id)
     logger.info("Peer deleted.", ["peer.id": peer.id])
   }
@@ -95,7 +93,7 @@ extension Node {
       }
       return [
         "id": .string(peer.id), "displayName": .string(peer.displayName), "createdAt": .string(peer.createdAt),
-        "lastUsedAt": used ?? .null, "connected": .bool(!(events.subscribersByPeer[peer.id]?.isEmpty ?? true)),
+        "lastUsedAt": used ?? .null, "connected": .bool(events.isConnected(peer.id)),
       ]
     }
     return .json(["peers": .array(items), "nextCursor": page.nextCursorJSON])

@@ -48,12 +48,12 @@ extension NodeStore {
 
   func deletePeer(id: String) async throws {
     // What is staged for the peer is written first, so its deletion takes it too.
-    try await settleEvents()
+    try await eventLog.settleEvents()
     try await database.write { connection in
       try connection.execute("DELETE FROM jobs WHERE owner_peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peer_services WHERE peer_id = ?", [.text(id)])
       try connection.execute("DELETE FROM peers WHERE id = ?", [.text(id)])
-      try self.deleteLog(connection, peerID: id)
+      try self.eventLog.deleteLog(connection, peerID: id)
     }
   }
 }

@@ -299,7 +299,7 @@ extension Node {
     }
     // Local senders are held at the event queue's bounds (what they send to local peers waits there for the store).
     if events.localSendsPaused { return .eventQueue }
-    if events.queue.bytes(of: peerID) > PublishQueue<CheckedContinuation<Void, any Error>>.senderHighWater {
+    if events.queuedBytes(of: peerID) > PublishQueue<CheckedContinuation<Void, any Error>>.senderHighWater {
       return .senderEvents
     }
     // Without links nothing can be full; unreliable data is dropped on a full link rather than held.
@@ -458,11 +458,11 @@ extension Node {
       } catch {
         reply = Self.sentReply { throw error }
       }
-      guard events.subscribers[.webSocket(socket)] === subscriber else { return }
-      sendFrame(reply, to: subscriber, writeNow: true)
+      guard events.isCurrent(subscriber) else { return }
+      events.sendFrame(reply, to: subscriber, writeNow: true, node: self)
       subscriber.holding = false
       server.setReceiveFlow(socket, enabled: true)
-      while !subscriber.holding, events.subscribers[.webSocket(socket)] === subscriber, !subscriber.backlog.isEmpty {
+      while !subscriber.holding, events.isCurrent(subscriber), !subscriber.backlog.isEmpty {
         webSocketReceived(socket, subscriber.backlog.removeFirst())
       }
     }

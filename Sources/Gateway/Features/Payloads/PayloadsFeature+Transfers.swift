@@ -1,7 +1,7 @@
 /// Resource transfers (MCSession sendResource, Nearby FILE payloads): REST handlers, the upload path, the mesh
 /// side of ``TransferSender`` / ``TransferReceiver``, events and restart recovery.
 ///
-/// Layers 4 and 6. Everything here runs on the lws service thread inside the ``Node`` actor; file I/O runs on each
+/// Layers 4 and 6. Everything here runs on the lws service thread in ``PayloadsFeature``, isolated to the ``Node`` actor; file I/O runs on each
 /// transfer's ``TransferFile`` queue and comes back through ``Node/onLoop(_:)``.
 ///
 /// The sender's node spools the upload into `<data dir>/transfers/<id>.out` while it streams it on to the receiver's
@@ -11,7 +11,7 @@
 /// finished file lives at `<data dir>/files/<sent|received>/<id>/<name>` on both sides.
 ///
 /// File consent (`--file-consent ask`): an offer from another node may wait for the recipient's Accept or Decline
-/// (state `awaitingConsent`) before the receiver's node creates any file; see ``Node/acceptTransfer(_:)``.
+/// (state `awaitingConsent`) before the receiver's node creates any file; see ``PayloadsFeature/acceptTransfer(_:node:)``.
 import Crypto
 import Foundation
 import LWS
@@ -41,7 +41,7 @@ final class LiveTransfer {
   /// The consent timeout this transfer's wait got, in seconds: what `transfer.offered` and the failure reason say.
   var consentTimeoutSeconds = 0
   /// When an incoming transfer last made progress (created or restored, accepted, bytes written; monotonic ms): one
-  /// idle for `--transfer-idle-timeout` fails and releases the space it reserved (``Node/failIdleTransfers()``).
+  /// idle for `--transfer-idle-timeout` fails and releases the space it reserved (``PayloadsFeature/failIdleTransfers(node:)``).
   var lastProgressAt = Node.monotonicMillis()
 
   init(record: TransferRecord) {
@@ -54,6 +54,23 @@ final class LiveTransfer {
 
 @available(*, unavailable)
 extension LiveTransfer: Sendable {}
+
+extension LiveTransfer {
+  /// A single transfer's credit window (bytes sent and not yet acknowledged) and chunk size.
+  static let window: UInt64 = 8 << 20
+  static let chunk = 256 << 10
+  /// Spool reads in flight per transfer (each a chunk read straight into its frame): the next chunks are read while
+  /// one is on its way to the link.
+  static let readAhead = 4
+  /// Upload bytes waiting to be written above which reading the request is paused.
+  static let uploadHighWater: UInt64 = 1 << 20
+  static let uploadLowWater: UInt64 = 256 << 10
+  /// How much longer than the receiver's consent timeout the sender waits before it fails the transfer itself.
+  static let consentGraceMillis: UInt64 = 30_000
+
+  /// The bulk lane (and link-scheduler producer) of a transfer's chunks.
+  static func producer(_ id: String) -> String { "transfer:" + id }
+}
 
 /// Transfer state owned by the node actor.
 struct TransferRuntime {
@@ -80,49 +97,14 @@ struct TransferRuntime {
   var nextIdleCheck: UInt64 = 0
 }
 
-extension Node {
-  static let transferWindow: UInt64 = 8 << 20
-  static let transferChunk = 256 << 10
-  /// Spool reads in flight per transfer (each a chunk read straight into its frame): the next chunks are read while
-  /// one is on its way to the link.
-  static let transferReadAhead = 4
-  /// Upload bytes waiting to be written above which reading the request is paused.
-  static let uploadHighWater: UInt64 = 1 << 20
-  static let uploadLowWater: UInt64 = 256 << 10
-  /// The most senders one recipient may keep on its always-accept list.
-  static let alwaysAcceptLimit = 1000
-  /// How much longer than the receiver's consent timeout the sender waits before it fails the transfer itself.
-  static let consentGraceMillis: UInt64 = 30_000
-
-  var fileConsent: FileConsent { transfers.consentMode ?? configuration.fileConsent }
-  var fileConsentTimeout: Int { transfers.consentTimeout ?? configuration.fileConsentTimeout }
-
-  var dataDirectoryPath: String { URL(fileURLWithPath: configuration.dataDirectory).standardizedFileURL.path }
-
-  /// Runs `body` on the service thread inside the actor; safe from any thread (file queues use it).
-  nonisolated func onLoop(_ body: @escaping @Sendable (isolated Node) -> Void) {
-    server.execute { [self] in self.assumeIsolated { body($0) } }
+extension PayloadsFeature {
+  func fileConsent(node: isolated Node) -> FileConsent { transfers.consentMode ?? node.configuration.fileConsent }
+  func fileConsentTimeout(node: isolated Node) -> Int {
+    transfers.consentTimeout ?? node.configuration.fileConsentTimeout
   }
 
-  // MARK: - Names
-
-  /// A file name that is safe to create in a directory: the last path component, without control characters or
-  /// leading dots and spaces, at most 255 UTF-8 bytes. Nil when nothing usable remains.
-  static func sanitizedFileName(_ raw: String) -> String? {
-    let lastComponent = raw.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-    var scalars = String.UnicodeScalarView()
-    for scalar in lastComponent.unicodeScalars {
-      let value = scalar.value
-      if value < 0x20 || value == 0x7F || (0x80...0x9F).contains(value) || value == 0x2028 || value == 0x2029 {
-        continue
-      }
-      scalars.append(scalar)
-    }
-    var name = String(scalars)
-    while let first = name.first, first == "." || first == " " { name.removeFirst() }
-    while let last = name.last, last == " " { name.removeLast() }
-    while name.utf8.count > 255 { name.removeLast() }
-    return name.isEmpty ? nil : name
+  func dataDirectoryPath(node: isolated Node) -> String {
+    URL(fileURLWithPath: node.configuration.dataDirectory).standardizedFileURL.path
   }
 
   // MARK: - Paths
@@ -131,26 +113,21 @@ extension Node {
   // nodes are checked as UUIDs before they get here) becomes a digest of itself, and a name is a sanitized file
   // name. TransferFile.move resolves the result and refuses anything outside the data directory.
 
-  /// A path component for `id`: the id itself when it is a token (`A-Z a-z 0-9 - _`), else `id-` + a digest.
-  static func pathComponent(_ id: String) -> String {
-    WireIDs.isToken(id) ? id : "id-" + String(Crypto.sha256Hex(id).prefix(32))
+  func partialPath(_ id: String, _ direction: TransferDirection, node: isolated Node) -> String {
+    "\(dataDirectoryPath(node: node))/transfers/\(TransferFile.pathComponent(id)).\(direction == .outgoing ? "out" : "in")"
   }
 
-  func partialPath(_ id: String, _ direction: TransferDirection) -> String {
-    "\(dataDirectoryPath)/transfers/\(Self.pathComponent(id)).\(direction == .outgoing ? "out" : "in")"
-  }
-
-  func finalPath(_ id: String, _ direction: TransferDirection, name: String) -> String {
-    let file = Self.sanitizedFileName(name) ?? "file"
+  func finalPath(_ id: String, _ direction: TransferDirection, name: String, node: isolated Node) -> String {
+    let file = TransferFile.sanitizedFileName(name) ?? "file"
     return
-      "\(dataDirectoryPath)/files/\(direction == .outgoing ? "sent" : "received")/\(Self.pathComponent(id))/\(file)"
+      "\(dataDirectoryPath(node: node))/files/\(direction == .outgoing ? "sent" : "received")/\(TransferFile.pathComponent(id))/\(file)"
   }
 
   // MARK: - Upload (sender's node)
 
-  func uploadResource(_ context: RequestContext) async throws -> HTTPResponse {
+  func uploadResource(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let peer = context.authenticatedPeer
-    let session = try ownSession(context)
+    let session = try node.ownSession(context)
     let query = context.request.head.query
     guard let toID = query["to"], !toID.isEmpty else {
       throw APIError.badRequest("to is required: the id of the session member to send the file to (?to=<peerId>)")
@@ -158,7 +135,7 @@ extension Node {
     guard let rawName = query["name"], !rawName.isEmpty else {
       throw APIError.badRequest("name is required: the file name the receiver sees (?name=report.pdf)")
     }
-    guard let name = Self.sanitizedFileName(rawName) else {
+    guard let name = TransferFile.sanitizedFileName(rawName) else {
       throw APIError.badRequest(
         "name \(rawName.debugDescription) has no usable characters: give a file name without path separators, "
           + "control characters or leading dots", code: "invalid_name")
@@ -168,41 +145,42 @@ extension Node {
         status: 411, code: "length_required",
         message: "send the file with a Content-Length header (curl --data-binary @file does)")
     }
-    guard size <= configuration.maxTransferBytes else {
+    guard size <= node.configuration.maxTransferBytes else {
       throw APIError(
         status: 413, code: "payload_too_large",
-        message: "the file is \(size) bytes; this node sends at most \(configuration.maxTransferBytes) bytes")
+        message: "the file is \(size) bytes; this node sends at most \(node.configuration.maxTransferBytes) bytes")
     }
     if toID == "all" || toID.contains(",") {
-      return try await uploadGroup(context, session: session, to: toID, name: name, size: UInt64(size))
+      return try await uploadGroup(context, session: session, to: toID, name: name, size: UInt64(size), node: node)
     }
     guard toID != peer.id else {
       throw APIError.badRequest("to is the sender itself; send the file to another member of the session")
     }
-    let target = try connectedRecipient(toID, in: session)
-    let local = target.nodeID == nodeID
+    let target = try connectedRecipient(toID, in: session, node: node)
+    let local = target.nodeID == node.nodeID
     // Refused early when the disk cannot take it now; checked again, and reserved, once the spool is open.
-    try checkReceivable(size: UInt64(size), spooling: !local)
+    try checkReceivable(size: UInt64(size), spooling: !local, node: node)
 
     let id = RecordID.make()
     let now = Timestamp.now()
     let contentType =
-      context.request.head.headers["content-type"].flatMap(Self.cleanContentType)
+      context.request.head.headers["content-type"].flatMap(TransferRecord.cleanContentType)
       ?? "application/octet-stream"
     let record = TransferRecord(
       id: id,
       parties: PayloadParties(
         direction: .outgoing, sessionID: session.sessionID,
-        from: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID),
+        from: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID),
         to: PayloadParty(peerID: toID, displayName: target.displayName, nodeID: target.nodeID)),
       name: name, contentType: contentType, size: UInt64(size), bytes: 0, state: .pending,
-      reason: nil, sha256: nil, path: partialPath(id, .outgoing), resumedFrom: nil, createdAt: now, updatedAt: now)
+      reason: nil, sha256: nil, path: partialPath(id, .outgoing, node: node), resumedFrom: nil, createdAt: now,
+      updatedAt: now)
     let transfer = LiveTransfer(record: record)
     transfer.sender = TransferSender(
-      size: UInt64(size), window: Self.transferWindow, chunkSize: Self.transferChunk,
-      readAhead: Self.transferReadAhead)
+      size: UInt64(size), window: LiveTransfer.window, chunkSize: LiveTransfer.chunk,
+      readAhead: LiveTransfer.readAhead)
     try FileManager.default.createDirectory(
-      atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
+      atPath: "\(dataDirectoryPath(node: node))/transfers", withIntermediateDirectories: true)
     let file = TransferFile(path: record.path)
     transfer.file = file
     let opened: Result<UInt64, TransferIOError> = await withCheckedContinuation { continuation in
@@ -213,69 +191,60 @@ extension Node {
     }
     // Check and reserve in one step (no await between): concurrent uploads cannot all count the same free space.
     do {
-      try checkReceivable(size: UInt64(size), spooling: !local)
+      try checkReceivable(size: UInt64(size), spooling: !local, node: node)
     } catch {
       file.close(remove: true)
       throw error
     }
     transfers.outgoing[id] = transfer
-    try await store.saveTransfer(record)
+    try await node.store.saveTransfer(record)
 
     if local {
       var incoming = record
       incoming.parties.direction = .incoming
       incoming.state = .inProgress
-      incoming.path = finalPath(id, .incoming, name: name)
+      incoming.path = finalPath(id, .incoming, name: name, node: node)
       transfers.incoming[id] = LiveTransfer(record: incoming)
-      try await store.saveTransfer(incoming)
+      try await node.store.saveTransfer(incoming)
       transfer.record.state = .inProgress
       _ = transfer.sender?.accepted(offset: 0)
-      publishTransferEvent("transfer.started", transfers.incoming[id]!)
+      publishTransferEvent("transfer.started", transfers.incoming[id]!, node: node)
     } else {
       // Offer it and wait for the receiver's answer (size, disk space, membership) before reading the body.
-      sendTransferFrame(.transferOffer(offer(for: transfer.record, resume: false)), to: target.nodeID)
+      sendTransferFrame(
+        .transferOffer(offer(for: transfer.record, resume: false)), to: target.nodeID, node: node)
       do {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
           transfer.answer = continuation
-          Task { [weak self] in
+          Task { [weak node] in
             try? await Task.sleep(for: .seconds(15))
-            await self?.answerTimedOut(id)
+            node?.onLoop { $0.features.payloads.answerTimedOut(id, node: $0) }
           }
         }
       } catch {
-        discard(transfer, state: .failed, reason: "\(error)")
+        discard(transfer, state: .failed, reason: "\(error)", node: node)
         throw error
       }
       // Accepted (or already on its way), or waiting for the recipient's consent (awaitingConsent).
       if transfer.record.state == .pending { transfer.record.state = .inProgress }
     }
-    publishTransferEvent("transfer.started", transfer)
-    try await receiveUpload(context, into: transfer)
+    publishTransferEvent("transfer.started", transfer, node: node)
+    try await receiveUpload(context, into: transfer, node: node)
     return .json(["transfer": transferJSON(transfer.record)], status: 202)
   }
 
   /// Lets the request's body flow into `transfer` (a single transfer, or a group send's spool) and waits until the
   /// whole body is on disk and hashed (or the upload breaks, or someone cancels).
-  func receiveUpload(_ context: RequestContext, into transfer: LiveTransfer) async throws {
+  func receiveUpload(_ context: RequestContext, into transfer: LiveTransfer, node: isolated Node) async throws {
     transfer.uploadRequest = context.request.id
     transfers.byUpload[context.request.id] = transfer
-    server.setBodyFlow(context.request.id, enabled: true)
+    node.server.setBodyFlow(context.request.id, enabled: true)
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
       transfer.uploadDone = continuation
     }
   }
 
-  static func cleanContentType(_ value: String) -> String? {
-    let trimmed = value.trimmingCharacters(in: .whitespaces)
-    // curl's --data-binary labels every body as a form; a file upload never is one.
-    if trimmed.lowercased().hasPrefix("application/x-www-form-urlencoded") { return nil }
-    guard !trimmed.isEmpty, trimmed.utf8.count <= 255,
-      trimmed.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F })
-    else { return nil }
-    return trimmed
-  }
-
-  func answerTimedOut(_ id: String) {
+  func answerTimedOut(_ id: String, node: isolated Node) {
     guard let transfer = transfers.outgoing[id], let answer = transfer.answer else { return }
     transfer.answer = nil
     answer.resume(
@@ -284,8 +253,8 @@ extension Node {
 
   /// Refuses a file this node could not take: over the size limit, or leaving less than the free-space reserve.
   /// `spooling`: the file is an upload this node spools before sending it to another node (the message says so).
-  func checkReceivable(size: UInt64, spooling: Bool = false) throws(APIError) {
-    if let rejection = receivability(size: size, spooling: spooling) {
+  func checkReceivable(size: UInt64, spooling: Bool = false, node: isolated Node) throws(APIError) {
+    if let rejection = receivability(size: size, spooling: spooling, node: node) {
       throw rejectionError(rejection.code, rejection.message)
     }
   }
@@ -293,16 +262,17 @@ extension Node {
   /// Bytes this node has promised to store but not written yet: the rest of every incoming transfer it accepted and
   /// of every upload it is spooling. Free space minus this is what a new file may use, so concurrent offers cannot
   /// all be accepted against the same free space (and then all fail when the disk fills).
-  func promisedBytes(fromNode node: String? = nil, sender: String? = nil) -> UInt64 {
+  func promisedBytes(fromNode nodeFilter: String? = nil, sender: String? = nil, node: isolated Node) -> UInt64 {
     var total: UInt64 = 0
     // A group's file is promised once: by its copy (receiving node) or its spool (sending node), not per recipient.
     for transfer in transfers.incoming.values
-    where !transfer.record.isTerminal && transfer.record.fromNodeID != nodeID && transfer.record.copyID == nil
-      && (node == nil || transfer.record.fromNodeID == node) && (sender == nil || transfer.record.fromPeerID == sender)
+    where !transfer.record.isTerminal && transfer.record.fromNodeID != node.nodeID && transfer.record.copyID == nil
+      && (nodeFilter == nil || transfer.record.fromNodeID == nodeFilter)
+      && (sender == nil || transfer.record.fromPeerID == sender)
     {
       total += transfer.record.size - min(transfer.record.bytes, transfer.record.size)
     }
-    guard node == nil && sender == nil else { return total }
+    guard nodeFilter == nil && sender == nil else { return total }
     for transfer in transfers.outgoing.values
     where !transfer.record.isTerminal && transfer.record.sha256 == nil
       && (transfer.record.groupID == nil || transfer.record.role == .spool)
@@ -321,31 +291,34 @@ extension Node {
 
   /// Why a file of `size` bytes cannot be taken now (nil: it can). `from`: the linked node and sender offering it
   /// (nil for an upload this node spools), held to their shares of the space.
-  func receivability(size: UInt64, spooling: Bool = false, from offerer: (node: String, sender: String)? = nil)
+  func receivability(
+    size: UInt64, spooling: Bool = false, from offerer: (node: String, sender: String)? = nil, node: isolated Node
+  )
     -> (code: TransferRejection, message: String)?
   {
-    if size > UInt64(configuration.maxTransferBytes) && !spooling {
+    if size > UInt64(node.configuration.maxTransferBytes) && !spooling {
       return (
-        .tooLarge, "the file is \(size) bytes; the receiving node accepts at most \(configuration.maxTransferBytes)"
+        .tooLarge,
+        "the file is \(size) bytes; the receiving node accepts at most \(node.configuration.maxTransferBytes)"
       )
     }
-    let free = TransferFile.freeBytes(in: dataDirectoryPath) ?? .max
-    let promised = promisedBytes()
+    let free = TransferFile.freeBytes(in: dataDirectoryPath(node: node)) ?? .max
+    let promised = promisedBytes(node: node)
     let available = free > promised ? free - promised : 0
-    let reserve = UInt64(configuration.minFreeBytes)
+    let reserve = UInt64(node.configuration.minFreeBytes)
     if available < reserve || available - reserve < size {
-      let node = spooling ? "this node (which stores the upload before sending it on)" : "the receiving node"
+      let holder = spooling ? "this node (which stores the upload before sending it on)" : "the receiving node"
       return (
         .insufficientStorage,
-        "\(node) has \(free) bytes free, \(promised) of them promised to transfers in progress, and keeps "
+        "\(holder) has \(free) bytes free, \(promised) of them promised to transfers in progress, and keeps "
           + "\(reserve) in reserve (--min-free-bytes); the file needs \(size). Retry when a transfer has finished "
           + "or space is freed"
       )
     }
     guard let offerer else { return nil }
     let shares: [(held: UInt64, share: (numerator: UInt64, denominator: UInt64), who: String, kind: String)] = [
-      (promisedBytes(fromNode: offerer.node), Self.nodeShare, "node \(offerer.node)", "linked node"),
-      (promisedBytes(sender: offerer.sender), Self.senderShare, "sender \(offerer.sender)", "sender"),
+      (promisedBytes(fromNode: offerer.node, node: node), Self.nodeShare, "node \(offerer.node)", "linked node"),
+      (promisedBytes(sender: offerer.sender, node: node), Self.senderShare, "sender \(offerer.sender)", "sender"),
     ]
     for share in shares {
       // The space for files outside everyone else's promises: what this offerer holds plus what is still free.
@@ -381,58 +354,58 @@ extension Node {
       contentType: record.contentType, size: record.size, resume: resume)
   }
 
-  func uploadBodyReceived(_ requestID: RequestID, _ bytes: [UInt8]) {
+  func uploadBodyReceived(_ requestID: RequestID, _ bytes: [UInt8], node: isolated Node) {
     guard let transfer = transfers.byUpload[requestID], let file = transfer.file else { return }
     transfer.uploadReceived += UInt64(bytes.count)
     let id = transfer.record.id
-    file.append(bytes) { [weak self] result in
-      self?.onLoop { $0.spoolWritten(id, result) }
+    file.append(bytes) { [weak node] result in
+      node?.onLoop { $0.features.payloads.spoolWritten(id, result, node: $0) }
     }
-    if transfer.uploadReceived - transfer.uploadSpooled > Self.uploadHighWater && !transfer.uploadPaused {
+    if transfer.uploadReceived - transfer.uploadSpooled > LiveTransfer.uploadHighWater && !transfer.uploadPaused {
       transfer.uploadPaused = true
-      server.setBodyFlow(requestID, enabled: false)
+      node.server.setBodyFlow(requestID, enabled: false)
     }
   }
 
-  func spoolWritten(_ id: String, _ result: Result<UInt64, TransferIOError>) {
+  func spoolWritten(_ id: String, _ result: Result<UInt64, TransferIOError>, node: isolated Node) {
     guard let transfer = transfers.outgoing[id], !transfer.record.isTerminal else { return }
     switch result {
     case .failure(let error):
-      failTransfer(transfer, reason: "the upload could not be spooled: \(error)", notify: true)
+      failTransfer(transfer, reason: "the upload could not be spooled: \(error)", notify: true, node: node)
     case .success(let length):
       transfer.uploadSpooled = length
-      if transfer.uploadPaused, transfer.uploadReceived - length < Self.uploadLowWater,
+      if transfer.uploadPaused, transfer.uploadReceived - length < LiveTransfer.uploadLowWater,
         let request = transfer.uploadRequest
       {
         transfer.uploadPaused = false
-        server.setBodyFlow(request, enabled: true)
+        node.server.setBodyFlow(request, enabled: true)
       }
       transfer.sender?.spooled(upTo: length)
-      if transfer.record.role == .spool { groupSpooled(transfer, upTo: length) }
-      pump(transfer)
+      if transfer.record.role == .spool { groupSpooled(transfer, upTo: length, node: node) }
+      pump(transfer, node: node)
     }
   }
 
-  func uploadBodyEnded(_ requestID: RequestID) {
+  func uploadBodyEnded(_ requestID: RequestID, node: isolated Node) {
     guard let transfer = transfers.byUpload[requestID], let file = transfer.file else { return }
     let id = transfer.record.id
-    file.finish { [weak self] result in
-      self?.onLoop { node in Task { await node.uploadCompleted(id, result) } }
+    file.finish { [weak node] result in
+      node?.onLoop { node in Task { await node.features.payloads.uploadCompleted(id, result, node: node) } }
     }
   }
 
-  func uploadCompleted(_ id: String, _ result: Result<[UInt8], TransferIOError>) async {
+  func uploadCompleted(_ id: String, _ result: Result<[UInt8], TransferIOError>, node: isolated Node) async {
     guard let transfer = transfers.outgoing[id], !transfer.record.isTerminal else { return }
     switch result {
     case .failure(let error):
-      failTransfer(transfer, reason: "the upload could not be stored: \(error)", notify: true)
+      failTransfer(transfer, reason: "the upload could not be stored: \(error)", notify: true, node: node)
     case .success(let digest):
       transfer.record.sha256 = Crypto.hex(digest)
       transfer.record.updatedAt = Timestamp.now()
       do {
-        try await store.saveTransfer(transfer.record)
+        try await node.store.saveTransfer(transfer.record)
       } catch {
-        failTransfer(transfer, reason: "the transfer could not be recorded: \(error)", notify: true)
+        failTransfer(transfer, reason: "the transfer could not be recorded: \(error)", notify: true, node: node)
         return
       }
       guard !transfer.record.isTerminal else { return }
@@ -442,17 +415,17 @@ extension Node {
       transfer.uploadDone?.resume()
       transfer.uploadDone = nil
       if transfer.record.role == .spool {
-        groupUploadCompleted(transfer, digest: digest)
-      } else if let incoming = transfers.incoming[id], incoming.record.fromNodeID == nodeID {
-        finishLocal(transfer, incoming, digest: digest)
+        groupUploadCompleted(transfer, digest: digest, node: node)
+      } else if let incoming = transfers.incoming[id], incoming.record.fromNodeID == node.nodeID {
+        finishLocal(transfer, incoming, digest: digest, node: node)
       } else {
-        pump(transfer)
+        pump(transfer, node: node)
       }
     }
   }
 
   /// The client went away before its upload was complete.
-  func uploadRequestClosed(_ requestID: RequestID) {
+  func uploadRequestClosed(_ requestID: RequestID, node: isolated Node) {
     guard let transfer = transfers.byUpload.removeValue(forKey: requestID) else { return }
     transfer.uploadRequest = nil
     guard !transfer.record.isTerminal, transfer.record.sha256 == nil else { return }
@@ -460,21 +433,23 @@ extension Node {
       transfer,
       reason:
         "the upload ended after \(transfer.uploadReceived) of \(transfer.record.size) bytes (client disconnected)",
-      notify: true)
+      notify: true, node: node)
   }
 
   /// A transfer between two peers of this node: the spool becomes both files.
-  func finishLocal(_ outgoing: LiveTransfer, _ incoming: LiveTransfer, digest: [UInt8]) {
+  func finishLocal(_ outgoing: LiveTransfer, _ incoming: LiveTransfer, digest: [UInt8], node: isolated Node) {
     guard let file = outgoing.file else { return }
     let id = outgoing.record.id
-    let sent = finalPath(id, .outgoing, name: outgoing.record.name)
+    let sent = finalPath(id, .outgoing, name: outgoing.record.name, node: node)
     let received = incoming.record.path
-    file.move(to: sent, alsoAt: received, within: dataDirectoryPath) { [weak self] error in
-      self?.onLoop { node in
-        guard let outgoing = node.transfers.outgoing[id], let incoming = node.transfers.incoming[id] else { return }
+    file.move(to: sent, alsoAt: received, within: dataDirectoryPath(node: node)) { [weak node] error in
+      node?.onLoop { node in
+        guard let outgoing = node.features.payloads.transfers.outgoing[id],
+          let incoming = node.features.payloads.transfers.incoming[id]
+        else { return }
         if let error {
-          node.failTransfer(outgoing, reason: "\(error)", notify: false)
-          node.failTransfer(incoming, reason: "\(error)", notify: false)
+          node.features.payloads.failTransfer(outgoing, reason: "\(error)", notify: false, node: node)
+          node.features.payloads.failTransfer(incoming, reason: "\(error)", notify: false, node: node)
           return
         }
         outgoing.record.path = sent
@@ -483,7 +458,7 @@ extension Node {
         for transfer in [outgoing, incoming] {
           transfer.record.sha256 = Crypto.hex(digest)
           transfer.record.bytes = transfer.record.size
-          node.settle(transfer, state: .finished, reason: nil)
+          node.features.payloads.settle(transfer, state: .finished, reason: nil, node: node)
         }
       }
     }
@@ -491,12 +466,14 @@ extension Node {
 
   // MARK: - Sending chunks
 
-  func pump(_ transfer: LiveTransfer) {
-    guard var sender = transfer.sender, transfer.record.toNodeID != nodeID, let file = transfer.file else { return }
-    var canSend = linkHasRoom(transfer.record.toNodeID, producer: Self.transferProducer(transfer.record.id))
-    if canSend && configuration.transferRate > 0 {
-      let now = Self.monotonicMillis()
-      let rate = Double(configuration.transferRate)
+  func pump(_ transfer: LiveTransfer, node: isolated Node) {
+    guard var sender = transfer.sender, transfer.record.toNodeID != node.nodeID, let file = transfer.file else {
+      return
+    }
+    var canSend = node.linkHasRoom(transfer.record.toNodeID, producer: LiveTransfer.producer(transfer.record.id))
+    if canSend && node.configuration.transferRate > 0 {
+      let now = Node.monotonicMillis()
+      let rate = Double(node.configuration.transferRate)
       transfer.rateTokens = min(rate, transfer.rateTokens + rate * Double(now - transfer.rateUpdatedAt) / 1000)
       transfer.rateUpdatedAt = now
       canSend = transfer.rateTokens > 0
@@ -509,74 +486,87 @@ extension Node {
       case .readChunk(let offset, let count):
         // The chunk is read straight into its frame after the frame's prefix: no copy of the content here.
         let prefix = MeshFrameCodec.transferChunkPrefix(transferID: id, offset: offset, count: count)
-        file.readFrame(prefix: prefix, offset: offset, count: count) { [weak self] result in
-          self?.onLoop { $0.chunkRead(id, offset: offset, count: count, result) }
+        file.readFrame(prefix: prefix, offset: offset, count: count) { [weak node] result in
+          node?.onLoop { $0.features.payloads.chunkRead(id, offset: offset, count: count, result, node: $0) }
         }
       case .sendEnd(let digest):
         sendTransferFrame(
-          .transferEnd(transferID: id, size: transfer.record.size, sha256: digest), to: transfer.record.toNodeID)
+          .transferEnd(transferID: id, size: transfer.record.size, sha256: digest), to: transfer.record.toNodeID,
+          node: node)
       }
     }
   }
 
-  func chunkRead(_ id: String, offset: UInt64, count: Int, _ result: Result<OutboundMessage, TransferIOError>) {
+  func chunkRead(
+    _ id: String, offset: UInt64, count: Int, _ result: Result<OutboundMessage, TransferIOError>, node: isolated Node
+  ) {
     guard let transfer = transfers.outgoing[id], var sender = transfer.sender else { return }
     switch result {
     case .failure(let error):
       sender.chunkAbandoned(offset: offset)
       transfer.sender = sender
-      failTransfer(transfer, reason: "the spool could not be read: \(error)", notify: true)
+      failTransfer(transfer, reason: "the spool could not be read: \(error)", notify: true, node: node)
     case .success(let frame):
       guard sender.state == .sending, sender.sent == offset,
-        let connection = linkedConnection(to: transfer.record.toNodeID)
+        let connection = linkedConnection(to: transfer.record.toNodeID, node: node)
       else {
         let next = sender.sent != offset
         sender.chunkAbandoned(offset: offset)
         transfer.sender = sender
         // A read that did not line up (a late one from before a resume): the reads go on from the next offset.
-        if next { pump(transfer) }
+        if next { pump(transfer, node: node) }
         return
       }
-      sendFrame(frame, on: connection, lane: .bulk(Self.transferProducer(id)))
+      node.sendFrame(frame, on: connection, lane: .bulk(LiveTransfer.producer(id)))
       sender.chunkSent(offset: offset, count: count)
       transfer.sender = sender
       transfers.payloadBytes[transfer.record.toNodeID, default: 0] += UInt64(count)
       transfer.rateTokens -= Double(count)
-      pump(transfer)
+      pump(transfer, node: node)
     }
   }
 
-  /// The bulk lane (and link-scheduler producer) of a transfer's chunks.
-  static func transferProducer(_ id: String) -> String { "transfer:" + id }
-
   /// The connection of the link to `nodeID` while it has a socket; nil when the node is not linked now.
-  func linkedConnection(to nodeID: String) -> LinkManager.ConnectionID? {
-    guard let connection = mesh.links.connection(of: nodeID), mesh.socketByConnection[connection] != nil else {
+  func linkedConnection(to nodeID: String, node: isolated Node) -> LinkManager.ConnectionID? {
+    guard let connection = node.mesh.links.connection(of: nodeID), node.mesh.socketByConnection[connection] != nil
+    else {
       return nil
     }
     return connection
   }
 
   @discardableResult
-  func sendTransferFrame(_ message: MeshMessage, to nodeID: String) -> Bool {
-    guard let connection = linkedConnection(to: nodeID) else { return false }
-    sendMessage(message, on: connection)
+  func sendTransferFrame(_ message: MeshMessage, to nodeID: String, node: isolated Node) -> Bool {
+    guard let connection = linkedConnection(to: nodeID, node: node) else { return false }
+    node.sendFrame(
+      OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection, lane: Self.lane(of: message)
+    )
     return true
   }
 
+  /// The link-scheduler lane of a payload frame: a transfer's chunks and end, and a stream's data and close, travel
+  /// in their payload's bulk lane (the end and the close behind their data); all else is control.
+  static func lane(of message: MeshMessage) -> LinkScheduler<MeshOutbound>.Lane {
+    switch message {
+    case .transferChunk(let id, _, _), .transferEnd(let id, _, _): .bulk(LiveTransfer.producer(id))
+    case .streamData(let id, _, _), .streamClose(let id, _): .bulk(LiveStream.producer(id))
+    default: .control
+    }
+  }
+
   /// Sends `message` now, or when `nodeID` links again.
-  func sendOrQueueNotice(_ message: MeshMessage, to nodeID: String) {
-    if !sendTransferFrame(message, to: nodeID) { transfers.notices[nodeID, default: []].append(message) }
+  func sendOrQueueNotice(_ message: MeshMessage, to nodeID: String, node: isolated Node) {
+    if !sendTransferFrame(message, to: nodeID, node: node) { transfers.notices[nodeID, default: []].append(message) }
   }
 
   /// Called every mesh tick: senders held back by a full link or the rate limit try again.
-  func transferTick() {
-    streamTick()
-    groupMembershipTick()
+  func transferTick(node: isolated Node) {
+    streamTick(node: node)
+    groupMembershipTick(node: node)
     for transfer in transfers.outgoing.values where transfer.sender?.state == .sending {
-      pump(transfer)
+      pump(transfer, node: node)
     }
-    failIdleTransfers()
+    failIdleTransfers(node: node)
   }
 
   /// Fails every accepted incoming file from another node that has gone `--transfer-idle-timeout` without a byte
@@ -584,24 +574,24 @@ extension Node {
   /// offers files and never sends them, or vanishes, holds that space for at most the timeout. The sender is told
   /// (it may offer the file again). Files waiting for consent have their own timeout; riders of a group copy end
   /// with their copy.
-  func failIdleTransfers() {
-    let now = Self.monotonicMillis()
-    let limit = UInt64(configuration.transferIdleTimeoutSeconds) * 1000
+  func failIdleTransfers(node: isolated Node) {
+    let now = Node.monotonicMillis()
+    let limit = UInt64(node.configuration.transferIdleTimeoutSeconds) * 1000
     guard now >= transfers.nextIdleCheck else { return }
     transfers.nextIdleCheck = now + 1000
     let idle = transfers.incoming.values.filter {
-      !$0.record.isTerminal && $0.record.state != .awaitingConsent && $0.record.fromNodeID != nodeID
+      !$0.record.isTerminal && $0.record.state != .awaitingConsent && $0.record.fromNodeID != node.nodeID
         && $0.record.copyID == nil && now - min($0.lastProgressAt, now) >= limit
     }
     for transfer in idle {
-      meshLogger.info(
+      node.meshLogger.info(
         "An incoming file made no progress; it failed and its reserved space was released.",
         ["transfer.id": transfer.record.id, "node.id": transfer.record.fromNodeID])
       failTransfer(
         transfer,
-        reason: "no byte of the file arrived for \(configuration.transferIdleTimeoutSeconds) s "
+        reason: "no byte of the file arrived for \(node.configuration.transferIdleTimeoutSeconds) s "
           + "(--transfer-idle-timeout); the space it reserved was released; send it again",
-        notify: true)
+        notify: true, node: node)
     }
   }
 }

@@ -1,4 +1,5 @@
-/// Connections this server dials: lws raw sockets carrying a TLS session and a WebSocket of our own.
+/// The connections a server dials (mesh links to other nodes): lws raw sockets carrying a TLS session and a WebSocket
+/// of our own.
 ///
 /// lws 4.1.6's WebSocket client parses what it receives one byte per function call (`lws_ws_client_rx_sm`): while a
 /// node received a file over a link it had dialled, that was 53–58 % of its CPU (bench/RESULTS.md, 2026-12-03). lws
@@ -7,15 +8,120 @@
 /// runs over memory buffers here (``TLSClientSession``). What goes over the wire is unchanged: the same upgrade
 /// request, masked client frames.
 ///
-/// Everything here runs on the service thread, inside lws callbacks or ``Server`` calls made there.
+/// Everything here runs on the service thread, inside lws callbacks or ``Server`` calls made there. The accepted side
+/// of the same context is ``ServerSide``; both share the service thread (``ServiceLoop``) and the id counter.
 internal import CLibWebSockets
 import Glibc
 import Logging
 
-extension Server {
+/// The dialled side of a ``Server``: every connection it dials, with the client TLS context they share, their TLS
+/// sessions, opening handshakes and frame codec. Confined to the service thread.
+final class DialledLinks: @unchecked Sendable {
+  // @unchecked: confined to the service thread. Other threads never touch it: it is captured only by work that the
+  // loop runs on that thread (`loop.execute`, its timers).
+  private let configuration: ServerConfiguration
+  private let logger: Logger
+  private unowned let loop: ServiceLoop
+  weak var delegate: (any ServerDelegate)?
+  /// Dialled connections by wsi (lws callbacks) and by id (the caller's calls); removed when lws closes the socket.
+  private var links: [OpaquePointer: DialledSocket] = [:]
+  private var linksByID: [WebSocketID: DialledSocket] = [:]
+  /// The TLS context every dialled connection shares, made on the first TLS dial; freed when the loop ends.
+  private var tlsContext: OpaquePointer?
+  /// Where dialled connections decrypt what they read (``Server/serviceBufferBytes``), and where frames and the
+  /// upgrade request are put together before they are written (`LWS_PRE` of headroom, then ``scratchSize``).
+  private let receiveScratch: UnsafeMutableRawPointer
+  private let scratch: UnsafeMutableRawPointer
+  private let scratchSize = 64 * 1024
+  /// Messages written and received on dialled connections (for ``ServerStatistics``).
+  private(set) var messagesOut = 0
+  private(set) var messagesIn = 0
+  /// Set once the server shuts down: no new dial starts.
+  private var closing = false
+
+  init(configuration: ServerConfiguration, logger: Logger, loop: ServiceLoop) {
+    self.configuration = configuration
+    self.logger = logger
+    self.loop = loop
+    self.receiveScratch = .allocate(byteCount: Server.serviceBufferBytes, alignment: 16)
+    self.scratch = .allocate(byteCount: Int(CLWS_PRE) + scratchSize, alignment: 16)
+  }
+
+  deinit {
+    receiveScratch.deallocate()
+    scratch.deallocate()
+    if let tlsContext { SSL_CTX_free(tlsContext) }
+  }
+
+  /// The WebSocket of dialled connection `id`, if it is one of these.
+  func connection(_ id: WebSocketID) -> WebSocketConnection? { linksByID[id]?.connection }
+
+  /// No dialled connection is open.
+  var isIdle: Bool { links.isEmpty }
+
+  /// Dials `ws://host:port/path` (`wss://` with `tls`); see ``Server/connect(host:port:path:subprotocol:tls:)``.
+  func connect(host: String, port: Int, path: String, subprotocol: String, tls: Bool) -> WebSocketID? {
+    guard !closing else { return nil }
+    let address = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+    let hostHeader = address.contains(":") ? "[\(address)]" : address
+    return dial(address: address, hostHeader: hostHeader, port: port, path: path, subprotocol: subprotocol, tls: tls)
+  }
+
+  /// Closes every dialled connection with 1001 and refuses new dials (the server is shutting down).
+  func closeAll() {
+    closing = true
+    for link in links.values {
+      link.connection.requestClose(code: 1001, reason: "node shutting down", discardingQueued: false)
+    }
+  }
+
+  /// Forgets every connection once the context is destroyed (lws closed their sockets), and frees their TLS context.
+  func forgetAll() {
+    links.removeAll()
+    linksByID.removeAll()
+    if let tlsContext { SSL_CTX_free(tlsContext) }
+    tlsContext = nil
+  }
+
+  /// Whether dialled connection `id` runs over TLS and the certificate the server presented.
+  func transportSecurity(of id: WebSocketID) -> TransportSecurity? {
+    guard let dialled = linksByID[id] else { return nil }
+    return TransportSecurity(encrypted: dialled.tls != nil, peerCertificate: dialled.tls?.peerCertificate)
+  }
+
+  /// Pauses or resumes reading dialled connection `id`: lws stops reading the socket, and frames already read wait in
+  /// the decoder (or in the TLS session) until reading resumes.
+  func setReceiveFlow(_ id: WebSocketID, enabled: Bool) {
+    guard let dialled = linksByID[id] else { return }
+    lws_rx_flow_control(dialled.connection.wsi, enabled ? 1 : 0)
+    guard dialled.paused == enabled else { return }
+    dialled.paused = !enabled
+    // What was read before the pause is decoded on the next pass: lws reads the socket again only when new bytes
+    // come, and this call may come from inside the delegate's receive.
+    if enabled { loop.execute { [self] in resumeDialled(id) } }
+  }
+
+  /// The socket is gone (`RAW_CLOSE`, or `WSI_DESTROY` when that did not come): the delegate hears that the link
+  /// closed, or that the dial failed and why.
+  func closed(_ wsi: OpaquePointer) {
+    guard let dialled = links.removeValue(forKey: wsi) else { return }
+    let connection = dialled.connection
+    linksByID[connection.id] = nil
+    logger.trace(
+      "WebSocket closed.",
+      ["ws.connection.id": connection.id.rawValue, "dialled": true, "established": connection.established])
+    if connection.established {
+      delegate?.webSocketClosed(connection.id)
+    } else {
+      let reason = dialled.failure ?? "connection closed during the handshake"
+      logger.debug("Dial failed.", ["ws.connection.id": connection.id.rawValue, "reason": reason])
+      delegate?.webSocketConnectFailed(connection.id, reason: reason)
+    }
+  }
+
   /// Dials `address:port` as an lws raw socket for a WebSocket to `path` with `subprotocol`; nil when the connect
   /// failed at once, lws would not adopt the socket, or the TLS session could not be made.
-  func dial(address: String, hostHeader: String, port: Int, path: String, subprotocol: String, tls: Bool)
+  private func dial(address: String, hostHeader: String, port: Int, path: String, subprotocol: String, tls: Bool)
     -> WebSocketID?
   {
     var session: TLSClientSession?
@@ -27,7 +133,7 @@ extension Server {
     // lws serves the socket as a raw one from here (it closes the socket itself if it cannot). Connecting it here,
     // not through lws's client, lets a node whose listener is IPv4-only (lws then has IPv6 off for the whole context,
     // LWS-NOTES pitfall 1) still dial IPv6 addresses.
-    guard let vhost = lws_get_vhost_by_name(context, "default") else {
+    guard let vhost = lws_get_vhost_by_name(loop.context, "default") else {
       Glibc.close(socket)
       return nil
     }
@@ -36,14 +142,14 @@ extension Server {
     }
     guard let wsi else { return nil }
     let handshake = WebSocketClientHandshake(subprotocol: subprotocol)
-    let connection = WebSocketConnection(id: WebSocketID(allocateID()), wsi: wsi)
+    let connection = WebSocketConnection(id: WebSocketID(loop.allocateID()), wsi: wsi)
     connection.established = false
-    connection.dialled = DialledSocket(
-      request: handshake.request(host: hostHeader, path: path), handshake: handshake,
+    let dialled = DialledSocket(
+      connection: connection, request: handshake.request(host: hostHeader, path: path), handshake: handshake,
       maxMessageBytes: configuration.maxWebSocketMessageBytes, tls: session)
-    sockets[wsi] = connection
-    socketsByID[connection.id] = connection
-    // The socket becomes writable once the connection is made (or has failed: ``dialledWritable(_:)`` asks which).
+    links[wsi] = dialled
+    linksByID[connection.id] = dialled
+    // The socket becomes writable once the connection is made (or has failed: ``writable(_:)`` asks which).
     // Until the upgrade is answered, the connect, TLS and upgrade together get lws's usual 30 s.
     lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, 30)
     lws_callback_on_writable(wsi)
@@ -76,10 +182,10 @@ extension Server {
   /// The TLS context every dialled connection shares (made on the first TLS dial): the node's client certificate,
   /// the same TLS 1.2 suites as served, any server certificate accepted (the caller pins it).
   private func clientTLSContext() -> OpaquePointer? {
-    if let made = dialTLSContext { return made }
+    if let made = tlsContext { return made }
     let certificate = configuration.tls?.clientCertificatePath
     let key = configuration.tls?.clientKeyPath
-    let made: OpaquePointer? = Self.tls12Ciphers.withCString { ciphers in
+    let made: OpaquePointer? = Server.tls12Ciphers.withCString { ciphers in
       guard let certificate, let key else { return clws_client_tls_context(nil, nil, ciphers) }
       return certificate.withCString { certificatePointer in
         key.withCString { clws_client_tls_context(certificatePointer, $0, ciphers) }
@@ -89,7 +195,7 @@ extension Server {
       logger.error(
         "Cannot make the TLS context for dialled connections.", ["tls.client.certificate": certificate ?? "-"])
     }
-    dialTLSContext = made
+    tlsContext = made
     return made
   }
 
@@ -106,8 +212,9 @@ extension Server {
   }
 
   /// Bytes lws read from a dialled socket.
-  func dialledReceived(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
-    guard let connection = sockets[wsi], let dialled = connection.dialled else { return -1 }
+  func received(_ wsi: OpaquePointer, _ input: UnsafeMutableRawPointer?, _ length: Int) -> Int32 {
+    guard let dialled = links[wsi] else { return -1 }
+    let connection = dialled.connection
     let bytes = UnsafeRawBufferPointer(start: input, count: input == nil ? 0 : length)
     guard let tls = dialled.tls else { return receivePlaintext(connection, dialled, bytes) }
     guard tls.feed(bytes) else { return dialFailed(dialled, "cannot buffer TLS input") }
@@ -126,7 +233,7 @@ extension Server {
   private func drainTLS(_ connection: WebSocketConnection, _ dialled: DialledSocket, _ tls: TLSClientSession) -> Int32 {
     let buffer = receiveScratch
     while !dialled.paused && !dialled.doneReading {
-      guard let count = tls.read(into: buffer, capacity: Self.serviceBufferBytes) else {
+      guard let count = tls.read(into: buffer, capacity: Server.serviceBufferBytes) else {
         guard connection.established else { return dialFailed(dialled, tls.failure) }
         logger.debug(
           "Dialled connection's TLS ended.", ["ws.connection.id": connection.id.rawValue, "reason": tls.failure])
@@ -178,7 +285,7 @@ extension Server {
       _ = try dialled.decoder.decode(bytes) { handleFrame(connection, dialled, $0) }
     } catch {
       dialled.doneReading = true
-      _ = close(connection.id, code: error.code, reason: error.reason)
+      connection.requestClose(code: error.code, reason: error.reason, discardingQueued: false)
     }
     // The server answered our close: the closing handshake is complete and the socket closes now (a TLS server may
     // otherwise wait for our close_notify).
@@ -221,9 +328,10 @@ extension Server {
   }
 
   /// Writes what a dialled socket has to send: a waiting pong and TLS output first, then (once upgraded) its
-  /// queued messages through ``webSocketWritable(_:)``. Returns -1 to close.
-  func dialledWritable(_ wsi: OpaquePointer) -> Int32 {
-    guard let connection = sockets[wsi], let dialled = connection.dialled else { return -1 }
+  /// queued messages through ``writeMessages(_:_:)``. Returns -1 to close.
+  func writable(_ wsi: OpaquePointer) -> Int32 {
+    guard let dialled = links[wsi] else { return -1 }
+    let connection = dialled.connection
     if !dialled.connected {
       // The first writable callback: the connect finished, one way or the other.
       var error: Int32 = 0
@@ -258,7 +366,7 @@ extension Server {
       lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, 5)
       return 0
     }
-    let result = webSocketWritable(wsi)
+    let result = writeMessages(connection, dialled)
     // Ciphertext the socket did not take yet (or a pong queued meanwhile) goes out on the next writable callback,
     // whether or not a message is still queued.
     if result == 0 && ((dialled.tls?.pendingOutput ?? 0) > 0 || dialled.pong != nil) {
@@ -305,7 +413,9 @@ extension Server {
 
   /// Writes `message` as one masked frame on a dialled socket: a single-use message is masked in place, behind a
   /// header built in its headroom; a shared one is copied first. Returns lws's result (negative: failed).
-  func writeDialled(_ message: OutboundMessage, _ connection: WebSocketConnection, _ dialled: DialledSocket) -> Int32 {
+  private func writeDialled(
+    _ message: OutboundMessage, _ connection: WebSocketConnection, _ dialled: DialledSocket
+  ) -> Int32 {
     let key = UInt32.random(in: .min ... .max)
     let opcode: UInt8 = message.isBinary ? 0x2 : 0x1
     func write(_ payload: UnsafeMutablePointer<UInt8>) -> Int32 {
@@ -333,14 +443,55 @@ extension Server {
 
   /// Reading a dialled socket was resumed: what its decoder and TLS session kept is decoded now (lws reads the socket
   /// again only when new bytes arrive).
-  func resumeDialled(_ id: WebSocketID) {
-    guard let connection = socketsByID[id], let dialled = connection.dialled, connection.established,
-      !dialled.paused, !dialled.doneReading
-    else { return }
+  private func resumeDialled(_ id: WebSocketID) {
+    guard let dialled = linksByID[id], dialled.connection.established, !dialled.paused, !dialled.doneReading else {
+      return
+    }
+    let connection = dialled.connection
     // What the decoder kept first (decoding no new bytes resumes it), then what waits in the TLS session.
     var result = decodeFrames(connection, dialled, UnsafeRawBufferPointer(start: nil, count: 0))
     if result == 0, let tls = dialled.tls, !dialled.paused { result = drainTLS(connection, dialled, tls) }
     // Outside lws's callbacks a return value cannot close the socket: ask lws to close it on its next pass.
     if result != 0 { lws_set_timeout(connection.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC) }
+  }
+
+  /// Writes the queued (or pulled) messages of an upgraded connection as masked frames, then reports it drained; once
+  /// a close is requested and the queue is empty, ``writable(_:)`` writes the close frame. Returns -1 to close.
+  private func writeMessages(_ connection: WebSocketConnection, _ dialled: DialledSocket) -> Int32 {
+    guard
+      let (written, more) = connection.writeQueued(
+        budget: 32, delegate: delegate, write: { writeDialled($0, connection, dialled) >= 0 })
+    else { return -1 }
+    messagesOut += written
+    if more {
+      lws_callback_on_writable(connection.wsi)
+      return 0
+    }
+    if connection.closeRequest != nil {
+      // The close frame follows, now that the queue is empty.
+      lws_callback_on_writable(connection.wsi)
+      return 0
+    }
+    if written > 0 { delegate?.webSocketDrained(connection.id) }
+    return 0
+  }
+
+  /// XORs `count` bytes at `bytes` with the 4-byte masking key `key` (as it lies in memory), 8 bytes at a time.
+  static func mask(_ bytes: UnsafeMutableRawPointer, count: Int, key: UInt32) {
+    let wide = UInt64(key) | UInt64(key) << 32
+    var index = 0
+    while index + 8 <= count {
+      let word = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+      bytes.storeBytes(of: word ^ wide, toByteOffset: index, as: UInt64.self)
+      index += 8
+    }
+    withUnsafeBytes(of: key) { keyBytes in
+      while index < count {
+        bytes.storeBytes(
+          of: bytes.load(fromByteOffset: index, as: UInt8.self) ^ keyBytes[index & 3], toByteOffset: index,
+          as: UInt8.self)
+        index += 1
+      }
+    }
   }
 }

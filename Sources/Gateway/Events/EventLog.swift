@@ -1,6 +1,18 @@
-/// The event log: event bodies stored once for all their recipients (an audience), each peer's log read through its
-/// audiences, retention.
+/// The event log of every peer hosted here, as one component: appending (the event ring on the service thread, staging
+/// for SQLite, batches to SQLite), reading (pages, replays, the newest sequence) and retention.
+///
+/// Layer 4 (node runtime), storage. Event bodies are stored once for all their recipients (an audience); a peer's log
+/// is read through its audiences. A small event is appended into the node's event ring (``EventRing``), a `MAP_SHARED`
+/// file, with no system call and no thread hop, staged, and given to SQLite in one transaction per
+/// ``stagedFlushDelay`` (or sooner when many bytes wait); a large one, or any while the ring has no room, waits for its
+/// SQLite commit. Every read and every peer deletion writes what is staged first. At start-up what the ring kept past
+/// SQLite's last commit is written first (``open(ring:mostRecords:)``). Retention counts only committed events.
+///
+/// Thread-safety: the staging, the counts and the audiences it remembers are guarded by ``state`` (the database's
+/// queue and the node's executor both use them); the ring is used only by ``append(_:)``, which runs on its caller's
+/// executor (the node's publish queue: one append at a time), and by ``open(ring:mostRecords:)`` before that.
 import Foundation
+import Logging
 import MeshCore
 import Store
 import Synchronization
@@ -89,12 +101,164 @@ struct StoredEvent: Sendable, Equatable {
   }
 }
 
-extension NodeStore {
+/// The node's event log (see the file's comment).
+final class EventLog: Sendable {
+  let database: Database
+  /// The retention limit, each peer's log length (learnt on its first append), staging and the audiences remembered.
+  let state: Mutex<State>
+  /// Where small events are made durable before SQLite has them; nil until the log is opened with one (a log without a
+  /// ring commits every append to SQLite before it returns).
+  private let ring = Mutex<EventRing?>(nil)
+
+  static let logger = Logger(component: "node")
+
+  struct State {
+    var retention: Int
+    var counts: [String: Int] = [:]
+    var trimmed = 0
+    /// Audiences known to be committed, by their members (sorted, joined by commas); see ``AudienceLookup``.
+    var audiences: [String: Int64] = [:]
+    /// The recipients of the last fan-out and their audience, as the fan-out named them (no sorting to find it).
+    var lastAudience: (peerIDs: [String], id: Int64)?
+    /// Counts the transactions that deleted audiences: what an append learnt is remembered only if none ran since
+    /// it started.
+    var audienceDeletions = 0
+    /// The highest event sequence number handed out, once known (read from the database at the first append, or
+    /// when the node opens the log). A body a trim deleted keeps its number taken, so numbers only grow.
+    var lastBodyID: Int64?
+    /// Events with their sequence numbers, durable in the node's event ring, waiting for SQLite
+    /// (``stageEvents(_:bytes:)``), and about how many bytes they hold.
+    var staged: [AppendedEvent] = []
+    var stagedBytes = 0
+    /// A flush of the staged events is scheduled (after ``stagedFlushDelay``), or asked for at once.
+    var flushScheduled = false
+    var flushRequested = false
+    /// The last flush of staged events failed (logged once until one succeeds).
+    var flushFailing = false
+    /// The newest sequence number of the staged events SQLite has committed.
+    var ingestedThrough: Int64 = 0
+    /// Small event batches that waited for their SQLite commit because the ring had no room (`/metrics`).
+    var ringFull = 0
+  }
+
+  init(database: Database, retention: Int) {
+    self.database = database
+    self.state = Mutex(State(retention: retention))
+  }
+
+  /// Events kept per peer; an admin can change it at run time.
+  var retention: Int {
+    get { state.withLock { $0.retention } }
+    set { state.withLock { $0.retention = newValue } }
+  }
+
+  /// Events dropped by retention since the node started (`/metrics`).
+  var trimmed: Int { state.withLock { $0.trimmed } }
+
+  /// Small event batches that waited for their SQLite commit because the event ring was full (`/metrics`).
+  var ringFullCount: Int { state.withLock { $0.ringFull } }
+
+  /// The newest sequence number the event ring keeps, if any.
+  var newestInRing: Int64? { ring.withLock { $0?.newestSequence } }
+
+  /// Events up to this many bytes of data are small: appended through the ring.
+  static let smallBytes = 64 << 10
+
+  // MARK: - Opening
+
+  /// At start-up, before anything is appended: writes what `ring` kept past SQLite's last commit, releases what
+  /// SQLite now holds, and appends through it from now on (see ``openEventLog(recovering:ringReleasedThrough:ringLost:dropped:mostRecords:)``).
+  nonisolated(nonsending) func open(ring: EventRing, mostRecords: Int64) async throws
+    -> (recovered: Int, records: Int, unreadable: Int, jumpedAbove: Int64?)
+  {
+    let records = ring.records()
+    let opened = try await openEventLog(
+      recovering: records, ringReleasedThrough: ring.releasedThrough, ringLost: ring.wasEmpty, dropped: ring.dropped,
+      mostRecords: mostRecords)
+    ring.release(through: opened.through)
+    self.ring.withLock { $0 = ring }
+    return (opened.recovered, records.count, opened.unreadable, opened.jumpedAbove)
+  }
+
+  // MARK: - Appending
+
+  /// Makes `entries` durable and returns them numbered, as they are to be delivered. Called by one publisher at a
+  /// time, in order (the node's publish queue); runs on its executor up to the database hop.
+  ///
+  /// Small events (each at most ``smallBytes``) are written into the event ring with no system call and no hop, and
+  /// staged for SQLite, which gets them in one transaction per ``stagedFlushDelay`` (or sooner when many bytes wait);
+  /// a record in the ring survives `kill -9` and is written to SQLite at the next start. Large events, and small ones
+  /// while the ring has no room (SQLite a ring's length behind), wait for their SQLite commit on the store's queue,
+  /// with everything staged before them: that wait is the back-pressure, the publish queue growing behind it.
+  nonisolated(nonsending) func append(_ entries: [(EventFanOut, at: String)]) async throws -> [AppendedEvent] {
+    guard let ring = ring.withLock({ $0 }), entries.allSatisfy({ $0.0.data.approximateSize <= Self.smallBytes })
+    else { return try await appendEvents(fanOuts: entries) }
+    var bodies = Self.bodies(entries)
+    // A record holds no sequence number (the ring's record header does), so it is built before they are handed out.
+    let records = bodies.map(\.ringRecord)
+    let sizes = records.map { EventRing.size(payload: $0.count) }
+    let bytes = sizes.reduce(0, +)
+    ring.release(through: ingestedThrough)
+    // A record that wraps leaves a gap smaller than itself at the end: with room for the largest one more, every
+    // record fits.
+    guard bytes + (sizes.max() ?? 0) <= ring.freeBytes else {
+      state.withLock { $0.ringFull += 1 }
+      return try await appendEvents(fanOuts: entries)
+    }
+    let flush = stageEvents(&bodies, bytes: bytes)
+    var inRing = true
+    for (body, record) in zip(bodies, records) where inRing {
+      inRing = ring.append(sequence: body.sequence, payload: record)
+    }
+    guard inRing else {
+      // Cannot happen with the room checked above; should it, SQLite has the events before anyone sees them.
+      assertionFailure("the event ring had no room for a batch it was checked to have room for")
+      try await flushStagedEvents()
+      return bodies
+    }
+    switch flush {
+    case .none: break
+    case .later: scheduleFlush(after: Self.stagedFlushDelay)
+    case .now: scheduleFlush(after: nil)
+    }
+    return bodies
+  }
+
+  /// Writes the staged events to SQLite after `delay`, on a task off the service thread. A failure is logged and
+  /// tried again a second later (the events stay staged, and in the ring), unless another flush was scheduled or
+  /// wrote them meanwhile.
+  func scheduleFlush(after delay: Duration?) {
+    Task.detached {
+      if let delay { try? await Task.sleep(for: delay) }
+      while true {
+        do {
+          try await self.flushStagedEvents()
+          if self.stagedFlushFailing(false) {
+            Self.logger.notice("Staged events are written to the store again.")
+          }
+          return
+        } catch {
+          // Once per episode, not once a second for as long as the disk stays full.
+          if !self.stagedFlushFailing(true) {
+            Self.logger.error(
+              "Could not write staged events to the store; they are kept in the event ring and tried again every "
+                + "second until it works.", ["error": String(describing: error)])
+          }
+          try? await Task.sleep(for: .seconds(1))
+          guard self.claimStagedFlush() else { return }
+        }
+      }
+    }
+  }
+}
+
+extension EventLog {
+
   /// The event log's schema step that stores each body once for all its recipients: a body names its audience (the
   /// set of its recipients, stored once however many bodies it gets), and a peer's log is every body of its audiences
   /// above its trim point. An append writes one row whatever the number of recipients; the per-peer rows of the
   /// schema before (`event_log`, and `event_pending` for those not yet indexed) become audiences here.
-  static let eventAudiencesSchema = """
+  static let audiencesSchema = """
     CREATE TABLE event_audiences(
       id INTEGER PRIMARY KEY,
       members TEXT NOT NULL UNIQUE
@@ -168,7 +332,7 @@ extension NodeStore {
         // Nobody saw these numbers: handed back unless others were handed out since, so that a write retried every
         // second on a full disk does not use up numbers (the span a lost event ring may hide stays small).
         let last = firstID + Int64(bodies.count) - 1
-        self.eventLog.withLock { state in
+        self.state.withLock { state in
           if state.lastBodyID == last { state.lastBodyID = firstID - 1 }
         }
         throw error
@@ -211,9 +375,9 @@ extension NodeStore {
   /// Hands out `count` sequence numbers and returns the first, on the store's queue (the database knows the highest
   /// one taken when no event was staged since the start).
   private func reserveSequences(_ count: Int, _ connection: Connection) throws -> Int64 {
-    let known = eventLog.withLock { $0.lastBodyID }
+    let known = state.withLock { $0.lastBodyID }
     let highest = try known ?? connection.queryOne("SELECT coalesce(max(id), 0) FROM event_bodies")?.int64(0) ?? 0
-    return eventLog.withLock { state in
+    return state.withLock { state in
       let first = max(state.lastBodyID ?? highest, highest) + 1
       state.lastBodyID = first + Int64(count) - 1
       return first
@@ -227,7 +391,7 @@ extension NodeStore {
   /// Returns when the caller should start a flush: `.later` for the first event staged since the last flush
   /// (``stagedFlushDelay`` gathers a batch), `.now` once the staged bytes pass ``stagedFlushBytes``.
   func stageEvents(_ bodies: inout [AppendedEvent], bytes: Int) -> StagedFlush {
-    eventLog.withLock { state in
+    state.withLock { state in
       guard var next = state.lastBodyID else {
         preconditionFailure("events staged before the log was opened (openEventLog)")
       }
@@ -257,7 +421,7 @@ extension NodeStore {
   /// Takes on the flush of events that stay staged after a failed one; false when another flush is scheduled or
   /// nothing is staged.
   func claimStagedFlush() -> Bool {
-    eventLog.withLock { state in
+    state.withLock { state in
       guard !state.flushScheduled, !state.staged.isEmpty else { return false }
       state.flushScheduled = true
       return true
@@ -267,17 +431,17 @@ extension NodeStore {
   /// Records whether the last flush of staged events failed, and returns whether it had failed before (for one log
   /// line when failures start and one when they end).
   func stagedFlushFailing(_ failing: Bool) -> Bool {
-    eventLog.withLock { state in
+    state.withLock { state in
       defer { state.flushFailing = failing }
       return state.flushFailing
     }
   }
 
   /// The newest sequence number SQLite has committed of the staged events (the event ring releases through it).
-  var ingestedThrough: Int64 { eventLog.withLock { $0.ingestedThrough } }
+  var ingestedThrough: Int64 { state.withLock { $0.ingestedThrough } }
 
   /// Whether events wait for SQLite.
-  var hasStagedEvents: Bool { eventLog.withLock { !$0.staged.isEmpty } }
+  var hasStagedEvents: Bool { state.withLock { !$0.staged.isEmpty } }
 
   /// Writes the staged events to SQLite in one transaction. If it fails they stay staged (and in the event ring), and
   /// the error is thrown.
@@ -294,7 +458,7 @@ extension NodeStore {
   /// number as the log's `events_ingested_through` (what the event ring need not give back at the next start). On a
   /// failure the staged events are staged again, first, and nothing of `bodies` is kept.
   private func ingestStaged(_ connection: Connection, then bodies: [AppendedEvent]) throws {
-    let (staged, stagedBytes) = eventLog.withLock { state in
+    let (staged, stagedBytes) = state.withLock { state in
       let taken = (state.staged, state.stagedBytes)
       state.staged = []
       state.stagedBytes = 0
@@ -307,9 +471,9 @@ extension NodeStore {
     do {
       let ingested = try connection.transaction { try self.ingest(all, connection) }
       ingested.committed()
-      eventLog.withLock { $0.ingestedThrough = max($0.ingestedThrough, newest) }
+      state.withLock { $0.ingestedThrough = max($0.ingestedThrough, newest) }
     } catch {
-      eventLog.withLock { state in
+      state.withLock { state in
         state.staged.insert(contentsOf: staged, at: 0)
         state.stagedBytes += stagedBytes
       }
@@ -336,7 +500,7 @@ extension NodeStore {
   /// with the same events would otherwise count them again and again, and the first commit after the disk has room
   /// again would trim every log by the events that were never there.
   func rolledBack(_ bodies: [AppendedEvent]) {
-    eventLog.withLock { state in
+    state.withLock { state in
       for body in bodies { for peerID in body.peerIDs { state.counts[peerID] = nil } }
     }
   }
@@ -358,7 +522,7 @@ extension NodeStore {
     }
     let counts = try self.countAndTrim(connection, bodies)
     if let newest = bodies.last?.sequence {
-      let handedOut = max(newest, eventLog.withLock { $0.lastBodyID ?? 0 })
+      let handedOut = max(newest, state.withLock { $0.lastBodyID ?? 0 })
       try connection.execute(
         """
         INSERT INTO node_meta(key, value) VALUES ('events_ingested_through', ?1), ('events_last_id', ?2)
@@ -417,7 +581,7 @@ extension NodeStore {
           ON CONFLICT(key) DO UPDATE SET value = excluded.value
           """, [.text(String(next))])
       }
-      self.eventLog.withLock { state in
+      self.state.withLock { state in
         state.lastBodyID = next
         state.ingestedThrough = newest
       }
@@ -434,17 +598,17 @@ extension NodeStore {
   /// never names an audience that a failed transaction never wrote, nor one a trim deleted.
   struct AudienceLookup: Sendable {
     private var found: [(peerIDs: [String], key: String?, id: Int64)] = []
-    private let store: NodeStore
+    private let store: EventLog
     private let deletionsAtStart: Int
 
-    init(_ store: NodeStore) {
+    init(_ store: EventLog) {
       self.store = store
-      deletionsAtStart = store.eventLog.withLock { $0.audienceDeletions }
+      deletionsAtStart = store.state.withLock { $0.audienceDeletions }
     }
 
     mutating func id(for peerIDs: [String], _ connection: Connection) throws -> Int64 {
       if let last = found.last, last.peerIDs == peerIDs { return last.id }
-      let remembered = store.eventLog.withLock { state in
+      let remembered = store.state.withLock { state in
         state.lastAudience.flatMap { $0.peerIDs == peerIDs ? $0.id : nil }
       }
       if let remembered {
@@ -455,7 +619,7 @@ extension NodeStore {
       let sorted = Set(peerIDs).sorted()
       let key = sorted.joined(separator: ",")
       let id: Int64
-      if let remembered = store.eventLog.withLock({ $0.audiences[key] }) {
+      if let remembered = store.state.withLock({ $0.audiences[key] }) {
         id = remembered
       } else if let row = try connection.queryOne("SELECT id FROM event_audiences WHERE members = ?", [.text(key)]) {
         id = try row.int64(0)
@@ -473,7 +637,7 @@ extension NodeStore {
     /// After the commit: remembers what this transaction found, unless a deletion of audiences ran since it started.
     func remember() {
       guard let last = found.last else { return }
-      store.eventLog.withLock { state in
+      store.state.withLock { state in
         guard state.audienceDeletions == deletionsAtStart else { return }
         // A node's audiences are few (its sessions' memberships and its peers); a bound keeps a node that churns
         // through many from holding them all.
@@ -486,7 +650,7 @@ extension NodeStore {
 
   /// Forgets every remembered audience, inside a transaction that deletes audiences (see ``AudienceLookup``).
   func forgetAudiences() {
-    eventLog.withLock { state in
+    state.withLock { state in
       state.audiences = [:]
       state.lastAudience = nil
       state.audienceDeletions += 1
@@ -495,13 +659,13 @@ extension NodeStore {
 
   /// Log lengths learnt and events trimmed by a transaction, kept once it committed.
   struct LogCounts: Sendable {
-    let store: NodeStore
+    let store: EventLog
     var lengths: [String: Int] = [:]
     var trimmed = 0
 
     func committed() {
       guard !lengths.isEmpty || trimmed > 0 else { return }
-      store.eventLog.withLock { state in
+      store.state.withLock { state in
         state.counts.merge(lengths) { _, new in new }
         state.trimmed += trimmed
       }
@@ -519,7 +683,7 @@ extension NodeStore {
     var unknown: [String] = []
     // The longest each log got in this append (a peer in several of its bodies is trimmed once).
     var over: [String: Int] = [:]
-    let (retention, limit) = self.eventLog.withLock { state in
+    let (retention, limit) = self.state.withLock { state in
       let limit = state.retention + state.retention / 64
       for event in appended {
         for peerID in event.peerIDs {
@@ -612,7 +776,7 @@ extension NodeStore {
     ).map { try $0.int64(0) }
     try connection.execute("DELETE FROM event_audience_members WHERE peer_id = ?", [.text(peerID)])
     for audience in audiences { try collect(connection, audience: audience) }
-    self.eventLog.withLock { $0.counts[peerID] = nil }
+    self.state.withLock { $0.counts[peerID] = nil }
   }
 
   /// Events of `peerID` after `since`, oldest first, at most `limit`; and whether older events the caller

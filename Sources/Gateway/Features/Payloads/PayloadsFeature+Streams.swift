@@ -1,7 +1,7 @@
 /// Byte streams (MCSession startStream, Nearby STREAM payloads): a writer's request body flows, as it arrives, across
 /// the mesh to a reader's streaming response, with credit-based backpressure from the reader back to the writer.
 ///
-/// Layers 4 and 6, on the lws service thread inside the ``Node`` actor. Nothing is stored: the writer's node forwards
+/// Layers 4 and 6, on the lws service thread in ``PayloadsFeature``, isolated to the ``Node`` actor. Nothing is stored: the writer's node forwards
 /// each piece of `PUT /api/v1/streams/{id}` as a `streamData` frame while the window (``StreamFlow``) has room and
 /// pauses reading the request otherwise; the reader's node queues at most a window of bytes and writes them to
 /// `GET /api/v1/streams/{id}` as the socket drains, crediting what it wrote. Streams do not survive a link loss or a
@@ -37,6 +37,26 @@ final class LiveStream {
 @available(*, unavailable)
 extension LiveStream: Sendable {}
 
+extension LiveStream {
+  /// The writer's credit window: bytes sent and not yet handed to the reader.
+  static let window: UInt64 = 1 << 20
+  /// The reader's response queue is refilled only below this many bytes.
+  static let readerQueue = 256 << 10
+
+  /// The bulk lane (and link-scheduler producer) of a stream's data.
+  static func producer(_ id: String) -> String { "stream:" + id }
+
+  /// The stream id of `/api/v1/streams/{id}/ws`: the stream's writer sends binary frames there (closing the socket
+  /// ends the stream), its reader receives binary frames (the node closes with 1000 at the end).
+  static func socketStreamID(_ path: String) -> String? {
+    let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+    guard segments.count == 5, segments[0] == "api", segments[1] == "v1", segments[2] == "streams",
+      segments[4] == "ws"
+    else { return nil }
+    return String(segments[3])
+  }
+}
+
 /// Where a stream is: open, closed (the writer finished and the reader took everything) or failed.
 enum StreamState: String, Sendable {
   case open, closed, failed
@@ -62,16 +82,12 @@ struct StreamRuntime {
   var bySocket: [WebSocketID: LiveStream] = [:]
 }
 
-extension Node {
-  static let streamWindow: UInt64 = 1 << 20
-  /// The reader's response queue is refilled only below this many bytes.
-  static let streamReaderQueue = 256 << 10
-
+extension PayloadsFeature {
   // MARK: - REST
 
-  func openStream(_ context: RequestContext) throws -> HTTPResponse {
+  func openStream(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let peer = context.authenticatedPeer
-    let session = try ownSession(context)
+    let session = try node.ownSession(context)
     let body = try RequestBody(context.request)
     try body.allowOnly(["to", "name"])
     let toID = try body.requiredString("to")
@@ -82,27 +98,27 @@ extension Node {
     guard toID != peer.id else {
       throw APIError.badRequest("to is the writer itself; open the stream to another member of the session")
     }
-    let target = try connectedRecipient(toID, in: session)
+    let target = try connectedRecipient(toID, in: session, node: node)
     let record = StreamRecord(
       id: RecordID.make(),
       parties: PayloadParties(
         direction: .outgoing, sessionID: session.sessionID,
-        from: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID),
+        from: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID),
         to: PayloadParty(peerID: toID, displayName: target.displayName, nodeID: target.nodeID)),
       name: name, state: .open, bytes: 0, reason: nil, createdAt: Timestamp.now())
     let stream = LiveStream(record: record)
-    stream.flow = StreamFlow(window: Self.streamWindow)
+    stream.flow = StreamFlow(window: LiveStream.window)
     streams.outgoing[record.id] = stream
     sendStreamFrame(
       .streamOpen(
         StreamOffer(
           streamID: record.id, sessionID: record.sessionID, fromPeerID: peer.id, fromDisplayName: peer.displayName,
-          toPeerID: toID, name: name)), to: target.nodeID)
+          toPeerID: toID, name: name)), to: target.nodeID, node: node)
     return .json(["stream": streamJSON(record)], status: 201)
   }
 
   /// `PUT /api/v1/streams/{id}`: the writer's bytes, forwarded as they arrive; answered when the reader took them all.
-  func writeStream(_ context: RequestContext) async throws -> HTTPResponse {
+  func writeStream(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let id = context.parameters["streamId"] ?? ""
     guard let stream = streams.outgoing[id], stream.record.fromPeerID == context.authenticatedPeer.id else {
       throw APIError.notFound("no stream \(id) opened by this peer; open one with POST /api/v1/sessions/{id}/streams")
@@ -114,7 +130,7 @@ extension Node {
     }
     stream.writer = context.request.id
     streams.byWriter[context.request.id] = stream
-    server.setBodyFlow(context.request.id, enabled: true)
+    node.server.setBodyFlow(context.request.id, enabled: true)
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
       stream.writerDone = continuation
     }
@@ -123,7 +139,7 @@ extension Node {
 
   /// `GET /api/v1/streams/{id}`: the stream's bytes for its reader, as they arrive (the body ends when the writer
   /// finishes).
-  func readStream(_ context: RequestContext) throws -> HTTPResponse {
+  func readStream(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let id = context.parameters["streamId"] ?? ""
     guard let stream = streams.incoming[id], stream.record.toPeerID == context.authenticatedPeer.id else {
       throw APIError.notFound("no stream \(id) to this peer; streams opened to it are announced as stream.opened")
@@ -136,7 +152,11 @@ extension Node {
     stream.reader = context.request.id
     streams.byReader[context.request.id] = stream
     // The response goes out when this handler returns; fill it right after.
-    Task { if let stream = self.streams.incoming[id] { self.pumpReader(stream) } }
+    Task {
+      if let stream = node.features.payloads.streams.incoming[id] {
+        node.features.payloads.pumpReader(stream, node: node)
+      }
+    }
     return HTTPResponse(
       status: 200, contentType: "application/octet-stream",
       headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
@@ -144,154 +164,140 @@ extension Node {
 
   // MARK: - Writer side
 
-  /// A piece of a streamed request body: an upload's or a stream writer's.
-  func bodyReceived(_ requestID: RequestID, _ bytes: [UInt8]) {
-    if transfers.byUpload[requestID] != nil {
-      uploadBodyReceived(requestID, bytes)
-    } else {
-      streamBodyReceived(requestID, bytes)
-    }
-  }
-
-  func bodyEnded(_ requestID: RequestID) {
-    if transfers.byUpload[requestID] != nil {
-      uploadBodyEnded(requestID)
-    } else {
-      streamBodyEnded(requestID)
-    }
-  }
-
-  func streamBodyReceived(_ requestID: RequestID, _ bytes: [UInt8]) {
+  func streamBodyReceived(_ requestID: RequestID, _ bytes: [UInt8], node: isolated Node) {
     guard let stream = streams.byWriter[requestID] else { return }
-    forward(stream, bytes)
+    forward(stream, bytes, node: node)
   }
 
   /// Sends a writer's bytes on as `streamData` frames of at most 256 KiB, then pauses the writer if it must wait.
-  func forward(_ stream: LiveStream, _ bytes: [UInt8]) {
+  func forward(_ stream: LiveStream, _ bytes: [UInt8], node: isolated Node) {
     guard var flow = stream.flow, stream.record.state == .open else { return }
     var start = 0
     while start < bytes.count {
       let end = min(bytes.count, start + MeshFrameCodec.maxChunkBytes)
       let piece = Array(bytes[start..<end])
       sendStreamFrame(
-        .streamData(streamID: stream.record.id, offset: flow.sent, bytes: piece), to: stream.record.toNodeID)
+        .streamData(streamID: stream.record.id, offset: flow.sent, bytes: piece), to: stream.record.toNodeID, node: node
+      )
       flow.didSend(piece.count)
       start = end
     }
     stream.flow = flow
     stream.record.bytes = flow.sent
-    throttleWriter(stream)
+    throttleWriter(stream, node: node)
   }
 
-  func streamBodyEnded(_ requestID: RequestID) {
+  func streamBodyEnded(_ requestID: RequestID, node: isolated Node) {
     guard let stream = streams.byWriter[requestID], stream.record.state == .open else { return }
     stream.writerEnded = true
-    sendStreamFrame(.streamClose(streamID: stream.record.id, reason: ""), to: stream.record.toNodeID)
-    finishWriterIfDrained(stream)
+    sendStreamFrame(.streamClose(streamID: stream.record.id, reason: ""), to: stream.record.toNodeID, node: node)
+    finishWriterIfDrained(stream, node: node)
   }
 
   /// Pauses the writer while the window is closed or the link is congested, and lets it go on otherwise.
-  func throttleWriter(_ stream: LiveStream) {
+  func throttleWriter(_ stream: LiveStream, node: isolated Node) {
     guard let flow = stream.flow, !stream.writerEnded, stream.writer != nil || stream.writerSocket != nil else {
       return
     }
-    let local = stream.record.toNodeID == nodeID
+    let local = stream.record.toNodeID == node.nodeID
     let blocked =
-      flow.isBlocked || (!local && !linkHasRoom(stream.record.toNodeID, producer: "stream:" + stream.record.id))
+      flow.isBlocked
+      || (!local && !node.linkHasRoom(stream.record.toNodeID, producer: LiveStream.producer(stream.record.id)))
     if blocked != stream.writerPaused {
       stream.writerPaused = blocked
-      if let writer = stream.writer { server.setBodyFlow(writer, enabled: !blocked) }
-      if let socket = stream.writerSocket { server.setReceiveFlow(socket, enabled: !blocked) }
+      if let writer = stream.writer { node.server.setBodyFlow(writer, enabled: !blocked) }
+      if let socket = stream.writerSocket { node.server.setReceiveFlow(socket, enabled: !blocked) }
     }
   }
 
-  func finishWriterIfDrained(_ stream: LiveStream) {
+  func finishWriterIfDrained(_ stream: LiveStream, node: isolated Node) {
     guard stream.writerEnded, stream.flow?.isDrained == true, stream.record.state == .open else { return }
-    closeStream(stream, state: .closed, reason: nil, notify: false)
+    closeStream(stream, state: .closed, reason: nil, notify: false, node: node)
   }
 
   /// Every mesh tick: writers held back by a congested link try again.
-  func streamTick() {
-    for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream) }
+  func streamTick(node: isolated Node) {
+    for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream, node: node) }
   }
 
   // MARK: - Reader side
 
-  func pumpReader(_ stream: LiveStream) {
+  func pumpReader(_ stream: LiveStream, node: isolated Node) {
     guard var intake = stream.intake else { return }
     if let socket = stream.readerSocket {
-      while !stream.buffer.isEmpty, let queued = server.queuedBytes(socket), queued < Self.streamReaderQueue {
+      while !stream.buffer.isEmpty, let queued = node.server.queuedBytes(socket), queued < LiveStream.readerQueue {
         let piece = stream.buffer.removeFirst()
-        guard server.send(OutboundMessage(bytes: piece, binary: true), to: socket) == .queued else { break }
+        guard node.server.send(OutboundMessage(bytes: piece, binary: true), to: socket) == .queued else { break }
         intake.handedOver(piece.count)
       }
       stream.intake = intake
       stream.record.bytes = intake.delivered
-      sendCreditIfDue(stream)
+      sendCreditIfDue(stream, node: node)
       if stream.senderFinished && stream.buffer.isEmpty {
-        server.close(socket, code: 1000, reason: "end of stream")
+        node.server.close(socket, code: 1000, reason: "end of stream")
         streams.bySocket[socket] = nil
         stream.readerSocket = nil
-        if stream.record.state == .open { closeStream(stream, state: .closed, reason: nil, notify: false) }
+        if stream.record.state == .open { closeStream(stream, state: .closed, reason: nil, notify: false, node: node) }
       }
       return
     }
     guard let reader = stream.reader else { return }
-    while !stream.buffer.isEmpty, let queued = server.streamQueuedBytes(reader), queued < Self.streamReaderQueue {
+    while !stream.buffer.isEmpty, let queued = node.server.streamQueuedBytes(reader), queued < LiveStream.readerQueue {
       let piece = stream.buffer.removeFirst()
-      guard server.writeStream(reader, piece) else { break }
+      guard node.server.writeStream(reader, piece) else { break }
       intake.handedOver(piece.count)
     }
     stream.intake = intake
     stream.record.bytes = intake.delivered
-    sendCreditIfDue(stream)
+    sendCreditIfDue(stream, node: node)
     if stream.senderFinished && stream.buffer.isEmpty {
-      server.endStream(reader)
+      node.server.endStream(reader)
       streams.byReader[reader] = nil
       stream.reader = nil
-      if stream.record.state == .open { closeStream(stream, state: .closed, reason: nil, notify: false) }
+      if stream.record.state == .open { closeStream(stream, state: .closed, reason: nil, notify: false, node: node) }
     }
   }
 
-  func sendCreditIfDue(_ stream: LiveStream) {
+  func sendCreditIfDue(_ stream: LiveStream, node: isolated Node) {
     guard let delivered = stream.intake?.delivered, delivered > stream.lastCredit, stream.record.state == .open else {
       return
     }
     stream.lastCredit = delivered
-    sendStreamFrame(.streamCredit(streamID: stream.record.id, offset: delivered), to: stream.record.fromNodeID)
+    sendStreamFrame(
+      .streamCredit(streamID: stream.record.id, offset: delivered), to: stream.record.fromNodeID, node: node)
   }
 
-  func streamResponseDrained(_ requestID: RequestID) {
+  func streamResponseDrained(_ requestID: RequestID, node: isolated Node) {
     guard let stream = streams.byReader[requestID] else { return }
-    pumpReader(stream)
+    pumpReader(stream, node: node)
   }
 
   // MARK: - Mesh messages
 
   /// Sends a stream frame to `nodeID`, or hands it to this node itself when both ends are here.
-  func sendStreamFrame(_ message: MeshMessage, to nodeID: String) {
-    if nodeID == self.nodeID {
-      let from = self.nodeID
-      Task { self.streamMessage(message, from: from) }
+  func sendStreamFrame(_ message: MeshMessage, to nodeID: String, node: isolated Node) {
+    if nodeID == node.nodeID {
+      let from = node.nodeID
+      Task { node.features.payloads.streamMessage(message, from: from, node: node) }
       return
     }
-    sendTransferFrame(message, to: nodeID)
+    sendTransferFrame(message, to: nodeID, node: node)
   }
 
-  func streamMessage(_ message: MeshMessage, from nodeID: String) {
+  func streamMessage(_ message: MeshMessage, from nodeID: String, node: isolated Node) {
     switch message {
     case .streamOpen(let offer):
       // The reader must be a local member that agreed to be in the session; the id must be new on this node.
       // (A stream between two peers of this node is both outgoing and incoming under one id.)
       let reader = localReceiver(
-        offer.toPeerID, of: "a stream", from: offer.fromPeerID, at: nodeID, in: offer.sessionID)
-      guard streams.incoming[offer.streamID] == nil, nodeID == self.nodeID || streams.outgoing[offer.streamID] == nil,
+        offer.toPeerID, of: "a stream", from: offer.fromPeerID, at: nodeID, in: offer.sessionID, node: node)
+      guard streams.incoming[offer.streamID] == nil, nodeID == node.nodeID || streams.outgoing[offer.streamID] == nil,
         let peer = reader
       else {
         sendStreamFrame(
           .streamClose(
             streamID: offer.streamID, reason: "peer \(offer.toPeerID) is not in session \(offer.sessionID) there"),
-          to: nodeID)
+          to: nodeID, node: node)
         return
       }
       let record = StreamRecord(
@@ -299,43 +305,44 @@ extension Node {
         parties: PayloadParties(
           direction: .incoming, sessionID: offer.sessionID,
           from: PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID),
-          to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: self.nodeID)),
+          to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID)),
         name: offer.name, state: .open, bytes: 0,
         reason: nil, createdAt: Timestamp.now())
       let stream = LiveStream(record: record)
       stream.intake = StreamIntake()
       streams.incoming[record.id] = stream
-      publishStreamEvent("stream.opened", stream)
+      publishStreamEvent("stream.opened", stream, node: node)
     case .streamData(let id, let offset, let bytes):
       guard let stream = streams.incoming[id], stream.record.fromNodeID == nodeID, var intake = stream.intake,
         stream.record.state == .open
       else { return }
       guard intake.arrived(offset: offset, count: bytes.count) else {
-        closeStream(stream, state: .failed, reason: "protocol error: stream data out of order", notify: true)
+        closeStream(
+          stream, state: .failed, reason: "protocol error: stream data out of order", notify: true, node: node)
         return
       }
       stream.intake = intake
       if !bytes.isEmpty { stream.buffer.append(bytes) }
-      pumpReader(stream)
+      pumpReader(stream, node: node)
     case .streamCredit(let id, let offset):
       guard let stream = streams.outgoing[id], stream.record.toNodeID == nodeID, var flow = stream.flow,
         flow.credit(offset)
       else { return }
       stream.flow = flow
-      throttleWriter(stream)
-      finishWriterIfDrained(stream)
+      throttleWriter(stream, node: node)
+      finishWriterIfDrained(stream, node: node)
     case .streamClose(let id, let reason):
       if let stream = streams.incoming[id], stream.record.fromNodeID == nodeID, reason.isEmpty {
         stream.senderFinished = true
-        pumpReader(stream)
+        pumpReader(stream, node: node)
         if stream.reader == nil && stream.buffer.isEmpty && stream.record.state == .open {
-          closeStream(stream, state: .closed, reason: nil, notify: false)
+          closeStream(stream, state: .closed, reason: nil, notify: false, node: node)
         }
         return
       }
       for stream in [streams.outgoing[id], streams.incoming[id]].compactMap({ $0 })
       where stream.record.fromNodeID == nodeID || stream.record.toNodeID == nodeID {
-        closeStream(stream, state: .failed, reason: reason.isEmpty ? "closed" : reason, notify: false)
+        closeStream(stream, state: .failed, reason: reason.isEmpty ? "closed" : reason, notify: false, node: node)
       }
     default:
       break
@@ -344,13 +351,13 @@ extension Node {
 
   // MARK: - Ending
 
-  func closeStream(_ stream: LiveStream, state: StreamState, reason: String?, notify: Bool) {
+  func closeStream(_ stream: LiveStream, state: StreamState, reason: String?, notify: Bool, node: isolated Node) {
     guard stream.record.state == .open else { return }
     stream.record.state = state
     stream.record.reason = reason
     if notify {
       let other = stream.record.direction == .outgoing ? stream.record.toNodeID : stream.record.fromNodeID
-      sendStreamFrame(.streamClose(streamID: stream.record.id, reason: reason ?? "closed"), to: other)
+      sendStreamFrame(.streamClose(streamID: stream.record.id, reason: reason ?? "closed"), to: other, node: node)
     }
     if let writer = stream.writer {
       streams.byWriter[writer] = nil
@@ -368,62 +375,52 @@ extension Node {
     }
     if state != .closed {
       for socket in [stream.writerSocket, stream.readerSocket].compactMap({ $0 }) {
-        server.close(socket, code: 1011, reason: reason ?? "stream failed")
+        node.server.close(socket, code: 1011, reason: reason ?? "stream failed")
         streams.bySocket[socket] = nil
       }
       stream.writerSocket = nil
       stream.readerSocket = nil
     }
     if let reader = stream.reader, state != .closed {
-      server.endStream(reader)
+      node.server.endStream(reader)
       streams.byReader[reader] = nil
       stream.reader = nil
       stream.buffer = []
     }
     var data: JSONObject = ["stream": streamJSON(stream.record)]
     data["reason"] = reason.map { .string($0) } ?? .null
-    publishStreamEvent("stream.closed", stream, data: data)
+    publishStreamEvent("stream.closed", stream, data: data, node: node)
   }
 
   /// A writer or reader went away.
-  func streamRequestClosed(_ requestID: RequestID) {
+  func streamRequestClosed(_ requestID: RequestID, node: isolated Node) {
     if let stream = streams.byWriter.removeValue(forKey: requestID) {
       stream.writer = nil
       if !stream.writerEnded {
-        closeStream(stream, state: .failed, reason: "the writer disconnected before the end", notify: true)
+        closeStream(stream, state: .failed, reason: "the writer disconnected before the end", notify: true, node: node)
       }
     }
     if let stream = streams.byReader.removeValue(forKey: requestID) {
       stream.reader = nil
-      closeStream(stream, state: .failed, reason: "the reader disconnected", notify: true)
+      closeStream(stream, state: .failed, reason: "the reader disconnected", notify: true, node: node)
     }
   }
 
-  func streamsLinkDown(_ nodeID: String) {
+  func streamsLinkDown(_ nodeID: String, node: isolated Node) {
     for stream in Array(streams.outgoing.values) + Array(streams.incoming.values)
     where stream.record.state == .open && (stream.record.toNodeID == nodeID || stream.record.fromNodeID == nodeID)
       && stream.record.fromNodeID != stream.record.toNodeID
     {
-      closeStream(stream, state: .failed, reason: "the link to the other node was lost", notify: false)
+      closeStream(stream, state: .failed, reason: "the link to the other node was lost", notify: false, node: node)
     }
   }
 
   // MARK: - WebSocket transport
 
-  /// The stream id of `/api/v1/streams/{id}/ws`: the stream's writer sends binary frames there (closing the socket
-  /// ends the stream), its reader receives binary frames (the node closes with 1000 at the end).
-  static func streamSocketID(_ path: String) -> String? {
-    let segments = path.split(separator: "/", omittingEmptySubsequences: true)
-    guard segments.count == 5, segments[0] == "api", segments[1] == "v1", segments[2] == "streams",
-      segments[4] == "ws"
-    else { return nil }
-    return String(segments[3])
-  }
-
-  func acceptStreamSocket(_ head: HTTPRequestHead) -> WebSocketDecision {
+  func acceptStreamSocket(_ head: HTTPRequestHead, node: isolated Node) -> WebSocketDecision {
     do throws(APIError) {
-      let peer = try authenticate(head, allowQueryToken: true)
-      let id = Self.streamSocketID(head.path) ?? ""
+      let peer = try node.authenticate(head, allowQueryToken: true)
+      let id = LiveStream.socketStreamID(head.path) ?? ""
       if let stream = streams.outgoing[id], stream.record.fromPeerID == peer.id {
         guard stream.record.state == .open, stream.writer == nil, stream.writerSocket == nil, !stream.writerEnded
         else { throw APIError(status: 409, code: "stream_busy", message: "stream \(id) already has a writer") }
@@ -441,9 +438,10 @@ extension Node {
     }
   }
 
-  func streamSocketOpened(_ socket: WebSocketID, head: HTTPRequestHead) {
-    guard let peer = try? authenticate(head, allowQueryToken: true), let id = Self.streamSocketID(head.path) else {
-      server.close(socket, code: 4401, reason: "token no longer valid")
+  func streamSocketOpened(_ socket: WebSocketID, head: HTTPRequestHead, node: isolated Node) {
+    guard let peer = try? node.authenticate(head, allowQueryToken: true), let id = LiveStream.socketStreamID(head.path)
+    else {
+      node.server.close(socket, code: 4401, reason: "token no longer valid")
       return
     }
     if let stream = streams.outgoing[id], stream.record.fromPeerID == peer.id, stream.writerSocket == nil,
@@ -451,58 +449,58 @@ extension Node {
     {
       stream.writerSocket = socket
       streams.bySocket[socket] = stream
-      throttleWriter(stream)
+      throttleWriter(stream, node: node)
     } else if let stream = streams.incoming[id], stream.record.toPeerID == peer.id, stream.readerSocket == nil,
       stream.reader == nil, stream.record.state == .open
     {
       stream.readerSocket = socket
       streams.bySocket[socket] = stream
-      pumpReader(stream)
+      pumpReader(stream, node: node)
     } else {
-      server.close(socket, code: 4409, reason: "stream busy or closed")
+      node.server.close(socket, code: 4409, reason: "stream busy or closed")
     }
   }
 
   /// Whether `socket` belongs to a stream (and the message was handled).
-  func streamSocketReceived(_ socket: WebSocketID, _ message: WebSocketMessage) -> Bool {
+  func streamSocketReceived(_ socket: WebSocketID, _ message: WebSocketMessage, node: isolated Node) -> Bool {
     guard let stream = streams.bySocket[socket] else { return false }
     guard stream.writerSocket == socket, case .binary(let bytes) = message else {
-      server.close(socket, code: 1003, reason: "stream writers send binary frames; readers send nothing")
+      node.server.close(socket, code: 1003, reason: "stream writers send binary frames; readers send nothing")
       return true
     }
-    forward(stream, bytes)
+    forward(stream, bytes, node: node)
     return true
   }
 
   /// Whether `socket` belonged to a stream (and its end was handled).
-  func streamSocketClosed(_ socket: WebSocketID) -> Bool {
+  func streamSocketClosed(_ socket: WebSocketID, node: isolated Node) -> Bool {
     guard let stream = streams.bySocket.removeValue(forKey: socket) else { return false }
     if stream.writerSocket == socket {
       // The writer closing its socket ends the stream.
       stream.writerSocket = nil
       guard stream.record.state == .open, !stream.writerEnded else { return true }
       stream.writerEnded = true
-      sendStreamFrame(.streamClose(streamID: stream.record.id, reason: ""), to: stream.record.toNodeID)
-      finishWriterIfDrained(stream)
+      sendStreamFrame(.streamClose(streamID: stream.record.id, reason: ""), to: stream.record.toNodeID, node: node)
+      finishWriterIfDrained(stream, node: node)
     } else if stream.readerSocket == socket {
       stream.readerSocket = nil
-      closeStream(stream, state: .failed, reason: "the reader disconnected", notify: true)
+      closeStream(stream, state: .failed, reason: "the reader disconnected", notify: true, node: node)
     }
     return true
   }
 
-  func streamSocketDrained(_ socket: WebSocketID) {
+  func streamSocketDrained(_ socket: WebSocketID, node: isolated Node) {
     guard let stream = streams.bySocket[socket], stream.readerSocket == socket else { return }
-    pumpReader(stream)
+    pumpReader(stream, node: node)
   }
 
   // MARK: - Events
 
-  func publishStreamEvent(_ type: String, _ stream: LiveStream, data: JSONObject? = nil) {
+  func publishStreamEvent(_ type: String, _ stream: LiveStream, data: JSONObject? = nil, node: isolated Node) {
     let peerID = stream.record.direction == .outgoing ? stream.record.fromPeerID : stream.record.toPeerID
-    guard peers[peerID] != nil else { return }
+    guard node.peers[peerID] != nil else { return }
     let payload = data ?? ["stream": streamJSON(stream.record)]
-    publishInBackground([(peerID: peerID, type: type, data: .object(payload))])
+    node.events.publishInBackground([(peerID: peerID, type: type, data: .object(payload))], node: node)
   }
 
   func streamJSON(_ record: StreamRecord) -> JSONValue {

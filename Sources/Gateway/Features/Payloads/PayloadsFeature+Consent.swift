@@ -5,119 +5,127 @@
 /// `transfer.offered` and answers `POST /api/v1/transfers/{id}/accept` (optionally `{"always": true}`, which puts the
 /// sender on its always-accept list) or `/decline`. The sender's node meanwhile spools the upload (its client gets
 /// the usual 202) and sends nothing. The wait is bounded on both nodes: the receiver's by `--file-consent-timeout`,
-/// the sender's by that plus ``Node/consentGraceMillis``. Runs on the service thread inside the ``Node`` actor.
+/// the sender's by that plus ``LiveTransfer/consentGraceMillis``. Runs on the service thread in ``PayloadsFeature``, isolated to the ``Node`` actor.
 import Foundation
 import LWS
 import Logging
 import MeshCore
 
-extension Node {
+extension PayloadsFeature {
   // MARK: - Offers
 
   /// The sender offers a transfer this node already holds (after a link loss, or a restart of either node).
-  func reofferReceived(_ transfer: LiveTransfer, from nodeID: String) {
+  func reofferReceived(_ transfer: LiveTransfer, from nodeID: String, node: isolated Node) {
     let id = transfer.record.id
     let state = transfer.record.state
     guard transfer.record.fromNodeID == nodeID else {
       sendTransferFrame(
-        .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"), to: nodeID)
+        .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"), to: nodeID,
+        node: node)
       return
     }
     switch state {
     case .awaitingConsent:
       sendTransferFrame(
-        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)), to: nodeID)
+        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)), to: nodeID,
+        node: node)
       return
     case .declined:
       sendTransferFrame(
-        .transferReject(transferID: id, code: .declined, message: transfer.record.reason ?? "declined"), to: nodeID)
+        .transferReject(transferID: id, code: .declined, message: transfer.record.reason ?? "declined"), to: nodeID,
+        node: node)
       return
     default:
       break
     }
     // A record restored as finished has no state machine: its digest is in the record.
     var restored: TransferReceiver?
-    if transfer.receiver == nil, state == .finished, let hex = transfer.record.sha256, let digest = Self.unhex(hex) {
+    if transfer.receiver == nil, state == .finished, let hex = transfer.record.sha256,
+      let digest = TransferRecord.unhex(hex)
+    {
       restored = TransferReceiver.finished(size: transfer.record.size, sha256: digest)
     }
     guard var receiver = transfer.receiver ?? restored else {
       sendTransferFrame(
-        .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"), to: nodeID)
+        .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"), to: nodeID,
+        node: node)
       return
     }
     let answer = receiver.reoffered()
     transfer.receiver = receiver
     switch answer {
     case .accept(let offset):
-      transfer.lastProgressAt = Self.monotonicMillis()
+      transfer.lastProgressAt = Node.monotonicMillis()
       let wasInterrupted = transfer.record.state == .interrupted
       if offset > 0 { transfer.record.resumedFrom = offset }
       transfer.record.state = .inProgress
-      persist(transfer)
-      sendTransferFrame(.transferAccept(transferID: id, offset: offset), to: nodeID)
-      if transfer.record.role == .copy { syncRiders(transfer) }
-      if wasInterrupted { reportPause("transfer.resumed", transfer) }
+      persist(transfer, node: node)
+      sendTransferFrame(.transferAccept(transferID: id, offset: offset), to: nodeID, node: node)
+      if transfer.record.role == .copy { syncRiders(transfer, node: node) }
+      if wasInterrupted { reportPause("transfer.resumed", transfer, node: node) }
     case .finished(let digest):
       // The sender missed the verdict (the link dropped just after it was sent): send it again.
-      meshLogger.info("Transfer offered again after it finished here; answered finished.", ["transfer.id": id])
-      sendTransferFrame(.transferFinished(transferID: id, sha256: digest), to: nodeID)
+      node.meshLogger.info("Transfer offered again after it finished here; answered finished.", ["transfer.id": id])
+      sendTransferFrame(.transferFinished(transferID: id, sha256: digest), to: nodeID, node: node)
     case .pending:
       break
     case .refuse(let reason):
-      sendTransferFrame(.transferReject(transferID: id, code: .unknownTransfer, message: reason), to: nodeID)
+      sendTransferFrame(
+        .transferReject(transferID: id, code: .unknownTransfer, message: reason), to: nodeID, node: node)
     }
   }
 
   /// A new offer that must wait for the recipient's answer: recorded, announced, nothing written.
-  func offerAwaitingConsent(_ transfer: LiveTransfer) {
+  func offerAwaitingConsent(_ transfer: LiveTransfer, node: isolated Node) {
     let id = transfer.record.id
     transfers.incoming[id] = transfer
-    startConsentWait(transfer)
+    startConsentWait(transfer, node: node)
     let record = transfer.record
     Task {
-      guard await recordIncoming(transfer, record) else { return }
+      guard await recordIncoming(transfer, record, node: node) else { return }
       guard transfers.incoming[id] === transfer, transfer.record.state == .awaitingConsent else { return }
       // The timeout the wait got, not what is left of it after the store write (rounded down, one second less).
       publishTransferEvent(
-        "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(transfer.consentTimeoutSeconds))])
+        "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(transfer.consentTimeoutSeconds))], node: node
+      )
       sendTransferFrame(
         .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)),
-        to: record.fromNodeID)
+        to: record.fromNodeID, node: node)
     }
   }
 
   // MARK: - Bounded waits
 
   /// Starts (or, after a restart, starts again) the recipient's wait for `transfer`.
-  func startConsentWait(_ transfer: LiveTransfer) {
-    transfer.consentTimeoutSeconds = fileConsentTimeout
+  func startConsentWait(_ transfer: LiveTransfer, node: isolated Node) {
+    transfer.consentTimeoutSeconds = fileConsentTimeout(node: node)
     let millis = UInt64(transfer.consentTimeoutSeconds) * 1000
-    transfer.consentDeadline = Self.monotonicMillis() + millis
-    scheduleConsentExpiry(transfer.record.id, .incoming, after: millis)
+    transfer.consentDeadline = Node.monotonicMillis() + millis
+    scheduleConsentExpiry(transfer.record.id, .incoming, after: millis, node: node)
   }
 
   /// What remains of the wait, in ms (0 when it is over or not running).
   func consentMillisLeft(_ transfer: LiveTransfer) -> UInt64 {
     guard let deadline = transfer.consentDeadline else { return 0 }
-    let now = Self.monotonicMillis()
+    let now = Node.monotonicMillis()
     return deadline > now ? deadline - now : 0
   }
 
-  func scheduleConsentExpiry(_ id: String, _ direction: TransferDirection, after millis: UInt64) {
-    Task { [weak self] in
+  func scheduleConsentExpiry(_ id: String, _ direction: TransferDirection, after millis: UInt64, node: isolated Node) {
+    Task { [weak node] in
       try? await Task.sleep(for: .milliseconds(Int64(min(millis, 1 << 40))))
-      await self?.consentExpired(id, direction)
+      node?.onLoop { $0.features.payloads.consentExpired(id, direction, node: $0) }
     }
   }
 
   /// The wait for the recipient's answer may be over: the transfer fails, on both nodes.
-  func consentExpired(_ id: String, _ direction: TransferDirection) {
+  func consentExpired(_ id: String, _ direction: TransferDirection, node: isolated Node) {
     let transfer = direction == .incoming ? transfers.incoming[id] : transfers.outgoing[id]
     guard let transfer, !transfer.record.isTerminal, transfer.consentDeadline != nil else { return }
     let left = consentMillisLeft(transfer)
     guard left == 0 else {
       // Woken early (or the wait was restarted): sleep for the rest.
-      scheduleConsentExpiry(id, direction, after: left)
+      scheduleConsentExpiry(id, direction, after: left, node: node)
       return
     }
     transfer.consentDeadline = nil
@@ -125,7 +133,7 @@ extension Node {
       direction == .incoming
       ? "\(transfer.record.toDisplayName) did not accept or decline the file within \(transfer.consentTimeoutSeconds) s"
       : "the recipient's node did not say within the consent timeout whether the file was accepted"
-    failTransfer(transfer, reason: reason, notify: true)
+    failTransfer(transfer, reason: reason, notify: true, node: node)
   }
 
   // MARK: - REST
@@ -146,7 +154,7 @@ extension Node {
   }
 
   /// `POST /api/v1/transfers/{id}/accept`: creates the file and lets the sender's node send.
-  func acceptTransfer(_ context: RequestContext) async throws -> HTTPResponse {
+  func acceptTransfer(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let transfer = try transferAwaitingConsent(context)
     let body = try RequestBody(context.request, allowEmpty: true)
     try body.allowOnly(["always"])
@@ -161,7 +169,7 @@ extension Node {
     if always {
       try await addAlwaysAccept(
         peerID: transfer.record.toPeerID, sender: transfer.record.fromPeerID, name: transfer.record.fromDisplayName,
-        nodeID: transfer.record.fromNodeID)
+        nodeID: transfer.record.fromNodeID, node: node)
       guard transfers.incoming[id] === transfer, transfer.record.state == .awaitingConsent else {
         throw APIError(
           status: 409, code: "transfer_\(transfer.record.state)",
@@ -169,19 +177,19 @@ extension Node {
       }
     }
     transfer.consentDeadline = nil
-    transfer.lastProgressAt = Self.monotonicMillis()
+    transfer.lastProgressAt = Node.monotonicMillis()
     transfer.receiver = TransferReceiver(size: transfer.record.size)
     transfer.record.state = .inProgress
     transfer.record.updatedAt = Timestamp.now()
     try? FileManager.default.createDirectory(
-      atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
+      atPath: "\(dataDirectoryPath(node: node))/transfers", withIntermediateDirectories: true)
     let file = TransferFile(path: transfer.record.path)
     transfer.file = file
     let opened: Result<UInt64, TransferIOError> = await withCheckedContinuation { continuation in
       file.open(rehash: false, exclusive: true) { continuation.resume(returning: $0) }
     }
     if case .failure(let error) = opened {
-      failTransfer(transfer, reason: "the receiving node cannot write: \(error)", notify: true)
+      failTransfer(transfer, reason: "the receiving node cannot write: \(error)", notify: true, node: node)
       throw APIError(status: 500, code: "storage_error", message: "the node cannot create the file: \(error)")
     }
     guard !transfer.record.isTerminal else {
@@ -190,22 +198,23 @@ extension Node {
         message: "transfer \(id) was \(transfer.record.state) meanwhile: \(transfer.record.reason ?? "no reason given")"
       )
     }
-    persist(transfer)
-    publishTransferEvent("transfer.started", transfer)
-    sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: transfer.record.fromNodeID)
+    persist(transfer, node: node)
+    publishTransferEvent("transfer.started", transfer, node: node)
+    sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: transfer.record.fromNodeID, node: node)
     return .json(["transfer": transferJSON(transfer.record)])
   }
 
   /// `POST /api/v1/transfers/{id}/decline`: nothing is stored; the sender's side ends `declined` too.
-  func declineTransfer(_ context: RequestContext) throws -> HTTPResponse {
+  func declineTransfer(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let transfer = try transferAwaitingConsent(context)
     let body = try RequestBody(context.request, allowEmpty: true)
     try body.allowOnly([])
     let reason = "\(transfer.record.toDisplayName) declined the file"
     transfer.consentDeadline = nil
     sendOrQueueNotice(
-      .transferReject(transferID: transfer.record.id, code: .declined, message: reason), to: transfer.record.fromNodeID)
-    settle(transfer, state: .declined, reason: reason)
+      .transferReject(transferID: transfer.record.id, code: .declined, message: reason), to: transfer.record.fromNodeID,
+      node: node)
+    settle(transfer, state: .declined, reason: reason, node: node)
     return .json(["transfer": transferJSON(transfer.record)])
   }
 
@@ -214,32 +223,32 @@ extension Node {
   /// Whether local peer `peerID` always accepts files from `sender` arriving from node `nodeID`: only on the node
   /// (and, over TLS, the certificate) the entry was made for. A peer id announced by another node, or the same node id
   /// presenting another certificate, is asked about again.
-  func alwaysAccepts(_ peerID: String, from sender: String, node nodeID: String) -> Bool {
+  func alwaysAccepts(_ peerID: String, from sender: String, at nodeID: String, node: isolated Node) -> Bool {
     guard let entry = transfers.alwaysAccept[peerID]?[sender], entry.senderNodeID == nodeID else { return false }
     guard let pinned = entry.senderFingerprint else { return true }
-    return mesh.links.transport(of: nodeID)?.remoteFingerprint == pinned
+    return node.mesh.links.transport(of: nodeID)?.remoteFingerprint == pinned
   }
 
-  func addAlwaysAccept(peerID: String, sender: String, name: String, nodeID: String) async throws {
+  func addAlwaysAccept(peerID: String, sender: String, name: String, nodeID: String, node: isolated Node) async throws {
     let list = transfers.alwaysAccept[peerID] ?? [:]
-    if list[sender] == nil && list.count >= Self.alwaysAcceptLimit {
+    if list[sender] == nil && list.count >= AlwaysAccepted.limit {
       throw APIError(
         status: 409, code: "always_accept_list_full",
-        message: "your always-accept list holds \(Self.alwaysAcceptLimit) senders, the most it may; remove one with "
+        message: "your always-accept list holds \(AlwaysAccepted.limit) senders, the most it may; remove one with "
           + "DELETE /api/v1/file-consent/always-accept/{peerId}, or accept without always")
     }
     let entry = AlwaysAccepted(
       peerID: peerID, senderPeerID: sender, senderDisplayName: name, createdAt: Timestamp.now(), senderNodeID: nodeID,
-      senderFingerprint: mesh.links.transport(of: nodeID)?.remoteFingerprint)
+      senderFingerprint: node.mesh.links.transport(of: nodeID)?.remoteFingerprint)
     do {
-      try await store.saveAlwaysAccepted(entry)
+      try await node.store.saveAlwaysAccepted(entry)
     } catch {
       throw APIError(status: 500, code: "storage_error", message: "the always-accept list could not be saved: \(error)")
     }
     transfers.alwaysAccept[peerID, default: [:]][sender] = entry
   }
 
-  func fileConsentResponse(of peerID: String) -> HTTPResponse {
+  func fileConsentResponse(of peerID: String, node: isolated Node) -> HTTPResponse {
     let list = (transfers.alwaysAccept[peerID] ?? [:]).values.sorted {
       ($0.createdAt, $0.senderPeerID) < ($1.createdAt, $1.senderPeerID)
     }
@@ -251,26 +260,27 @@ extension Node {
     }
     return .json([
       "fileConsent": [
-        "mode": .string(fileConsent.rawValue), "timeoutSeconds": .int(Int64(fileConsentTimeout)),
+        "mode": .string(fileConsent(node: node).rawValue),
+        "timeoutSeconds": .int(Int64(fileConsentTimeout(node: node))),
         "alwaysAccept": .array(entries),
       ]
     ])
   }
 
   /// `DELETE /api/v1/file-consent/always-accept/{peerId}`.
-  func removeAlwaysAccept(_ context: RequestContext) async throws -> HTTPResponse {
+  func removeAlwaysAccept(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let peerID = context.authenticatedPeer.id
     let sender = context.parameters["peerId"] ?? ""
     guard transfers.alwaysAccept[peerID]?[sender] != nil else {
       throw APIError.notFound("peer \(sender) is not on your always-accept list; see GET /api/v1/file-consent")
     }
     do {
-      try await store.deleteAlwaysAccepted(peerID: peerID, senderPeerID: sender)
+      try await node.store.deleteAlwaysAccepted(peerID: peerID, senderPeerID: sender)
     } catch {
       throw APIError(
         status: 500, code: "storage_error", message: "the always-accept list could not be saved: \(error)")
     }
     transfers.alwaysAccept[peerID]?[sender] = nil
-    return fileConsentResponse(of: peerID)
+    return fileConsentResponse(of: peerID, node: node)
   }
 }

@@ -1,24 +1,24 @@
 /// Resource transfers, the end of the story: terminal states, the events both sides see, the REST handlers that read,
-/// cancel and download transfers, and recovery after a restart (see Node+Transfers.swift for the whole story).
+/// cancel and download transfers, and recovery after a restart (see PayloadsFeature+Transfers.swift for the whole story).
 import Crypto
 import Foundation
 import LWS
 import Logging
 import MeshCore
 
-extension Node {
+extension PayloadsFeature {
   // MARK: - Ending
 
   /// Records a terminal state, tells the local party, and forgets the file handle.
-  func settle(_ transfer: LiveTransfer, state: TransferState, reason: String?) {
+  func settle(_ transfer: LiveTransfer, state: TransferState, reason: String?, node: isolated Node) {
     transfer.record.state = state
     transfer.record.reason = reason
     transfer.record.updatedAt = Timestamp.now()
-    persist(transfer)
+    persist(transfer, node: node)
     var extra: JSONObject = [:]
     if let sha = transfer.record.sha256, state == .finished { extra["sha256"] = .string(sha) }
     if let reason { extra["reason"] = .string(reason) }
-    publishTransferEvent("transfer.\(state)", transfer, extra: extra)
+    publishTransferEvent("transfer.\(state)", transfer, extra: extra, node: node)
     if let answer = transfer.answer {
       transfer.answer = nil
       answer.resume(throwing: APIError(status: 409, code: "transfer_\(state)", message: reason ?? "transfer \(state)"))
@@ -35,66 +35,67 @@ extension Node {
       transfers.byUpload[request] = nil
       transfer.uploadRequest = nil
     }
-    if transfer.record.groupID != nil { groupSettled(transfer, state: state, reason: reason) }
+    if transfer.record.groupID != nil { groupSettled(transfer, state: state, reason: reason, node: node) }
   }
 
-  func failTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool) {
+  func failTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool, node: isolated Node) {
     guard !transfer.record.isTerminal else { return }
     transfer.sender?.fail(reason)
     transfer.receiver?.fail(reason)
     transfer.file?.close(remove: transfer.ownsFile)
     transfer.file = nil
-    if notify { notifyOtherSide(transfer, .transferFailed(transferID: transfer.record.id, reason: reason)) }
-    settle(transfer, state: .failed, reason: reason)
+    if notify { notifyOtherSide(transfer, .transferFailed(transferID: transfer.record.id, reason: reason), node: node) }
+    settle(transfer, state: .failed, reason: reason, node: node)
   }
 
-  func cancelTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool) {
+  func cancelTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool, node: isolated Node) {
     guard !transfer.record.isTerminal else { return }
     transfer.sender?.cancel()
     transfer.receiver?.cancel()
     transfer.file?.close(remove: transfer.ownsFile)
     transfer.file = nil
-    if notify { notifyOtherSide(transfer, .transferCancel(transferID: transfer.record.id, reason: reason)) }
-    settle(transfer, state: .canceled, reason: reason)
+    if notify { notifyOtherSide(transfer, .transferCancel(transferID: transfer.record.id, reason: reason), node: node) }
+    settle(transfer, state: .canceled, reason: reason, node: node)
   }
 
   /// Drops a transfer that never started (its offer was refused): no events, no record kept.
-  func discard(_ transfer: LiveTransfer, state: TransferState, reason: String) {
+  func discard(_ transfer: LiveTransfer, state: TransferState, reason: String, node: isolated Node) {
     transfer.file?.close(remove: true)
     transfer.file = nil
     transfer.record.state = state
     transfer.record.reason = reason
     transfers.outgoing[transfer.record.id] = nil
     let id = transfer.record.id
-    Task { try? await store.deleteTransfer(id: id) }
+    Task { try? await node.store.deleteTransfer(id: id) }
   }
 
-  func notifyOtherSide(_ transfer: LiveTransfer, _ message: MeshMessage) {
+  func notifyOtherSide(_ transfer: LiveTransfer, _ message: MeshMessage, node: isolated Node) {
     let other = transfer.record.direction == .outgoing ? transfer.record.toNodeID : transfer.record.fromNodeID
-    if other == nodeID {
+    if other == node.nodeID {
       // Both sides are here: end the other record too.
       let peer =
         transfer.record.direction == .outgoing
         ? transfers.incoming[transfer.record.id] : transfers.outgoing[transfer.record.id]
       guard let peer, !peer.record.isTerminal else { return }
       switch message {
-      case .transferCancel(_, let reason): cancelTransfer(peer, reason: reason, notify: false)
-      case .transferFailed(_, let reason): failTransfer(peer, reason: reason, notify: false)
+      case .transferCancel(_, let reason): cancelTransfer(peer, reason: reason, notify: false, node: node)
+      case .transferFailed(_, let reason): failTransfer(peer, reason: reason, notify: false, node: node)
       default: break
       }
       return
     }
-    sendOrQueueNotice(message, to: other)
+    sendOrQueueNotice(message, to: other, node: node)
   }
 
-  func persist(_ transfer: LiveTransfer) {
-    if transfer.record.role == .copy { syncRiders(transfer) }
+  func persist(_ transfer: LiveTransfer, node: isolated Node) {
+    if transfer.record.role == .copy { syncRiders(transfer, node: node) }
     let record = transfer.record
     Task {
       do {
-        try await store.saveTransfer(record)
+        try await node.store.saveTransfer(record)
       } catch {
-        logger.warning("Could not save a transfer.", ["transfer.id": record.id, "error": String(describing: error)])
+        node.logger.warning(
+          "Could not save a transfer.", ["transfer.id": record.id, "error": String(describing: error)])
       }
     }
   }
@@ -105,26 +106,26 @@ extension Node {
     record.direction == .outgoing ? record.fromPeerID : record.toPeerID
   }
 
-  func publishTransferEvent(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:]) {
+  func publishTransferEvent(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:], node: isolated Node) {
     let peerID = localParty(transfer.record)
-    guard transfer.record.role == .transfer, peers[peerID] != nil else { return }
+    guard transfer.record.role == .transfer, node.peers[peerID] != nil else { return }
     var data: JSONObject = ["transfer": transferJSON(transfer.record)]
     for (key, value) in extra { data[key] = value }
-    publishInBackground([(peerID: peerID, type: type, data: .object(data))])
+    node.events.publishInBackground([(peerID: peerID, type: type, data: .object(data))], node: node)
   }
 
-  func reportProgress(_ transfer: LiveTransfer) {
+  func reportProgress(_ transfer: LiveTransfer, node: isolated Node) {
     if transfer.record.role == .copy {
       for rider in riders(of: transfer) where !rider.record.isTerminal {
         rider.record.bytes = transfer.record.bytes
-        reportProgress(rider)
+        reportProgress(rider, node: node)
       }
       return
     }
-    guard transfer.throttle.shouldReport(bytes: transfer.record.bytes, now: Self.monotonicMillis()) else { return }
+    guard transfer.throttle.shouldReport(bytes: transfer.record.bytes, now: Node.monotonicMillis()) else { return }
     publishTransferEvent(
       "transfer.progress", transfer,
-      extra: ["bytes": .int(Int64(transfer.record.bytes)), "total": .int(Int64(transfer.record.size))])
+      extra: ["bytes": .int(Int64(transfer.record.bytes)), "total": .int(Int64(transfer.record.size))], node: node)
   }
 
   func transferJSON(_ record: TransferRecord) -> JSONValue {
@@ -169,14 +170,16 @@ extension Node {
     var list = visibleTransfers(of: context.authenticatedPeer.id)
     if let group = context.request.head.query["group"] { list = list.filter { $0.groupID == group } }
     let page = try Page(list, id: { "\($0.id).\($0.direction.rawValue)" }, query: context.request.head.query)
-    return .json(["transfers": .array(page.items.map(transferJSON)), "nextCursor": page.nextCursorJSON])
+    return .json([
+      "transfers": .array(page.items.map { transferJSON($0) }), "nextCursor": page.nextCursorJSON,
+    ])
   }
 
   func getTransfer(_ context: RequestContext) throws -> HTTPResponse {
     .json(["transfer": transferJSON(try ownTransfer(context).record)])
   }
 
-  func deleteTransfer(_ context: RequestContext) throws -> HTTPResponse {
+  func deleteTransfer(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let transfer = try ownTransfer(context)
     guard !transfer.record.isTerminal else {
       throw APIError(
@@ -186,7 +189,7 @@ extension Node {
       )
     }
     let who = transfer.record.direction == .outgoing ? "the sender" : "the receiver"
-    cancelTransfer(transfer, reason: "canceled by \(who)", notify: true)
+    cancelTransfer(transfer, reason: "canceled by \(who)", notify: true, node: node)
     return .json(["transfer": transferJSON(transfer.record)])
   }
 
@@ -200,7 +203,7 @@ extension Node {
     }
     let size = Int(record.size)
     var headers: [(String, String)] = [
-      ("accept-ranges", "bytes"), ("content-disposition", Self.contentDisposition(record.name)),
+      ("accept-ranges", "bytes"), ("content-disposition", TransferRecord.contentDisposition(record.name)),
       ("cache-control", "no-store"),
     ]
     if let sha = record.sha256 { headers.append(("x-content-sha256", sha)) }
@@ -208,7 +211,7 @@ extension Node {
     var offset = 0
     var length = size
     if let range = context.request.head.headers["range"] {
-      switch Self.parseRange(range, size: size) {
+      switch ByteRange.parse(range, size: size) {
       case .none:
         break
       case .unsatisfiable:
@@ -228,15 +231,137 @@ extension Node {
     return response
   }
 
-  enum ByteRange: Equatable {
-    case none
-    case unsatisfiable
-    case range(Int, Int)
+  // MARK: - Restart
+
+  /// Loads the transfer records after a start: finished ones for listing, unfinished ones to resume.
+  func restoreTransfers(node: isolated Node) async {
+    let records: [TransferRecord]
+    do {
+      records = try await node.store.allTransfers()
+    } catch {
+      node.logger.error("Could not load transfers.", ["error": String(describing: error)])
+      records = []
+    }
+    var rehashing = 0
+    for var record in records {
+      let transfer = LiveTransfer(record: record)
+      switch record.direction {
+      case .outgoing: transfers.outgoing[record.id] = transfer
+      case .incoming: transfers.incoming[record.id] = transfer
+      }
+      guard !record.isTerminal else { continue }
+      if record.copyID != nil {
+        // A group recipient's share: its node's copy holds the bytes and the state machine (see restoreGroups).
+        transfer.record.state = .interrupted
+        continue
+      }
+      let local = record.fromNodeID == node.nodeID && record.toNodeID == node.nodeID
+      if record.direction == .outgoing {
+        guard !local, let hex = record.sha256, let digest = TransferRecord.unhex(hex),
+          FileManager.default.fileExists(atPath: record.path)
+        else {
+          let reason = "the sending node restarted before the upload was complete"
+          failTransfer(transfer, reason: reason, notify: !local, node: node)
+          continue
+        }
+        transfer.sender = TransferSender.restored(
+          size: record.size, digest: digest,
+          window: record.role == .copy ? GroupSend.copyWindow : LiveTransfer.window, chunkSize: LiveTransfer.chunk,
+          readAhead: LiveTransfer.readAhead)
+        transfer.file = TransferFile(path: record.path)
+        transfer.file?.open(rehash: false) { _ in }
+        record.state = .interrupted
+        transfer.record = record
+      } else {
+        guard !local else {
+          failTransfer(transfer, reason: "the node restarted before the upload was complete", notify: false, node: node)
+          continue
+        }
+        if record.state == .awaitingConsent {
+          // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before).
+          startConsentWait(transfer, node: node)
+          continue
+        }
+        let file = TransferFile(path: record.path)
+        transfer.file = file
+        transfer.record.state = .interrupted
+        rehashing += 1
+        let id = record.id
+        let length: Result<UInt64, TransferIOError> = await withCheckedContinuation { continuation in
+          file.open(rehash: true) { continuation.resume(returning: $0) }
+        }
+        switch length {
+        case .failure(let error):
+          failTransfer(
+            transfer, reason: "the partial file could not be read after a restart: \(error)", notify: true, node: node)
+        case .success(let offset):
+          var receiver = TransferReceiver(size: record.size, offset: offset)
+          receiver.linkLost()
+          transfer.receiver = receiver
+          transfer.record.bytes = min(offset, record.size)
+          node.meshLogger.info("Transfer restored.", ["transfer.id": id, "offset": offset])
+        }
+      }
+    }
+    do {
+      for entry in try await node.store.allAlwaysAccepted() {
+        transfers.alwaysAccept[entry.peerID, default: [:]][entry.senderPeerID] = entry
+      }
+    } catch {
+      node.logger.error("Could not load the always-accept lists.", ["error": String(describing: error)])
+    }
+    restoreGroups(node: node)
+    transfers.restored = true
+    let deferred = transfers.deferredOffers
+    transfers.deferredOffers = []
+    for (offer, from) in deferred { offerReceived(offer, from: from, node: node) }
+    let deferredGroups = transfers.deferredGroupOffers
+    transfers.deferredGroupOffers = []
+    for (offer, from) in deferredGroups { groupOfferReceived(offer, from: from, node: node) }
+    for linked in node.mesh.links.linkedNodeIDs { transfersLinkUp(linked, node: node) }
   }
+
+  /// The member a file or stream goes to: connected, its node linked, and the link good enough for the session.
+  func connectedRecipient(_ toID: String, in session: SessionDescription, node: isolated Node) throws(APIError)
+    -> SessionMember
+  {
+    guard let target = session.members.first(where: { $0.peerID == toID }) else {
+      throw APIError(
+        status: 409, code: "not_a_member",
+        message: "peer \(toID) is not a member of session \(session.sessionID); invite it first")
+    }
+    guard target.state == .connected else {
+      throw APIError(
+        status: 409, code: "peer_not_connected",
+        message: "peer \(toID) is \(target.state.rawValue) in this session; wait until it is connected")
+    }
+    if target.nodeID != node.nodeID && node.mesh.links.connection(of: target.nodeID) == nil {
+      throw APIError.unavailable("the node of peer \(toID) is not linked right now; try again when it is")
+    }
+    try requireCarriage(session, to: target, node: node)
+    return target
+  }
+
+  /// `encryption: required` sessions never cross a plaintext link: their files and streams neither.
+  func requireCarriage(_ session: SessionDescription, to target: SessionMember, node: isolated Node) throws(APIError) {
+    guard node.mesh.sessions.mayCarry(session, to: target.nodeID) else {
+      throw APIError(
+        status: 409, code: "encryption_unavailable",
+        message: "session \(session.sessionID) requires encryption, but the link to the node of \(target.displayName) "
+          + "is not encrypted (is it running with --mesh-tls off?)")
+    }
+  }
+}
+
+/// A `Range` header as a download of a transfer's file reads it.
+enum ByteRange: Equatable {
+  case none
+  case unsatisfiable
+  case range(Int, Int)
 
   /// One `bytes=` range (RFC 9110 §14.1.2): `a-b`, `a-` or `-n`. Several ranges or other units are ignored (the
   /// whole file is sent), as the RFC allows.
-  static func parseRange(_ header: String, size: Int) -> ByteRange {
+  static func parse(_ header: String, size: Int) -> ByteRange {
     let text = header.trimmingCharacters(in: .whitespaces)
     guard text.lowercased().hasPrefix("bytes="), !text.contains(",") else { return .none }
     let spec = text.dropFirst(6).trimmingCharacters(in: .whitespaces)
@@ -253,154 +378,5 @@ extension Node {
     if endText.isEmpty { return .range(first, size - 1) }
     guard let last = Int(endText), last >= first else { return .none }
     return .range(first, min(last, size - 1))
-  }
-
-  /// `attachment` with an ASCII fallback name and the exact UTF-8 name (RFC 6266 / 8187).
-  static func contentDisposition(_ name: String) -> String {
-    let fallback = String(
-      name.unicodeScalars.map { $0.isASCII && $0 != "\"" && $0 != "\\" && $0.value >= 0x20 ? Character($0) : "_" })
-    let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
-    let encoded = name.utf8.map { unreserved.contains($0) ? String(UnicodeScalar($0)) : String(format: "%%%02X", $0) }
-      .joined()
-    return "attachment; filename=\"\(fallback)\"; filename*=UTF-8''\(encoded)"
-  }
-
-  // MARK: - Restart
-
-  /// Loads the transfer records after a start: finished ones for listing, unfinished ones to resume.
-  func restoreTransfers() async {
-    let records: [TransferRecord]
-    do {
-      records = try await store.allTransfers()
-    } catch {
-      logger.error("Could not load transfers.", ["error": String(describing: error)])
-      records = []
-    }
-    var rehashing = 0
-    for var record in records {
-      let transfer = LiveTransfer(record: record)
-      switch record.direction {
-      case .outgoing: transfers.outgoing[record.id] = transfer
-      case .incoming: transfers.incoming[record.id] = transfer
-      }
-      guard !record.isTerminal else { continue }
-      if record.copyID != nil {
-        // A group recipient's share: its node's copy holds the bytes and the state machine (see restoreGroups).
-        transfer.record.state = .interrupted
-        continue
-      }
-      let local = record.fromNodeID == nodeID && record.toNodeID == nodeID
-      if record.direction == .outgoing {
-        guard !local, let hex = record.sha256, let digest = Self.unhex(hex),
-          FileManager.default.fileExists(atPath: record.path)
-        else {
-          let reason = "the sending node restarted before the upload was complete"
-          failTransfer(transfer, reason: reason, notify: !local)
-          continue
-        }
-        transfer.sender = TransferSender.restored(
-          size: record.size, digest: digest,
-          window: record.role == .copy ? Self.groupCopyWindow : Self.transferWindow, chunkSize: Self.transferChunk,
-          readAhead: Self.transferReadAhead)
-        transfer.file = TransferFile(path: record.path)
-        transfer.file?.open(rehash: false) { _ in }
-        record.state = .interrupted
-        transfer.record = record
-      } else {
-        guard !local else {
-          failTransfer(transfer, reason: "the node restarted before the upload was complete", notify: false)
-          continue
-        }
-        if record.state == .awaitingConsent {
-          // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before).
-          startConsentWait(transfer)
-          continue
-        }
-        let file = TransferFile(path: record.path)
-        transfer.file = file
-        transfer.record.state = .interrupted
-        rehashing += 1
-        let id = record.id
-        let length: Result<UInt64, TransferIOError> = await withCheckedContinuation { continuation in
-          file.open(rehash: true) { continuation.resume(returning: $0) }
-        }
-        switch length {
-        case .failure(let error):
-          failTransfer(transfer, reason: "the partial file could not be read after a restart: \(error)", notify: true)
-        case .success(let offset):
-          var receiver = TransferReceiver(size: record.size, offset: offset)
-          receiver.linkLost()
-          transfer.receiver = receiver
-          transfer.record.bytes = min(offset, record.size)
-          meshLogger.info("Transfer restored.", ["transfer.id": id, "offset": offset])
-        }
-      }
-    }
-    do {
-      for entry in try await store.allAlwaysAccepted() {
-        transfers.alwaysAccept[entry.peerID, default: [:]][entry.senderPeerID] = entry
-      }
-    } catch {
-      logger.error("Could not load the always-accept lists.", ["error": String(describing: error)])
-    }
-    restoreGroups()
-    transfers.restored = true
-    let deferred = transfers.deferredOffers
-    transfers.deferredOffers = []
-    for (offer, from) in deferred { offerReceived(offer, from: from) }
-    let deferredGroups = transfers.deferredGroupOffers
-    transfers.deferredGroupOffers = []
-    for (offer, from) in deferredGroups { groupOfferReceived(offer, from: from) }
-    for nodeID in mesh.links.linkedNodeIDs { transfersLinkUp(nodeID) }
-  }
-
-  static func unhex(_ text: String) -> [UInt8]? {
-    let digits = Array(text.utf8)
-    guard digits.count % 2 == 0 else { return nil }
-    var bytes: [UInt8] = []
-    var index = 0
-    while index < digits.count {
-      guard let high = hexValue(digits[index]), let low = hexValue(digits[index + 1]) else { return nil }
-      bytes.append(high << 4 | low)
-      index += 2
-    }
-    return bytes
-  }
-
-  private static func hexValue(_ digit: UInt8) -> UInt8? {
-    switch digit {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-    default: nil
-    }
-  }
-
-  /// The member a file or stream goes to: connected, its node linked, and the link good enough for the session.
-  func connectedRecipient(_ toID: String, in session: SessionDescription) throws(APIError) -> SessionMember {
-    guard let target = session.members.first(where: { $0.peerID == toID }) else {
-      throw APIError(
-        status: 409, code: "not_a_member",
-        message: "peer \(toID) is not a member of session \(session.sessionID); invite it first")
-    }
-    guard target.state == .connected else {
-      throw APIError(
-        status: 409, code: "peer_not_connected",
-        message: "peer \(toID) is \(target.state.rawValue) in this session; wait until it is connected")
-    }
-    if target.nodeID != nodeID && mesh.links.connection(of: target.nodeID) == nil {
-      throw APIError.unavailable("the node of peer \(toID) is not linked right now; try again when it is")
-    }
-    try requireCarriage(session, to: target)
-    return target
-  }
-
-  /// `encryption: required` sessions never cross a plaintext link: their files and streams neither.
-  func requireCarriage(_ session: SessionDescription, to target: SessionMember) throws(APIError) {
-    guard mesh.sessions.mayCarry(session, to: target.nodeID) else {
-      throw APIError(
-        status: 409, code: "encryption_unavailable",
-        message: "session \(session.sessionID) requires encryption, but the link to the node of \(target.displayName) "
-          + "is not encrypted (is it running with --mesh-tls off?)")
-    }
   }
 }

@@ -1,6 +1,6 @@
 /// Group sends: one upload to many recipients (`POST /sessions/{id}/resources?to=a,b,c` or `?to=all`).
 ///
-/// Layers 4 and 6, on the service thread inside the ``Node`` actor, like the rest of the transfers.
+/// Layers 4 and 6, on the service thread in ``PayloadsFeature``, isolated to the ``Node`` actor, like the rest of the transfers.
 ///
 /// The sender's node spools the upload once (a hidden `spool` record, id = the group id) and gives each recipient
 /// its own transfer record (id, events, cancel, download) carrying the group id. A recipient on the sender's own node
@@ -48,27 +48,30 @@ final class GroupSend {
   }
 }
 
-@available(*, unavailable)
-extension GroupSend: Sendable {}
-
-extension Node {
+extension GroupSend {
   /// How long the upload waits for every receiving node to answer its copy's offer.
-  static let groupAnswerSeconds = 15
+  static let answerSeconds = 15
   /// Each copy's credit window (1 MiB, a single transfer's is 8): the copies of a group go to several nodes at once
   /// and their chunks in flight add up; with 1 MiB each, a 200 MiB group send to 30 recipients on 3 nodes peaked at
   /// 47 MiB on the sender's node (38 before the upload), and a window still covers a LAN's bandwidth-delay product.
-  static let groupCopyWindow: UInt64 = 1 << 20
+  static let copyWindow: UInt64 = 1 << 20
+}
 
+@available(*, unavailable)
+extension GroupSend: Sendable {}
+
+extension PayloadsFeature {
   // MARK: - Upload (sender's node)
 
   /// `to` is a comma-separated list of member ids or `all`: the members the group goes to.
-  func groupRecipients(_ list: String, in session: SessionDescription, from senderID: String) throws(APIError)
+  func groupRecipients(_ list: String, in session: SessionDescription, from senderID: String, node: isolated Node)
+    throws(APIError)
     -> [SessionMember]
   {
     var members: [SessionMember] = []
     if list == "all" {
       for member in session.members where member.peerID != senderID && member.state == .connected {
-        members.append(try connectedRecipient(member.peerID, in: session))
+        members.append(try connectedRecipient(member.peerID, in: session, node: node))
       }
       guard !members.isEmpty else {
         throw APIError(
@@ -84,7 +87,7 @@ extension Node {
       guard id != senderID else {
         throw APIError.badRequest("to lists the sender itself; send the file to other members of the session")
       }
-      members.append(try connectedRecipient(id, in: session))
+      members.append(try connectedRecipient(id, in: session, node: node))
     }
     guard !members.isEmpty else {
       throw APIError.badRequest("to is required: member ids separated by commas, or all (?to=<peerId>,<peerId>)")
@@ -96,18 +99,20 @@ extension Node {
   }
 
   func uploadGroup(
-    _ context: RequestContext, session: SessionDescription, to list: String, name: String, size: UInt64
+    _ context: RequestContext, session: SessionDescription, to list: String, name: String, size: UInt64,
+    node: isolated Node
   ) async throws -> HTTPResponse {
     let peer = context.authenticatedPeer
-    let members = try groupRecipients(list, in: session, from: peer.id)
-    let remote = members.contains { $0.nodeID != nodeID }
-    try checkReceivable(size: size, spooling: remote)
+    let members = try groupRecipients(list, in: session, from: peer.id, node: node)
+    let remote = members.contains { $0.nodeID != node.nodeID }
+    try checkReceivable(size: size, spooling: remote, node: node)
     let groupID = RecordID.make()
     let now = Timestamp.now()
     let contentType =
-      context.request.head.headers["content-type"].flatMap(Self.cleanContentType) ?? "application/octet-stream"
-    let sender = PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: nodeID)
-    let spoolPath = partialPath(groupID, .outgoing)
+      context.request.head.headers["content-type"].flatMap(TransferRecord.cleanContentType)
+      ?? "application/octet-stream"
+    let sender = PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID)
+    let spoolPath = partialPath(groupID, .outgoing, node: node)
     func record(_ id: String, _ role: TransferRole, to: PayloadParty, copyID: String?) -> TransferRecord {
       TransferRecord(
         id: id,
@@ -117,10 +122,10 @@ extension Node {
         copyID: copyID)
     }
     let spool = LiveTransfer(
-      record: record(groupID, .spool, to: PayloadParty(peerID: "", displayName: "", nodeID: nodeID), copyID: nil))
+      record: record(groupID, .spool, to: PayloadParty(peerID: "", displayName: "", nodeID: node.nodeID), copyID: nil))
     spool.record.state = .inProgress
     try FileManager.default.createDirectory(
-      atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
+      atPath: "\(dataDirectoryPath(node: node))/transfers", withIntermediateDirectories: true)
     let file = TransferFile(path: spoolPath)
     spool.file = file
     let opened: Result<UInt64, TransferIOError> = await withCheckedContinuation { continuation in
@@ -130,7 +135,7 @@ extension Node {
       throw APIError(status: 500, code: "storage_error", message: "the node cannot spool the upload: \(error)")
     }
     do {
-      try checkReceivable(size: size, spooling: remote)
+      try checkReceivable(size: size, spooling: remote, node: node)
     } catch {
       file.close(remove: true)
       throw error
@@ -141,13 +146,13 @@ extension Node {
     var records = [spool.record]
     // One copy per receiving node, then one share per recipient (riding on its node's copy, or local).
     var copyOf: [String: LiveTransfer] = [:]
-    for member in members where member.nodeID != nodeID && copyOf[member.nodeID] == nil {
+    for member in members where member.nodeID != node.nodeID && copyOf[member.nodeID] == nil {
       let copy = LiveTransfer(
         record: record(
           RecordID.make(), .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: member.nodeID),
           copyID: nil))
       copy.sender = TransferSender(
-        size: size, window: Self.groupCopyWindow, chunkSize: Self.transferChunk, readAhead: Self.transferReadAhead)
+        size: size, window: GroupSend.copyWindow, chunkSize: LiveTransfer.chunk, readAhead: LiveTransfer.readAhead)
       let reader = TransferFile(path: spoolPath)
       reader.open(rehash: false) { _ in }
       copy.file = reader
@@ -175,35 +180,36 @@ extension Node {
         var incoming = share.record
         incoming.parties.direction = .incoming
         incoming.state = .inProgress
-        incoming.path = finalPath(id, .incoming, name: name)
+        incoming.path = finalPath(id, .incoming, name: name, node: node)
         transfers.incoming[id] = LiveTransfer(record: incoming)
         records.append(incoming)
       }
     }
     do {
-      for item in records { try await store.saveTransfer(item) }
+      for item in records { try await node.store.saveTransfer(item) }
     } catch {
-      endGroup(group, canceled: false, reason: "the group send could not be recorded: \(error)")
+      endGroup(group, canceled: false, reason: "the group send could not be recorded: \(error)", node: node)
       throw APIError(status: 500, code: "storage_error", message: "the group send could not be recorded: \(error)")
     }
     // Offer each node its copy and wait (bounded) until every node has answered.
     for copy in copyOf.values {
       group.unanswered.insert(copy.record.id)
       sendTransferFrame(
-        .transferGroupOffer(groupOffer(for: copy, resume: false, recipients: recipients[copy.record.toNodeID] ?? [])),
-        to: copy.record.toNodeID)
+        .transferGroupOffer(
+          groupOffer(for: copy, resume: false, recipients: recipients[copy.record.toNodeID] ?? [])),
+        to: copy.record.toNodeID, node: node)
     }
     if !group.unanswered.isEmpty {
       await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
         group.answered = continuation
-        Task { [weak self] in
-          try? await Task.sleep(for: .seconds(Self.groupAnswerSeconds))
-          await self?.groupAnswersTimedOut(groupID)
+        Task { [weak node] in
+          try? await Task.sleep(for: .seconds(GroupSend.answerSeconds))
+          node?.onLoop { $0.features.payloads.groupAnswersTimedOut(groupID, node: $0) }
         }
       }
     }
     for (copyID, error) in group.refusals {
-      if let copy = transfers.outgoing[copyID] { failTransfer(copy, reason: error.message, notify: false) }
+      if let copy = transfers.outgoing[copyID] { failTransfer(copy, reason: error.message, notify: false, node: node) }
     }
     let live = group.shares.compactMap { transfers.outgoing[$0] }.filter { !$0.record.isTerminal }
     guard !live.isEmpty, !spool.record.isTerminal else {
@@ -211,27 +217,30 @@ extension Node {
         group.refusals.values.first
         ?? APIError(
           status: 409, code: "transfer_canceled", message: "every recipient's transfer ended before the upload")
-      endGroup(group, canceled: false, reason: error.message)
+      endGroup(group, canceled: false, reason: error.message, node: node)
       throw error
     }
     for share in live {
       if share.record.state == .pending {
         share.record.state = .inProgress
       }
-      publishTransferEvent("transfer.started", share)
+      publishTransferEvent("transfer.started", share, node: node)
       if let incoming = transfers.incoming[share.record.id], share.record.copyID == nil {
-        publishTransferEvent("transfer.started", incoming)
+        publishTransferEvent("transfer.started", incoming, node: node)
       }
     }
-    try await receiveUpload(context, into: spool)
+    try await receiveUpload(context, into: spool, node: node)
     return .json(
       [
         "group": groupJSON(group),
-        "transfers": .array(group.shares.compactMap { transfers.outgoing[$0].map { transferJSON($0.record) } }),
+        "transfers": .array(
+          group.shares.compactMap { transfers.outgoing[$0].map { transferJSON($0.record) } }),
       ], status: 202)
   }
 
-  func groupOffer(for copy: LiveTransfer, resume: Bool, recipients: [TransferGroupRecipient]) -> TransferGroupOffer {
+  func groupOffer(for copy: LiveTransfer, resume: Bool, recipients: [TransferGroupRecipient])
+    -> TransferGroupOffer
+  {
     let record = copy.record
     return TransferGroupOffer(
       copyID: record.id, groupID: record.groupID ?? "", sessionID: record.sessionID, fromPeerID: record.fromPeerID,
@@ -257,92 +266,97 @@ extension Node {
     }
   }
 
-  func groupAnswersTimedOut(_ groupID: String) {
+  func groupAnswersTimedOut(_ groupID: String, node: isolated Node) {
     guard let group = transfers.groups[groupID] else { return }
     for id in group.unanswered {
       guard let copy = transfers.outgoing[id] else { continue }
       copyAnswered(
         copy,
         error: APIError.unavailable(
-          "the receiving node did not answer the transfer offer within \(Self.groupAnswerSeconds) s; try again"))
+          "the receiving node did not answer the transfer offer within \(GroupSend.answerSeconds) s; try again"))
     }
   }
 
   /// The spool is complete: local recipients get their file now, each copy may send its end.
-  func groupUploadCompleted(_ spool: LiveTransfer, digest: [UInt8]) {
+  func groupUploadCompleted(_ spool: LiveTransfer, digest: [UInt8], node: isolated Node) {
     guard let group = transfers.groups[spool.record.id], let file = spool.file else { return }
-    let sent = finalPath(group.id, .outgoing, name: spool.record.name)
+    let sent = finalPath(group.id, .outgoing, name: spool.record.name, node: node)
     let locals = group.shares.compactMap { transfers.incoming[$0] }.filter { !$0.record.isTerminal }
     let groupID = group.id
-    file.hardLink(to: [sent] + locals.map(\.record.path), within: dataDirectoryPath) { [weak self] error in
-      self?.onLoop { node in
-        guard let group = node.transfers.groups[groupID], let spool = node.transfers.outgoing[groupID] else { return }
+    file.hardLink(to: [sent] + locals.map(\.record.path), within: dataDirectoryPath(node: node)) { [weak node] error in
+      node?.onLoop { node in
+        guard let group = node.features.payloads.transfers.groups[groupID],
+          let spool = node.features.payloads.transfers.outgoing[groupID]
+        else { return }
         spool.file?.close(remove: false)
         spool.file = nil
         spool.record.state = .finished
-        node.persist(spool)
+        node.features.payloads.persist(spool, node: node)
         for id in group.shares {
-          guard let share = node.transfers.outgoing[id] else { continue }
+          guard let share = node.features.payloads.transfers.outgoing[id] else { continue }
           share.record.path = sent
           guard share.record.copyID == nil, !share.record.isTerminal else { continue }
-          let incoming = node.transfers.incoming[id]
+          let incoming = node.features.payloads.transfers.incoming[id]
           for side in [share, incoming].compactMap({ $0 }) where !side.record.isTerminal {
             if let error {
-              node.failTransfer(side, reason: "the file could not be linked for the recipient: \(error)", notify: false)
+              node.features.payloads.failTransfer(
+                side, reason: "the file could not be linked for the recipient: \(error)", notify: false, node: node)
               continue
             }
             side.record.sha256 = spool.record.sha256
             side.record.bytes = side.record.size
-            node.settle(side, state: .finished, reason: nil)
+            node.features.payloads.settle(side, state: .finished, reason: nil, node: node)
           }
         }
         for id in group.copies {
-          guard let copy = node.transfers.outgoing[id], !copy.record.isTerminal, var sender = copy.sender else {
+          guard let copy = node.features.payloads.transfers.outgoing[id], !copy.record.isTerminal,
+            var sender = copy.sender
+          else {
             continue
           }
           sender.uploadCompleted(sha256: digest)
           copy.sender = sender
           copy.record.sha256 = spool.record.sha256
-          node.persist(copy)
-          node.pump(copy)
+          node.features.payloads.persist(copy, node: node)
+          node.features.payloads.pump(copy, node: node)
         }
-        node.groupMaybeDone(group)
+        node.features.payloads.groupMaybeDone(group, node: node)
       }
     }
   }
 
   /// Spool bytes are durable: every copy may send up to there.
-  func groupSpooled(_ spool: LiveTransfer, upTo length: UInt64) {
+  func groupSpooled(_ spool: LiveTransfer, upTo length: UInt64, node: isolated Node) {
     guard let group = transfers.groups[spool.record.id] else { return }
     for id in group.copies {
       guard let copy = transfers.outgoing[id], !copy.record.isTerminal else { continue }
       copy.sender?.spooled(upTo: length)
-      pump(copy)
+      pump(copy, node: node)
     }
   }
 
   /// Ends every share and copy of a group that has not ended (the upload failed, or the sender canceled the group).
-  func endGroup(_ group: GroupSend, canceled: Bool, reason: String) {
+  func endGroup(_ group: GroupSend, canceled: Bool, reason: String, node: isolated Node) {
     for id in group.copies + group.shares + [group.id] {
       for transfer in [transfers.outgoing[id], transfers.incoming[id]].compactMap({ $0 })
       where !transfer.record.isTerminal {
         if canceled {
-          cancelTransfer(transfer, reason: reason, notify: true)
+          cancelTransfer(transfer, reason: reason, notify: true, node: node)
         } else {
-          failTransfer(transfer, reason: reason, notify: true)
+          failTransfer(transfer, reason: reason, notify: true, node: node)
         }
       }
     }
   }
 
   /// Removes the spool once the upload is over and no copy reads it any more (the sent file is a hard link to it).
-  func groupMaybeDone(_ group: GroupSend) {
+  func groupMaybeDone(_ group: GroupSend, node: isolated Node) {
     guard let spool = transfers.outgoing[group.id], spool.record.isTerminal,
       group.copies.allSatisfy({ transfers.outgoing[$0]?.record.isTerminal ?? true })
     else { return }
-    let path = partialPath(group.id, .outgoing)
+    let path = partialPath(group.id, .outgoing, node: node)
     let unused = !group.shares.contains { transfers.outgoing[$0]?.record.state == .finished }
-    let sent = finalPath(group.id, .outgoing, name: spool.record.name)
+    let sent = finalPath(group.id, .outgoing, name: spool.record.name, node: node)
     DispatchQueue.global().async {
       unlink(path)
       if unused { unlink(sent) }
@@ -352,19 +366,20 @@ extension Node {
   /// Every mesh tick: a recipient that is no longer a member of the group's session (it left) fails alone; the
   /// others go on. A recipient whose node went away keeps its share (the host drops such members; the copy resumes
   /// on relink).
-  func groupMembershipTick() {
+  func groupMembershipTick(node: isolated Node) {
     for group in transfers.groups.values where group.open {
       var live = 0
       for id in group.shares {
         guard let share = transfers.outgoing[id], !share.record.isTerminal else { continue }
         live += 1
-        let node = share.record.toNodeID
-        guard !group.nodesAway.contains(node), node == nodeID || mesh.links.connection(of: node) != nil,
-          let session = mesh.sessions.sessions[share.record.sessionID],
+        let toNode = share.record.toNodeID
+        guard !group.nodesAway.contains(toNode), toNode == node.nodeID || node.mesh.links.connection(of: toNode) != nil,
+          let session = node.mesh.sessions.sessions[share.record.sessionID],
           !session.members.contains(where: { $0.peerID == share.record.toPeerID })
         else { continue }
         failTransfer(
-          share, reason: "\(share.record.toDisplayName) left the session before the file arrived", notify: true)
+          share, reason: "\(share.record.toDisplayName) left the session before the file arrived", notify: true,
+          node: node)
       }
       if live == 0 && transfers.outgoing[group.id]?.record.isTerminal != false { group.open = false }
     }
@@ -374,7 +389,7 @@ extension Node {
 
   /// What a record's end means for the rest of its group: a copy's end is its riders' end; a share that ends early
   /// may leave its copy (or the whole upload) with nobody to serve.
-  func groupSettled(_ transfer: LiveTransfer, state: TransferState, reason: String?) {
+  func groupSettled(_ transfer: LiveTransfer, state: TransferState, reason: String?, node: isolated Node) {
     let record = transfer.record
     switch record.role {
     case .copy:
@@ -383,36 +398,36 @@ extension Node {
           rider.record.sha256 = record.sha256
           rider.record.bytes = record.size
         }
-        settle(rider, state: state, reason: reason)
+        settle(rider, state: state, reason: reason, node: node)
       }
       if record.direction == .outgoing {
         copyAnswered(
           transfer, error: APIError(status: 409, code: "transfer_\(state)", message: reason ?? "transfer \(state)"))
-        if let groupID = record.groupID, let group = transfers.groups[groupID] { groupMaybeDone(group) }
+        if let groupID = record.groupID, let group = transfers.groups[groupID] { groupMaybeDone(group, node: node) }
       }
     case .spool:
       guard state != .finished, let group = transfers.groups[record.id] else { return }
-      endGroup(group, canceled: state == .canceled, reason: reason ?? "the upload \(state)")
-      groupMaybeDone(group)
+      endGroup(group, canceled: state == .canceled, reason: reason ?? "the upload \(state)", node: node)
+      groupMaybeDone(group, node: node)
     case .transfer:
       guard state != .finished else { return }
       if let copyID = record.copyID {
         let copy = record.direction == .outgoing ? transfers.outgoing[copyID] : transfers.incoming[copyID]
         if let copy, !copy.record.isTerminal, riders(of: copy).allSatisfy(\.record.isTerminal) {
-          cancelTransfer(copy, reason: "no recipient on the node wants the file any more", notify: true)
+          cancelTransfer(copy, reason: "no recipient on the node wants the file any more", notify: true, node: node)
         }
       }
       if record.direction == .outgoing, let groupID = record.groupID, let group = transfers.groups[groupID],
         let spool = transfers.outgoing[groupID], !spool.record.isTerminal,
         group.shares.allSatisfy({ transfers.outgoing[$0]?.record.isTerminal ?? true })
       {
-        cancelTransfer(spool, reason: "every recipient's transfer ended", notify: false)
+        cancelTransfer(spool, reason: "every recipient's transfer ended", notify: false, node: node)
       }
     }
   }
 
   /// A copy's progress or state is its riders'.
-  func syncRiders(_ copy: LiveTransfer) {
+  func syncRiders(_ copy: LiveTransfer, node: isolated Node) {
     for rider in riders(of: copy) where !rider.record.isTerminal {
       let changed = rider.record.state != copy.record.state || rider.record.resumedFrom != copy.record.resumedFrom
       rider.record.bytes = copy.record.bytes
@@ -420,7 +435,7 @@ extension Node {
       rider.record.state = copy.record.state
       rider.record.resumedFrom = copy.record.resumedFrom
       rider.record.updatedAt = Timestamp.now()
-      persist(rider)
+      persist(rider, node: node)
     }
   }
 
@@ -461,7 +476,7 @@ extension Node {
     .json(["group": groupJSON(try ownGroup(context))])
   }
 
-  func cancelTransferGroup(_ context: RequestContext) throws -> HTTPResponse {
+  func cancelTransferGroup(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let group = try ownGroup(context)
     let live = group.shares.compactMap { transfers.outgoing[$0] }.filter { !$0.record.isTerminal }
     guard !live.isEmpty else {
@@ -469,20 +484,20 @@ extension Node {
         status: 409, code: "transfer_group_ended",
         message: "every transfer of group \(group.id) has already finished, failed or been canceled")
     }
-    for share in live { cancelTransfer(share, reason: "canceled by the sender", notify: true) }
+    for share in live { cancelTransfer(share, reason: "canceled by the sender", notify: true, node: node) }
     return .json(["group": groupJSON(group)])
   }
 
   // MARK: - Metrics
 
   /// `meshgate_mesh_payload_bytes_total{node}`: file bytes sent over each mesh link (transfers and group copies).
-  func transferMetricLines() -> [String] {
+  func transferMetricLines(node: isolated Node) -> [String] {
     var lines = [
       "# HELP meshgate_mesh_payload_bytes_total File transfer bytes sent over each mesh link, by receiving node id.",
       "# TYPE meshgate_mesh_payload_bytes_total counter",
     ]
-    for (node, bytes) in transfers.payloadBytes.sorted(by: { $0.key < $1.key }) {
-      lines.append("meshgate_mesh_payload_bytes_total{node=\"\(Self.escapeLabel(node))\"} \(bytes)")
+    for (receiver, bytes) in transfers.payloadBytes.sorted(by: { $0.key < $1.key }) {
+      lines.append("meshgate_mesh_payload_bytes_total{node=\"\(Node.escapeLabel(receiver))\"} \(bytes)")
     }
     return lines
   }
@@ -490,14 +505,14 @@ extension Node {
   // MARK: - Restart
 
   /// After the records are loaded: rebuild the groups and the riders' index; a copy that ended takes its riders.
-  func restoreGroups() {
+  func restoreGroups(node: isolated Node) {
     for transfer in transfers.outgoing.values {
       let record = transfer.record
       guard let groupID = record.groupID else { continue }
       let group = transfers.groups[groupID] ?? GroupSend(id: groupID)
       transfers.groups[groupID] = group
       // Every link was down across the restart: no recipient's absence from a session means it left.
-      if record.toNodeID != nodeID { group.nodesAway.insert(record.toNodeID) }
+      if record.toNodeID != node.nodeID { group.nodesAway.insert(record.toNodeID) }
       switch record.role {
       case .copy: group.copies.append(record.id)
       case .transfer: group.shares.append(record.id)
@@ -519,13 +534,13 @@ extension Node {
       for copy in table.values where copy.record.role == .copy {
         if copy.record.isTerminal {
           for rider in riders(of: copy) where !rider.record.isTerminal {
-            settle(rider, state: copy.record.state, reason: copy.record.reason)
+            settle(rider, state: copy.record.state, reason: copy.record.reason, node: node)
           }
         } else {
-          syncRiders(copy)
+          syncRiders(copy, node: node)
         }
       }
     }
-    for group in transfers.groups.values { groupMaybeDone(group) }
+    for group in transfers.groups.values { groupMaybeDone(group, node: node) }
   }
 }

@@ -1,46 +1,47 @@
 /// Resource transfers, the mesh side: offers, accepts, chunks, credit and ends from other nodes, and what a link
-/// coming up or going down means for transfers in flight (see Node+Transfers.swift for the whole story).
+/// coming up or going down means for transfers in flight (see PayloadsFeature+Transfers.swift for the whole story).
 import Crypto
 import Foundation
 import LWS
 import Logging
 import MeshCore
 
-extension Node {
+extension PayloadsFeature {
   // MARK: - Mesh messages
 
   /// Stores a new incoming transfer's record; when the store fails, the transfer fails (both sides are told) and this
   /// answers false.
-  func recordIncoming(_ transfer: LiveTransfer, _ record: TransferRecord) async -> Bool {
+  func recordIncoming(_ transfer: LiveTransfer, _ record: TransferRecord, node: isolated Node) async -> Bool {
     do {
-      try await store.saveTransfer(record)
+      try await node.store.saveTransfer(record)
       return true
     } catch {
-      failTransfer(transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true)
+      failTransfer(
+        transfer, reason: "the receiving node could not record the transfer: \(error)", notify: true, node: node)
       return false
     }
   }
 
-  func transferMessage(_ message: MeshMessage, from nodeID: String) {
+  func transferMessage(_ message: MeshMessage, from nodeID: String, node: isolated Node) {
     switch message {
     case .transferOffer(let offer):
       guard transfers.restored else {
         transfers.deferredOffers.append((offer, nodeID))
         return
       }
-      offerReceived(offer, from: nodeID)
+      offerReceived(offer, from: nodeID, node: node)
     case .transferGroupOffer(let offer):
       guard transfers.restored else {
         transfers.deferredGroupOffers.append((offer, nodeID))
         return
       }
-      groupOfferReceived(offer, from: nodeID)
+      groupOfferReceived(offer, from: nodeID, node: node)
     case .transferAccept(let id, let offset):
       guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID, var sender = transfer.sender
       else { return }
       guard sender.accepted(offset: offset) else { return }
       transfer.sender = sender
-      transfer.rateUpdatedAt = Self.monotonicMillis()
+      transfer.rateUpdatedAt = Node.monotonicMillis()
       transfer.rateTokens = 0
       transfer.record.bytes = offset
       let consented = transfer.consentDeadline != nil || transfer.record.state == .awaitingConsent
@@ -49,21 +50,21 @@ extension Node {
         let wasInterrupted = transfer.record.state == .interrupted
         transfer.record.resumedFrom = resumedFrom
         transfer.record.state = .inProgress
-        meshLogger.info("Transfer resumed.", ["transfer.id": id, "offset": offset])
-        persist(transfer)
-        if transfer.record.role == .copy { syncRiders(transfer) }
-        if wasInterrupted { reportPause("transfer.resumed", transfer) }
+        node.meshLogger.info("Transfer resumed.", ["transfer.id": id, "offset": offset])
+        persist(transfer, node: node)
+        if transfer.record.role == .copy { syncRiders(transfer, node: node) }
+        if wasInterrupted { reportPause("transfer.resumed", transfer, node: node) }
       } else if transfer.answer == nil && transfer.record.state != .inProgress {
         transfer.record.state = .inProgress
-        persist(transfer)
+        persist(transfer, node: node)
       }
-      if consented { publishTransferEvent("transfer.accepted", transfer) }
+      if consented { publishTransferEvent("transfer.accepted", transfer, node: node) }
       if let answer = transfer.answer {
         transfer.answer = nil
         answer.resume()
       }
       copyAnswered(transfer, error: nil)
-      pump(transfer)
+      pump(transfer, node: node)
     case .transferReject(let id, let code, let text):
       guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID else { return }
       if transfer.record.role == .copy, let groupID = transfer.record.groupID,
@@ -78,14 +79,14 @@ extension Node {
         transfer.file?.close(remove: true)
         transfer.file = nil
         transfer.consentDeadline = nil
-        settle(transfer, state: .declined, reason: text)
+        settle(transfer, state: .declined, reason: text, node: node)
         return
       }
       if let answer = transfer.answer {
         transfer.answer = nil
         answer.resume(throwing: rejectionError(code, text))
       } else {
-        failTransfer(transfer, reason: "the receiver refused to resume: \(text)", notify: false)
+        failTransfer(transfer, reason: "the receiver refused to resume: \(text)", notify: false, node: node)
       }
     case .transferChunk(let id, let offset, let bytes):
       guard let transfer = transfers.incoming[id], transfer.record.fromNodeID == nodeID,
@@ -95,10 +96,10 @@ extension Node {
       transfer.receiver = receiver
       switch decision {
       case .ignore: break
-      case .reject(let reason): failTransfer(transfer, reason: "protocol error: \(reason)", notify: true)
+      case .reject(let reason): failTransfer(transfer, reason: "protocol error: \(reason)", notify: true, node: node)
       case .write:
-        file.append(bytes) { [weak self] result in
-          self?.onLoop { $0.receivedWritten(id, result) }
+        file.append(bytes) { [weak node] result in
+          node?.onLoop { $0.features.payloads.receivedWritten(id, result, node: $0) }
         }
       }
     case .transferCredit(let id, let offset):
@@ -107,8 +108,8 @@ extension Node {
       else { return }
       transfer.sender = sender
       transfer.record.bytes = sender.acknowledged
-      reportProgress(transfer)
-      pump(transfer)
+      reportProgress(transfer, node: node)
+      pump(transfer, node: node)
     case .transferEnd(let id, let size, let digest):
       guard let transfer = transfers.incoming[id], transfer.record.fromNodeID == nodeID,
         var receiver = transfer.receiver
@@ -116,17 +117,17 @@ extension Node {
       let (actions, failure) = receiver.end(size: size, sha256: digest)
       transfer.receiver = receiver
       if let failure {
-        failTransfer(transfer, reason: failure, notify: true)
+        failTransfer(transfer, reason: failure, notify: true, node: node)
         return
       }
-      carryOut(actions, transfer)
+      carryOut(actions, transfer, node: node)
     case .transferFinished(let id, let digest):
       guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID, var sender = transfer.sender
       else { return }
       sender.receiverFinished(sha256: digest)
       transfer.sender = sender
       if case .failed(let reason) = sender.state {
-        failTransfer(transfer, reason: reason, notify: false)
+        failTransfer(transfer, reason: reason, notify: false, node: node)
         return
       }
       transfer.record.bytes = transfer.record.size
@@ -134,40 +135,42 @@ extension Node {
         // The group's spool stays where it is for the other copies (and is removed when the last one ends).
         transfer.file?.close(remove: false)
         transfer.file = nil
-        settle(transfer, state: .finished, reason: nil)
+        settle(transfer, state: .finished, reason: nil, node: node)
         return
       }
-      let final = finalPath(id, .outgoing, name: transfer.record.name)
-      transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
-        self?.onLoop { node in
-          guard let transfer = node.transfers.outgoing[id], !transfer.record.isTerminal else { return }
+      let final = finalPath(id, .outgoing, name: transfer.record.name, node: node)
+      transfer.file?.move(to: final, within: dataDirectoryPath(node: node)) { [weak node] error in
+        node?.onLoop { node in
+          guard let transfer = node.features.payloads.transfers.outgoing[id], !transfer.record.isTerminal else {
+            return
+          }
           if error == nil { transfer.record.path = final }
           transfer.file?.close(remove: false)
           transfer.file = nil
-          node.settle(transfer, state: .finished, reason: nil)
+          node.features.payloads.settle(transfer, state: .finished, reason: nil, node: node)
         }
       }
     case .transferFailed(let id, let reason):
       for transfer in [transfers.outgoing[id], transfers.incoming[id]].compactMap({ $0 })
       where transfer.record.fromNodeID == nodeID || transfer.record.toNodeID == nodeID {
-        failTransfer(transfer, reason: reason, notify: false)
+        failTransfer(transfer, reason: reason, notify: false, node: node)
       }
     case .transferCancel(let id, let reason):
       for transfer in [transfers.outgoing[id], transfers.incoming[id]].compactMap({ $0 })
       where transfer.record.fromNodeID == nodeID || transfer.record.toNodeID == nodeID {
-        cancelTransfer(transfer, reason: reason, notify: false)
+        cancelTransfer(transfer, reason: reason, notify: false, node: node)
       }
     case .transferAwaitingConsent(let id, let timeoutMillis):
       guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID,
         transfer.sender?.state == .offering, !transfer.record.isTerminal
       else { return }
       // The receiver bounds the wait; this side gives up a little later by itself, should the verdict never come.
-      let wait = min(timeoutMillis, 86_400_000) + Self.consentGraceMillis
-      transfer.consentDeadline = Self.monotonicMillis() + wait
-      scheduleConsentExpiry(id, .outgoing, after: wait)
+      let wait = min(timeoutMillis, 86_400_000) + LiveTransfer.consentGraceMillis
+      transfer.consentDeadline = Node.monotonicMillis() + wait
+      scheduleConsentExpiry(id, .outgoing, after: wait, node: node)
       if transfer.record.state != .awaitingConsent {
         transfer.record.state = .awaitingConsent
-        persist(transfer)
+        persist(transfer, node: node)
       }
       if let answer = transfer.answer {
         transfer.answer = nil
@@ -178,88 +181,94 @@ extension Node {
     }
   }
 
-  func offerReceived(_ offer: TransferOffer, from nodeID: String) {
+  func offerReceived(_ offer: TransferOffer, from nodeID: String, node: isolated Node) {
     let id = offer.transferID
     if let transfer = transfers.incoming[id] {
-      reofferReceived(transfer, from: nodeID)
+      reofferReceived(transfer, from: nodeID, node: node)
       return
     }
     if offer.resume {
       sendTransferFrame(
         .transferReject(transferID: id, code: .unknownTransfer, message: "this node has no transfer \(id)"),
-        to: nodeID)
+        to: nodeID, node: node)
       return
     }
-    guard nodeID == self.nodeID || transfers.outgoing[id] == nil else {
+    guard nodeID == node.nodeID || transfers.outgoing[id] == nil else {
       // The id of a transfer this node sends: one id, one record.
-      refuseFrame("invalid_id", from: nodeID, "a transfer offer reuses the id of an outgoing transfer")
+      node.refuseFrame("invalid_id", from: nodeID, "a transfer offer reuses the id of an outgoing transfer")
       sendTransferFrame(
-        .transferReject(transferID: id, code: .refused, message: "transfer id \(id) is in use here"), to: nodeID)
+        .transferReject(transferID: id, code: .refused, message: "transfer id \(id) is in use here"), to: nodeID,
+        node: node)
       return
     }
     guard
       let peer = localReceiver(
-        offer.toPeerID, of: "a transfer offer", from: offer.fromPeerID, at: nodeID, in: offer.sessionID)
+        offer.toPeerID, of: "a transfer offer", from: offer.fromPeerID, at: nodeID, in: offer.sessionID, node: node)
     else {
       sendTransferFrame(
         .transferReject(
           transferID: id, code: .notMember,
           message: "peer \(offer.toPeerID) is not in session \(offer.sessionID) on the receiving node"),
-        to: nodeID)
+        to: nodeID, node: node)
       return
     }
-    if let rejection = receivability(size: offer.size, from: (nodeID, offer.fromPeerID)) {
-      sendTransferFrame(.transferReject(transferID: id, code: rejection.code, message: rejection.message), to: nodeID)
+    if let rejection = receivability(size: offer.size, from: (nodeID, offer.fromPeerID), node: node) {
+      sendTransferFrame(
+        .transferReject(transferID: id, code: rejection.code, message: rejection.message), to: nodeID, node: node)
       return
     }
-    let name = Self.sanitizedFileName(offer.name) ?? "file"
+    let name = TransferFile.sanitizedFileName(offer.name) ?? "file"
     let now = Timestamp.now()
-    let ask = fileConsent == .ask && !alwaysAccepts(peer.id, from: offer.fromPeerID, node: nodeID)
+    let ask = fileConsent(node: node) == .ask && !alwaysAccepts(peer.id, from: offer.fromPeerID, at: nodeID, node: node)
     let record = TransferRecord(
       id: id,
       parties: PayloadParties(
         direction: .incoming, sessionID: offer.sessionID,
         from: PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID),
-        to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: self.nodeID)),
+        to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID)),
       name: name,
-      contentType: Self.cleanContentType(offer.contentType) ?? "application/octet-stream", size: offer.size,
+      contentType: TransferRecord.cleanContentType(offer.contentType) ?? "application/octet-stream", size: offer.size,
       bytes: 0, state: ask ? .awaitingConsent : .inProgress, reason: nil, sha256: nil,
-      path: partialPath(id, .incoming), resumedFrom: nil, createdAt: now, updatedAt: now)
+      path: partialPath(id, .incoming, node: node), resumedFrom: nil, createdAt: now, updatedAt: now)
     let transfer = LiveTransfer(record: record)
     if ask {
-      offerAwaitingConsent(transfer)
+      offerAwaitingConsent(transfer, node: node)
       return
     }
     transfer.receiver = TransferReceiver(size: offer.size)
     transfers.incoming[id] = transfer
-    acceptIncoming(transfer, records: [record], from: nodeID)
+    acceptIncoming(transfer, records: [record], from: nodeID, node: node)
   }
 
   /// Records an incoming transfer the node takes (`records`: its own, and those of a group copy's riders), opens its
   /// partial file and accepts it from offset 0, announcing `transfer.started` to the transfer's peer (or, for a group
   /// copy, to each rider's). A record or a file that cannot be written fails the transfer instead.
-  func acceptIncoming(_ transfer: LiveTransfer, records: [TransferRecord], from nodeID: String) {
+  func acceptIncoming(_ transfer: LiveTransfer, records: [TransferRecord], from nodeID: String, node: isolated Node) {
     let id = transfer.record.id
     try? FileManager.default.createDirectory(
-      atPath: "\(dataDirectoryPath)/transfers", withIntermediateDirectories: true)
+      atPath: "\(dataDirectoryPath(node: node))/transfers", withIntermediateDirectories: true)
     let file = TransferFile(path: transfer.record.path)
     transfer.file = file
     Task {
       for record in records {
-        guard await recordIncoming(transfer, record) else { return }
+        guard await recordIncoming(transfer, record, node: node) else { return }
       }
-      file.open(rehash: false, exclusive: true) { [weak self] result in
-        self?.onLoop { node in
-          guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
-          if case .failure(let error) = result {
-            node.failTransfer(transfer, reason: "the receiving node cannot write: \(error)", notify: true)
+      file.open(rehash: false, exclusive: true) { [weak node] result in
+        node?.onLoop { node in
+          guard let transfer = node.features.payloads.transfers.incoming[id], !transfer.record.isTerminal else {
             return
           }
-          let announced = transfer.record.role == .copy ? node.riders(of: transfer) : [transfer]
-          for started in announced where !started.record.isTerminal {
-            node.publishTransferEvent("transfer.started", started)
+          if case .failure(let error) = result {
+            node.features.payloads.failTransfer(
+              transfer, reason: "the receiving node cannot write: \(error)", notify: true, node: node)
+            return
           }
-          node.sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: nodeID)
+          let announced =
+            transfer.record.role == .copy ? node.features.payloads.riders(of: transfer) : [transfer]
+          for started in announced where !started.record.isTerminal {
+            node.features.payloads.publishTransferEvent("transfer.started", started, node: node)
+          }
+          node.features.payloads.sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: nodeID, node: node)
         }
       }
     }
@@ -269,75 +278,77 @@ extension Node {
   /// `nodeID`: both are members of the session, and the receiver agreed to be in it by its own act (not merely listed
   /// by a linked node; an offer to such a peer is counted as a refused frame). Nil when it may not.
   func localReceiver(
-    _ toPeerID: String, of what: String, from fromPeerID: String, at nodeID: String, in sessionID: String
+    _ toPeerID: String, of what: String, from fromPeerID: String, at nodeID: String, in sessionID: String,
+    node: isolated Node
   ) -> StoredPeer? {
-    let agreed = mesh.sessions.hasAgreed(toPeerID, to: sessionID)
-    if peers[toPeerID] != nil && !agreed {
-      refuseFrame("not_agreed", from: nodeID, "\(what) to \(toPeerID), not a member by its own act")
+    let agreed = node.mesh.sessions.hasAgreed(toPeerID, to: sessionID)
+    if node.peers[toPeerID] != nil && !agreed {
+      node.refuseFrame("not_agreed", from: nodeID, "\(what) to \(toPeerID), not a member by its own act")
     }
-    guard agreed, let peer = peers[toPeerID], let session = mesh.sessions.sessions[sessionID],
-      session.members.contains(where: { $0.peerID == toPeerID && $0.nodeID == self.nodeID }),
+    guard agreed, let peer = node.peers[toPeerID], let session = node.mesh.sessions.sessions[sessionID],
+      session.members.contains(where: { $0.peerID == toPeerID && $0.nodeID == node.nodeID }),
       session.members.contains(where: { $0.peerID == fromPeerID && $0.nodeID == nodeID })
     else { return nil }
     return peer
   }
 
-  func receivedWritten(_ id: String, _ result: Result<UInt64, TransferIOError>) {
+  func receivedWritten(_ id: String, _ result: Result<UInt64, TransferIOError>, node: isolated Node) {
     guard let transfer = transfers.incoming[id], var receiver = transfer.receiver, !transfer.record.isTerminal else {
       return
     }
     switch result {
     case .failure(let error):
-      failTransfer(transfer, reason: "the receiving node could not write: \(error)", notify: true)
+      failTransfer(transfer, reason: "the receiving node could not write: \(error)", notify: true, node: node)
     case .success(let length):
-      transfer.lastProgressAt = Self.monotonicMillis()
+      transfer.lastProgressAt = Node.monotonicMillis()
       let actions = receiver.wrote(upTo: length)
       transfer.receiver = receiver
       transfer.record.bytes = receiver.written
-      reportProgress(transfer)
-      carryOut(actions, transfer)
+      reportProgress(transfer, node: node)
+      carryOut(actions, transfer, node: node)
     }
   }
 
-  func carryOut(_ actions: [TransferReceiver.Action], _ transfer: LiveTransfer) {
+  func carryOut(_ actions: [TransferReceiver.Action], _ transfer: LiveTransfer, node: isolated Node) {
     let id = transfer.record.id
     for action in actions {
       switch action {
       case .sendCredit(let offset):
-        sendTransferFrame(.transferCredit(transferID: id, offset: offset), to: transfer.record.fromNodeID)
+        sendTransferFrame(.transferCredit(transferID: id, offset: offset), to: transfer.record.fromNodeID, node: node)
       case .verify:
-        transfer.file?.finish { [weak self] result in
-          self?.onLoop { $0.receivedVerified(id, result) }
+        transfer.file?.finish { [weak node] result in
+          node?.onLoop { $0.features.payloads.receivedVerified(id, result, node: $0) }
         }
       }
     }
   }
 
-  func receivedVerified(_ id: String, _ result: Result<[UInt8], TransferIOError>) {
+  func receivedVerified(_ id: String, _ result: Result<[UInt8], TransferIOError>, node: isolated Node) {
     guard let transfer = transfers.incoming[id], var receiver = transfer.receiver else { return }
     let digest: [UInt8]
     switch result {
     case .failure(let error):
-      failTransfer(transfer, reason: "the receiving node could not flush the file: \(error)", notify: true)
+      failTransfer(transfer, reason: "the receiving node could not flush the file: \(error)", notify: true, node: node)
       return
     case .success(let value): digest = value
     }
     let matched = receiver.verified(sha256: digest)
     transfer.receiver = receiver
     guard matched else {
-      if case .failed(let reason) = receiver.state { failTransfer(transfer, reason: reason, notify: true) }
+      if case .failed(let reason) = receiver.state { failTransfer(transfer, reason: reason, notify: true, node: node) }
       return
     }
     if transfer.record.role == .copy {
-      copyVerified(transfer, digest: digest)
+      copyVerified(transfer, digest: digest, node: node)
       return
     }
-    let final = finalPath(id, .incoming, name: transfer.record.name)
-    transfer.file?.move(to: final, within: dataDirectoryPath) { [weak self] error in
-      self?.onLoop { node in
-        guard let transfer = node.transfers.incoming[id], !transfer.record.isTerminal else { return }
+    let final = finalPath(id, .incoming, name: transfer.record.name, node: node)
+    transfer.file?.move(to: final, within: dataDirectoryPath(node: node)) { [weak node] error in
+      node?.onLoop { node in
+        guard let transfer = node.features.payloads.transfers.incoming[id], !transfer.record.isTerminal else { return }
         if let error {
-          node.failTransfer(transfer, reason: "the finished file could not be moved into place: \(error)", notify: true)
+          node.features.payloads.failTransfer(
+            transfer, reason: "the finished file could not be moved into place: \(error)", notify: true, node: node)
           return
         }
         transfer.file?.close(remove: false)
@@ -345,17 +356,18 @@ extension Node {
         transfer.record.path = final
         transfer.record.sha256 = Crypto.hex(digest)
         transfer.record.bytes = transfer.record.size
-        node.sendTransferFrame(.transferFinished(transferID: id, sha256: digest), to: transfer.record.fromNodeID)
-        node.settle(transfer, state: .finished, reason: nil)
+        node.features.payloads.sendTransferFrame(
+          .transferFinished(transferID: id, sha256: digest), to: transfer.record.fromNodeID, node: node)
+        node.features.payloads.settle(transfer, state: .finished, reason: nil, node: node)
       }
     }
   }
 
   // MARK: - Links
 
-  func transfersLinkUp(_ nodeID: String) {
+  func transfersLinkUp(_ nodeID: String, node: isolated Node) {
     for message in transfers.notices.removeValue(forKey: nodeID) ?? [] {
-      sendTransferFrame(message, to: nodeID)
+      sendTransferFrame(message, to: nodeID, node: node)
     }
     for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID {
       guard var sender = transfer.sender, sender.linkRestored() else { continue }
@@ -365,15 +377,16 @@ extension Node {
           TransferGroupRecipient(transferID: $0.record.id, peerID: $0.record.toPeerID)
         }
         sendTransferFrame(
-          .transferGroupOffer(groupOffer(for: transfer, resume: true, recipients: recipients)), to: nodeID)
+          .transferGroupOffer(groupOffer(for: transfer, resume: true, recipients: recipients)), to: nodeID,
+          node: node)
         continue
       }
-      sendTransferFrame(.transferOffer(offer(for: transfer.record, resume: true)), to: nodeID)
+      sendTransferFrame(.transferOffer(offer(for: transfer.record, resume: true)), to: nodeID, node: node)
     }
   }
 
-  func transfersLinkDown(_ nodeID: String) {
-    streamsLinkDown(nodeID)
+  func transfersLinkDown(_ nodeID: String, node: isolated Node) {
+    streamsLinkDown(nodeID, node: node)
     var paused: [LiveTransfer] = []
     for group in transfers.groups.values where group.open { group.nodesAway.insert(nodeID) }
     for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID && !transfer.record.isTerminal {
@@ -387,7 +400,7 @@ extension Node {
       if transfer.record.role == .copy {
         copyAnswered(
           transfer, error: APIError.unavailable("the receiving node went away before it answered; try again"))
-        syncRiders(transfer)
+        syncRiders(transfer, node: node)
       }
     }
     for transfer in transfers.incoming.values where transfer.record.fromNodeID == nodeID && !transfer.record.isTerminal
@@ -395,17 +408,19 @@ extension Node {
       if transfer.record.state == .inProgress { paused.append(transfer) }
       transfer.receiver?.linkLost()
       if transfer.receiver?.state == .interrupted { transfer.record.state = .interrupted }
-      if transfer.record.role == .copy { syncRiders(transfer) }
+      if transfer.record.role == .copy { syncRiders(transfer, node: node) }
     }
     for transfer in paused where transfer.record.state == .interrupted {
-      reportPause("transfer.interrupted", transfer, extra: ["nodeId": .string(nodeID)])
+      reportPause("transfer.interrupted", transfer, extra: ["nodeId": .string(nodeID)], node: node)
     }
   }
 
   /// Publishes `transfer.interrupted` or `transfer.resumed` to the transfer's local party, or for a group send's
   /// node copy to each of its recipients' transfers.
-  func reportPause(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:]) {
-    guard transfer.record.role == .copy else { return publishTransferEvent(type, transfer, extra: extra) }
-    for rider in riders(of: transfer) where !rider.record.isTerminal { publishTransferEvent(type, rider, extra: extra) }
+  func reportPause(_ type: String, _ transfer: LiveTransfer, extra: JSONObject = [:], node: isolated Node) {
+    guard transfer.record.role == .copy else { return publishTransferEvent(type, transfer, extra: extra, node: node) }
+    for rider in riders(of: transfer) where !rider.record.isTerminal {
+      publishTransferEvent(type, rider, extra: extra, node: node)
+    }
   }
 }

@@ -1,33 +1,33 @@
 /// Group sends, the receiving node's side: a group offer (``TransferGroupOffer``) brings one copy of the file for
 /// several local recipients; the copy is stored once and hard-linked as each recipient's file when it is verified.
 ///
-/// Layers 4 and 6, on the service thread inside the ``Node`` actor; the sender's side is `Node+TransferGroups.swift`.
+/// Layers 4 and 6, on the service thread in ``PayloadsFeature``, isolated to the ``Node`` actor; the sender's side is `PayloadsFeature+TransferGroups.swift`.
 import Crypto
 import Foundation
 import LWS
 import Logging
 import MeshCore
 
-extension Node {
+extension PayloadsFeature {
   // MARK: - Receiving node
 
-  func groupOfferReceived(_ offer: TransferGroupOffer, from nodeID: String) {
+  func groupOfferReceived(_ offer: TransferGroupOffer, from nodeID: String, node: isolated Node) {
     let id = offer.copyID
     func reject(_ code: TransferRejection, _ message: String) {
-      sendTransferFrame(.transferReject(transferID: id, code: code, message: message), to: nodeID)
+      sendTransferFrame(.transferReject(transferID: id, code: code, message: message), to: nodeID, node: node)
     }
     if let copy = transfers.incoming[id] {
       guard copy.record.role == .copy else { return reject(.refused, "transfer id \(id) is in use here") }
-      reofferReceived(copy, from: nodeID)
+      reofferReceived(copy, from: nodeID, node: node)
       return
     }
     if offer.resume { return reject(.unknownTransfer, "this node has no transfer \(id)") }
     let ids = [id] + offer.recipients.map(\.transferID)
     guard ids.allSatisfy({ transfers.incoming[$0] == nil && transfers.outgoing[$0] == nil }) else {
-      refuseFrame("invalid_id", from: nodeID, "a group transfer offer reuses a transfer id")
+      node.refuseFrame("invalid_id", from: nodeID, "a group transfer offer reuses a transfer id")
       return reject(.refused, "a transfer id of group \(offer.groupID) is in use here")
     }
-    guard let session = mesh.sessions.sessions[offer.sessionID],
+    guard let session = node.mesh.sessions.sessions[offer.sessionID],
       session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
     else { return reject(.notMember, "the sender is not in session \(offer.sessionID) on the receiving node") }
     var accepted: [(TransferGroupRecipient, StoredPeer)] = []
@@ -35,12 +35,13 @@ extension Node {
     var refused: [(String, String)] = []
     var refusedForConsent = 0
     for recipient in offer.recipients {
-      if peers[recipient.peerID] != nil && !mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID) {
-        refuseFrame("not_agreed", from: nodeID, "a group offer to \(recipient.peerID), not a member by its own act")
+      if node.peers[recipient.peerID] != nil && !node.mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID) {
+        node.refuseFrame(
+          "not_agreed", from: nodeID, "a group offer to \(recipient.peerID), not a member by its own act")
       }
-      guard let peer = peers[recipient.peerID],
-        session.members.contains(where: { $0.peerID == recipient.peerID && $0.nodeID == self.nodeID }),
-        mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID)
+      guard let peer = node.peers[recipient.peerID],
+        session.members.contains(where: { $0.peerID == recipient.peerID && $0.nodeID == node.nodeID }),
+        node.mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID)
       else {
         refused.append(
           (
@@ -49,7 +50,7 @@ extension Node {
           ))
         continue
       }
-      if fileConsent == .ask && !alwaysAccepts(peer.id, from: offer.fromPeerID, node: nodeID) {
+      if fileConsent(node: node) == .ask && !alwaysAccepts(peer.id, from: offer.fromPeerID, at: nodeID, node: node) {
         refusedForConsent += 1
         refused.append(
           (
@@ -66,22 +67,23 @@ extension Node {
       let code: TransferRejection = refusedForConsent == refused.count && !refused.isEmpty ? .refused : .notMember
       return reject(code, refused.first?.1 ?? "no recipient of the group is on the receiving node")
     }
-    if let rejection = receivability(size: offer.size, from: (nodeID, offer.fromPeerID)) {
+    if let rejection = receivability(size: offer.size, from: (nodeID, offer.fromPeerID), node: node) {
       return reject(rejection.code, rejection.message)
     }
-    let name = Self.sanitizedFileName(offer.name) ?? "file"
+    let name = TransferFile.sanitizedFileName(offer.name) ?? "file"
     let now = Timestamp.now()
     let from = PayloadParty(peerID: offer.fromPeerID, displayName: offer.fromDisplayName, nodeID: nodeID)
     func record(_ id: String, _ role: TransferRole, to: PayloadParty) -> TransferRecord {
       TransferRecord(
         id: id, parties: PayloadParties(direction: .incoming, sessionID: offer.sessionID, from: from, to: to),
-        name: name, contentType: Self.cleanContentType(offer.contentType) ?? "application/octet-stream",
-        size: offer.size, bytes: 0, state: .inProgress, reason: nil, sha256: nil, path: partialPath(id, .incoming),
+        name: name, contentType: TransferRecord.cleanContentType(offer.contentType) ?? "application/octet-stream",
+        size: offer.size, bytes: 0, state: .inProgress, reason: nil, sha256: nil,
+        path: partialPath(id, .incoming, node: node),
         resumedFrom: nil, createdAt: now, updatedAt: now, groupID: offer.groupID, role: role,
         copyID: role == .copy ? nil : offer.copyID)
     }
     let copy = LiveTransfer(
-      record: record(id, .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: self.nodeID)))
+      record: record(id, .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: node.nodeID)))
     copy.receiver = TransferReceiver(size: offer.size)
     transfers.incoming[id] = copy
     var records = [copy.record]
@@ -89,43 +91,46 @@ extension Node {
       let rider = LiveTransfer(
         record: record(
           recipient.transferID, .transfer,
-          to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: self.nodeID)))
+          to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID)))
       transfers.incoming[recipient.transferID] = rider
       transfers.riders[id, default: []].append(recipient.transferID)
       records.append(rider.record)
     }
     for (transferID, reason) in refused {
-      sendTransferFrame(.transferFailed(transferID: transferID, reason: reason), to: nodeID)
+      sendTransferFrame(.transferFailed(transferID: transferID, reason: reason), to: nodeID, node: node)
     }
-    acceptIncoming(copy, records: records, from: nodeID)
+    acceptIncoming(copy, records: records, from: nodeID, node: node)
   }
 
   /// The copy is verified and in place: each recipient gets its own name for the one file, then the copy settles
   /// (and with it every rider).
-  func copyVerified(_ copy: LiveTransfer, digest: [UInt8]) {
+  func copyVerified(_ copy: LiveTransfer, digest: [UInt8], node: isolated Node) {
     let id = copy.record.id
     let live = riders(of: copy).filter { !$0.record.isTerminal }.map(\.record.id)
     let paths = riders(of: copy).filter { !$0.record.isTerminal }.map {
-      finalPath($0.record.id, .incoming, name: $0.record.name)
+      finalPath($0.record.id, .incoming, name: $0.record.name, node: node)
     }
     guard let file = copy.file else { return }
-    file.hardLink(to: paths, within: dataDirectoryPath) { [weak self] error in
-      self?.onLoop { node in
-        guard let copy = node.transfers.incoming[id], !copy.record.isTerminal else { return }
+    file.hardLink(to: paths, within: dataDirectoryPath(node: node)) { [weak node] error in
+      node?.onLoop { node in
+        guard let copy = node.features.payloads.transfers.incoming[id], !copy.record.isTerminal else { return }
         if let error {
-          node.failTransfer(
-            copy, reason: "the finished file could not be linked for a recipient: \(error)", notify: true)
+          node.features.payloads.failTransfer(
+            copy, reason: "the finished file could not be linked for a recipient: \(error)", notify: true, node: node)
           return
         }
-        for (riderID, path) in zip(live, paths) { node.transfers.incoming[riderID]?.record.path = path }
+        for (riderID, path) in zip(live, paths) {
+          node.features.payloads.transfers.incoming[riderID]?.record.path = path
+        }
         // The recipients' names hold the file now; the partial name goes.
         copy.file?.close(remove: true)
         copy.record.path = paths.first ?? copy.record.path
         copy.file = nil
         copy.record.sha256 = Crypto.hex(digest)
         copy.record.bytes = copy.record.size
-        node.sendTransferFrame(.transferFinished(transferID: id, sha256: digest), to: copy.record.fromNodeID)
-        node.settle(copy, state: .finished, reason: nil)
+        node.features.payloads.sendTransferFrame(
+          .transferFinished(transferID: id, sha256: digest), to: copy.record.fromNodeID, node: node)
+        node.features.payloads.settle(copy, state: .finished, reason: nil, node: node)
       }
     }
   }
