@@ -68,9 +68,4 @@ extension Node {
     try await removePeer(context.authenticatedPeer, closeReason: "peer deleted")
     return .noContent
   }
-
-  static func escapeLabel(_ value: String) -> String {
-    value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-      .replacingOccurrences(of: "\n", with: "\\n")
-  }
 }

@@ -75,7 +75,7 @@ enum SystemRoutes {
     family("meshgate_http_requests_total", "counter", "HTTP requests answered, by route, method and status.")
     for (key, count) in node.surface.requestCounts.sorted(by: { $0.key < $1.key }) {
       let parts = key.split(separator: "|", omittingEmptySubsequences: false)
-      let route = Node.escapeLabel(String(parts[0]))
+      let route = PrometheusText.escapeLabel(String(parts[0]))
       lines.append(
         "meshgate_http_requests_total{route=\"\(route)\",method=\"\(parts[1])\",status=\"\(parts[2])\"} \(count)")
     }
@@ -262,7 +262,7 @@ enum SystemRoutes {
     var refusals = node.frameRefusals
     for reason in Node.frameRefusalReasons where refusals[reason] == nil { refusals[reason] = 0 }
     for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
-      lines.append("meshgate_mesh_frames_refused_total{reason=\"\(Node.escapeLabel(reason))\"} \(count)")
+      lines.append("meshgate_mesh_frames_refused_total{reason=\"\(PrometheusText.escapeLabel(reason))\"} \(count)")
     }
     lines += node.featuresMetricsLines()
     family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
@@ -270,6 +270,15 @@ enum SystemRoutes {
     return HTTPResponse(
       status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", headers: [("cache-control", "no-store")],
       body: Array((lines.joined(separator: "\n") + "\n").utf8))
+  }
+}
+
+/// The Prometheus text exposition format (version 0.0.4) of `/metrics`.
+enum PrometheusText {
+  /// `value` as a label value: backslash, double quote and line feed escaped.
+  static func escapeLabel(_ value: String) -> String {
+    value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+      .replacingOccurrences(of: "\n", with: "\\n")
   }
 }
 
