@@ -104,7 +104,7 @@ struct SecurityState: Sendable {
   var socketLimiter = RateLimiter<WebSocketID>()
   /// Peer creations by client address (`--peer-create-rate`).
   var peerCreationLimiter = RateLimiter<String>()
-  /// Peer creations by the client's network (/24, /64), at ``Node/peerCreationPrefixFactor`` times the rate.
+  /// Peer creations by the client's network (/24, /64), at ``NodeSafety/peerCreationPrefixFactor`` times the rate.
   var peerCreationPrefixLimiter = RateLimiter<String>()
   var rateLimitedPeerCreations = 0
   /// `POST /api/v1/peers` requests between their capacity check and their peer's arrival in `peers`.
