@@ -1,6 +1,6 @@
 /// A first-in, first-out queue with amortised O(1) operations: removal advances a head index, and the consumed
-/// prefix is dropped once it is at least half of the storage. The link scheduler's lanes and the simulator's
-/// queues use it.
+/// prefix is dropped once it is at least half of the storage. The link scheduler's lanes, the simulator's queues and
+/// the chat feature's batches use it.
 public struct FIFO<Element> {
   private var storage: [Element] = []
   private var head = 0
@@ -15,6 +15,13 @@ public struct FIFO<Element> {
   public var elements: ArraySlice<Element> { storage[head...] }
 
   public mutating func append(_ element: Element) { storage.append(element) }
+
+  /// Changes the newest queued element; false when the queue is empty.
+  public mutating func updateLast(_ change: (inout Element) -> Void) -> Bool {
+    guard !isEmpty else { return false }
+    change(&storage[storage.count - 1])
+    return true
+  }
 
   public mutating func removeFirst() -> Element? {
     guard head < storage.count else { return nil }

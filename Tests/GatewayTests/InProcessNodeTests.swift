@@ -73,8 +73,13 @@ final class InProcessNode: Sendable {
     let head = HTTPRequestHead(
       method: method, path: path, query: QueryItems(query), headers: HTTPHeaders(headers),
       contentLength: json == nil ? nil : body.count, remoteAddress: "127.0.0.1")
-    await node.handle(HTTPRequest(id: id, head: head, body: body))
+    await Self.handle(HTTPRequest(id: id, head: head, body: body), on: node)
     return await port.response(to: id)
+  }
+
+  /// Hands `request` to the node's HTTP pipeline, as the server bridge does.
+  private static func handle(_ request: HTTPRequest, on node: isolated Node) {
+    node.surface.handle(request, node: node)
   }
 
   /// Opens a peer's event WebSocket (`/api/v1/ws?token=`) as the server would on an upgrade.
@@ -83,12 +88,22 @@ final class InProcessNode: Sendable {
     let head = HTTPRequestHead(
       method: .get, path: "/api/v1/ws", query: QueryItems([("token", token)]),
       headers: HTTPHeaders([("host", "127.0.0.1")]), remoteAddress: "127.0.0.1")
-    guard case .accept = await node.shouldAccept(webSocket: head) else {
+    guard case .accept = await Self.shouldAccept(head, on: node) else {
       throw InProcessFailure("the node refused the event socket")
     }
     port.accept(id)
-    await node.webSocketOpened(id, head: head)
+    await Self.webSocketOpened(id, head: head, on: node)
     return id
+  }
+
+  /// Asks the node's HTTP surface whether to complete an upgrade, as the server bridge does.
+  private static func shouldAccept(_ head: HTTPRequestHead, on node: isolated Node) -> WebSocketDecision {
+    node.surface.shouldAccept(webSocket: head, node: node)
+  }
+
+  /// Tells the node's HTTP surface that an accepted socket opened, as the server bridge does.
+  private static func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead, on node: isolated Node) {
+    node.surface.webSocketOpened(id, head: head, node: node)
   }
 
   /// Waits for the first event of `type` on socket `id` whose data passes `matching`, and returns that data.

@@ -171,7 +171,7 @@ extension EventHub {
     switch message {
     case .binary(let bytes), .text(let bytes): size = bytes.count
     }
-    if let refusal = node.checkSocketMessage(id, size: size) {
+    if let refusal = node.safety.checkSocketMessage(id, size: size) {
       sendFrame(refusal.reply, to: subscriber, writeNow: true, node: node)
       if refusal.close {
         removeSubscriber(.webSocket(id))
@@ -578,7 +578,7 @@ extension EventHub {
   /// Answers an SSE request with `response` and starts its stream: `hello`, the replay, then live events.
   func startStream(_ request: HTTPRequest, _ response: HTTPResponse, _ context: RequestContext, node: isolated Node) {
     guard let peer = context.peer else { return }
-    node.respond(request, response)
+    node.surface.respond(request, response)
     let since =
       (try? Node.parseCursor(request.head.query["since"] ?? request.head.headers["last-event-id"], name: "since"))
       ?? nil

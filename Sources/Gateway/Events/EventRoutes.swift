@@ -43,14 +43,34 @@ enum EventRoutes {
         QueryParameter("since", "Replay events after this cursor.", .numericCursor),
         QueryParameter("token", "The peer token, for browsers."),
       ],
+      upgrade: eventSocket,
       """
       WebSocket upgrade: a hello event, the replay after since, then live events. The token may be passed as ?token=.
       101 Switching protocols.
       401 Missing or unknown token.
       426 Not a WebSocket upgrade request.
       """
-    ) { node, context in throw node.upgradeRequired(context, url: "ws://host:port/api/v1/ws?token=<token>") },
+    ) { _, context in throw WebSocketUpgrade.required(context) },
   ]
+}
+
+extension EventRoutes {
+  /// `/api/v1/ws`: a peer's event socket (a hello, the replay after `since`, then live events).
+  static let eventSocket = WebSocketUpgrade(
+    connection: .events,
+    accept: { _, head, _ in
+      do throws(APIError) {
+        _ = try Node.parseCursor(head.query["since"], name: "since")
+        return .accept
+      } catch {
+        return .reject(error.response)
+      }
+    },
+    opened: { node, id, head, peer in
+      guard let peer else { return }
+      let since = (try? Node.parseCursor(head.query["since"], name: "since")) ?? nil
+      node.events.webSocketOpened(id, peerID: peer.id, since: since, node: node)
+    })
 }
 
 extension Schemas {

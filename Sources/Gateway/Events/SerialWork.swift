@@ -1,3 +1,5 @@
+import MeshCore
+
 /// The one ordered async queue of the node: work taken one turn at a time, in order, by one task on the node's
 /// executor.
 ///
@@ -57,37 +59,10 @@ protocol SerialQueue {
   mutating func next() -> Turn
 }
 
-/// Items taken one at a time, oldest first.
+/// Items taken one at a time, oldest first (the chat feature's batches).
 ///
 /// Unbounded by itself: its producers are (the chat feature's batches come from mesh frames, read no faster than the
 /// links deliver them, and from requests, one batch per request).
-struct FIFO<Item>: SerialQueue {
-  private var items: [Item] = []
-  private var head = 0
-
-  var isEmpty: Bool { head == items.count }
-  /// Items waiting.
-  var count: Int { items.count - head }
-
-  mutating func append(_ item: Item) { items.append(item) }
-
-  /// Changes the newest waiting item; false when none waits (the last one was taken already).
-  mutating func updateLast(_ change: (inout Item) -> Void) -> Bool {
-    guard !isEmpty else { return false }
-    change(&items[items.count - 1])
-    return true
-  }
-
-  mutating func next() -> Item {
-    let item = items[head]
-    head += 1
-    if head == items.count {
-      items.removeAll(keepingCapacity: true)
-      head = 0
-    } else if head >= 64 && head * 2 >= items.count {
-      items.removeFirst(head)
-      head = 0
-    }
-    return item
-  }
+extension FIFO: SerialQueue {
+  mutating func next() -> Element { removeFirst()! }
 }

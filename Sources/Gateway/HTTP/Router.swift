@@ -125,6 +125,25 @@ struct QueryParameter: Sendable {
   static let cursor = QueryParameter("cursor", "The nextCursor of the previous page.")
 }
 
+/// What a WebSocket route does with an upgrade the pipeline let through (Host, Origin, HTTPS, and the peer token when
+/// the route needs one: `peer` is its peer): whether to complete it, and the socket once it is open.
+struct WebSocketUpgrade: Sendable {
+  /// What the socket becomes; every later callback for it goes to its owner.
+  let connection: ConnectionKind
+  let accept: @Sendable (isolated Node, HTTPRequestHead, StoredPeer?) -> WebSocketDecision
+  let opened: @Sendable (isolated Node, WebSocketID, HTTPRequestHead, StoredPeer?) -> Void
+}
+
+extension WebSocketUpgrade {
+  /// The answer to a plain request on a WebSocket endpoint: `426` with how to connect.
+  static func required(_ context: RequestContext) -> APIError {
+    APIError(
+      status: 426, code: "upgrade_required",
+      message: "this endpoint is a WebSocket: connect with ws://host:port\(context.request.head.path)?token=<token>",
+      headers: [("upgrade", "websocket")])
+  }
+}
+
 /// An OpenAPI link from a route's `2xx` answer to an operation that takes an id the answer carries: what lets a
 /// client (and schemathesis's stateful phase) go from creating an object to using it.
 struct RouteLink: Sendable {
@@ -148,7 +167,10 @@ extension [RouteLink] {
 ///
 /// A route is documented by one text: its first lines are the summary, then one line per answer, `NNN description`.
 /// A `2xx` answer carries the `returns` schema, `101` nothing, any other the error schema.
-struct Route: Sendable {
+///
+/// A class (immutable, so `Sendable`): a request's context carries the route it matched through every step of the
+/// pipeline, and passing it on costs one reference rather than a copy of every field.
+final class Route: Sendable {
   /// Runs the request on the node (isolated to it: handlers call node methods synchronously).
   typealias Handler = @Sendable (isolated Node, RequestContext) async throws -> HTTPResponse
 
@@ -163,13 +185,17 @@ struct Route: Sendable {
   let responses: [(status: Int, description: String, schema: JSONValue?)]
   /// Links from the first `2xx` answer to the operations that take the ids it carries.
   let links: [RouteLink]
+  /// A WebSocket route's upgrade (``RouteKind/webSocket``; the handler answers a plain request).
+  let upgrade: WebSocketUpgrade?
   let handler: Handler
 
   init(
     _ method: HTTPMethod, _ pattern: String, _ operationID: String, access: RouteAccess = .peer,
     kind: RouteKind = .plain, body requestSchema: JSONValue? = nil, returns: JSONValue? = nil,
-    query: [QueryParameter] = [], links: [RouteLink] = [], _ documentation: String, handler: @escaping Handler
+    query: [QueryParameter] = [], links: [RouteLink] = [], upgrade: WebSocketUpgrade? = nil, _ documentation: String,
+    handler: @escaping Handler
   ) {
+    precondition((kind == .webSocket) == (upgrade != nil), "\(operationID): a WebSocket route declares its upgrade")
     self.method = method
     self.pattern = pattern
     self.operationID = operationID
@@ -178,6 +204,7 @@ struct Route: Sendable {
     self.requestSchema = requestSchema
     self.queryParameters = query
     self.links = links
+    self.upgrade = upgrade
     self.handler = handler
     var summary: [Substring] = []
     var responses: [(status: Int, description: String, schema: JSONValue?)] = []
@@ -242,7 +269,7 @@ struct Route: Sendable {
 }
 
 /// The outcome of routing a request.
-enum RouteMatch {
+enum RouteMatch: Sendable {
   case found(Route, parameters: [String: String])
   case methodNotAllowed(pattern: String, allowed: [HTTPMethod])
   case notFound
@@ -318,9 +345,6 @@ struct Router: Sendable {
     if allowed.contains(.get) { allowed.append(.head) }
     return .methodNotAllowed(pattern: pattern, allowed: allowed)
   }
-
-  /// The routes that take a raw, streamed body (uploads, stream writes): what the server asks about before routing.
-  static let rawBodyRoutes = Router(routes: standard.routes.filter(\.rawRequestBody))
 
   /// Every route of the node: the union of the features' tables, in the order of the OpenAPI document.
   static let standard = Router(

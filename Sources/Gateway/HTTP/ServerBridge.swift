@@ -10,7 +10,13 @@ import MeshCore
 struct RequestContext: Sendable {
   let request: HTTPRequest
   let parameters: [String: String]
-  let peer: StoredPeer?
+  /// The peer of the token, once ``PeerAuthMiddleware`` checked it (on routes with ``RouteAccess/peer``).
+  var peer: StoredPeer?
+  /// What the request matched, once, when it arrived: the pipeline's steps read the route's needs from it.
+  var match: RouteMatch = .notFound
+
+  /// The matched route.
+  var route: Route? { match.route }
 
   /// The authenticated peer; only call on authenticated routes.
   var authenticatedPeer: StoredPeer {
@@ -42,11 +48,10 @@ final class ServerBridge: ServerDelegate {
   /// Raw-body routes (file uploads, stream writes) get their body streamed rather than collected.
   func streamsBody(for head: HTTPRequestHead) -> Bool { bodyKind(head) != .collected }
 
-  /// Asked twice for every request before it is routed: only the few raw-body routes are matched (not the whole
-  /// table), and only for methods that carry a body.
+  /// How the matched route takes its body: the request's one match (``HTTPSurface/match(_:)``), which the request
+  /// itself then reuses.
   func bodyKind(_ head: HTTPRequestHead) -> RequestBodyKind {
-    guard head.method == .post || head.method == .put else { return .collected }
-    return Router.rawBodyRoutes.match(method: head.method, path: head.path).route?.body ?? .collected
+    node.assumeIsolated { $0.surface.match(head).route?.body ?? .collected }
   }
 
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
@@ -70,7 +75,7 @@ final class ServerBridge: ServerDelegate {
   }
 
   func handle(_ request: HTTPRequest) {
-    node.assumeIsolated { $0.handle(request) }
+    node.assumeIsolated { $0.surface.handle(request, node: $0) }
   }
 
   func requestClosed(_ id: RequestID) {
@@ -78,11 +83,11 @@ final class ServerBridge: ServerDelegate {
   }
 
   func shouldAccept(webSocket head: HTTPRequestHead) -> WebSocketDecision {
-    node.assumeIsolated { $0.shouldAccept(webSocket: head) }
+    node.assumeIsolated { $0.surface.shouldAccept(webSocket: head, node: $0) }
   }
 
   func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) {
-    node.assumeIsolated { $0.webSocketOpened(id, head: head) }
+    node.assumeIsolated { $0.surface.webSocketOpened(id, head: head, node: $0) }
   }
 
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
@@ -108,7 +113,7 @@ final class ServerBridge: ServerDelegate {
   }
 
   func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse {
-    node.assumeIsolated { $0.countRejected(head, status: status) }
+    node.assumeIsolated { $0.surface.countRejected(head, status: status) }
     let code =
       switch status {
       case 408: "request_timeout"

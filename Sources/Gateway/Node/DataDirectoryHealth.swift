@@ -50,27 +50,3 @@ struct DataDirectoryWatch: Sendable {
     return nil
   }
 }
-
-extension Node {
-  /// The error every write (and `/healthz`) gets once the data directory is lost.
-  func dataDirectoryLostError(_ reason: String) -> APIError {
-    APIError(
-      status: 503, code: "data_directory_lost",
-      message: "\(reason) while the node was running, so nothing can be stored any more; restore the directory "
-        + "and restart the node (a restart with an empty data directory starts over: every peer token and all "
-        + "data are gone)")
-  }
-
-  /// Compares the data directory with the one the node opened (off the service thread); the first difference makes
-  /// the node unhealthy and is logged once.
-  func checkDataDirectory() async {
-    guard dataDirectoryLost == nil else { return }
-    let watch = dataWatch
-    let problem = await Task.detached { watch.problem() }.value
-    guard let problem, dataDirectoryLost == nil else { return }
-    dataDirectoryLost = problem
-    logger.error(
-      "The data directory was lost; refusing writes and reporting unhealthy. Restore it and restart the node.",
-      ["data.dir": watch.directory, "reason": problem])
-  }
-}

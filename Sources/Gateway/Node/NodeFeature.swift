@@ -47,11 +47,7 @@ protocol NodeFeature: AnyObject {
   func responseDrained(_ id: RequestID, node: isolated Node)
   /// Request `id` is over (answered, or its client went away).
   func requestClosed(_ id: RequestID, node: isolated Node)
-  /// Whether to accept a WebSocket upgrade at `head.path`; nil when the path is not one this feature serves.
-  func webSocketDecision(_ head: HTTPRequestHead, node: isolated Node) -> WebSocketDecision?
-  /// An accepted WebSocket opened; true when it is this feature's (its later callbacks come here).
-  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead, node: isolated Node) -> Bool
-  /// A message, the close, or a drained send queue on a WebSocket this feature took.
+  /// A message, the close, or a drained send queue on a WebSocket this feature's route took (``Route/upgrade``).
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage, node: isolated Node)
   func webSocketClosed(_ id: WebSocketID, node: isolated Node)
   func webSocketDrained(_ id: WebSocketID, node: isolated Node)
@@ -131,8 +127,6 @@ extension NodeFeature {
   func requestBodyEnded(_ id: RequestID, node: isolated Node) {}
   func responseDrained(_ id: RequestID, node: isolated Node) {}
   func requestClosed(_ id: RequestID, node: isolated Node) {}
-  func webSocketDecision(_ head: HTTPRequestHead, node: isolated Node) -> WebSocketDecision? { nil }
-  func webSocketOpened(_ id: WebSocketID, head: HTTPRequestHead, node: isolated Node) -> Bool { false }
   func webSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage, node: isolated Node) {}
   func webSocketClosed(_ id: WebSocketID, node: isolated Node) {}
   func webSocketDrained(_ id: WebSocketID, node: isolated Node) {}
@@ -249,19 +243,6 @@ extension Node {
   /// Tells the features that a request is over.
   func featuresRequestClosed(_ id: RequestID) {
     for feature in features.all { feature.requestClosed(id, node: self) }
-  }
-
-  /// The decision of the feature that serves WebSockets at `head.path`, if one does.
-  func featuresWebSocketDecision(_ head: HTTPRequestHead) -> WebSocketDecision? {
-    for feature in features.all {
-      if let decision = feature.webSocketDecision(head, node: self) { return decision }
-    }
-    return nil
-  }
-
-  /// Offers an opened WebSocket to the features; true when one took it.
-  func featuresWebSocketOpened(_ id: WebSocketID, head: HTTPRequestHead) -> Bool {
-    features.all.contains { $0.webSocketOpened(id, head: head, node: self) }
   }
 
   /// The features' lines of `/metrics`.

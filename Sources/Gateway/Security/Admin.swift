@@ -43,13 +43,13 @@ extension NodeStore {
   }
 }
 
-extension Node {
+extension NodeSafety {
   static let adminHint =
     "send the node's admin token as 'Authorization: Bearer mga_…'; it is printed once, on the node's first start "
     + "(the 'meshgate admin-token=' line)"
 
-  /// Checks the request carries the admin token.
-  func authenticateAdmin(_ head: HTTPRequestHead) throws(APIError) {
+  /// Checks the request carries the admin token; a peer token (one of `peers`') gets `403`.
+  func authenticateAdmin(_ head: HTTPRequestHead, peers: PeerTable) throws(APIError) {
     guard let header = head.headers["authorization"] else {
       guards.adminDenied += 1
       throw APIError(
@@ -73,7 +73,7 @@ extension Node {
   /// Applies the per-token request rate; throws 429 with Retry-After when the peer is over it.
   func checkRequestRate(peerID: String) throws(APIError) {
     let limit = guards.limits.requestsPerSecond
-    guard let wait = guards.requestLimiter.check(peerID, perSecond: limit, now: Self.monotonicMillis()) else {
+    guard let wait = guards.requestLimiter.check(peerID, perSecond: limit, now: Node.monotonicMillis()) else {
       return
     }
     guards.rateLimitedRequests += 1
@@ -90,17 +90,17 @@ extension Node {
     if size > limits.webSocketMaxMessageBytes {
       guards.oversizedSocketMessages += 1
       return (
-        Self.socketError(
+        Node.socketError(
           "message_too_large",
           "messages on this socket are limited to \(limits.webSocketMaxMessageBytes) bytes (got \(size)); "
             + "send files with POST /api/v1/sessions/{id}/resources"), true
       )
     }
     if let wait = guards.socketLimiter.check(
-      id, perSecond: limits.webSocketMessagesPerSecond, now: Self.monotonicMillis())
+      id, perSecond: limits.webSocketMessagesPerSecond, now: Node.monotonicMillis())
     {
       guards.rateLimitedSocketMessages += 1
-      var reply = Self.socketError(
+      var reply = Node.socketError(
         "rate_limited",
         "more than \(limits.webSocketMessagesPerSecond) messages per second on this socket; this one was dropped, "
           + "retry after \(wait) s")
@@ -112,49 +112,5 @@ extension Node {
       return (reply, false)
     }
     return nil
-  }
-
-  func settingsJSON() -> JSONValue {
-    guard case .object(var object) = guards.limits.json else { return .null }
-    object["eventRetention"] = .int(Int64(store.eventLog.retention))
-    for feature in features.all { feature.settings(into: &object, node: self) }
-    return ["settings": .object(object)]
-  }
-
-  /// `PATCH /api/v1/node/settings`: changes limits at run time (until the node restarts).
-  func updateSettings(_ context: RequestContext) throws -> HTTPResponse {
-    let body = try RequestBody(context.request)
-    let names =
-      [
-        "requestsPerSecond", "webSocketMessagesPerSecond", "webSocketMaxMessageBytes", "peerCreationsPerSecond",
-        "maxPeers", "eventRetention",
-      ] + features.all.flatMap(\.settingNames)
-    try body.allowOnly(Set(names))
-    guard !body.object.keys.isEmpty else {
-      throw APIError.badRequest("send at least one of \(names.joined(separator: ", "))")
-    }
-    func integer(_ key: String, _ range: ClosedRange<Int>) throws(APIError) -> Int? {
-      guard let value = body.object[key] else { return nil }
-      guard case .int(let number) = value, range.contains(Int(number)) else {
-        throw .badRequest("\(key) must be an integer from \(range.lowerBound) to \(range.upperBound)")
-      }
-      return Int(number)
-    }
-    var limits = guards.limits
-    limits.requestsPerSecond = try integer("requestsPerSecond", 0...10_000_000) ?? limits.requestsPerSecond
-    limits.webSocketMessagesPerSecond =
-      try integer("webSocketMessagesPerSecond", 0...10_000_000) ?? limits.webSocketMessagesPerSecond
-    limits.webSocketMaxMessageBytes =
-      try integer("webSocketMaxMessageBytes", 64...Limits.webSocketHardLimit) ?? limits.webSocketMaxMessageBytes
-    limits.peerCreationsPerSecond =
-      try integer("peerCreationsPerSecond", 0...1_000_000) ?? limits.peerCreationsPerSecond
-    limits.maxPeers = try integer("maxPeers", 1...Limits.maxPeersHardLimit) ?? limits.maxPeers
-    let retention = try integer("eventRetention", 10...10_000_000)
-    for feature in features.all { try feature.checkSettings(body, node: self) }
-    guards.limits = limits
-    if let retention { store.eventLog.retention = retention }
-    for feature in features.all { feature.applySettings(body, node: self) }
-    logger.notice("Node settings changed.", ["settings": settingsJSON().serializedString()])
-    return .json(settingsJSON())
   }
 }

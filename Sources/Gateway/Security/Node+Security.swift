@@ -7,10 +7,12 @@ import LWS
 import Logging
 import MeshCore
 
-extension Node {
+extension NodeSafety {
   /// The most `node.link.refused` events a node publishes in its lifetime (distinct node ids and reasons).
   static let maxRefusalEvents = 64
+}
 
+extension Node {
   /// The transport of mesh WebSocket `id` for the link manager: TLS or not, both fingerprints, a fresh challenge.
   /// Nil (and the socket is closed) when the CSPRNG fails.
   func meshTransport(_ id: WebSocketID) -> LinkManager.Transport? {
@@ -47,7 +49,7 @@ extension Node {
   }
 
   /// A link was refused: one warning per attempt; one `node.link.refused` event per node id and reason (a refused
-  /// node redials every few seconds), and at most ``maxRefusalEvents`` in all, so that a stranger claiming ever new
+  /// node redials every few seconds), and at most ``NodeSafety/maxRefusalEvents`` in all, so that a stranger claiming ever new
   /// node ids cannot flood the peers' event logs (the log lines and the metric still count every refusal).
   func reportRefusal(_ refusal: LinkManager.Refusal) {
     mesh.linksRefused += 1
@@ -59,7 +61,7 @@ extension Node {
         "detail": refusal.message,
       ])
     let key = "\(refusal.code)|\(refusal.nodeID ?? "")|"
-    guard mesh.refusalsReported.count < Self.maxRefusalEvents, mesh.refusalsReported.insert(key).inserted else {
+    guard mesh.refusalsReported.count < NodeSafety.maxRefusalEvents, mesh.refusalsReported.insert(key).inserted else {
       return
     }
     var node = JSONObject()
@@ -72,45 +74,5 @@ extension Node {
         "pinnedFingerprint": refusal.pinnedFingerprint.map { .string($0) } ?? .null,
         "presentedFingerprint": refusal.presentedFingerprint.map { .string($0) } ?? .null,
       ])
-  }
-
-  /// `DELETE /api/v1/mesh/pins/{nodeId}`: forgets a pin so the node's next TLS link pins its new certificate.
-  /// Needs the admin token (the route says so): a pin guards against impersonation.
-  func deletePin(_ context: RequestContext) async throws -> HTTPResponse {
-    let nodeID = context.parameters["nodeId"] ?? ""
-    let remote = context.request.head.remoteAddress
-    let existed = mesh.links.pins[nodeID] != nil
-    guard existed else {
-      throw APIError.notFound("no certificate is pinned for node \(nodeID); see GET /api/v1/mesh/nodes")
-    }
-    _ = mesh.node.unpin(nodeID)
-    _ = try await store.deletePin(nodeID: nodeID)
-    mesh.refusalsReported = mesh.refusalsReported.filter { !$0.contains("|\(nodeID)|") }
-    meshLogger.notice("Removed a certificate pin.", ["node.id": nodeID, "http.remote": remote])
-    return HTTPResponse(status: 204, contentType: "application/json", body: [])
-  }
-
-  /// The error for a plaintext request to a node that serves HTTPS.
-  static func httpsRequired(_ head: HTTPRequestHead) -> APIError {
-    let host = head.headers["host"] ?? "this-node:port"
-    return APIError(
-      status: 403, code: "https_required",
-      message: "this node serves its dashboard and API over HTTPS (--tls-cert); use https://\(host)\(head.path)")
-  }
-
-  /// Answers a plaintext request on an HTTPS node: browsers asking for a page are redirected, the rest get a 403.
-  func refusePlaintext(_ request: HTTPRequest) {
-    let head = request.head
-    routeLabels[request.id] = "plaintext"
-    if (head.method == .get || head.method == .head) && !head.path.hasPrefix("/api/"), let host = head.headers["host"] {
-      let location = "https://\(host)\(head.path)"
-      respond(
-        request,
-        HTTPResponse(
-          status: 308, contentType: "text/plain", headers: [("location", location)],
-          body: Array("Moved to \(location)\n".utf8)))
-      return
-    }
-    respond(request, Self.httpsRequired(head).response)
   }
 }

@@ -161,6 +161,9 @@ enum PayloadRoutes {
     Route(
       .get, "/api/v1/streams/{streamId}/ws", "streamWebSocket", kind: .webSocket,
       query: [QueryParameter("token", "The peer token, for browsers.")],
+      upgrade: WebSocketUpgrade(
+        connection: .feature, accept: { node, head, _ in node.features.payloads.acceptStreamSocket(head, node: node) },
+        opened: { node, id, head, _ in node.features.payloads.streamSocketOpened(id, head: head, node: node) }),
       """
       WebSocket upgrade for a stream: its writer sends binary frames (closing the socket ends the stream), its reader receives binary frames (closed with 1000 at the end). The token may be passed as ?token=.
       101 Switching protocols.
@@ -169,9 +172,7 @@ enum PayloadRoutes {
       409 The stream already has a writer or reader, or is closed.
       426 Not a WebSocket upgrade request.
       """
-    ) { node, context in
-      throw node.upgradeRequired(context, url: "ws://host:port\(context.request.head.path)?token=<token>")
-    },
+    ) { _, context in throw WebSocketUpgrade.required(context) },
   ]
 }
 

@@ -497,7 +497,7 @@ extension PayloadsFeature {
       "# TYPE meshgate_mesh_payload_bytes_total counter",
     ]
     for (receiver, bytes) in transfers.payloadBytes.sorted(by: { $0.key < $1.key }) {
-      lines.append("meshgate_mesh_payload_bytes_total{node=\"\(Node.escapeLabel(receiver))\"} \(bytes)")
+      lines.append("meshgate_mesh_payload_bytes_total{node=\"\(PrometheusText.escapeLabel(receiver))\"} \(bytes)")
     }
     return lines
   }

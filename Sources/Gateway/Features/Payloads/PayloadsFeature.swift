@@ -102,17 +102,6 @@ final class PayloadsFeature: NodeFeature {
     streamRequestClosed(requestID, node: node)
   }
 
-  func webSocketDecision(_ head: HTTPRequestHead, node: isolated Node) -> WebSocketDecision? {
-    guard LiveStream.socketStreamID(head.path) != nil else { return nil }
-    return acceptStreamSocket(head, node: node)
-  }
-
-  func webSocketOpened(_ socket: WebSocketID, head: HTTPRequestHead, node: isolated Node) -> Bool {
-    guard LiveStream.socketStreamID(head.path) != nil else { return false }
-    streamSocketOpened(socket, head: head, node: node)
-    return true
-  }
-
   func webSocketReceived(_ socket: WebSocketID, _ message: WebSocketMessage, node: isolated Node) {
     _ = streamSocketReceived(socket, message, node: node)
   }

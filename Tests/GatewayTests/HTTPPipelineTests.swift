@@ -1,0 +1,71 @@
+import LWS
+import MeshCore
+import Testing
+
+@testable import Gateway
+
+/// The HTTP pipeline: one match per request, the steps around its route, WebSocket upgrades through the routes that
+/// declare them.
+@Suite(.timeLimit(.minutes(1)))
+struct HTTPPipelineTests {
+  @Test func everyWebSocketRouteDeclaresItsUpgradeAndNoOtherRouteDoes() {
+    for route in Router.standard.routes {
+      #expect((route.kind == .webSocket) == (route.upgrade != nil), "\(route.operationID)")
+    }
+  }
+
+  @Test func requestsAreCountedUnderTheirRoutesPatternOnceEach() async throws {
+    try await InProcessNode.with { node in
+      #expect(await node.request(.get, "/api/v1/node").status == 200)
+      #expect(await node.request(.delete, "/api/v1/node").status == 405)
+      #expect(await node.request(.get, "/no/such/page").status == 404)
+      #expect(await node.request(.get, "/api/v1/peers/me").status == 401)
+      let requests = await Self.requestCounts(node.node)
+      #expect(requests["/api/v1/node|GET|200"] == 1)
+      #expect(requests["/api/v1/node|DELETE|405"] == 1)
+      #expect(requests["unmatched|GET|404"] == 1)
+      #expect(requests["/api/v1/peers/me|GET|401"] == 1)
+      #expect(await Self.openLabels(node.node) == 0, "every answered request's label is gone")
+    }
+  }
+
+  @Test func theAccessARouteDeclaresIsWhatThePipelineAsks() async throws {
+    try await InProcessNode.with { node in
+      let peer = try await node.createPeerWithToken("ada")
+      // An admin route refuses a peer token (403), a peer route the lack of one (401).
+      #expect(await node.request(.get, "/api/v1/node/settings", token: peer.token).status == 403)
+      #expect(await node.request(.get, "/api/v1/peers/me").status == 401)
+      #expect(await node.request(.get, "/api/v1/peers/me", token: peer.token).status == 200)
+      if let admin = node.adminToken {
+        #expect(await node.request(.get, "/api/v1/node/settings", token: admin).status == 200)
+      }
+    }
+  }
+
+  @Test func aWebSocketUpgradeGoesToTheRouteThatDeclaresIt() async throws {
+    try await InProcessNode.with { node in
+      let peer = try await node.createPeerWithToken("ada")
+      func upgrade(_ path: String, token: String?) async -> Int {
+        let head = HTTPRequestHead(
+          method: .get, path: path, query: QueryItems(token.map { [("token", $0)] } ?? []),
+          headers: HTTPHeaders([("host", "127.0.0.1")]), remoteAddress: "127.0.0.1")
+        switch await Self.shouldAccept(head, on: node.node) {
+        case .accept: return 101
+        case .reject(let response): return response.status
+        }
+      }
+      #expect(await upgrade("/api/v1/ws", token: peer.token) == 101)
+      #expect(await upgrade("/api/v1/ws", token: nil) == 401, "the route's access is asked for")
+      #expect(await upgrade("/api/v1/peers/me", token: peer.token) == 404, "a route without an upgrade takes none")
+      #expect(await upgrade("/api/v1/streams/none/ws", token: peer.token) == 404, "the stream route answers")
+      #expect(await Self.upgradesRejected(node.node) == 3)
+    }
+  }
+
+  private static func requestCounts(_ node: isolated Node) -> [String: Int] { node.surface.requestCounts }
+  private static func openLabels(_ node: isolated Node) -> Int { node.surface.routeLabels.count }
+  private static func upgradesRejected(_ node: isolated Node) -> Int { node.surface.webSocketUpgradesRejected }
+  private static func shouldAccept(_ head: HTTPRequestHead, on node: isolated Node) -> WebSocketDecision {
+    node.surface.shouldAccept(webSocket: head, node: node)
+  }
+}
