@@ -203,7 +203,7 @@ extension EventHub {
         reply = ["type": "pong", "data": ["cursor": .string(String(subscriber.lastSent))]]
       default:
         // Other ops (`send`) are the features'.
-        switch node.featuresEventSocketOp(op, object, subscriber: subscriber, socket: id) {
+        switch node.features.eventSocketOp(op, object, subscriber: subscriber, socket: id, node: node) {
         case .reply(let answer): reply = answer
         case .later: return
         case nil:
@@ -392,7 +392,7 @@ extension EventHub {
       localSendsPaused = false
     }
     // Local senders held for room in the queue go on as it drains (in order, up to the bounds again).
-    node.featuresEventQueueRoomFreed()
+    for feature in node.features.all { feature.eventQueueRoomFreed(node: node) }
   }
 
   /// How long events that could not be written for want of disk space wait before the write is tried again.

@@ -55,11 +55,15 @@ final class ServerBridge: ServerDelegate {
   }
 
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
-    node.assumeIsolated { $0.featuresRequestBodyReceived(id, bytes) }
+    node.assumeIsolated { node in
+      for feature in node.features.all { feature.requestBodyReceived(id, bytes, node: node) }
+    }
   }
 
   func requestBodyEnded(_ id: RequestID) {
-    node.assumeIsolated { $0.featuresRequestBodyEnded(id) }
+    node.assumeIsolated { node in
+      for feature in node.features.all { feature.requestBodyEnded(id, node: node) }
+    }
   }
 
   func streamDrained(_ id: RequestID) {

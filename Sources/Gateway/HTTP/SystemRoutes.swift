@@ -231,7 +231,7 @@ enum SystemRoutes {
     for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
       lines.append("meshgate_mesh_frames_refused_total{reason=\"\(PrometheusText.escapeLabel(reason))\"} \(count)")
     }
-    lines += node.featuresMetricsLines()
+    for feature in node.features.all { feature.metricsLines(into: &lines, node: node) }
     family("meshgate_build_info", "gauge", "Always 1; the version label tells the build.")
     lines.append("meshgate_build_info{version=\"\(NodeConfiguration.version)\"} 1")
     return HTTPResponse(

@@ -52,7 +52,7 @@ extension Node {
         "Dropped a mesh frame that speaks for peers the sending node does not host.",
         ["node.id": refusal.nodeID ?? "?", "refusal.detail": refusal.detail])
     }
-    featuresMeshEffect(.frameRefused(refusal))
+    for feature in features.all { feature.meshEffect(.frameRefused(refusal), node: self) }
   }
 
   /// Whether a request carries this node's admin token (without counting a denial: for routes that show more to the

@@ -109,7 +109,7 @@ extension Node {
     logSilentLinks(effects, sampled, now: now)
     mesh.lastTick = now
     interpret(effects)
-    featuresTick()
+    for feature in features.all { feature.tick(node: self) }
   }
 
   /// One line per link the tick declared dead, with what its kernel had received (docs/security.md, "Fault tests"):
@@ -208,7 +208,7 @@ extension Node {
     }
     if !reliable.isEmpty { interpret(mesh.node.unsent(reliable, reason: "link to node lost")) }
     // What was queued on the link is gone: sends held for its room go on (or are refused) without it.
-    featuresLinkRoomFreed()
+    for feature in features.all { feature.linkRoomFreed(node: self) }
   }
 
   // MARK: - Outbound scheduling
@@ -299,7 +299,7 @@ extension Node {
   /// Bulk room was freed on some link: held reliable sends and the features' bulk producers try again.
   func linkRoomFreed() {
     mesh.roomWakePending = false
-    featuresLinkRoomFreed()
+    for feature in features.all { feature.linkRoomFreed(node: self) }
   }
 
   // MARK: - Reporting to the mesh core
@@ -344,7 +344,7 @@ extension Node {
     // A fan-out notifies many local peers of the same event in a row: its data is built once and it stays one entry
     // naming them all (the event log stores it as one body, serialized once, off this loop).
     mesh.pendingEvents.add(peerID, event: event) {
-      let built = featuresSessionEventJSON(event, for: peerID)
+      let built = features.sessionEventJSON(event, for: peerID, node: self)
       return (built.type, built.data)
     }
     followUp(event, for: peerID)
@@ -354,7 +354,7 @@ extension Node {
   /// ``flush()``): its data is built once, and the store writes it as one body.
   package func sessionEvents(peerIDs: [String], _ event: SessionBook.Event) {
     guard let first = peerIDs.first else { return }
-    let built = featuresSessionEventJSON(event, for: first)
+    let built = features.sessionEventJSON(event, for: first, node: self)
     mesh.pendingEvents.append(EventFanOut(peerIDs: peerIDs, type: built.type, data: built.data))
     for peerID in peerIDs { followUp(event, for: peerID) }
   }
@@ -435,7 +435,7 @@ extension Node {
         "node.id": hello.nodeID, "node.name": hello.name, "link.encrypted": security.encrypted,
         "tls.fingerprint": security.remoteFingerprint,
       ])
-    featuresNodeLinked(hello.nodeID)
+    for feature in features.all { feature.nodeLinked(hello.nodeID, node: self) }
     publishToAllPeers(
       type: "node.linked",
       data: [
@@ -450,23 +450,23 @@ extension Node {
   package func linkReplaced(nodeID: String, security: SessionBook.LinkSecurity) {
     meshLogger.debug("Link moved to a new connection.", ["node.id": nodeID, "link.encrypted": security.encrypted])
     // Frames in flight on the old connection may be lost: chat re-syncs, transfers resume from the receiver's offset.
-    featuresLinkReplaced(nodeID)
+    for feature in features.all { feature.linkReplaced(nodeID, node: self) }
   }
 
   package func linkDown(nodeID: String) {
     meshLogger.info("Node unlinked.", ["node.id": nodeID])
-    featuresNodeUnlinked(nodeID)
+    for feature in features.all { feature.nodeUnlinked(nodeID, node: self) }
     publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
   }
 
   /// Frames the mesh core hands to the runtime (transfers and streams) go to the features.
   package func deliver(_ message: MeshMessage, from nodeID: String) {
-    featuresMeshEffect(.deliver(message, from: nodeID))
+    for feature in features.all { feature.meshEffect(.deliver(message, from: nodeID), node: self) }
   }
 
   /// Chat effects go to the features (the chat feature queues each batch: store writes, then sends and events).
   package func chat(_ effect: MeshEffect) {
-    featuresMeshEffect(effect)
+    for feature in features.all { feature.meshEffect(effect, node: self) }
   }
 
   package func chatFrameMalformed(nodeID: String, detail: String) {

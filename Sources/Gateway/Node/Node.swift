@@ -104,7 +104,7 @@ public actor Node {
     events.start(node: self)
     safety.startWatching(node: self)
     startMesh()
-    featuresNodeStarted()
+    for feature in features.all { feature.nodeStarted(node: self) }
   }
 
   func stop() {
@@ -139,7 +139,7 @@ public actor Node {
     guard let peer = peers.peer(forTokenHash: Crypto.sha256Hex(token)) else {
       throw .invalidToken
     }
-    featuresPeerUsed(peer.id)
+    for feature in features.all { feature.peerUsed(peer.id, node: self) }
     return peer
   }
 
@@ -182,13 +182,13 @@ public actor Node {
   /// Everything queued on streaming response `id` was written: features' responses (stream readers) and SSE replays
   /// go on.
   func streamDrained(_ id: RequestID) {
-    featuresResponseDrained(id)
+    for feature in features.all { feature.responseDrained(id, node: self) }
     events.drained(.stream(id), node: self)
   }
 
   func requestClosed(_ id: RequestID) {
     surface.requestClosed(id)
-    featuresRequestClosed(id)
+    for feature in features.all { feature.requestClosed(id, node: self) }
     events.removeSubscriber(.stream(id))
   }
 

@@ -148,107 +148,26 @@ extension NodeFeature {
   func peerUsed(_ peerID: String, node: isolated Node) {}
 }
 
-extension Node {
-  /// Tells every feature that the link to `nodeID` came up.
-  func featuresNodeLinked(_ nodeID: String) {
-    for feature in features.all { feature.nodeLinked(nodeID, node: self) }
-  }
-
-  /// Tells every feature that the link to `nodeID` went down.
-  func featuresNodeUnlinked(_ nodeID: String) {
-    for feature in features.all { feature.nodeUnlinked(nodeID, node: self) }
-  }
-
-  /// Tells every feature that the link to `nodeID` moved to a new connection.
-  func featuresLinkReplaced(_ nodeID: String) {
-    for feature in features.all { feature.linkReplaced(nodeID, node: self) }
-  }
-
-  /// Tells every feature that local peer `peerID` is gone.
-  func featuresPeerRemoved(_ peerID: String) {
-    for feature in features.all { feature.peerRemoved(peerID, node: self) }
-  }
-
-  /// Ticks every feature.
-  func featuresTick() {
-    for feature in features.all { feature.tick(node: self) }
-  }
-
-  /// Hands a mesh effect meant for a feature to every feature.
-  func featuresMeshEffect(_ effect: MeshEffect) {
-    for feature in features.all { feature.meshEffect(effect, node: self) }
-  }
-
-  // MARK: - sessions and peers
-
-  /// Tells every feature that room was freed in the event queue.
-  func featuresEventQueueRoomFreed() {
-    for feature in features.all { feature.eventQueueRoomFreed(node: self) }
-  }
-
+extension Features {
   /// The event local peer `peerID` is told for a session or invitation event, as the feature that words it says.
-  func featuresSessionEventJSON(_ event: SessionBook.Event, for peerID: String) -> (type: String, data: JSONValue) {
-    for feature in features.all {
-      if let built = feature.sessionEventJSON(event, for: peerID, node: self) { return built }
+  func sessionEventJSON(
+    _ event: SessionBook.Event, for peerID: String, node: isolated Node
+  ) -> (type: String, data: JSONValue) {
+    for feature in all {
+      if let built = feature.sessionEventJSON(event, for: peerID, node: node) { return built }
     }
     preconditionFailure("no feature words session events: the sessions feature is missing from Features.all")
   }
 
   /// The answer of the feature that serves event-socket op `op` (nil: no feature does).
-  func featuresEventSocketOp(
-    _ op: String, _ object: JSONObject, subscriber: Subscriber, socket: WebSocketID
+  func eventSocketOp(
+    _ op: String, _ object: JSONObject, subscriber: Subscriber, socket: WebSocketID, node: isolated Node
   ) -> EventSocketAnswer? {
-    for feature in features.all {
-      if let answer = feature.eventSocketOp(op, object, subscriber: subscriber, socket: socket, node: self) {
+    for feature in all {
+      if let answer = feature.eventSocketOp(op, object, subscriber: subscriber, socket: socket, node: node) {
         return answer
       }
     }
     return nil
-  }
-
-  /// Tells every feature that local peer `peerID`'s token was used.
-  func featuresPeerUsed(_ peerID: String) {
-    for feature in features.all { feature.peerUsed(peerID, node: self) }
-  }
-}
-
-// MARK: - payloads
-
-extension Node {
-  /// Tells every feature that the node started.
-  func featuresNodeStarted() {
-    for feature in features.all { feature.nodeStarted(node: self) }
-  }
-
-  /// Tells every feature that bulk room was freed on a mesh link.
-  func featuresLinkRoomFreed() {
-    for feature in features.all { feature.linkRoomFreed(node: self) }
-  }
-
-  /// Hands a piece of a streamed request body to the features (the one that took the request uses it).
-  func featuresRequestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
-    for feature in features.all { feature.requestBodyReceived(id, bytes, node: self) }
-  }
-
-  /// Tells the features that a streamed request body is complete.
-  func featuresRequestBodyEnded(_ id: RequestID) {
-    for feature in features.all { feature.requestBodyEnded(id, node: self) }
-  }
-
-  /// Tells the features that a streaming response's queue was written.
-  func featuresResponseDrained(_ id: RequestID) {
-    for feature in features.all { feature.responseDrained(id, node: self) }
-  }
-
-  /// Tells the features that a request is over.
-  func featuresRequestClosed(_ id: RequestID) {
-    for feature in features.all { feature.requestClosed(id, node: self) }
-  }
-
-  /// The features' lines of `/metrics`.
-  func featuresMetricsLines() -> [String] {
-    var lines: [String] = []
-    for feature in features.all { feature.metricsLines(into: &lines, node: self) }
-    return lines
   }
 }

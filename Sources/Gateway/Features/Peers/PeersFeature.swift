@@ -219,7 +219,7 @@ final class PeersFeature: NodeFeature {
     createdAt[peer.id] = nil
     node.guards.requestLimiter.forget(peer.id)
     node.feed(.localPeerRemoved(peerID: peer.id, now: Node.monotonicMillis()))
-    node.featuresPeerRemoved(peer.id)
+    for feature in node.features.all { feature.peerRemoved(peer.id, node: node) }
     node.events.disconnectAll(of: peer.id, code: 4401, reason: closeReason, node: node)
     try await node.store.deletePeer(id: peer.id)
     node.logger.info("Peer deleted.", ["peer.id": peer.id])
