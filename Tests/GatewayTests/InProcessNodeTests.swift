@@ -436,13 +436,13 @@ struct InProcessNodeTests {
       let first = try await node.dialAfterAddingSeed("two-addresses.test:9")
       #expect(first.host == "10.9.9.1")
       let socket = try #require(await node.port.wait { $0.dialSockets.first })
-      await node.node.meshSocketFailed(socket)
+      await node.node.dialFailed(socket)
       let second = await node.port.wait { $0.dials.count > 1 ? $0.dials[1] : nil }
       #expect(
         second == .init(host: "10.9.9.2", port: 9, path: first.path, subprotocol: first.subprotocol, tls: first.tls))
       #expect(lookups.load(ordering: .relaxed) == 1, "the fallback uses the addresses already found")
       let next = try #require(await node.port.wait { $0.dialSockets.count > 1 ? $0.dialSockets[1] : nil })
-      await node.node.meshSocketFailed(next)
+      await node.node.dialFailed(next)
       // Only the link manager's redial (after its backoff) dials again; it comes from a fresh lookup.
       let redial = await node.port.wait { $0.dials.count > 2 ? $0.dials[2] : nil }
       #expect(redial == first, "the redial starts again at the first address")
@@ -471,6 +471,14 @@ extension InProcessNode {
 }
 
 extension Node {
+  /// Looks host names up with `resolve` from now on (a name with fixed addresses).
+  func useNameResolver(_ resolve: @escaping @Sendable (String) -> Result<[String], NodeNameError>) {
+    links.resolveName = resolve
+  }
+
+  /// A dialled socket could not connect, as the server bridge reports it.
+  func dialFailed(_ id: WebSocketID) { links.socketFailed(id, node: self) }
+
   /// Whether this runs on the executor of the node's in-memory port (checked inside the actor).
   func runsOnItsPort() -> Bool { (server as? InMemoryServerPort)?.isCurrent == true }
 

@@ -75,7 +75,7 @@ final class ServerBridge: ServerDelegate {
   }
 
   func webSocketNextMessage(_ id: WebSocketID) -> OutboundMessage? {
-    node.assumeIsolated { $0.meshNextFrame(id) }
+    node.assumeIsolated { $0.links.nextFrame(id, node: $0) }
   }
 
   func handle(_ request: HTTPRequest) {
@@ -112,7 +112,7 @@ final class ServerBridge: ServerDelegate {
   func webSocketConnectFailed(_ id: WebSocketID, reason: String) {
     node.assumeIsolated { node in
       node.surface.connections[id] = nil
-      node.meshSocketFailed(id)
+      node.links.socketFailed(id, node: node)
     }
   }
 

@@ -196,7 +196,7 @@ enum SystemRoutes {
       (
         "meshgate_mesh_spoofed_frames_total", "counter",
         "Session frames dropped because their sender is not a peer of the node that sent them.",
-        node.safety.guards.spoofedFrames
+        node.links.spoofedFrames
       ),
       ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", node.mesh.links.linkedNodeIDs.count),
       ("meshgate_mesh_dials_total", "counter", "Mesh links this node started dialling.", node.mesh.links.dials),
@@ -204,14 +204,17 @@ enum SystemRoutes {
         "meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).",
         node.mesh.directory.knownPeerCount
       ),
-      ("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.", node.mesh.framesOut),
-      ("meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.", node.mesh.framesIn),
+      ("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.", node.links.framesOut),
       (
-        "meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).", node.mesh.badFrames
+        "meshgate_mesh_frames_received_total", "counter", "Mesh frames received from linked nodes.", node.links.framesIn
+      ),
+      (
+        "meshgate_mesh_bad_frames_total", "counter", "Malformed mesh frames (the link was closed).",
+        node.links.badFrames
       ),
       (
         "meshgate_mesh_links_refused_total", "counter",
-        "Mesh links refused for security (changed certificate, missing or wrong mesh secret).", node.mesh.linksRefused
+        "Mesh links refused for security (changed certificate, missing or wrong mesh secret).", node.links.linksRefused
       ),
       (
         "meshgate_mesh_encrypted_links", "gauge", "Linked nodes whose link runs over TLS.",
@@ -226,8 +229,8 @@ enum SystemRoutes {
     family(
       "meshgate_mesh_frames_refused_total", "counter",
       "Mesh frames (or the parts naming this node's peers) refused from linked nodes, by reason; see docs/security.md.")
-    var refusals = node.frameRefusals
-    for reason in Node.frameRefusalReasons where refusals[reason] == nil { refusals[reason] = 0 }
+    var refusals = node.links.frameRefusals(node: node)
+    for reason in MeshLinks.frameRefusalReasons where refusals[reason] == nil { refusals[reason] = 0 }
     for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) {
       lines.append("meshgate_mesh_frames_refused_total{reason=\"\(PrometheusText.escapeLabel(reason))\"} \(count)")
     }

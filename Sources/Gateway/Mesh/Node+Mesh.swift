@@ -3,8 +3,9 @@
 /// Layer 4 (node runtime). Everything runs on the lws service thread inside the ``Node`` actor. The pure
 /// ``MeshNode`` (links, directory, sessions, and the wiring between them) decides; this file reports what happened to
 /// it (``Node/feed(_:)``) and implements the verbs of ``MeshRuntime``, whose `interpret(_:)` (in MeshCore, shared with
-/// the simulator) carries out the ``MeshEffect``s in order: the verbs dial and close WebSockets (subprotocol
-/// `meshgate-node.v1`, path `/mesh`), encode and decode frames with ``MeshFrameCodec``, tick the mesh every 100 ms,
+/// the simulator) carries out the ``MeshEffect``s in order: the verbs dial, queue on and close WebSockets through the
+/// link side, ``MeshLinks`` (MeshLinks.swift: schedulers, dialling, liveness sampling, the frame guard's counters;
+/// subprotocol `meshgate-node.v1`, path `/mesh`), encode and decode frames with ``MeshFrameCodec``, tick the mesh every 100 ms,
 /// turn what peers are told into `peer.*`, `session.*`, `invitation.*` and `node.*` events, and hand transfer and
 /// stream frames to their feature. Everything else features act on (link changes, chat effects, session events,
 /// invitations received or ended, directory and local-service changes) reaches them through ``NodeFeature``'s hooks,
@@ -29,47 +30,11 @@ struct MeshState {
   /// Mesh-link WebSockets and the link manager's connection ids, both ways.
   var connectionBySocket: [WebSocketID: LinkManager.ConnectionID] = [:]
   var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]
-  /// Dials waiting for their name to be looked up (NodeNames.swift), and whether the link manager closed them meanwhile.
-  var resolving: [LinkManager.ConnectionID: Bool] = [:]
-  /// How a host name is looked up (on a worker thread); tests put a fixed answer here (``Node/useNameResolver(_:)``).
-  var resolveName: @Sendable (String) -> Result<[String], NodeNameError> = NodeNames.resolve
-  /// The name's other addresses for a dial in progress, tried in turn while a connection cannot be made.
-  var dialFallbacks: [LinkManager.ConnectionID: (port: UInt16, addresses: [String])] = [:]
-  /// Names that did not resolve at their last lookup (logged once at info until they resolve again).
-  var unresolvedNames: Set<String> = []
   var nextInboundConnection: LinkManager.ConnectionID = 1
-  var framesIn = 0
-  var framesOut = 0
-  var badFrames = 0
-  var unreliableDropped = 0
-  /// Links refused for a security reason (pins, mesh secret).
-  var linksRefused = 0
-  /// Refusals already reported as events, so a node retrying every few seconds does not flood event logs.
-  var refusalsReported: Set<String> = []
-  /// Each mesh-link socket's outbound scheduler (control first, bulk producers round-robin); the socket pulls from it
-  /// whenever it can take the next frame.
-  var schedulers: [WebSocketID: LinkScheduler<MeshOutbound>] = [:]
-  var roomWakePending = false
-  /// Each mesh socket's `tcpi_data_segs_in` and when it last changed.
-  var dataSegmentsIn: [WebSocketID: (count: UInt32, at: UInt64)] = [:]
-  /// When the last mesh tick ran (a late tick would show in the silent-link log line).
-  var lastTick: UInt64 = 0
   /// Events for local peers gathered by the mesh core's interpreter until its next flush point (``Node/flush()``); a
   /// session event told to many local peers in a row is one fan-out.
   var pendingEvents = EventGathering<SessionBook.Event>()
 }
-
-/// A frame waiting in a link's scheduler.
-enum MeshOutbound {
-  /// Encoded and ready to write.
-  case frame(OutboundMessage)
-  /// Reliable session data or a named event, numbered (``SessionBook/sequenceReliable(_:to:)``) and encoded when it
-  /// goes on the wire, so sequence numbers follow wire order whatever the round-robin did.
-  case reliable(MeshMessage, nodeID: String)
-}
-
-/// The WebSocket subprotocol of mesh links.
-let meshSubprotocol = "meshgate-node.v1"
 
 extension Node {
   /// Milliseconds on a monotonic clock, for the link manager.
@@ -90,54 +55,12 @@ extension Node {
 
   func meshTick() {
     let now = Self.monotonicMillis()
-    // Bytes the kernel received on a link count as hearing from its node even before they make a whole frame: over
-    // TLS nothing reaches libwebsockets until a whole record (up to 16 KiB) is in, which on a lossy link that carries
-    // a few hundred kbit/s takes more than a second, with the heartbeats queued behind it. Every link is sampled
-    // before the same tick's dead check.
-    var sampled: [LinkManager.ConnectionID: (status: TCPReceiveStatus, nodeID: String?)] = [:]
-    for (socket, connection) in mesh.connectionBySocket {
-      guard let status = server.receiveStatus(socket) else { continue }
-      sampled[connection] = (status, mesh.links.nodeID(on: connection))
-      if UInt64(status.millisSinceData) < now {
-        feed(.bytesReceived(on: connection, now: now - UInt64(status.millisSinceData)))
-      }
-      if let segments = status.dataSegmentsIn, mesh.dataSegmentsIn[socket]?.count != segments {
-        mesh.dataSegmentsIn[socket] = (segments, now)
-      }
-    }
+    // Every link is sampled before the same tick's dead check.
+    let sampled = links.sample(now: now, node: self)
     let effects = mesh.node.handle(.tick(now: now))
-    logSilentLinks(effects, sampled, now: now)
-    mesh.lastTick = now
+    links.logSilentLinks(effects, sampled, now: now, node: self)
     interpret(effects)
     for feature in features.all { feature.tick(node: self) }
-  }
-
-  /// One line per link the tick declared dead, with what its kernel had received (docs/security.md, "Fault tests"):
-  /// in-order data (what liveness counts), any data segment (one that arrived out of order behind a lost segment
-  /// cannot be read yet), any ACK (the other kernel answers, its node may still be silent), and the retransmission
-  /// timer. The netns suite checks each declaration against its own sampling of the declaring node's socket.
-  func logSilentLinks(
-    _ effects: [MeshEffect], _ sampled: [LinkManager.ConnectionID: (status: TCPReceiveStatus, nodeID: String?)],
-    now: UInt64
-  ) {
-    for case .close(let connection, let reason) in effects where reason.hasPrefix("no heartbeat") {
-      guard let socket = mesh.socketByConnection[connection], let (status, nodeID) = sampled[connection] else {
-        continue
-      }
-      let sinceSegment: Int = mesh.dataSegmentsIn[socket].map { Int(now - $0.at) } ?? -1
-      let bytes: Int = status.bytesReceived.map { Int($0) } ?? -1
-      let ports = server.socketPorts(socket)
-      meshLogger.info(
-        "Mesh link silent: declaring it dead.",
-        [
-          "ws.connection.id": socket, "node.id": nodeID ?? "", "reason": reason,
-          "tcp.ms_since_data": Int(status.millisSinceData), "tcp.ms_since_data_segment": sinceSegment,
-          "tcp.ms_since_ack": Int(status.millisSinceAck), "tcp.bytes_received": bytes,
-          "tcp.rto_ms": Int(status.rtoMicros / 1000), "tcp.backoff": Int(status.backoff),
-          "tick.gap_ms": Int(now - mesh.lastTick), "tcp.local_port": ports.map { Int($0.local) } ?? -1,
-          "tcp.remote_port": ports.map { Int($0.remote) } ?? -1,
-        ])
-    }
   }
 
   /// A node announced itself on the beacon (or was found by DNS-SD, `source: .dnssd`).
@@ -155,150 +78,38 @@ extension Node {
   // MARK: - Transport events
 
   func meshSocketOpened(_ id: WebSocketID, remoteAddress: String) {
-    guard let transport = meshTransport(id) else { return }
+    guard let transport = links.transport(id, node: self) else { return }
     let connection = mesh.nextInboundConnection
     mesh.nextInboundConnection += 1
     mesh.connectionBySocket[id] = connection
     mesh.socketByConnection[connection] = id
-    openScheduler(id)
-    server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
-    if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
+    links.openScheduler(id, node: self)
+    links.socketReady(id, node: self)
     feed(.inboundOpened(connection, remoteHost: remoteAddress, transport: transport, now: Self.monotonicMillis()))
   }
 
   func meshSocketConnected(_ id: WebSocketID) {
     guard let connection = mesh.connectionBySocket[id] else { return }
-    guard let transport = meshTransport(id) else { return }
-    mesh.dialFallbacks[connection] = nil
-    server.limitUnsentBytes(id, to: Self.meshUnsentBytes)
-    if events.meshReadsPaused { server.setReceiveFlow(id, enabled: false) }
+    guard let transport = links.transport(id, node: self) else { return }
+    links.dialConnected(connection)
+    links.socketReady(id, node: self)
     feed(.outboundOpened(connection, transport: transport, now: Self.monotonicMillis()))
   }
 
   func meshSocketReceived(_ id: WebSocketID, _ message: WebSocketMessage) {
     guard let connection = mesh.connectionBySocket[id] else { return }
-    guard case .binary(let bytes) = message else {
-      mesh.badFrames += 1
-      server.close(id, code: 1003, reason: "mesh frames are binary")
-      return
-    }
-    do {
-      let frame = try MeshFrameCodec.decode(bytes)
-      mesh.framesIn += 1
-      feed(.frameReceived(frame, on: connection, now: Self.monotonicMillis()))
-    } catch {
-      mesh.badFrames += 1
-      meshLogger.warning("Closing a mesh link after a malformed frame.", ["error": error.description])
-      server.close(id, code: 1002, reason: "malformed frame")
-    }
+    guard let frame = links.decode(message, on: id, node: self) else { return }
+    feed(.frameReceived(frame, on: connection, now: Self.monotonicMillis()))
   }
 
   func meshSocketClosed(_ id: WebSocketID) {
     guard let connection = mesh.connectionBySocket.removeValue(forKey: id) else { return }
     mesh.socketByConnection[connection] = nil
-    mesh.dialFallbacks[connection] = nil
-    mesh.dataSegmentsIn[id] = nil
-    var scheduler = mesh.schedulers.removeValue(forKey: id)
-    let unsent = scheduler?.removeAll() ?? []
+    let reliable = links.socketClosed(id, connection: connection)
     feed(.closed(connection, now: Self.monotonicMillis()))
     // Reliable data accepted but never written: its senders are told, after what was written and not acknowledged.
-    var reliable: [MeshMessage] = []
-    for (item, _) in unsent {
-      if case .reliable(let message, _) = item { reliable.append(message) }
-    }
     if !reliable.isEmpty { interpret(mesh.node.unsent(reliable, reason: "link to node lost")) }
     // What was queued on the link is gone: sends held for its room go on (or are refused) without it.
-    for feature in features.all { feature.linkRoomFreed(node: self) }
-  }
-
-  // MARK: - Outbound scheduling
-
-  /// Unsent bytes a mesh link's kernel send queue may hold before the link's scheduler is asked for more: frames wait
-  /// in the scheduler instead, where a small frame of one producer passes another's bulk backlog (the fairness bound
-  /// is then one bulk frame plus this much, not several megabytes of socket buffer).
-  static let meshUnsentBytes = 128 << 10
-  /// Bytes of a sender's lane on a mesh link above which its unreliable data is dropped (and counted).
-  static let unreliableQueueLimit = 1 << 20
-
-  /// Gives `socket` its outbound scheduler (`scheduler`: frames already queued for its link connection) and puts it
-  /// in pull mode.
-  func openScheduler(_ socket: WebSocketID, carrying scheduler: LinkScheduler<MeshOutbound> = LinkScheduler()) {
-    mesh.schedulers[socket] = scheduler
-    server.setPulling(socket)
-  }
-
-  /// The scheduler lane of a frame the node sends: bulk frames of one producer share a lane (and keep their order
-  /// within it), all else is control. (Features that send bulk frames of their own choose their lanes themselves.)
-  static func lane(of message: MeshMessage) -> LinkScheduler<MeshOutbound>.Lane {
-    switch message {
-    case .sessionData(_, let fromPeerID, _, _, _), .sessionEvent(_, let fromPeerID, _, _, _, _):
-      .bulk("peer:" + fromPeerID)
-    case .chat:
-      .bulk("chat")
-    default:
-      .control
-    }
-  }
-
-  /// The scheduler of the link to `nodeID`, if linked.
-  func scheduler(toNode nodeID: String) -> LinkScheduler<MeshOutbound>? {
-    guard let connection = mesh.links.connection(of: nodeID), let socket = mesh.socketByConnection[connection] else {
-      return nil
-    }
-    return mesh.schedulers[socket]
-  }
-
-  /// Whether bulk lane `producer` may queue on the link to `nodeID` (false when not linked).
-  func linkHasRoom(_ nodeID: String, producer: String) -> Bool {
-    scheduler(toNode: nodeID)?.hasRoom(for: producer) ?? false
-  }
-
-  /// Encodes `message` and queues it on `connection` in its lane.
-  func sendMessage(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
-    sendFrame(
-      OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection, lane: Self.lane(of: message)
-    )
-  }
-
-  func enqueue(_ item: MeshOutbound, bytes: Int, lane: LinkScheduler<MeshOutbound>.Lane, on socket: WebSocketID) {
-    guard mesh.schedulers[socket] != nil else { return }
-    mesh.schedulers[socket]?.enqueue(item, bytes: bytes, lane: lane)
-    server.wantsToWrite(socket)
-  }
-
-  /// The next frame for mesh socket `socket`, now that it can take one (the server's pull).
-  func meshNextFrame(_ socket: WebSocketID) -> OutboundMessage? {
-    var failed: [MeshMessage] = []
-    var next: OutboundMessage?
-    var freedBulk = false
-    while next == nil, let (item, lane) = mesh.schedulers[socket]?.dequeue() {
-      if case .bulk = lane { freedBulk = true }
-      switch item {
-      case .frame(let frame):
-        next = frame
-      case .reliable(let message, let nodeID):
-        // Numbered only on the connection that is the node's link now; a replaced connection's leftovers fail.
-        guard let connection = mesh.connectionBySocket[socket], mesh.links.connection(of: nodeID) == connection else {
-          failed.append(message)
-          continue
-        }
-        let numbered = mesh.node.sequenceReliable(message, to: nodeID)
-        next = OutboundMessage(bytes: MeshFrameCodec.encode(numbered), binary: true)
-      }
-    }
-    if next != nil { mesh.framesOut += 1 }
-    if !failed.isEmpty { interpret(mesh.node.unsent(failed, reason: "link to node replaced")) }
-    if freedBulk && !mesh.roomWakePending {
-      // Producers waiting for room go on once this callback is over.
-      mesh.roomWakePending = true
-      Task { self.linkRoomFreed() }
-    }
-    return next
-  }
-
-  /// Bulk room was freed on some link: held reliable sends and the features' bulk producers try again.
-  func linkRoomFreed() {
-    mesh.roomWakePending = false
     for feature in features.all { feature.linkRoomFreed(node: self) }
   }
 
@@ -327,7 +138,7 @@ extension Node {
       mesh.pendingEvents.append(
         EventFanOut(
           peerIDs: [peerID], type: "peer.found",
-          data: ["peer": peer.json, "serviceType": .string(serviceType), "discoveryInfo": Self.mapJSON(info)]))
+          data: ["peer": peer.json, "serviceType": .string(serviceType), "discoveryInfo": .stringMap(info)]))
     case .peerLost(let peer, let serviceType):
       mesh.pendingEvents.append(
         EventFanOut(
@@ -372,60 +183,53 @@ extension Node {
   }
 
   package func send(_ message: MeshMessage, on connection: LinkManager.ConnectionID) {
-    sendMessage(message, on: connection)
+    links.send(message, on: connection, node: self)
   }
 
   package func broadcast(_ message: MeshMessage, on connections: [LinkManager.ConnectionID]) {
     let frame = OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true)
-    for connection in connections { sendFrame(frame, on: connection) }
+    for connection in connections { links.sendFrame(frame, on: connection, node: self) }
   }
 
   /// Queues a session or invitation frame for node `nodeID` on its link `connection`.
   package func sendToNode(_ message: MeshMessage, nodeID: String, on connection: LinkManager.ConnectionID?) {
-    guard let connection, let socket = mesh.socketByConnection[connection] else { return }
-    switch message {
-    case .sessionData(_, let from, _, 0, _):
-      // Unreliable data never queues without bound: past the limit it is dropped (and counted).
-      let producer = "peer:" + from
-      if let scheduler = mesh.schedulers[socket],
-        scheduler.queuedBytes(of: producer) > Self.unreliableQueueLimit || !scheduler.hasRoom(for: producer)
-      {
-        mesh.unreliableDropped += 1
-        return
-      }
-      sendMessage(message, on: connection)
-    case .sessionData(_, _, _, SessionBook.unsequenced, let payload),
-      .sessionEvent(_, _, _, SessionBook.unsequenced, _, let payload):
-      // Numbered when it goes on the wire (meshNextFrame). Room was checked before the send was accepted.
-      enqueue(.reliable(message, nodeID: nodeID), bytes: payload.count + 256, lane: Self.lane(of: message), on: socket)
-    default:
-      sendMessage(message, on: connection)
-    }
+    links.sendToNode(message, nodeID: nodeID, on: connection, node: self)
   }
 
   package func close(_ connection: LinkManager.ConnectionID, reason: String) {
-    abandonDial(connection)
-    guard let socket = mesh.socketByConnection[connection] else { return }
-    meshLogger.info("Closing a mesh link.", ["ws.connection.id": socket, "reason": reason])
-    // Control frames queued before the close (a goodbye) still go out; bulk frames are not sent once a link closes
-    // (their producers are told when the socket is gone).
-    for item in mesh.schedulers[socket]?.removeControl() ?? [] {
-      if case .frame(let frame) = item { _ = server.send(frame, to: socket) }
-    }
-    server.close(socket, code: 1000, reason: reason)
+    links.close(connection, reason: reason, node: self)
   }
 
   package func drop(_ connection: LinkManager.ConnectionID, reason: String) {
-    abandonDial(connection)
+    links.abandonDial(connection)
     if let socket = mesh.socketByConnection[connection] { server.close(socket, code: 1002, reason: reason) }
   }
 
   package func pin(nodeID: String, fingerprint: String) {
-    pinCertificate(nodeID: nodeID, fingerprint: fingerprint)
+    meshLogger.notice(
+      "Pinned a node certificate on first link (trust on first use).",
+      ["node.id": nodeID, "tls.fingerprint": fingerprint])
+    let store = self.store
+    let logger = meshLogger
+    Task {
+      do {
+        try await store.insertPin(nodeID: nodeID, fingerprint: fingerprint, at: Timestamp.now())
+      } catch {
+        logger.error("Could not store a certificate pin.", ["node.id": nodeID, "error": String(describing: error)])
+      }
+    }
   }
 
   package func refused(_ refusal: LinkManager.Refusal) {
-    reportRefusal(refusal)
+    links.reportRefusal(refusal, node: self)
+  }
+
+  package func frameRefused(_ refusal: FrameRefusal) {
+    links.frameRefused(refusal, node: self)
+  }
+
+  package func connect(_ connection: LinkManager.ConnectionID, host: String, port: UInt16) {
+    links.connect(connection, host: host, port: port, node: self)
   }
 
   package func linkUp(_ hello: NodeHello, security: SessionBook.LinkSecurity) {
@@ -485,24 +289,10 @@ extension Node {
     for feature in features.all { feature.invitationEnded(invitation, node: self) }
   }
 
-  /// Queues an encoded frame on `connection` in `lane` (control unless said otherwise). Links are never closed for
-  /// being busy: bulk producers check ``linkHasRoom(_:producer:)`` before they queue.
-  func sendFrame(
-    _ frame: OutboundMessage, on connection: LinkManager.ConnectionID,
-    lane: LinkScheduler<MeshOutbound>.Lane = .control
-  ) {
-    guard let socket = mesh.socketByConnection[connection] else { return }
-    enqueue(.frame(frame), bytes: frame.count, lane: lane, on: socket)
-  }
-
   func publishToAllPeers(type: String, data: JSONValue) {
     // One fan-out naming every local peer: one event, serialized once.
     guard !peers.isEmpty else { return }
     events.publishInBackground(fanOuts: [EventFanOut(peerIDs: peers.keys.sorted(), type: type, data: data)], node: self)
-  }
-
-  static func mapJSON(_ map: [String: String]) -> JSONValue {
-    .object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
   }
 }
 
@@ -511,3 +301,10 @@ extension Node {
 /// methods, and the Swift runtime checks on every verb that it runs on the node's executor (a call from anywhere else
 /// stops the process instead of racing).
 extension Node: @preconcurrency MeshRuntime {}
+
+extension JSONValue {
+  /// A string map (discovery info) as a JSON object, its keys sorted.
+  static func stringMap(_ map: [String: String]) -> JSONValue {
+    .object(JSONObject(map.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))
+  }
+}

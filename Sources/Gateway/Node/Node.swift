@@ -27,6 +27,8 @@ public actor Node {
   let events: EventHub
   /// Links, directory and sessions (Mesh/).
   var mesh: MeshState
+  /// The link side of the mesh: schedulers, dialling, liveness sampling, the frame guard's counters (Mesh/MeshLinks).
+  let links = MeshLinks()
   /// The mesh tick, every 100 ms on the port's executor (``startMesh()``).
   var meshTimer: (any PortTimer)?
   /// Every feature, each the owner of its state (Node/NodeFeature.swift, Features/).

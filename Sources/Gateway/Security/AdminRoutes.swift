@@ -96,7 +96,7 @@ enum AdminRoutes {
     }
     _ = node.mesh.node.unpin(nodeID)
     _ = try await node.store.deletePin(nodeID: nodeID)
-    node.mesh.refusalsReported = node.mesh.refusalsReported.filter { !$0.contains("|\(nodeID)|") }
+    node.links.forgetRefusals(of: nodeID)
     node.meshLogger.notice("Removed a certificate pin.", ["node.id": nodeID, "http.remote": remote])
     return HTTPResponse(status: 204, contentType: "application/json", body: [])
   }

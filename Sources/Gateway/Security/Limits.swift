@@ -109,7 +109,4 @@ struct SecurityState: Sendable {
   var rateLimitedSocketMessages = 0
   var oversizedSocketMessages = 0
   var adminDenied = 0
-  var spoofedFrames = 0
-  /// Mesh frames refused by the node runtime's own checks (``Node/refuseFrame(_:from:_:)``), by reason.
-  var refusedFrames: [String: Int] = [:]
 }

@@ -25,6 +25,16 @@ final class NodeSafety {
     self.dataWatch = dataWatch
   }
 
+  /// Whether a request carries this node's admin token (without counting a denial: for routes that show more to the
+  /// admin, such as the addresses in `GET /api/v1/mesh/nodes`).
+  func carriesAdminToken(_ head: HTTPRequestHead) -> Bool {
+    guard let header = head.headers["authorization"] else { return false }
+    let parts = header.split(separator: " ", maxSplits: 1)
+    guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
+    let token = String(parts[1]).trimmingCharacters(in: .whitespaces)
+    return !token.isEmpty && Crypto.sha256Hex(token) == guards.adminTokenHash
+  }
+
   // MARK: - Host and Origin
 
   /// The `421` for a request whose `Host` does not name this node.

@@ -431,7 +431,7 @@ final class ChatFeature: NodeFeature {
   /// Sends once the link's queue has room; false when the link is gone.
   func sendWhenRoom(_ wire: ChatWire, to nodeID: String, node: isolated Node) async throws -> Bool {
     while true {
-      guard let scheduler = node.scheduler(toNode: nodeID) else { return false }
+      guard let scheduler = node.links.scheduler(toNode: nodeID, node: node) else { return false }
       if scheduler.queuedBytes(of: "chat") <= 2 << 20 { break }
       try await Task.sleep(for: .milliseconds(2))
     }
@@ -442,7 +442,7 @@ final class ChatFeature: NodeFeature {
   func send(_ wire: ChatWire, to nodeID: String, node: isolated Node) {
     guard linkUsable(nodeID, node: node), let connection = node.mesh.links.connection(of: nodeID) else { return }
     // Chat frames are never refused: they queue in the link's chat lane (history is paced by sendWhenRoom).
-    node.sendMessage(.chat(payload: wire.encoded()), on: connection)
+    node.links.send(.chat(payload: wire.encoded()), on: connection, node: node)
   }
 }
 

@@ -51,7 +51,7 @@ final class DiscoveryFeature: NodeFeature {
   func listAdvertising(_ context: RequestContext, node: isolated Node) -> HTTPResponse {
     let advertising = node.mesh.directory.advertising(of: context.authenticatedPeer.id)
     let entries: [JSONValue] = advertising.keys.sorted().map { type in
-      ["serviceType": .string(type), "discoveryInfo": Node.mapJSON(advertising[type]!)]
+      ["serviceType": .string(type), "discoveryInfo": JSONValue.stringMap(advertising[type]!)]
     }
     return .json(["advertising": .array(entries)])
   }
@@ -71,7 +71,7 @@ final class DiscoveryFeature: NodeFeature {
       NodeStore.StoredService(peerID: peer.id, kind: "advertise", serviceType: type, discoveryInfo: info))
     guard node.peers[peer.id] != nil else { throw APIError.invalidToken }
     node.feed(.advertisingStarted(peerID: peer.id, serviceType: type, discoveryInfo: info))
-    return .json(["serviceType": .string(type), "discoveryInfo": Node.mapJSON(info)])
+    return .json(["serviceType": .string(type), "discoveryInfo": JSONValue.stringMap(info)])
   }
 
   func stopAdvertising(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
@@ -154,7 +154,7 @@ final class DiscoveryFeature: NodeFeature {
   }
 
   static func advertiserJSON(_ advertiser: (peer: Directory.PeerRef, discoveryInfo: [String: String])) -> JSONValue {
-    ["peer": advertiser.peer.json, "discoveryInfo": Node.mapJSON(advertiser.discoveryInfo)]
+    ["peer": advertiser.peer.json, "discoveryInfo": JSONValue.stringMap(advertiser.discoveryInfo)]
   }
 
   func addMeshNode(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {

@@ -100,7 +100,8 @@ enum DiscoveryRoutes {
       200 Known nodes.
       """
     ) { node, context in
-      .json(node.features.discovery.meshNodesJSON(admin: node.carriesAdminToken(context.request.head), node: node))
+      .json(
+        node.features.discovery.meshNodesJSON(admin: node.safety.carriesAdminToken(context.request.head), node: node))
     },
     Route(
       .post, "/api/v1/mesh/nodes", "addMeshNode", access: .admin, body: Schemas.addMeshNode, returns: Schemas.meshNodes,

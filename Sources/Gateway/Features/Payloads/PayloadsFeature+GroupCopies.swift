@@ -24,7 +24,7 @@ extension PayloadsFeature {
     if offer.resume { return reject(.unknownTransfer, "this node has no transfer \(id)") }
     let ids = [id] + offer.recipients.map(\.transferID)
     guard ids.allSatisfy({ transfers.incoming[$0] == nil && transfers.outgoing[$0] == nil }) else {
-      node.refuseFrame("invalid_id", from: nodeID, "a group transfer offer reuses a transfer id")
+      node.links.refuseFrame("invalid_id", from: nodeID, "a group transfer offer reuses a transfer id")
       return reject(.refused, "a transfer id of group \(offer.groupID) is in use here")
     }
     guard let session = node.mesh.sessions.sessions[offer.sessionID],
@@ -36,7 +36,7 @@ extension PayloadsFeature {
     var refusedForConsent = 0
     for recipient in offer.recipients {
       if node.peers[recipient.peerID] != nil && !node.mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID) {
-        node.refuseFrame(
+        node.links.refuseFrame(
           "not_agreed", from: nodeID, "a group offer to \(recipient.peerID), not a member by its own act")
       }
       guard let peer = node.peers[recipient.peerID],

@@ -202,7 +202,8 @@ extension PayloadsFeature {
     let local = stream.record.toNodeID == node.nodeID
     let blocked =
       flow.isBlocked
-      || (!local && !node.linkHasRoom(stream.record.toNodeID, producer: LiveStream.producer(stream.record.id)))
+      || (!local
+        && !node.links.hasRoom(stream.record.toNodeID, producer: LiveStream.producer(stream.record.id), node: node))
     if blocked != stream.writerPaused {
       stream.writerPaused = blocked
       if let writer = stream.writer { node.server.setBodyFlow(writer, enabled: !blocked) }

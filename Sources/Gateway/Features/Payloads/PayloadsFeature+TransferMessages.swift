@@ -195,7 +195,7 @@ extension PayloadsFeature {
     }
     guard nodeID == node.nodeID || transfers.outgoing[id] == nil else {
       // The id of a transfer this node sends: one id, one record.
-      node.refuseFrame("invalid_id", from: nodeID, "a transfer offer reuses the id of an outgoing transfer")
+      node.links.refuseFrame("invalid_id", from: nodeID, "a transfer offer reuses the id of an outgoing transfer")
       sendTransferFrame(
         .transferReject(transferID: id, code: .refused, message: "transfer id \(id) is in use here"), to: nodeID,
         node: node)
@@ -283,7 +283,7 @@ extension PayloadsFeature {
   ) -> StoredPeer? {
     let agreed = node.mesh.sessions.hasAgreed(toPeerID, to: sessionID)
     if node.peers[toPeerID] != nil && !agreed {
-      node.refuseFrame("not_agreed", from: nodeID, "\(what) to \(toPeerID), not a member by its own act")
+      node.links.refuseFrame("not_agreed", from: nodeID, "\(what) to \(toPeerID), not a member by its own act")
     }
     guard agreed, let peer = node.peers[toPeerID], let session = node.mesh.sessions.sessions[sessionID],
       session.members.contains(where: { $0.peerID == toPeerID && $0.nodeID == node.nodeID }),

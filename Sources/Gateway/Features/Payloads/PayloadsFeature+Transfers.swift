@@ -470,7 +470,8 @@ extension PayloadsFeature {
     guard var sender = transfer.sender, transfer.record.toNodeID != node.nodeID, let file = transfer.file else {
       return
     }
-    var canSend = node.linkHasRoom(transfer.record.toNodeID, producer: LiveTransfer.producer(transfer.record.id))
+    var canSend = node.links.hasRoom(
+      transfer.record.toNodeID, producer: LiveTransfer.producer(transfer.record.id), node: node)
     if canSend && node.configuration.transferRate > 0 {
       let now = Node.monotonicMillis()
       let rate = Double(node.configuration.transferRate)
@@ -517,7 +518,7 @@ extension PayloadsFeature {
         if next { pump(transfer, node: node) }
         return
       }
-      node.sendFrame(frame, on: connection, lane: .bulk(LiveTransfer.producer(id)))
+      node.links.sendFrame(frame, on: connection, lane: .bulk(LiveTransfer.producer(id)), node: node)
       sender.chunkSent(offset: offset, count: count)
       transfer.sender = sender
       transfers.payloadBytes[transfer.record.toNodeID, default: 0] += UInt64(count)
@@ -538,9 +539,10 @@ extension PayloadsFeature {
   @discardableResult
   func sendTransferFrame(_ message: MeshMessage, to nodeID: String, node: isolated Node) -> Bool {
     guard let connection = linkedConnection(to: nodeID, node: node) else { return false }
-    node.sendFrame(
-      OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection, lane: Self.lane(of: message)
-    )
+    node.links.sendFrame(
+      OutboundMessage(bytes: MeshFrameCodec.encode(message), binary: true), on: connection,
+      lane: Self.lane(of: message),
+      node: node)
     return true
   }
 

@@ -81,7 +81,7 @@ final class SessionsFeature: NodeFeature {
       (
         "meshgate_unreliable_dropped_total", "counter",
         "Unreliable session messages dropped because their sender's lane on a mesh link was full.",
-        node.mesh.unreliableDropped
+        node.links.unreliableDropped
       ),
       (
         "meshgate_mesh_sends_refused_total", "counter",
@@ -227,7 +227,7 @@ final class SessionsFeature: NodeFeature {
   /// Whether local peer `peerID` has data in its lane on any link.
   func hasQueuedData(from peerID: String, node: isolated Node) -> Bool {
     let lane = "peer:" + peerID
-    return node.mesh.schedulers.values.contains { $0.queuedBytes(of: lane) > 0 }
+    return node.links.holdsBulk(of: lane)
   }
 
   /// Leaves held by ``leaveAfterQueuedData(_:peerID:node:)`` whose peer has nothing queued any more.
@@ -315,7 +315,7 @@ final class SessionsFeature: NodeFeature {
       return .senderEvents
     }
     // Without links nothing can be full; unreliable data is dropped on a full link rather than held.
-    guard reliable, !node.mesh.schedulers.isEmpty, let session = node.mesh.sessions.sessions[sessionID] else {
+    guard reliable, !node.links.schedulers.isEmpty, let session = node.mesh.sessions.sessions[sessionID] else {
       return nil
     }
     var checked: Set<String> = []
@@ -323,7 +323,7 @@ final class SessionsFeature: NodeFeature {
     for member in session.members
     where member.state == .connected && member.nodeID != node.nodeID && member.peerID != peerID {
       guard targets?.contains(member.peerID) ?? true, checked.insert(member.nodeID).inserted else { continue }
-      if let scheduler = node.scheduler(toNode: member.nodeID), !scheduler.hasRoom(for: producer) {
+      if let scheduler = node.links.scheduler(toNode: member.nodeID, node: node), !scheduler.hasRoom(for: producer) {
         return .link(member.nodeID)
       }
     }
