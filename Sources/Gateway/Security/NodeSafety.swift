@@ -117,10 +117,3 @@ final class NodeSafety {
 }
 
 @available(*, unavailable) extension NodeSafety: Sendable {}
-
-extension Node {
-  var guards: SecurityState {
-    get { safety.guards }
-    _modify { yield &safety.guards }
-  }
-}

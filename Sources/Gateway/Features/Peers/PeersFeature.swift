@@ -114,7 +114,7 @@ final class PeersFeature: NodeFeature {
 
   /// Applies `--peer-create-rate` to the client's address (`429` with `Retry-After`) and `--max-peers` (`409`).
   func checkCreation(_ head: HTTPRequestHead, node: isolated Node) throws(APIError) {
-    let limits = node.guards.limits
+    let limits = node.safety.guards.limits
     let now = Node.monotonicMillis()
     creationLimiter.prune(keep: 4_096, now: now)
     creationPrefixLimiter.prune(keep: 4_096, now: now)
@@ -165,7 +165,7 @@ final class PeersFeature: NodeFeature {
 
   /// `409 peer_limit_reached` when the node hosts `--max-peers` peers.
   func checkCapacity(node: isolated Node) throws(APIError) {
-    let maximum = node.guards.limits.maxPeers
+    let maximum = node.safety.guards.limits.maxPeers
     guard node.peers.count + beingCreated >= maximum else { return }
     limitRefusals += 1
     throw APIError(
@@ -217,7 +217,7 @@ final class PeersFeature: NodeFeature {
     node.peers.remove(peer.id)
     lastUsed[peer.id] = nil
     createdAt[peer.id] = nil
-    node.guards.requestLimiter.forget(peer.id)
+    node.safety.guards.requestLimiter.forget(peer.id)
     node.feed(.localPeerRemoved(peerID: peer.id, now: Node.monotonicMillis()))
     for feature in node.features.all { feature.peerRemoved(peer.id, node: node) }
     node.events.disconnectAll(of: peer.id, code: 4401, reason: closeReason, node: node)
