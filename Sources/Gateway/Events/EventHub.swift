@@ -182,19 +182,20 @@ extension EventHub {
     let reply: JSONValue
     switch message {
     case .binary:
-      reply = Node.socketError("binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
+      reply = EventHub.socketError(
+        "binary_not_supported", "this socket takes JSON text messages such as {\"op\":\"ping\"}")
     case .text(let bytes):
       let parsed: JSONValue
       do {
         parsed = try JSONValue.parse(bytes)
       } catch {
-        reply = Node.socketError(
+        reply = EventHub.socketError(
           error.isLimit ? "json_limit_exceeded" : "malformed_message",
           "\(error); send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
         break
       }
       guard case .object(let object) = parsed, let op = object["op"]?.stringValue else {
-        reply = Node.socketError(
+        reply = EventHub.socketError(
           "malformed_message", "send a JSON object with an \"op\" member, e.g. {\"op\":\"ping\"}")
         break
       }
@@ -207,7 +208,7 @@ extension EventHub {
         case .reply(let answer): reply = answer
         case .later: return
         case nil:
-          reply = Node.socketError(
+          reply = EventHub.socketError(
             "unknown_op", "unknown op \(op.debugDescription); this node supports: ping, send")
         }
       }
@@ -530,7 +531,7 @@ extension EventHub {
     case .webSocket(let id):
       node.server.close(id, code: 4008, reason: message, discardingQueued: true)
     case .stream(let id):
-      let final: JSONValue = Node.socketError("slow_consumer", message + " (Last-Event-ID)")
+      let final: JSONValue = EventHub.socketError("slow_consumer", message + " (Last-Event-ID)")
       node.server.endStream(
         id, discardingQueued: true, final: Array("event: error\ndata: \(final.serializedString())\n\n".utf8))
     }
@@ -556,7 +557,7 @@ extension EventHub {
   func list(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let query = context.request.head.query
     let since =
-      try Node.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
+      try EventHub.parseCursor(query["since"] ?? query["cursor"], name: query["since"] != nil ? "since" : "cursor") ?? 0
     let limit = try query.limit(maximum: 1000)
     let peer = context.authenticatedPeer
     let page = try await node.store.eventLog.events(peerID: peer.id, after: since, limit: limit)
@@ -569,7 +570,7 @@ extension EventHub {
 
   /// `GET /api/v1/events/stream`: the head of a Server-Sent Events response (the route then starts the stream).
   static func streamResponse(_ context: RequestContext) throws -> HTTPResponse {
-    _ = try Node.parseCursor(context.request.head.query["since"], name: "since")
+    _ = try EventHub.parseCursor(context.request.head.query["since"], name: "since")
     return HTTPResponse(
       status: 200, contentType: "text/event-stream",
       headers: [("cache-control", "no-store"), ("x-accel-buffering", "no")], isStream: true)
@@ -580,7 +581,7 @@ extension EventHub {
     guard let peer = context.peer else { return }
     node.surface.respond(request, response)
     let since =
-      (try? Node.parseCursor(request.head.query["since"] ?? request.head.headers["last-event-id"], name: "since"))
+      (try? EventHub.parseCursor(request.head.query["since"] ?? request.head.headers["last-event-id"], name: "since"))
       ?? nil
     let subscriber = addSubscriber(.stream(request.id), peerID: peer.id)
     _ = node.server.writeStream(request.id, Array("retry: 2000\n\n".utf8))
@@ -598,5 +599,22 @@ extension EventHub {
     node.logger.error(
       "Event data does not match its documented schema (docs/events.md).",
       ["event.type": type, "violations": problems.prefix(5).joined(separator: "; ")])
+  }
+}
+
+extension EventHub {
+  /// An `error` message on an event socket.
+  static func socketError(_ code: String, _ message: String) -> JSONValue {
+    ["type": "error", "data": ["code": .string(code), "message": .string(message)]]
+  }
+
+  /// Parses an event cursor: a non-negative decimal integer.
+  static func parseCursor(_ text: String?, name: String) throws(APIError) -> Int64? {
+    guard let text, !text.isEmpty else { return nil }
+    guard text.count <= 18, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber), let value = Int64(text) else {
+      throw .badRequest(
+        "\(name) must be an event id (a non-negative integer) from a previous event, not \(text.debugDescription)")
+    }
+    return value
   }
 }

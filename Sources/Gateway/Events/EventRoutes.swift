@@ -60,7 +60,7 @@ extension EventRoutes {
     connection: .events,
     accept: { _, head, _ in
       do throws(APIError) {
-        _ = try Node.parseCursor(head.query["since"], name: "since")
+        _ = try EventHub.parseCursor(head.query["since"], name: "since")
         return .accept
       } catch {
         return .reject(error.response)
@@ -68,7 +68,7 @@ extension EventRoutes {
     },
     opened: { node, id, head, peer in
       guard let peer else { return }
-      let since = (try? Node.parseCursor(head.query["since"], name: "since")) ?? nil
+      let since = (try? EventHub.parseCursor(head.query["since"], name: "since")) ?? nil
       node.events.webSocketOpened(id, peerID: peer.id, since: since, node: node)
     })
 }

@@ -55,7 +55,7 @@ public enum FuzzTargets {
     if let text = try? body.requiredString("body") { _ = try? ChatRules.body(text) }
     if let id = try? body.requiredString("id") { _ = try? ChatRules.messageID(id) }
     if let name = try? body.requiredString("roomName") { _ = try? ChatRules.roomName(name) }
-    _ = try? Node.parseCursor(try? body.requiredString("since"), name: "since")
+    _ = try? EventHub.parseCursor(try? body.requiredString("since"), name: "since")
   }
 
   /// Seed inputs per target (`mesh-frame`, `chat-wire`, `request-body`): one valid input of every kind, so the

@@ -156,10 +156,6 @@ public actor Node {
     }
   }
 
-  static func socketError(_ code: String, _ message: String) -> JSONValue {
-    ["type": "error", "data": ["code": .string(code), "message": .string(message)]]
-  }
-
   func webSocketClosed(_ id: WebSocketID) {
     // Outbound sockets are mesh links (the only sockets this node dials); one that failed before it connected has no
     // kind yet.
@@ -212,15 +208,5 @@ public actor Node {
       "uptimeSeconds": .double((Date().timeIntervalSince(surface.startedAt) * 1000).rounded() / 1000),
       "peerCount": .int(Int64(peers.count)), "openWebSockets": .int(Int64(server.statistics().openWebSockets)),
     ]
-  }
-
-  /// Parses an event cursor: a non-negative decimal integer.
-  static func parseCursor(_ text: String?, name: String) throws(APIError) -> Int64? {
-    guard let text, !text.isEmpty else { return nil }
-    guard text.count <= 18, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber), let value = Int64(text) else {
-      throw .badRequest(
-        "\(name) must be an event id (a non-negative integer) from a previous event, not \(text.debugDescription)")
-    }
-    return value
   }
 }

@@ -90,7 +90,7 @@ extension NodeSafety {
     if size > limits.webSocketMaxMessageBytes {
       guards.oversizedSocketMessages += 1
       return (
-        Node.socketError(
+        EventHub.socketError(
           "message_too_large",
           "messages on this socket are limited to \(limits.webSocketMaxMessageBytes) bytes (got \(size)); "
             + "send files with POST /api/v1/sessions/{id}/resources"), true
@@ -100,7 +100,7 @@ extension NodeSafety {
       id, perSecond: limits.webSocketMessagesPerSecond, now: Node.monotonicMillis())
     {
       guards.rateLimitedSocketMessages += 1
-      var reply = Node.socketError(
+      var reply = EventHub.socketError(
         "rate_limited",
         "more than \(limits.webSocketMessagesPerSecond) messages per second on this socket; this one was dropped, "
           + "retry after \(wait) s")

@@ -452,9 +452,9 @@ final class SessionsFeature: NodeFeature {
     do {
       request = try parseSocketSend(object, peerID: peerID, node: node)
     } catch let error as APIError {
-      return Node.socketError(error.code, error.message)
+      return EventHub.socketError(error.code, error.message)
     } catch {
-      return Node.socketError("internal_error", "the node could not send: \(error)")
+      return EventHub.socketError("internal_error", "the node could not send: \(error)")
     }
     guard mustWait(request.sessionID, from: peerID, to: request.targets, reliable: request.reliable, node: node) != nil
     else {
@@ -492,7 +492,7 @@ final class SessionsFeature: NodeFeature {
     do {
       return ["type": "sent", "data": try send()]
     } catch let error as APIError {
-      var reply = Node.socketError(error.code, error.message)
+      var reply = EventHub.socketError(error.code, error.message)
       if error.status == 503, case .object(var object) = reply, case .object(var data)? = object["data"] {
         data["retryAfterSeconds"] = 1
         object["data"] = .object(data)
@@ -500,7 +500,7 @@ final class SessionsFeature: NodeFeature {
       }
       return reply
     } catch {
-      return Node.socketError("internal_error", "the node could not send: \(error)")
+      return EventHub.socketError("internal_error", "the node could not send: \(error)")
     }
   }
 
