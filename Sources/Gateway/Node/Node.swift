@@ -25,7 +25,7 @@ public actor Node {
   nonisolated let security: NodeSecurity
   /// Event delivery: subscribers, the ordered publish queue, replays (Events/EventHub.swift).
   let events: EventHub
-  /// Links, directory and sessions (Mesh/).
+  /// The ``MeshNode`` (links, directory, sessions, chat) and the mesh sockets' connection table (Mesh/Node+Mesh.swift).
   var mesh: MeshState
   /// The link side of the mesh: schedulers, dialling, liveness sampling, the frame guard's counters (Mesh/MeshLinks).
   let links = MeshLinks()
