@@ -30,6 +30,7 @@ private final class RecordingRuntime: MeshRuntime {
   func deliver(_ message: MeshMessage, from nodeID: String) { log.append("deliver \(nodeID)") }
   func chat(_ directives: [ChatBook.Directive]) { log.append("chat \(directives.count)") }
   func chatFrameMalformed(nodeID: String, detail: String) { log.append("chatFrameMalformed \(nodeID)") }
+  func payload(_ effect: PayloadEffect) { log.append("payload") }
   func directoryEvent(peerID: String, _ event: Directory.Event) {
     switch event {
     case .peerFound(let peer, _, _): log.append("found \(peer.peerID) → \(peerID)")

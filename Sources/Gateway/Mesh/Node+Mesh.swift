@@ -474,6 +474,11 @@ extension Node {
     featuresMeshEffect(.chat(directives))
   }
 
+  /// What the payload book decided goes to the features.
+  package func payload(_ effect: PayloadEffect) {
+    featuresMeshEffect(.payload(effect))
+  }
+
   package func chatFrameMalformed(nodeID: String, detail: String) {
     meshLogger.warning("Ignoring a malformed chat frame.", ["node.id": nodeID, "error": detail])
   }

@@ -90,6 +90,8 @@ public enum MeshEffect: Sendable, Hashable {
   case chat([ChatBook.Directive])
   /// A chat frame from node `nodeID` did not decode; it is ignored (log it).
   case chatFrameMalformed(nodeID: String, detail: String)
+  /// Carry out what the payload book (``MeshNode/payloads``) decided about a transfer or stream frame.
+  case payload(PayloadEffect)
 }
 
 /// A frame refused before any state machine saw it (docs/security.md, "What a linked node may do").

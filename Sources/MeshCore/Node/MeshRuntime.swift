@@ -58,6 +58,8 @@ package protocol MeshRuntime {
   func chat(_ directives: [ChatBook.Directive])
   /// A chat frame from `nodeID` did not decode.
   func chatFrameMalformed(nodeID: String, detail: String)
+  /// Carry out a decision of the payload book (a frame to send, a chunk to write, a transfer accepted …).
+  func payload(_ effect: PayloadEffect)
   /// Tell local peer `peerID` something the directory found (publish it by the next ``flush()``).
   func directoryEvent(peerID: String, _ event: Directory.Event)
   /// Tell local peer `peerID` a session or invitation event (publish it by the next ``flush()``).
@@ -124,6 +126,9 @@ extension MeshRuntime {
         chat(directives)
       case .chatFrameMalformed(let nodeID, let detail):
         chatFrameMalformed(nodeID: nodeID, detail: detail)
+      case .payload(let effect):
+        flush()
+        payload(effect)
       case .directoryEvent(let peerID, let event):
         directoryTold = true
         directoryEvent(peerID: peerID, event)

@@ -1,0 +1,5 @@
+public import MeshCore
+
+extension SimulatedRuntime {
+  func payload(_ effect: PayloadEffect) {}
+}
