@@ -281,7 +281,7 @@ struct SimulatedRuntime: MeshRuntime {
   func drop(_ id: LinkManager.ConnectionID, reason: String) { simulation.close(id, on: node) }
 
   // Simulated links are plaintext and secretless (nothing is pinned or refused), the simulated peers are honest,
-  // and chat (which needs encrypted links), transfers and streams are not simulated.
+  // and chat (which needs encrypted links) is not simulated. Transfers and streams are (`Simulation+Payloads.swift`).
   func pin(nodeID: String, fingerprint: String) {}
   func refused(_ refusal: LinkManager.Refusal) {}
   func frameRefused(_ refusal: FrameRefusal) {}
@@ -290,6 +290,7 @@ struct SimulatedRuntime: MeshRuntime {
   func chatFrameMalformed(nodeID: String, detail: String) {}
 
   func linkUp(_ hello: NodeHello, security: SessionBook.LinkSecurity) {
+    simulation.payloadsLinked(hello.nodeID, on: node)
     simulation.stats.linkUps += 1
     simulation.changed()
   }
@@ -299,6 +300,7 @@ struct SimulatedRuntime: MeshRuntime {
   }
 
   func linkDown(nodeID: String) {
+    simulation.payloadsUnlinked(nodeID, on: node)
     simulation.stats.linkDowns += 1
     simulation.changed()
   }

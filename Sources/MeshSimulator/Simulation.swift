@@ -69,6 +69,8 @@ public final class Simulation {
   var tickCount: [Int] = []
   /// Sessions created by transceive leaders, by id.
   public internal(set) var transceiveSessions: Set<String> = []
+  /// Transfers and streams: the nodes' disks, offers and streams (`Simulation+Payloads.swift`).
+  var payloadState = SimulatedPayloads()
 
   /// Creates `nodeCount` nodes, all up at time 0, and starts their discovery.
   public init(seed: UInt64, nodeCount: Int, network: NetworkModel = NetworkModel()) {
@@ -292,6 +294,7 @@ public final class Simulation {
       logs[peerID, default: []].append(PeerEvent(time: now, kind: .nodeRestarted))
     }
     changed()
+    restorePayloads(on: index)
     boot(index)
     // Transceivers come back from the advertisements the node reloads (`transceive=1`), as in `Node.init`.
     transceiveBooks[index] = TransceiveBook(restoringFrom: nodes[index].mesh.directory)
