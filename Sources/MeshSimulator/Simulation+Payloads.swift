@@ -245,9 +245,8 @@ extension Simulation {
       // The reader takes every piece at once and credits it.
       payloadState.streams[id]?.received += bytes
       nodes[node].mesh.payloads.streamHandedOver(id, count: bytes.count)
-      let delivered = nodes[node].mesh.payloads.incomingStreams[id]?.intake?.delivered ?? 0
-      if let from = payloadState.streams[id]?.fromNode {
-        sendPayload(.streamCredit(streamID: id, offset: delivered), from: node, to: nodes[from].nodeID)
+      if let from = payloadState.streams[id]?.fromNode, let offset = nodes[node].mesh.payloads.streamCreditDue(id) {
+        sendPayload(.streamCredit(streamID: id, offset: offset), from: node, to: nodes[from].nodeID)
       }
     case .streamCredited(let id, _):
       pumpStream(id, on: node)

@@ -71,6 +71,9 @@ import Testing
     #expect(
       book.received(.streamData(streamID: "s", offset: 5, bytes: [7]), from: "B")
         == [.streamFailed(streamID: "s", .incoming, reason: "protocol error: stream data out of order", notify: true)])
+    book.streamHandedOver("s", count: 1)
+    #expect(book.streamCreditDue("s") == 1)
+    #expect(book.streamCreditDue("s") == nil)
     book.closeStream("s", .incoming)
     #expect(book.received(.streamData(streamID: "s", offset: 1, bytes: [8]), from: "B") == [])
     #expect(book.received(.streamClose(streamID: "s", reason: ""), from: "B") == [.streamEnded(streamID: "s")])

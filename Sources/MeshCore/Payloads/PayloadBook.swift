@@ -42,6 +42,8 @@ public struct PayloadBook: Sendable, Equatable {
     public internal(set) var flow: StreamFlow?
     public internal(set) var intake: StreamIntake?
     public internal(set) var open = true
+    /// The reader's last credit (what the writer was told the reader took).
+    public internal(set) var credited: UInt64 = 0
   }
 
   public private(set) var outgoing: [String: Outgoing] = [:]
@@ -321,9 +323,20 @@ public struct PayloadBook: Sendable, Equatable {
     return offset
   }
 
-  /// The reader of stream `streamID` took `count` more bytes (credit up to ``StreamIntake/delivered``).
+  /// The reader of stream `streamID` took `count` more bytes (credit them with ``streamCreditDue(_:)``).
   public mutating func streamHandedOver(_ streamID: String, count: Int) {
     incomingStreams[streamID]?.intake?.handedOver(count)
+  }
+
+  /// The offset to credit to the writer of open stream `streamID` now: what the reader took, when it moved past the
+  /// last credit (nil: nothing to credit). Recorded as credited.
+  public mutating func streamCreditDue(_ streamID: String) -> UInt64? {
+    guard var end = incomingStreams[streamID], end.open, let delivered = end.intake?.delivered,
+      delivered > end.credited
+    else { return nil }
+    end.credited = delivered
+    incomingStreams[streamID] = end
+    return delivered
   }
 
   // MARK: - Links and ends

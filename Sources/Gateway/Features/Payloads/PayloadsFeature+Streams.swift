@@ -25,7 +25,6 @@ final class LiveStream {
   var readerSocket: WebSocketID?
   var buffer: [[UInt8]] = []
   var senderFinished = false
-  var lastCredit: UInt64 = 0
 
   init(record: StreamRecord) {
     self.record = record
@@ -258,14 +257,9 @@ extension PayloadsFeature {
   }
 
   func sendCreditIfDue(_ stream: LiveStream, node: isolated Node) {
-    guard let delivered = node.mesh.node.payloads.incomingStreams[stream.record.id]?.intake?.delivered,
-      delivered > stream.lastCredit, stream.record.state == .open
-    else {
-      return
-    }
-    stream.lastCredit = delivered
+    guard let offset = node.mesh.node.payloads.streamCreditDue(stream.record.id) else { return }
     sendStreamFrame(
-      .streamCredit(streamID: stream.record.id, offset: delivered), to: stream.record.fromNodeID, node: node)
+      .streamCredit(streamID: stream.record.id, offset: offset), to: stream.record.fromNodeID, node: node)
   }
 
   func streamResponseDrained(_ requestID: RequestID, node: isolated Node) {

@@ -270,7 +270,7 @@ extension PayloadsFeature {
   }
 
   func receivedWritten(_ id: String, _ result: Result<UInt64, TransferIOError>, node: isolated Node) {
-    guard let transfer = transfers.incoming[id], let receiver = node.mesh.node.payloads.receiver(id),
+    guard let transfer = transfers.incoming[id], node.mesh.node.payloads.receiver(id) != nil,
       !transfer.record.isTerminal
     else {
       return
@@ -281,7 +281,7 @@ extension PayloadsFeature {
     case .success(let length):
       transfer.lastProgressAt = Node.monotonicMillis()
       let effects = node.mesh.node.payloads.wrote(id, upTo: length)
-      transfer.record.bytes = node.mesh.node.payloads.receiver(id)?.written ?? receiver.written
+      transfer.record.bytes = node.mesh.node.payloads.receiver(id)?.written ?? transfer.record.bytes
       reportProgress(transfer, node: node)
       for effect in effects { payloadEffect(effect, node: node) }
     }

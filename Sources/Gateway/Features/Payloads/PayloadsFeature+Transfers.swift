@@ -1,5 +1,6 @@
-/// Resource transfers (MCSession sendResource, Nearby FILE payloads): REST handlers, the upload path, the mesh
-/// side of ``TransferSender`` / ``TransferReceiver``, events and restart recovery.
+/// Resource transfers (MCSession sendResource, Nearby FILE payloads): REST handlers, the upload path, carrying out
+/// the payload book's decisions (MeshCore's ``PayloadBook`` holds the ``TransferSender`` / ``TransferReceiver``
+/// state machines), events and restart recovery.
 ///
 /// Layers 4 and 6. Everything here runs on the lws service thread in ``PayloadsFeature``, isolated to the ``Node`` actor; file I/O runs on each
 /// transfer's ``TransferFile`` queue and comes back through ``Node/onLoop(_:)``.
