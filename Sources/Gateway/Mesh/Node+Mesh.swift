@@ -460,13 +460,15 @@ extension Node {
   }
 
   /// Frames the mesh core hands to the runtime (transfers and streams) go to the features.
-  package func deliver(_ message: MeshMessage, from nodeID: String) {
-    featuresMeshEffect(.deliver(message, from: nodeID))
-  }
 
   /// Chat effects go to the features (the chat feature queues each batch: store writes, then sends and events).
   package func chat(_ effect: MeshEffect) {
     featuresMeshEffect(effect)
+  }
+
+  /// What the payload book decided goes to the features.
+  package func payload(_ effect: PayloadEffect) {
+    featuresMeshEffect(.payload(effect))
   }
 
   package func chatFrameMalformed(nodeID: String, detail: String) {
