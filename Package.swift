@@ -36,7 +36,7 @@ let package = Package(
     // Layer 3: sans-I/O mesh core (Crypto for the link handshake's HMAC and the verification codes' SHA-256).
     .target(name: "MeshCore", dependencies: ["Crypto"], swiftSettings: swiftSettings),
     // A deterministic in-process simulator running MeshCore for many nodes (tests and bench).
-    .target(name: "MeshSimulator", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
+    .target(name: "MeshSimulator", dependencies: ["MeshCore", "Crypto"], swiftSettings: swiftSettings),
     // Layer 4: node discovery (the UDP beacon, DNS-SD node discovery, the mode choice); knows nothing of Node.
     .target(name: "Discovery", dependencies: ["DNSSD", "Logging"], swiftSettings: swiftSettings),
     // Layers 4-6: node runtime, apps, REST/WS surface.
@@ -61,7 +61,8 @@ let package = Package(
     .testTarget(name: "DiscoveryTests", dependencies: ["Discovery", "DNSSD"], swiftSettings: swiftSettings),
     .testTarget(name: "StoreTests", dependencies: ["Store"], swiftSettings: swiftSettings),
     .testTarget(name: "MeshCoreTests", dependencies: ["MeshCore"], swiftSettings: swiftSettings),
-    .testTarget(name: "MeshSimulatorTests", dependencies: ["MeshSimulator", "MeshCore"], swiftSettings: swiftSettings),
+    .testTarget(
+      name: "MeshSimulatorTests", dependencies: ["MeshSimulator", "MeshCore", "Crypto"], swiftSettings: swiftSettings),
     .testTarget(
       name: "GatewayTests", dependencies: ["Gateway", "Discovery", "MeshgateTestSupport"], swiftSettings: swiftSettings),
     .testTarget(

@@ -248,7 +248,7 @@ public struct TransferReceiver: Sendable, Equatable {
   public private(set) var digest: [UInt8]?
 
   /// How the receiver answers an offer made again (after a link loss, or a restart of the sender's node).
-  public enum ReofferAnswer: Sendable, Equatable {
+  public enum ReofferAnswer: Sendable, Hashable {
     /// Accept from `offset`: everything before it is held.
     case accept(offset: UInt64)
     /// The content is complete and verified: answer `transferFinished` with this digest.

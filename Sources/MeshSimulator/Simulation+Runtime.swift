@@ -295,21 +295,18 @@ struct SimulatedRuntime: MeshRuntime {
   func drop(_ id: LinkManager.ConnectionID, reason: String) { simulation.close(id, on: node) }
 
   // Simulated links are secretless and their certificates trusted (nothing is pinned or refused), and the simulated
-  // peers are honest.
+  // peers are honest. Transfers and streams are simulated in `Simulation+Payloads.swift`, chat in
+  // `Simulation+Chat.swift`.
   func pin(nodeID: String, fingerprint: String) {}
   func refused(_ refusal: LinkManager.Refusal) {}
   func frameRefused(_ refusal: FrameRefusal) {}
   func chatFrameMalformed(nodeID: String, detail: String) {}
 
-  /// Transfer and stream frames: the seam where payloads will be simulated (Simulation+Payloads.swift).
-  func deliver(_ message: MeshMessage, from nodeID: String) {
-    simulation.payloadFrame(message, from: nodeID, on: node)
-  }
-
   /// Chat effects, carried out as the gateway's chat feature does (Simulation+Chat.swift).
   func chat(_ effect: MeshEffect) { simulation.carryOutChat(effect, on: node) }
 
   func linkUp(_ hello: NodeHello, security: SessionBook.LinkSecurity) {
+    simulation.payloadsLinked(hello.nodeID, on: node)
     simulation.stats.linkUps += 1
     simulation.changed()
   }
@@ -319,6 +316,7 @@ struct SimulatedRuntime: MeshRuntime {
   }
 
   func linkDown(nodeID: String) {
+    simulation.payloadsUnlinked(nodeID, on: node)
     simulation.stats.linkDowns += 1
     simulation.changed()
   }

@@ -76,6 +76,8 @@ public final class Simulation {
   /// Chat messages acknowledged to their posters, per room.
   var acknowledged: [String: [ChatMessage]] = [:]
   var nextChatMessageNumber = 1
+  /// Transfers and streams: the nodes' disks, offers and streams (`Simulation+Payloads.swift`).
+  var payloadState = SimulatedPayloads()
 
   /// Creates `nodeCount` nodes, all up at time 0, and starts their discovery.
   public init(seed: UInt64, nodeCount: Int, network: NetworkModel = NetworkModel()) {
@@ -302,6 +304,7 @@ public final class Simulation {
       logs[peerID, default: []].append(PeerEvent(time: now, kind: .nodeRestarted))
     }
     changed()
+    restorePayloads(on: index)
     boot(index)
     // Transceivers come back from the advertisements the node reloads (`transceive=1`), as in `Node.init`.
     transceiveBooks[index] = TransceiveBook(restoringFrom: nodes[index].mesh.directory)
@@ -391,8 +394,6 @@ public struct SimulationStats: Sendable, Equatable {
   public var sessionFramesUnlinked = 0
   /// `chat.*` events told to local peers.
   public var chatNotifications = 0
-  /// Transfer and stream frames delivered to a node (payloads are not simulated yet: counted, not acted on).
-  public var payloadFrames = 0
   /// Simulation events processed.
   public var events = 0
 

@@ -197,12 +197,15 @@ private func sessionEvents(in effects: [MeshEffect]) -> [(String, SessionBook.Ev
         if case .directoryEvent("b1", .peerFound(let peer, "files", _)) = $0 { peer.peerID == "a1" } else { false }
       })
     // Chat frames go to the chat book (which reads none over a plaintext link); transfer and stream frames go to the
-    // runtime untouched.
+    // payload book: a close of a stream B does not know is dropped there, an offer comes out to be judged.
     let chat = mesh.feed("B", .frameReceived(.chat(payload: [1, 2, 3]), on: onB, now: mesh.now))
     #expect(chat.isEmpty)
     let close = MeshMessage.streamClose(streamID: "s1", reason: "done")
-    let stream = mesh.feed("B", .frameReceived(close, on: onB, now: mesh.now))
-    #expect(stream == [.deliver(close, from: "A")])
+    #expect(mesh.feed("B", .frameReceived(close, on: onB, now: mesh.now)).isEmpty)
+    let offer = StreamOffer(
+      streamID: "s2", sessionID: "x", fromPeerID: "a1", fromDisplayName: "A1", toPeerID: "b1", name: "s")
+    let stream = mesh.feed("B", .frameReceived(.streamOpen(offer), on: onB, now: mesh.now))
+    #expect(stream == [.payload(.streamOffered(offer, from: "A"))])
     // Session frames go to the session book (an answer to an unknown invitation changes nothing).
     let answer = mesh.feed(
       "B", .frameReceived(.inviteAnswer(invitationID: "i9", outcome: .accepted), on: onB, now: mesh.now))

@@ -27,7 +27,6 @@ private final class RecordingRuntime: MeshRuntime {
   func linkUp(_ hello: NodeHello, security: SessionBook.LinkSecurity) { log.append("linkUp \(hello.nodeID)") }
   func linkReplaced(nodeID: String, security: SessionBook.LinkSecurity) { log.append("linkReplaced \(nodeID)") }
   func linkDown(nodeID: String) { log.append("linkDown \(nodeID)") }
-  func deliver(_ message: MeshMessage, from nodeID: String) { log.append("deliver \(nodeID)") }
   func chat(_ effect: MeshEffect) {
     switch effect {
     case .chatStore(let writes): log.append("chatStore \(writes.count)")
@@ -39,6 +38,7 @@ private final class RecordingRuntime: MeshRuntime {
     }
   }
   func chatFrameMalformed(nodeID: String, detail: String) { log.append("chatFrameMalformed \(nodeID)") }
+  func payload(_ effect: PayloadEffect) { log.append("payload") }
   func directoryEvent(peerID: String, _ event: Directory.Event) {
     switch event {
     case .peerFound(let peer, _, _): log.append("found \(peer.peerID) → \(peerID)")
@@ -124,19 +124,19 @@ private func invitation(_ id: String, from: String = "alice", to: String = "bob"
       ])
   }
 
-  @Test func flushesBeforeADialARefusedLinkAndADeliveredFrame() {
+  @Test func flushesBeforeADialARefusedLinkAndAPayloadDecision() {
     let runtime = RecordingRuntime()
     let refusal = LinkManager.Refusal(
       code: "mesh_secret_mismatch", message: "m", nodeID: "B", name: nil, pinnedFingerprint: nil,
       presentedFingerprint: nil)
     runtime.interpret([
       data(to: "me"), .connect(3, host: "h", port: 1), data(to: "me"), .refused(refusal), data(to: "me"),
-      .deliver(.chat(payload: [1]), from: "B"),
+      .payload(.send(.chat(payload: [1]), to: "B")),
     ])
     #expect(
       runtime.log == [
         "session → me", "flush", "connect 3", "session → me", "flush", "refused mesh_secret_mismatch",
-        "session → me", "flush", "deliver B", "flush",
+        "session → me", "flush", "payload", "flush",
       ])
   }
 

@@ -263,14 +263,14 @@ extension Node {
     publishToAllPeers(type: "node.unlinked", data: ["node": ["id": .string(nodeID)]])
   }
 
-  /// Frames the mesh core hands to the runtime (transfers and streams) go to the features.
-  package func deliver(_ message: MeshMessage, from nodeID: String) {
-    for feature in features.all { feature.meshEffect(.deliver(message, from: nodeID), node: self) }
-  }
-
   /// Chat effects go to the features (the chat feature queues each batch: store writes, then sends and events).
   package func chat(_ effect: MeshEffect) {
     for feature in features.all { feature.meshEffect(effect, node: self) }
+  }
+
+  /// What the payload book decided goes to the features.
+  package func payload(_ effect: PayloadEffect) {
+    for feature in features.all { feature.meshEffect(.payload(effect), node: self) }
   }
 
   package func chatFrameMalformed(nodeID: String, detail: String) {

@@ -82,9 +82,6 @@ public enum MeshEffect: Sendable, Hashable {
   case sessionEvent(peerID: String, SessionBook.Event)
   /// Tell each of these local peers, in order, the same session data or named event (a fan-out, as one effect).
   case sessionEvents(peerIDs: [String], SessionBook.Event)
-  /// A frame from a linked node for a part of the runtime outside the mesh core (transfers, streams), after the frame
-  /// guard admitted it.
-  case deliver(MeshMessage, from: String)
   /// Opens a chat batch: persist `writes` (rooms, then messages, in order) in one transaction, after every chat batch
   /// before it. The chat effects that follow it, up to the next `chatStore`, belong to the batch: they are carried out
   /// in order once the writes are durable, and not at all when the writes fail, so nothing is sent or told that a
@@ -101,6 +98,8 @@ public enum MeshEffect: Sendable, Hashable {
   case chatJoinSettled(roomID: String, peerID: String, joined: Bool)
   /// A chat frame from node `nodeID` did not decode; it is ignored (log it).
   case chatFrameMalformed(nodeID: String, detail: String)
+  /// Carry out what the payload book (``MeshNode/payloads``) decided about a transfer or stream frame.
+  case payload(PayloadEffect)
 }
 
 /// A frame refused before any state machine saw it (docs/security.md, "What a linked node may do").

@@ -13,8 +13,8 @@
 ///   (``MeshEffect/linkDown(nodeID:)``). A deleted local peer leaves the directory, then its sessions, then its chat
 ///   rooms.
 /// - **Routing.** Directory frames go to the directory, chat frames to the chat book (`MeshNode+Chat.swift`, with its
-///   own checks), transfer and stream frames to the runtime (``MeshEffect/deliver(_:from:)``), every other frame to
-///   the session book; directory and session frames are addressed to the link connection of their node.
+///   own checks), transfer and stream frames to the payload book (`MeshNode+Payloads.swift`, effects
+///   ``MeshEffect/payload(_:)``), every other frame to the session book; directory and session frames are addressed to the link connection of their node.
 /// - **The frame guard** (docs/security.md, "What a linked node may do"). With ``checksWireIDs``, a frame whose ids
 ///   are malformed (``WireIDs``) is refused before anything sees it (reason `invalid_id`; a `hello` with one also
 ///   drops its connection). A frame delivered by a linked node must speak only for the peers that node hosts in this
@@ -23,8 +23,6 @@
 /// - **Local peers only.** Session events are reported only for peers hosted here (a data frame may name peers
 ///   that live on other nodes).
 /// - **Link security.** The session book learns how each link is carried from the link manager's transport.
-///
-/// Transfers and streams stay in the runtime for now; their frames are delivered to it.
 public struct MeshNode: Sendable {
   /// The links (read-only: change them through ``handle(_:)``).
   public private(set) var links: LinkManager
@@ -34,6 +32,9 @@ public struct MeshNode: Sendable {
   public private(set) var sessions: SessionBook
   /// Chat rooms (read-only: change them through ``handle(_:)`` and the chat commands, `MeshNode+Chat.swift`).
   public internal(set) var chat: ChatBook
+  /// Transfers and streams (``PayloadBook``): payload frames are routed into it (`MeshNode+Payloads.swift`); the
+  /// runtime drives it with the book's own commands (pump, written, verified …) and carries out its effects.
+  public var payloads = PayloadBook()
   /// Whether every frame's ids are checked with ``WireIDs/check(_:)`` before anything sees it: yes for the node
   /// runtime; the simulator and unit tests use short ids.
   public var checksWireIDs: Bool
@@ -294,7 +295,7 @@ public struct MeshNode: Sendable {
         case .transferOffer, .transferAccept, .transferReject, .transferChunk, .transferCredit, .transferEnd,
           .transferFinished, .transferFailed, .transferCancel, .transferAwaitingConsent, .streamOpen, .streamData,
           .streamCredit, .streamClose, .transferGroupOffer:
-          effects.append(.deliver(message, from: nodeID))
+          payloadReceived(message, from: nodeID, into: &effects)
         default:
           absorb(sessions.received(message, from: nodeID, now: now), into: &effects)
         }

@@ -52,8 +52,6 @@ package protocol MeshRuntime {
   func linkReplaced(nodeID: String, security: SessionBook.LinkSecurity)
   /// A node is no longer linked.
   func linkDown(nodeID: String)
-  /// A transfer or stream frame from a linked node, admitted by the frame guard.
-  func deliver(_ message: MeshMessage, from nodeID: String)
   /// Carry out a chat effect (``MeshEffect/chatStore(_:)``, ``MeshEffect/chatSend(_:toNode:)``,
   /// ``MeshEffect/chatHistory(roomID:toNode:after:)``, ``MeshEffect/chatEvent(peerID:roomID:_:)``,
   /// ``MeshEffect/chatJoinSettled(roomID:peerID:joined:)``) after every chat effect before it: a batch's effects wait
@@ -61,6 +59,8 @@ package protocol MeshRuntime {
   func chat(_ effect: MeshEffect)
   /// A chat frame from `nodeID` did not decode.
   func chatFrameMalformed(nodeID: String, detail: String)
+  /// Carry out a decision of the payload book (a frame to send, a chunk to write, a transfer accepted …).
+  func payload(_ effect: PayloadEffect)
   /// Tell local peer `peerID` something the directory found (publish it by the next ``flush()``).
   func directoryEvent(peerID: String, _ event: Directory.Event)
   /// Tell local peer `peerID` a session or invitation event (publish it by the next ``flush()``).
@@ -120,13 +120,13 @@ extension MeshRuntime {
       case .linkDown(let nodeID):
         flush()
         linkDown(nodeID: nodeID)
-      case .deliver(let message, let nodeID):
-        flush()
-        deliver(message, from: nodeID)
       case .chatStore, .chatSend, .chatHistory, .chatEvent, .chatJoinSettled:
         chat(effect)
       case .chatFrameMalformed(let nodeID, let detail):
         chatFrameMalformed(nodeID: nodeID, detail: detail)
+      case .payload(let effect):
+        flush()
+        payload(effect)
       case .directoryEvent(let peerID, let event):
         directoryTold = true
         directoryEvent(peerID: peerID, event)

@@ -52,3 +52,13 @@ extension TransferRecord {
 extension StreamRecord {
   var stateName: String { state.rawValue }
 }
+
+extension TransferDirection {
+  /// The same side as the payload book names it.
+  var payload: PayloadBook.Direction {
+    switch self {
+    case .outgoing: .outgoing
+    case .incoming: .incoming
+    }
+  }
+}

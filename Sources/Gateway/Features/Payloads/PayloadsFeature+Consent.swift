@@ -39,20 +39,17 @@ extension PayloadsFeature {
       break
     }
     // A record restored as finished has no state machine: its digest is in the record.
-    var restored: TransferReceiver?
-    if transfer.receiver == nil, state == .finished, let hex = transfer.record.sha256,
+    if node.mesh.node.payloads.receiver(id) == nil, state == .finished, let hex = transfer.record.sha256,
       let digest = TransferRecord.unhex(hex)
     {
-      restored = TransferReceiver.finished(size: transfer.record.size, sha256: digest)
+      node.mesh.node.payloads.setReceiver(id, TransferReceiver.finished(size: transfer.record.size, sha256: digest))
     }
-    guard var receiver = transfer.receiver ?? restored else {
+    guard let answer = node.mesh.node.payloads.reoffered(id) else {
       sendTransferFrame(
         .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"), to: nodeID,
         node: node)
       return
     }
-    let answer = receiver.reoffered()
-    transfer.receiver = receiver
     switch answer {
     case .accept(let offset):
       transfer.lastProgressAt = Node.monotonicMillis()
@@ -79,6 +76,7 @@ extension PayloadsFeature {
   func offerAwaitingConsent(_ transfer: LiveTransfer, node: isolated Node) {
     let id = transfer.record.id
     transfers.incoming[id] = transfer
+    node.mesh.node.payloads.receive(id, from: transfer.record.fromNodeID, receiver: nil)
     startConsentWait(transfer, node: node)
     let record = transfer.record
     Task {
@@ -178,7 +176,7 @@ extension PayloadsFeature {
     }
     transfer.consentDeadline = nil
     transfer.lastProgressAt = Node.monotonicMillis()
-    transfer.receiver = TransferReceiver(size: transfer.record.size)
+    node.mesh.node.payloads.setReceiver(transfer.record.id, TransferReceiver(size: transfer.record.size))
     transfer.record.state = .inProgress
     transfer.record.updatedAt = Timestamp.now()
     try? FileManager.default.createDirectory(

@@ -84,8 +84,8 @@ extension PayloadsFeature {
     }
     let copy = LiveTransfer(
       record: record(id, .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: node.nodeID)))
-    copy.receiver = TransferReceiver(size: offer.size)
     transfers.incoming[id] = copy
+    node.mesh.node.payloads.receive(id, from: nodeID, receiver: TransferReceiver(size: offer.size))
     var records = [copy.record]
     for (recipient, peer) in accepted {
       let rider = LiveTransfer(
@@ -93,6 +93,7 @@ extension PayloadsFeature {
           recipient.transferID, .transfer,
           to: PayloadParty(peerID: peer.id, displayName: peer.displayName, nodeID: node.nodeID)))
       transfers.incoming[recipient.transferID] = rider
+      node.mesh.node.payloads.receive(recipient.transferID, from: nodeID, receiver: nil)
       transfers.riders[id, default: []].append(recipient.transferID)
       records.append(rider.record)
     }

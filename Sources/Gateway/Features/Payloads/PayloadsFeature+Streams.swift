@@ -14,20 +14,17 @@ import MeshCore
 /// One stream as a node holds it. Confined to the service thread.
 final class LiveStream {
   var record: StreamRecord
-  /// Writer side.
-  var flow: StreamFlow?
+  /// Writer side (its window is in the payload book).
   var writer: RequestID?
   var writerSocket: WebSocketID?
   var writerPaused = false
   var writerEnded = false
   var writerDone: CheckedContinuation<Void, any Error>?
-  /// Reader side.
-  var intake: StreamIntake?
+  /// Reader side (what arrived and what the reader took is in the payload book).
   var reader: RequestID?
   var readerSocket: WebSocketID?
   var buffer: [[UInt8]] = []
   var senderFinished = false
-  var lastCredit: UInt64 = 0
 
   init(record: StreamRecord) {
     self.record = record
@@ -107,8 +104,8 @@ extension PayloadsFeature {
         to: PayloadParty(peerID: toID, displayName: target.displayName, nodeID: target.nodeID)),
       name: name, state: .open, bytes: 0, reason: nil, createdAt: Timestamp.now())
     let stream = LiveStream(record: record)
-    stream.flow = StreamFlow(window: LiveStream.window)
     streams.outgoing[record.id] = stream
+    node.mesh.node.payloads.openStream(record.id, to: target.nodeID, window: LiveStream.window)
     sendStreamFrame(
       .streamOpen(
         StreamOffer(
@@ -171,19 +168,17 @@ extension PayloadsFeature {
 
   /// Sends a writer's bytes on as `streamData` frames of at most 256 KiB, then pauses the writer if it must wait.
   func forward(_ stream: LiveStream, _ bytes: [UInt8], node: isolated Node) {
-    guard var flow = stream.flow, stream.record.state == .open else { return }
+    let id = stream.record.id
+    guard stream.record.state == .open, node.mesh.node.payloads.outgoingStreams[id]?.flow != nil else { return }
     var start = 0
     while start < bytes.count {
       let end = min(bytes.count, start + MeshFrameCodec.maxChunkBytes)
       let piece = Array(bytes[start..<end])
-      sendStreamFrame(
-        .streamData(streamID: stream.record.id, offset: flow.sent, bytes: piece), to: stream.record.toNodeID, node: node
-      )
-      flow.didSend(piece.count)
+      guard let offset = node.mesh.node.payloads.streamSend(id, count: piece.count) else { break }
+      sendStreamFrame(.streamData(streamID: id, offset: offset, bytes: piece), to: stream.record.toNodeID, node: node)
       start = end
     }
-    stream.flow = flow
-    stream.record.bytes = flow.sent
+    stream.record.bytes = node.mesh.node.payloads.outgoingStreams[id]?.flow?.sent ?? stream.record.bytes
     throttleWriter(stream, node: node)
   }
 
@@ -196,7 +191,9 @@ extension PayloadsFeature {
 
   /// Pauses the writer while the window is closed or the link is congested, and lets it go on otherwise.
   func throttleWriter(_ stream: LiveStream, node: isolated Node) {
-    guard let flow = stream.flow, !stream.writerEnded, stream.writer != nil || stream.writerSocket != nil else {
+    guard let flow = node.mesh.node.payloads.outgoingStreams[stream.record.id]?.flow, !stream.writerEnded,
+      stream.writer != nil || stream.writerSocket != nil
+    else {
       return
     }
     let local = stream.record.toNodeID == node.nodeID
@@ -212,7 +209,9 @@ extension PayloadsFeature {
   }
 
   func finishWriterIfDrained(_ stream: LiveStream, node: isolated Node) {
-    guard stream.writerEnded, stream.flow?.isDrained == true, stream.record.state == .open else { return }
+    guard stream.writerEnded, node.mesh.node.payloads.outgoingStreams[stream.record.id]?.flow?.isDrained == true,
+      stream.record.state == .open
+    else { return }
     closeStream(stream, state: .closed, reason: nil, notify: false, node: node)
   }
 
@@ -224,15 +223,15 @@ extension PayloadsFeature {
   // MARK: - Reader side
 
   func pumpReader(_ stream: LiveStream, node: isolated Node) {
-    guard var intake = stream.intake else { return }
+    let id = stream.record.id
+    guard node.mesh.node.payloads.incomingStreams[id]?.intake != nil else { return }
     if let socket = stream.readerSocket {
       while !stream.buffer.isEmpty, let queued = node.server.queuedBytes(socket), queued < LiveStream.readerQueue {
         let piece = stream.buffer.removeFirst()
         guard node.server.send(OutboundMessage(bytes: piece, binary: true), to: socket) == .queued else { break }
-        intake.handedOver(piece.count)
+        node.mesh.node.payloads.streamHandedOver(id, count: piece.count)
       }
-      stream.intake = intake
-      stream.record.bytes = intake.delivered
+      stream.record.bytes = node.mesh.node.payloads.incomingStreams[id]?.intake?.delivered ?? stream.record.bytes
       sendCreditIfDue(stream, node: node)
       if stream.senderFinished && stream.buffer.isEmpty {
         node.server.close(socket, code: 1000, reason: "end of stream")
@@ -246,10 +245,9 @@ extension PayloadsFeature {
     while !stream.buffer.isEmpty, let queued = node.server.streamQueuedBytes(reader), queued < LiveStream.readerQueue {
       let piece = stream.buffer.removeFirst()
       guard node.server.writeStream(reader, piece) else { break }
-      intake.handedOver(piece.count)
+      node.mesh.node.payloads.streamHandedOver(id, count: piece.count)
     }
-    stream.intake = intake
-    stream.record.bytes = intake.delivered
+    stream.record.bytes = node.mesh.node.payloads.incomingStreams[id]?.intake?.delivered ?? stream.record.bytes
     sendCreditIfDue(stream, node: node)
     if stream.senderFinished && stream.buffer.isEmpty {
       node.server.endStream(reader)
@@ -260,12 +258,9 @@ extension PayloadsFeature {
   }
 
   func sendCreditIfDue(_ stream: LiveStream, node: isolated Node) {
-    guard let delivered = stream.intake?.delivered, delivered > stream.lastCredit, stream.record.state == .open else {
-      return
-    }
-    stream.lastCredit = delivered
+    guard let offset = node.mesh.node.payloads.streamCreditDue(stream.record.id) else { return }
     sendStreamFrame(
-      .streamCredit(streamID: stream.record.id, offset: delivered), to: stream.record.fromNodeID, node: node)
+      .streamCredit(streamID: stream.record.id, offset: offset), to: stream.record.fromNodeID, node: node)
   }
 
   func streamResponseDrained(_ requestID: RequestID, node: isolated Node) {
@@ -279,15 +274,16 @@ extension PayloadsFeature {
   func sendStreamFrame(_ message: MeshMessage, to nodeID: String, node: isolated Node) {
     if nodeID == node.nodeID {
       let from = node.nodeID
-      Task { node.features.payloads.streamMessage(message, from: from, node: node) }
+      Task { node.interpret(node.mesh.node.localPayload(message, from: from)) }
       return
     }
     sendTransferFrame(message, to: nodeID, node: node)
   }
 
-  func streamMessage(_ message: MeshMessage, from nodeID: String, node: isolated Node) {
-    switch message {
-    case .streamOpen(let offer):
+  /// Carries out what the payload book decided about a stream frame.
+  func streamEffect(_ effect: PayloadEffect, node: isolated Node) {
+    switch effect {
+    case .streamOffered(let offer, let nodeID):
       // The reader must be a local member that agreed to be in the session; the id must be new on this node.
       // (A stream between two peers of this node is both outgoing and incoming under one id.)
       let reader = localReceiver(
@@ -310,41 +306,27 @@ extension PayloadsFeature {
         name: offer.name, state: .open, bytes: 0,
         reason: nil, createdAt: Timestamp.now())
       let stream = LiveStream(record: record)
-      stream.intake = StreamIntake()
       streams.incoming[record.id] = stream
+      node.mesh.node.payloads.acceptStream(record.id, from: nodeID)
       publishStreamEvent("stream.opened", stream, node: node)
-    case .streamData(let id, let offset, let bytes):
-      guard let stream = streams.incoming[id], stream.record.fromNodeID == nodeID, var intake = stream.intake,
-        stream.record.state == .open
-      else { return }
-      guard intake.arrived(offset: offset, count: bytes.count) else {
-        closeStream(
-          stream, state: .failed, reason: "protocol error: stream data out of order", notify: true, node: node)
-        return
-      }
-      stream.intake = intake
+    case .streamData(let id, let bytes):
+      guard let stream = streams.incoming[id], stream.record.state == .open else { return }
       if !bytes.isEmpty { stream.buffer.append(bytes) }
       pumpReader(stream, node: node)
-    case .streamCredit(let id, let offset):
-      guard let stream = streams.outgoing[id], stream.record.toNodeID == nodeID, var flow = stream.flow,
-        flow.credit(offset)
-      else { return }
-      stream.flow = flow
+    case .streamCredited(let id, _):
+      guard let stream = streams.outgoing[id] else { return }
       throttleWriter(stream, node: node)
       finishWriterIfDrained(stream, node: node)
-    case .streamClose(let id, let reason):
-      if let stream = streams.incoming[id], stream.record.fromNodeID == nodeID, reason.isEmpty {
-        stream.senderFinished = true
-        pumpReader(stream, node: node)
-        if stream.reader == nil && stream.buffer.isEmpty && stream.record.state == .open {
-          closeStream(stream, state: .closed, reason: nil, notify: false, node: node)
-        }
-        return
+    case .streamEnded(let id):
+      guard let stream = streams.incoming[id] else { return }
+      stream.senderFinished = true
+      pumpReader(stream, node: node)
+      if stream.reader == nil && stream.buffer.isEmpty && stream.record.state == .open {
+        closeStream(stream, state: .closed, reason: nil, notify: false, node: node)
       }
-      for stream in [streams.outgoing[id], streams.incoming[id]].compactMap({ $0 })
-      where stream.record.fromNodeID == nodeID || stream.record.toNodeID == nodeID {
-        closeStream(stream, state: .failed, reason: reason.isEmpty ? "closed" : reason, notify: false, node: node)
-      }
+    case .streamFailed(let id, let direction, let reason, let notify):
+      guard let stream = direction == .outgoing ? streams.outgoing[id] : streams.incoming[id] else { return }
+      closeStream(stream, state: .failed, reason: reason, notify: notify, node: node)
     default:
       break
     }
@@ -356,6 +338,7 @@ extension PayloadsFeature {
     guard stream.record.state == .open else { return }
     stream.record.state = state
     stream.record.reason = reason
+    node.mesh.node.payloads.closeStream(stream.record.id, stream.record.direction.payload)
     if notify {
       let other = stream.record.direction == .outgoing ? stream.record.toNodeID : stream.record.fromNodeID
       sendStreamFrame(.streamClose(streamID: stream.record.id, reason: reason ?? "closed"), to: other, node: node)

@@ -151,13 +151,15 @@ extension PayloadsFeature {
         record: record(
           RecordID.make(), .copy, to: PayloadParty(peerID: "", displayName: "", nodeID: member.nodeID),
           copyID: nil))
-      copy.sender = TransferSender(
-        size: size, window: GroupSend.copyWindow, chunkSize: LiveTransfer.chunk, readAhead: LiveTransfer.readAhead)
       let reader = TransferFile(path: spoolPath)
       reader.open(rehash: false) { _ in }
       copy.file = reader
       copyOf[member.nodeID] = copy
       transfers.outgoing[copy.record.id] = copy
+      node.mesh.node.payloads.send(
+        copy.record.id, to: member.nodeID,
+        sender: TransferSender(
+          size: size, window: GroupSend.copyWindow, chunkSize: LiveTransfer.chunk, readAhead: LiveTransfer.readAhead))
       group.copies.append(copy.record.id)
       records.append(copy.record)
     }
@@ -171,6 +173,7 @@ extension PayloadsFeature {
           copyID: copy?.record.id))
       let id = share.record.id
       transfers.outgoing[id] = share
+      node.mesh.node.payloads.send(id, to: member.nodeID, sender: nil)
       group.shares.append(id)
       records.append(share.record)
       if let copy {
@@ -182,6 +185,7 @@ extension PayloadsFeature {
         incoming.state = .inProgress
         incoming.path = finalPath(id, .incoming, name: name, node: node)
         transfers.incoming[id] = LiveTransfer(record: incoming)
+        node.mesh.node.payloads.receive(id, from: node.nodeID, receiver: nil)
         records.append(incoming)
       }
     }
@@ -310,12 +314,11 @@ extension PayloadsFeature {
         }
         for id in group.copies {
           guard let copy = node.features.payloads.transfers.outgoing[id], !copy.record.isTerminal,
-            var sender = copy.sender
+            node.mesh.node.payloads.sender(id) != nil
           else {
             continue
           }
-          sender.uploadCompleted(sha256: digest)
-          copy.sender = sender
+          node.mesh.node.payloads.uploadCompleted(id, sha256: digest)
           copy.record.sha256 = spool.record.sha256
           node.features.payloads.persist(copy, node: node)
           node.features.payloads.pump(copy, node: node)
@@ -330,7 +333,7 @@ extension PayloadsFeature {
     guard let group = transfers.groups[spool.record.id] else { return }
     for id in group.copies {
       guard let copy = transfers.outgoing[id], !copy.record.isTerminal else { continue }
-      copy.sender?.spooled(upTo: length)
+      node.mesh.node.payloads.spooled(id, upTo: length)
       pump(copy, node: node)
     }
   }

@@ -22,31 +22,31 @@ extension PayloadsFeature {
     }
   }
 
-  func transferMessage(_ message: MeshMessage, from nodeID: String, node: isolated Node) {
-    switch message {
-    case .transferOffer(let offer):
+  /// Carries out what the payload book decided about a frame (or a file's progress): the I/O, records and events.
+  func payloadEffect(_ effect: PayloadEffect, node: isolated Node) {
+    switch effect {
+    case .send(let message, let nodeID):
+      sendTransferFrame(message, to: nodeID, node: node)
+    case .offered(let offer, let nodeID):
       guard transfers.restored else {
         transfers.deferredOffers.append((offer, nodeID))
         return
       }
       offerReceived(offer, from: nodeID, node: node)
-    case .transferGroupOffer(let offer):
+    case .groupOffered(let offer, let nodeID):
       guard transfers.restored else {
         transfers.deferredGroupOffers.append((offer, nodeID))
         return
       }
       groupOfferReceived(offer, from: nodeID, node: node)
-    case .transferAccept(let id, let offset):
-      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID, var sender = transfer.sender
-      else { return }
-      guard sender.accepted(offset: offset) else { return }
-      transfer.sender = sender
+    case .accepted(let id, let offset, let resumedFrom):
+      guard let transfer = transfers.outgoing[id] else { return }
       transfer.rateUpdatedAt = Node.monotonicMillis()
       transfer.rateTokens = 0
       transfer.record.bytes = offset
       let consented = transfer.consentDeadline != nil || transfer.record.state == .awaitingConsent
       transfer.consentDeadline = nil
-      if let resumedFrom = sender.resumedFrom {
+      if let resumedFrom {
         let wasInterrupted = transfer.record.state == .interrupted
         transfer.record.resumedFrom = resumedFrom
         transfer.record.state = .inProgress
@@ -65,8 +65,8 @@ extension PayloadsFeature {
       }
       copyAnswered(transfer, error: nil)
       pump(transfer, node: node)
-    case .transferReject(let id, let code, let text):
-      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID else { return }
+    case .rejected(let id, let code, let text):
+      guard let transfer = transfers.outgoing[id] else { return }
       if transfer.record.role == .copy, let groupID = transfer.record.groupID,
         transfers.groups[groupID]?.unanswered.contains(id) == true
       {
@@ -75,7 +75,7 @@ extension PayloadsFeature {
       }
       if code == .declined {
         guard !transfer.record.isTerminal else { return }
-        transfer.sender?.cancel()
+        node.mesh.node.payloads.cancel(id, .outgoing)
         transfer.file?.close(remove: true)
         transfer.file = nil
         transfer.consentDeadline = nil
@@ -88,82 +88,34 @@ extension PayloadsFeature {
       } else {
         failTransfer(transfer, reason: "the receiver refused to resume: \(text)", notify: false, node: node)
       }
-    case .transferChunk(let id, let offset, let bytes):
-      guard let transfer = transfers.incoming[id], transfer.record.fromNodeID == nodeID,
-        var receiver = transfer.receiver, let file = transfer.file
-      else { return }
-      let decision = receiver.chunk(offset: offset, count: bytes.count)
-      transfer.receiver = receiver
-      switch decision {
-      case .ignore: break
-      case .reject(let reason): failTransfer(transfer, reason: "protocol error: \(reason)", notify: true, node: node)
-      case .write:
-        file.append(bytes) { [weak node] result in
-          node?.onLoop { $0.features.payloads.receivedWritten(id, result, node: $0) }
-        }
+    case .write(let id, _, let bytes):
+      guard let transfer = transfers.incoming[id], let file = transfer.file else { return }
+      file.append(bytes) { [weak node] result in
+        node?.onLoop { $0.features.payloads.receivedWritten(id, result, node: $0) }
       }
-    case .transferCredit(let id, let offset):
-      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID, var sender = transfer.sender,
-        sender.credit(offset: offset)
-      else { return }
-      transfer.sender = sender
-      transfer.record.bytes = sender.acknowledged
+    case .credited(let id, let acknowledged):
+      guard let transfer = transfers.outgoing[id] else { return }
+      transfer.record.bytes = acknowledged
       reportProgress(transfer, node: node)
       pump(transfer, node: node)
-    case .transferEnd(let id, let size, let digest):
-      guard let transfer = transfers.incoming[id], transfer.record.fromNodeID == nodeID,
-        var receiver = transfer.receiver
-      else { return }
-      let (actions, failure) = receiver.end(size: size, sha256: digest)
-      transfer.receiver = receiver
-      if let failure {
-        failTransfer(transfer, reason: failure, notify: true, node: node)
-        return
+    case .verify(let id, _):
+      transfers.incoming[id]?.file?.finish { [weak node] result in
+        node?.onLoop { $0.features.payloads.receivedVerified(id, result, node: $0) }
       }
-      carryOut(actions, transfer, node: node)
-    case .transferFinished(let id, let digest):
-      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID, var sender = transfer.sender
-      else { return }
-      sender.receiverFinished(sha256: digest)
-      transfer.sender = sender
-      if case .failed(let reason) = sender.state {
-        failTransfer(transfer, reason: reason, notify: false, node: node)
-        return
-      }
-      transfer.record.bytes = transfer.record.size
-      if transfer.record.role == .copy {
-        // The group's spool stays where it is for the other copies (and is removed when the last one ends).
-        transfer.file?.close(remove: false)
-        transfer.file = nil
-        settle(transfer, state: .finished, reason: nil, node: node)
-        return
-      }
-      let final = finalPath(id, .outgoing, name: transfer.record.name, node: node)
-      transfer.file?.move(to: final, within: dataDirectoryPath(node: node)) { [weak node] error in
-        node?.onLoop { node in
-          guard let transfer = node.features.payloads.transfers.outgoing[id], !transfer.record.isTerminal else {
-            return
-          }
-          if error == nil { transfer.record.path = final }
-          transfer.file?.close(remove: false)
-          transfer.file = nil
-          node.features.payloads.settle(transfer, state: .finished, reason: nil, node: node)
-        }
-      }
-    case .transferFailed(let id, let reason):
-      for transfer in [transfers.outgoing[id], transfers.incoming[id]].compactMap({ $0 })
-      where transfer.record.fromNodeID == nodeID || transfer.record.toNodeID == nodeID {
-        failTransfer(transfer, reason: reason, notify: false, node: node)
-      }
-    case .transferCancel(let id, let reason):
-      for transfer in [transfers.outgoing[id], transfers.incoming[id]].compactMap({ $0 })
-      where transfer.record.fromNodeID == nodeID || transfer.record.toNodeID == nodeID {
-        cancelTransfer(transfer, reason: reason, notify: false, node: node)
-      }
-    case .transferAwaitingConsent(let id, let timeoutMillis):
-      guard let transfer = transfers.outgoing[id], transfer.record.toNodeID == nodeID,
-        transfer.sender?.state == .offering, !transfer.record.isTerminal
-      else { return }
+    case .finished(let id, .outgoing, _):
+      guard let transfer = transfers.outgoing[id] else { return }
+      senderFinished(transfer, node: node)
+    case .finished(let id, .incoming, let digest):
+      guard let transfer = transfers.incoming[id] else { return }
+      receiverFinished(transfer, digest: digest, node: node)
+    case .failed(let id, let direction, let reason, let notify):
+      guard let transfer = direction == .outgoing ? transfers.outgoing[id] : transfers.incoming[id] else { return }
+      failTransfer(transfer, reason: reason, notify: notify, node: node)
+    case .canceled(let id, let direction, let reason):
+      guard let transfer = direction == .outgoing ? transfers.outgoing[id] : transfers.incoming[id] else { return }
+      cancelTransfer(transfer, reason: reason, notify: false, node: node)
+    case .awaitingConsent(let id, let timeoutMillis):
+      guard let transfer = transfers.outgoing[id], !transfer.record.isTerminal else { return }
       // The receiver bounds the wait; this side gives up a little later by itself, should the verdict never come.
       let wait = min(timeoutMillis, 86_400_000) + LiveTransfer.consentGraceMillis
       transfer.consentDeadline = Node.monotonicMillis() + wait
@@ -176,8 +128,33 @@ extension PayloadsFeature {
         transfer.answer = nil
         answer.resume()
       }
-    default:
-      break
+    case .streamOffered, .streamData, .streamCredited, .streamEnded, .streamFailed:
+      streamEffect(effect, node: node)
+    }
+  }
+
+  /// The receiver verified the outgoing transfer: its spool becomes the sent file (a group copy's spool stays for
+  /// the other copies, and is removed when the last one ends).
+  func senderFinished(_ transfer: LiveTransfer, node: isolated Node) {
+    let id = transfer.record.id
+    transfer.record.bytes = transfer.record.size
+    if transfer.record.role == .copy {
+      transfer.file?.close(remove: false)
+      transfer.file = nil
+      settle(transfer, state: .finished, reason: nil, node: node)
+      return
+    }
+    let final = finalPath(id, .outgoing, name: transfer.record.name, node: node)
+    transfer.file?.move(to: final, within: dataDirectoryPath(node: node)) { [weak node] error in
+      node?.onLoop { node in
+        guard let transfer = node.features.payloads.transfers.outgoing[id], !transfer.record.isTerminal else {
+          return
+        }
+        if error == nil { transfer.record.path = final }
+        transfer.file?.close(remove: false)
+        transfer.file = nil
+        node.features.payloads.settle(transfer, state: .finished, reason: nil, node: node)
+      }
     }
   }
 
@@ -235,8 +212,8 @@ extension PayloadsFeature {
       offerAwaitingConsent(transfer, node: node)
       return
     }
-    transfer.receiver = TransferReceiver(size: offer.size)
     transfers.incoming[id] = transfer
+    node.mesh.node.payloads.receive(id, from: nodeID, receiver: TransferReceiver(size: offer.size))
     acceptIncoming(transfer, records: [record], from: nodeID, node: node)
   }
 
@@ -293,7 +270,9 @@ extension PayloadsFeature {
   }
 
   func receivedWritten(_ id: String, _ result: Result<UInt64, TransferIOError>, node: isolated Node) {
-    guard let transfer = transfers.incoming[id], var receiver = transfer.receiver, !transfer.record.isTerminal else {
+    guard let transfer = transfers.incoming[id], node.mesh.node.payloads.receiver(id) != nil,
+      !transfer.record.isTerminal
+    else {
       return
     }
     switch result {
@@ -301,43 +280,26 @@ extension PayloadsFeature {
       failTransfer(transfer, reason: "the receiving node could not write: \(error)", notify: true, node: node)
     case .success(let length):
       transfer.lastProgressAt = Node.monotonicMillis()
-      let actions = receiver.wrote(upTo: length)
-      transfer.receiver = receiver
-      transfer.record.bytes = receiver.written
+      let effects = node.mesh.node.payloads.wrote(id, upTo: length)
+      transfer.record.bytes = node.mesh.node.payloads.receiver(id)?.written ?? transfer.record.bytes
       reportProgress(transfer, node: node)
-      carryOut(actions, transfer, node: node)
-    }
-  }
-
-  func carryOut(_ actions: [TransferReceiver.Action], _ transfer: LiveTransfer, node: isolated Node) {
-    let id = transfer.record.id
-    for action in actions {
-      switch action {
-      case .sendCredit(let offset):
-        sendTransferFrame(.transferCredit(transferID: id, offset: offset), to: transfer.record.fromNodeID, node: node)
-      case .verify:
-        transfer.file?.finish { [weak node] result in
-          node?.onLoop { $0.features.payloads.receivedVerified(id, result, node: $0) }
-        }
-      }
+      for effect in effects { payloadEffect(effect, node: node) }
     }
   }
 
   func receivedVerified(_ id: String, _ result: Result<[UInt8], TransferIOError>, node: isolated Node) {
-    guard let transfer = transfers.incoming[id], var receiver = transfer.receiver else { return }
-    let digest: [UInt8]
+    guard let transfer = transfers.incoming[id], node.mesh.node.payloads.receiver(id) != nil else { return }
     switch result {
     case .failure(let error):
       failTransfer(transfer, reason: "the receiving node could not flush the file: \(error)", notify: true, node: node)
-      return
-    case .success(let value): digest = value
+    case .success(let digest):
+      for effect in node.mesh.node.payloads.verified(id, sha256: digest) { payloadEffect(effect, node: node) }
     }
-    let matched = receiver.verified(sha256: digest)
-    transfer.receiver = receiver
-    guard matched else {
-      if case .failed(let reason) = receiver.state { failTransfer(transfer, reason: reason, notify: true, node: node) }
-      return
-    }
+  }
+
+  /// The incoming transfer's content was verified here: the partial file moves into place and the sender is told.
+  func receiverFinished(_ transfer: LiveTransfer, digest: [UInt8], node: isolated Node) {
+    let id = transfer.record.id
     if transfer.record.role == .copy {
       copyVerified(transfer, digest: digest, node: node)
       return
@@ -369,9 +331,8 @@ extension PayloadsFeature {
     for message in transfers.notices.removeValue(forKey: nodeID) ?? [] {
       sendTransferFrame(message, to: nodeID, node: node)
     }
-    for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID {
-      guard var sender = transfer.sender, sender.linkRestored() else { continue }
-      transfer.sender = sender
+    for id in node.mesh.node.payloads.linkRestored(nodeID) {
+      guard let transfer = transfers.outgoing[id] else { continue }
       if transfer.record.role == .copy {
         let recipients = riders(of: transfer).map {
           TransferGroupRecipient(transferID: $0.record.id, peerID: $0.record.toPeerID)
@@ -389,14 +350,15 @@ extension PayloadsFeature {
     streamsLinkDown(nodeID, node: node)
     var paused: [LiveTransfer] = []
     for group in transfers.groups.values where group.open { group.nodesAway.insert(nodeID) }
+    let lost = node.mesh.node.payloads.linkLost(nodeID)
+    let interrupted = (outgoing: Set(lost.outgoing), incoming: Set(lost.incoming))
     for transfer in transfers.outgoing.values where transfer.record.toNodeID == nodeID && !transfer.record.isTerminal {
       if transfer.record.state == .inProgress { paused.append(transfer) }
-      transfer.sender?.linkLost()
       if let answer = transfer.answer {
         transfer.answer = nil
         answer.resume(throwing: APIError.unavailable("the receiver's node went away before it answered; try again"))
       }
-      if transfer.sender?.state == .interrupted { transfer.record.state = .interrupted }
+      if interrupted.outgoing.contains(transfer.record.id) { transfer.record.state = .interrupted }
       if transfer.record.role == .copy {
         copyAnswered(
           transfer, error: APIError.unavailable("the receiving node went away before it answered; try again"))
@@ -406,8 +368,7 @@ extension PayloadsFeature {
     for transfer in transfers.incoming.values where transfer.record.fromNodeID == nodeID && !transfer.record.isTerminal
     {
       if transfer.record.state == .inProgress { paused.append(transfer) }
-      transfer.receiver?.linkLost()
-      if transfer.receiver?.state == .interrupted { transfer.record.state = .interrupted }
+      if interrupted.incoming.contains(transfer.record.id) { transfer.record.state = .interrupted }
       if transfer.record.role == .copy { syncRiders(transfer, node: node) }
     }
     for transfer in paused where transfer.record.state == .interrupted {

@@ -40,8 +40,7 @@ extension PayloadsFeature {
 
   func failTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool, node: isolated Node) {
     guard !transfer.record.isTerminal else { return }
-    transfer.sender?.fail(reason)
-    transfer.receiver?.fail(reason)
+    node.mesh.node.payloads.fail(transfer.record.id, transfer.record.direction.payload, reason: reason)
     transfer.file?.close(remove: transfer.ownsFile)
     transfer.file = nil
     if notify { notifyOtherSide(transfer, .transferFailed(transferID: transfer.record.id, reason: reason), node: node) }
@@ -50,8 +49,7 @@ extension PayloadsFeature {
 
   func cancelTransfer(_ transfer: LiveTransfer, reason: String, notify: Bool, node: isolated Node) {
     guard !transfer.record.isTerminal else { return }
-    transfer.sender?.cancel()
-    transfer.receiver?.cancel()
+    node.mesh.node.payloads.cancel(transfer.record.id, transfer.record.direction.payload)
     transfer.file?.close(remove: transfer.ownsFile)
     transfer.file = nil
     if notify { notifyOtherSide(transfer, .transferCancel(transferID: transfer.record.id, reason: reason), node: node) }
@@ -65,6 +63,7 @@ extension PayloadsFeature {
     transfer.record.state = state
     transfer.record.reason = reason
     transfers.outgoing[transfer.record.id] = nil
+    node.mesh.node.payloads.forget(transfer.record.id, .outgoing)
     let id = transfer.record.id
     Task { try? await node.store.deleteTransfer(id: id) }
   }
@@ -246,8 +245,12 @@ extension PayloadsFeature {
     for var record in records {
       let transfer = LiveTransfer(record: record)
       switch record.direction {
-      case .outgoing: transfers.outgoing[record.id] = transfer
-      case .incoming: transfers.incoming[record.id] = transfer
+      case .outgoing:
+        transfers.outgoing[record.id] = transfer
+        node.mesh.node.payloads.send(record.id, to: record.toNodeID, sender: nil)
+      case .incoming:
+        transfers.incoming[record.id] = transfer
+        node.mesh.node.payloads.receive(record.id, from: record.fromNodeID, receiver: nil)
       }
       guard !record.isTerminal else { continue }
       if record.copyID != nil {
@@ -264,10 +267,12 @@ extension PayloadsFeature {
           failTransfer(transfer, reason: reason, notify: !local, node: node)
           continue
         }
-        transfer.sender = TransferSender.restored(
-          size: record.size, digest: digest,
-          window: record.role == .copy ? GroupSend.copyWindow : LiveTransfer.window, chunkSize: LiveTransfer.chunk,
-          readAhead: LiveTransfer.readAhead)
+        node.mesh.node.payloads.send(
+          record.id, to: record.toNodeID,
+          sender: TransferSender.restored(
+            size: record.size, digest: digest,
+            window: record.role == .copy ? GroupSend.copyWindow : LiveTransfer.window, chunkSize: LiveTransfer.chunk,
+            readAhead: LiveTransfer.readAhead))
         transfer.file = TransferFile(path: record.path)
         transfer.file?.open(rehash: false) { _ in }
         record.state = .interrupted
@@ -297,7 +302,7 @@ extension PayloadsFeature {
         case .success(let offset):
           var receiver = TransferReceiver(size: record.size, offset: offset)
           receiver.linkLost()
-          transfer.receiver = receiver
+          node.mesh.node.payloads.setReceiver(id, receiver)
           transfer.record.bytes = min(offset, record.size)
           node.meshLogger.info("Transfer restored.", ["transfer.id": id, "offset": offset])
         }

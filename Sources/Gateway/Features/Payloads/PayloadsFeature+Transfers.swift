@@ -1,5 +1,6 @@
-/// Resource transfers (MCSession sendResource, Nearby FILE payloads): REST handlers, the upload path, the mesh
-/// side of ``TransferSender`` / ``TransferReceiver``, events and restart recovery.
+/// Resource transfers (MCSession sendResource, Nearby FILE payloads): REST handlers, the upload path, carrying out
+/// the payload book's decisions (MeshCore's ``PayloadBook`` holds the ``TransferSender`` / ``TransferReceiver``
+/// state machines), events and restart recovery.
 ///
 /// Layers 4 and 6. Everything here runs on the lws service thread in ``PayloadsFeature``, isolated to the ``Node`` actor; file I/O runs on each
 /// transfer's ``TransferFile`` queue and comes back through ``Node/onLoop(_:)``.
@@ -21,8 +22,6 @@ import MeshCore
 /// One transfer as a node holds it. Confined to the service thread.
 final class LiveTransfer {
   var record: TransferRecord
-  var sender: TransferSender?
-  var receiver: TransferReceiver?
   var file: TransferFile?
   var throttle = ProgressThrottle()
   /// The upload request while its body streams in.
@@ -67,6 +66,11 @@ extension LiveTransfer {
   static let uploadLowWater: UInt64 = 256 << 10
   /// How much longer than the receiver's consent timeout the sender waits before it fails the transfer itself.
   static let consentGraceMillis: UInt64 = 30_000
+
+  /// A new sender's state machine for `size` bytes, with this node's window, chunk size and read-ahead.
+  static func sender(size: UInt64) -> TransferSender {
+    TransferSender(size: size, window: window, chunkSize: chunk, readAhead: readAhead)
+  }
 
   /// The bulk lane (and link-scheduler producer) of a transfer's chunks.
   static func producer(_ id: String) -> String { "transfer:" + id }
@@ -176,9 +180,6 @@ extension PayloadsFeature {
       reason: nil, sha256: nil, path: partialPath(id, .outgoing, node: node), resumedFrom: nil, createdAt: now,
       updatedAt: now)
     let transfer = LiveTransfer(record: record)
-    transfer.sender = TransferSender(
-      size: UInt64(size), window: LiveTransfer.window, chunkSize: LiveTransfer.chunk,
-      readAhead: LiveTransfer.readAhead)
     try FileManager.default.createDirectory(
       atPath: "\(dataDirectoryPath(node: node))/transfers", withIntermediateDirectories: true)
     let file = TransferFile(path: record.path)
@@ -197,6 +198,7 @@ extension PayloadsFeature {
       throw error
     }
     transfers.outgoing[id] = transfer
+    node.mesh.node.payloads.send(id, to: target.nodeID, sender: LiveTransfer.sender(size: UInt64(size)))
     try await node.store.saveTransfer(record)
 
     if local {
@@ -205,9 +207,10 @@ extension PayloadsFeature {
       incoming.state = .inProgress
       incoming.path = finalPath(id, .incoming, name: name, node: node)
       transfers.incoming[id] = LiveTransfer(record: incoming)
+      node.mesh.node.payloads.receive(id, from: node.nodeID, receiver: nil)
       try await node.store.saveTransfer(incoming)
       transfer.record.state = .inProgress
-      _ = transfer.sender?.accepted(offset: 0)
+      node.mesh.node.payloads.acceptedLocally(id)
       publishTransferEvent("transfer.started", transfers.incoming[id]!, node: node)
     } else {
       // Offer it and wait for the receiver's answer (size, disk space, membership) before reading the body.
@@ -380,7 +383,7 @@ extension PayloadsFeature {
         transfer.uploadPaused = false
         node.server.setBodyFlow(request, enabled: true)
       }
-      transfer.sender?.spooled(upTo: length)
+      node.mesh.node.payloads.spooled(id, upTo: length)
       if transfer.record.role == .spool { groupSpooled(transfer, upTo: length, node: node) }
       pump(transfer, node: node)
     }
@@ -411,7 +414,7 @@ extension PayloadsFeature {
       guard !transfer.record.isTerminal else { return }
       if let request = transfer.uploadRequest { transfers.byUpload[request] = nil }
       transfer.uploadRequest = nil
-      transfer.sender?.uploadCompleted(sha256: digest)
+      node.mesh.node.payloads.uploadCompleted(id, sha256: digest)
       transfer.uploadDone?.resume()
       transfer.uploadDone = nil
       if transfer.record.role == .spool {
@@ -467,11 +470,12 @@ extension PayloadsFeature {
   // MARK: - Sending chunks
 
   func pump(_ transfer: LiveTransfer, node: isolated Node) {
-    guard var sender = transfer.sender, transfer.record.toNodeID != node.nodeID, let file = transfer.file else {
+    let id = transfer.record.id
+    guard node.mesh.node.payloads.sender(id) != nil, transfer.record.toNodeID != node.nodeID, let file = transfer.file
+    else {
       return
     }
-    var canSend = node.links.hasRoom(
-      transfer.record.toNodeID, producer: LiveTransfer.producer(transfer.record.id), node: node)
+    var canSend = node.links.hasRoom(transfer.record.toNodeID, producer: LiveTransfer.producer(id), node: node)
     if canSend && node.configuration.transferRate > 0 {
       let now = Node.monotonicMillis()
       let rate = Double(node.configuration.transferRate)
@@ -479,10 +483,7 @@ extension PayloadsFeature {
       transfer.rateUpdatedAt = now
       canSend = transfer.rateTokens > 0
     }
-    let actions = sender.pump(canSend: canSend)
-    transfer.sender = sender
-    let id = transfer.record.id
-    for action in actions {
+    for action in node.mesh.node.payloads.pump(id, canSend: canSend) {
       switch action {
       case .readChunk(let offset, let count):
         // The chunk is read straight into its frame after the frame's prefix: no copy of the content here.
@@ -501,26 +502,21 @@ extension PayloadsFeature {
   func chunkRead(
     _ id: String, offset: UInt64, count: Int, _ result: Result<OutboundMessage, TransferIOError>, node: isolated Node
   ) {
-    guard let transfer = transfers.outgoing[id], var sender = transfer.sender else { return }
+    guard let transfer = transfers.outgoing[id], node.mesh.node.payloads.sender(id) != nil else { return }
     switch result {
     case .failure(let error):
-      sender.chunkAbandoned(offset: offset)
-      transfer.sender = sender
+      node.mesh.node.payloads.chunkAbandoned(id, offset: offset)
       failTransfer(transfer, reason: "the spool could not be read: \(error)", notify: true, node: node)
     case .success(let frame):
-      guard sender.state == .sending, sender.sent == offset,
-        let connection = linkedConnection(to: transfer.record.toNodeID, node: node)
-      else {
-        let next = sender.sent != offset
-        sender.chunkAbandoned(offset: offset)
-        transfer.sender = sender
+      let connection = linkedConnection(to: transfer.record.toNodeID, node: node)
+      let verdict = node.mesh.node.payloads.chunkRead(id, offset: offset, linked: connection != nil)
+      guard verdict.send, let connection else {
         // A read that did not line up (a late one from before a resume): the reads go on from the next offset.
-        if next { pump(transfer, node: node) }
+        if verdict.next { pump(transfer, node: node) }
         return
       }
       node.links.sendFrame(frame, on: connection, lane: .bulk(LiveTransfer.producer(id)), node: node)
-      sender.chunkSent(offset: offset, count: count)
-      transfer.sender = sender
+      node.mesh.node.payloads.chunkSent(id, offset: offset, count: count)
       transfers.payloadBytes[transfer.record.toNodeID, default: 0] += UInt64(count)
       transfer.rateTokens -= Double(count)
       pump(transfer, node: node)
@@ -565,7 +561,8 @@ extension PayloadsFeature {
   func transferTick(node: isolated Node) {
     streamTick(node: node)
     groupMembershipTick(node: node)
-    for transfer in transfers.outgoing.values where transfer.sender?.state == .sending {
+    for transfer in transfers.outgoing.values
+    where node.mesh.node.payloads.sender(transfer.record.id)?.state == .sending {
       pump(transfer, node: node)
     }
     failIdleTransfers(node: node)

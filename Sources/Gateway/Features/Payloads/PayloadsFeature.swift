@@ -49,17 +49,12 @@ final class PayloadsFeature: NodeFeature {
     transfers.alwaysAccept[peerID] = nil
   }
 
-  /// Transfer and stream frames the mesh core delivered; and offers it refused, whose senders are told.
+  /// What the payload book decided about transfer and stream frames; and offers the mesh core refused, whose senders
+  /// are told.
   func meshEffect(_ effect: MeshEffect, node: isolated Node) {
     switch effect {
-    case .deliver(let message, let nodeID):
-      switch message {
-      case .streamOpen, .streamData, .streamCredit, .streamClose:
-        streamMessage(message, from: nodeID, node: node)
-      default:
-        // The only other frames the mesh core delivers are transfer frames.
-        transferMessage(message, from: nodeID, node: node)
-      }
+    case .payload(let effect):
+      payloadEffect(effect, node: node)
     case .frameRefused(let refusal):
       if let nodeID = refusal.nodeID, let answer = refusal.answer {
         answerRefusedFrame(refusal.message, to: nodeID, because: answer, node: node)
@@ -71,7 +66,10 @@ final class PayloadsFeature: NodeFeature {
 
   /// Senders held back by a full link (file chunks, stream writers) try again.
   func linkRoomFreed(node: isolated Node) {
-    for transfer in transfers.outgoing.values where transfer.sender?.state == .sending { pump(transfer, node: node) }
+    for transfer in transfers.outgoing.values
+    where node.mesh.node.payloads.sender(transfer.record.id)?.state == .sending {
+      pump(transfer, node: node)
+    }
     for stream in streams.outgoing.values where stream.writerPaused { throttleWriter(stream, node: node) }
   }
 
