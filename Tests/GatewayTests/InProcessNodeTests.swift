@@ -130,6 +130,19 @@ final class InProcessNode: Sendable {
     return (id, try #require(object["token"]?.stringValue))
   }
 
+  /// Two peers of this node, alice and bob, each with an open event socket (bob's has said hello).
+  func aliceAndBobListening() async throws -> (
+    alice: (id: String, token: String), aliceSocket: WebSocketID, bob: (id: String, token: String),
+    bobSocket: WebSocketID
+  ) {
+    let alice = try await createPeerWithToken("alice")
+    let bob = try await createPeerWithToken("bob")
+    let aliceSocket = try await openEventSocket(token: alice.token)
+    let bobSocket = try await openEventSocket(token: bob.token)
+    _ = await event("hello", on: bobSocket)
+    return (alice, aliceSocket, bob, bobSocket)
+  }
+
   /// Routes `method path` with the standard router and runs the route's handler with `body` (JSON) as `peer`.
   /// Errors a handler throws come back as their HTTP answer, as the server would send them.
   func call(
@@ -286,11 +299,7 @@ struct InProcessNodeTests {
   /// acceptance delivers the job into the receiver's list and tells both sides; session data reaches the member.
   @Test func aJobOfferAndSessionDataFlowBetweenLocalPeersWithoutTheMesh() async throws {
     try await InProcessNode.with { node in
-      let alice = try await node.createPeerWithToken("alice")
-      let bob = try await node.createPeerWithToken("bob")
-      let aliceSocket = try await node.openEventSocket(token: alice.token)
-      let bobSocket = try await node.openEventSocket(token: bob.token)
-      _ = await node.event("hello", on: bobSocket)
+      let (alice, aliceSocket, bob, bobSocket) = try await node.aliceAndBobListening()
 
       let refused = await node.request(
         .post, "/api/v1/jobs/nope/send", json: ["to": .string(bob.id)], token: alice.token)
@@ -347,11 +356,7 @@ struct InProcessNodeTests {
   /// watched for a failed delivery once the peer (and with it the job) is gone.
   @Test func aDeletedPeersJobDeliveriesAreForgotten() async throws {
     try await InProcessNode.with { node in
-      let alice = try await node.createPeerWithToken("alice")
-      let bob = try await node.createPeerWithToken("bob")
-      let aliceSocket = try await node.openEventSocket(token: alice.token)
-      let bobSocket = try await node.openEventSocket(token: bob.token)
-      _ = await node.event("hello", on: bobSocket)
+      let (alice, aliceSocket, bob, bobSocket) = try await node.aliceAndBobListening()
       #expect(
         await node.request(.put, "/api/v1/advertising/jobmanager-jobs", json: [:], token: bob.token).status == 200)
       let created = await node.request(.post, "/api/v1/jobs", json: ["name": "Paint the fence"], token: alice.token)
@@ -375,11 +380,7 @@ struct InProcessNodeTests {
   /// writer is told (`stream.closed`, failed), instead of writing into a stream nobody will ever read.
   @Test func aDeletedPeersStreamsEnd() async throws {
     try await InProcessNode.with { node in
-      let alice = try await node.createPeerWithToken("alice")
-      let bob = try await node.createPeerWithToken("bob")
-      let aliceSocket = try await node.openEventSocket(token: alice.token)
-      let bobSocket = try await node.openEventSocket(token: bob.token)
-      _ = await node.event("hello", on: bobSocket)
+      let (alice, aliceSocket, bob, bobSocket) = try await node.aliceAndBobListening()
       let session = await node.request(.post, "/api/v1/sessions", json: [:], token: alice.token)
       let sessionID = try #require(session.object?["session"]?.objectValue?["id"]?.stringValue)
       let invited = await node.request(
