@@ -30,15 +30,21 @@ export function initPhoneLink() {
   const https = panel.querySelector('[data-testid="qr-https"]');
   let lan = []; // the node's LAN addresses, asked for when the page is on a loopback address
 
+  // Asked once at start and again whenever the panel opens; the open panel is drawn again only when the list
+  // changed, so the code a camera is reading is not swapped for an identical one.
   async function loadLanAddresses() {
+    let found;
     try {
       const response = await fetch(new URL('api/v1/node', document.baseURI), { cache: 'no-store' });
       const node = response.ok ? await response.json() : null;
-      lan = node && Array.isArray(node.lanAddresses) ? node.lanAddresses.filter((a) => typeof a === 'string') : [];
+      found = node && Array.isArray(node.lanAddresses) ? node.lanAddresses.filter((a) => typeof a === 'string') : [];
     } catch {
-      lan = []; // the note says to open the page by the node's address
+      found = []; // the note says to open the page by the node's address
     }
-    if (!panel.hidden) render();
+    const changed = found.join(' ') !== lan.join(' ');
+    lan = found;
+    panel.dataset.lanChecked = 'true';
+    if (changed && !panel.hidden) render();
   }
 
   function render() {
@@ -86,6 +92,7 @@ export function initPhoneLink() {
     if (open) close.focus();
   }
 
+  if (LOOPBACK.test(window.location.hostname)) loadLanAddresses();
   button.addEventListener('click', () => show(panel.hidden));
   close.addEventListener('click', () => {
     show(false);
