@@ -86,6 +86,9 @@ BROWSER_ARGS ?=
 NETNS_ARGS ?=
 
 step = @printf '\n==> %s\n' "$(1)"
+# Every test step runs under a bound in minutes (scripts/bounded.sh), far above its usual time: a test that hangs
+# fails its step with a message instead of holding the run until CI's own limit ends it.
+BOUNDED := bash scripts/bounded.sh
 
 DEPS_BUILD := Docker/packages-build.txt
 DEPS_RUN := $(DEPS_BUILD) Docker/packages-run.txt
@@ -136,19 +139,21 @@ run: deps-run swift-check ## Build, start a node, create a first peer and print 
 	@bash scripts/run.sh
 
 test: deps-test swift-check ## Build the debug binary and run all tests (Swift, browser, network faults, links, unit, fuzz, schemathesis)
-	$(call step,swift build (debug; integration tests launch .build/debug/meshgate))
-	@$(SWIFT) build $(BUILD_ARGS)
+	$(call step,swift build --build-tests (debug; integration tests launch .build/debug/meshgate))
+	@$(SWIFT) build --build-tests $(BUILD_ARGS)
 	@if [[ -n "$(strip $(TEST_ARGS))" ]]; then \
 	  printf '\n==> %s\n' "swift test $(TEST_ARGS)"; \
 	  $(SWIFT) test $(BUILD_ARGS) $(TEST_ARGS); \
 	else \
 	  printf '\n==> %s\n' "swift test (unit and in-process tests, in parallel)"; \
-	  $(SWIFT) test $(BUILD_ARGS) --skip '$(BULK_SUITES_REGEX)|$(PROCESS_TESTS_REGEX)'; \
+	  $(BOUNDED) 15 "the unit and in-process tests" \
+	    $(SWIFT) test $(BUILD_ARGS) --skip-build --skip '$(BULK_SUITES_REGEX)|$(PROCESS_TESTS_REGEX)'; \
 	  printf '\n==> %s\n' "swift test (integration tests against node processes, in parallel)"; \
-	  $(SWIFT) test $(BUILD_ARGS) --skip-build --filter '$(PROCESS_TESTS_REGEX)' --skip '$(BULK_SUITES_REGEX)'; \
+	  $(BOUNDED) 20 "the integration tests" \
+	    $(SWIFT) test $(BUILD_ARGS) --skip-build --filter '$(PROCESS_TESTS_REGEX)' --skip '$(BULK_SUITES_REGEX)'; \
 	  for suite in $(BULK_SUITES); do \
 	    printf '\n==> %s\n' "swift test --filter $$suite (a bulk suite, on its own)"; \
-	    $(SWIFT) test $(BUILD_ARGS) --skip-build --filter "$$suite/"; \
+	    $(BOUNDED) 10 "$$suite" $(SWIFT) test $(BUILD_ARGS) --skip-build --filter "$$suite/"; \
 	  done; \
 	  $(MAKE) timing-tests; \
 	fi
@@ -181,7 +186,8 @@ timing-tests:
 	@# event log's order, and on this machine's disk the file system's own stalls under the burst's writes moved the
 	@# p99 by 30-70 ms between runs (docs/performance.md, "A small message beside a bulk burst"). TIMING_TMPDIR= keeps them on disk.
 	@MESHGATE_BINARY="$$($(SWIFT) build -c release $(BUILD_ARGS) --show-bin-path)/meshgate" MESHGATE_STRICT_TIMING=1 \
-	  TMPDIR="$(TIMING_TMPDIR)" $(SWIFT) test $(BUILD_ARGS) --skip-build --filter 'BackpressureTests/aBurstOfReliableData'
+	  TMPDIR="$(TIMING_TMPDIR)" $(BOUNDED) 10 "the timing tests" \
+	  $(SWIFT) test $(BUILD_ARGS) --skip-build --filter 'BackpressureTests/aBurstOfReliableData'
 
 test-browser: deps-test swift-check ## Build the debug binary and run the browser tests (headless Chromium)
 	$(call step,swift build (debug; the browser tests launch it))
@@ -199,7 +205,7 @@ netns-tests:
 	$(call step,network fault suite (Tests/Netns: 5 nodes in network namespaces, ~4 min; figures in .build/test-artifacts/netns))
 	@MESHGATE_BINARY="$$($(SWIFT) build $(BUILD_ARGS) --show-bin-path)/meshgate" \
 	  MESHGATE_PUBLIC_DIR="$(CURDIR)/Public" \
-	  $(PYTHON) Tests/Netns/run.py $(NETNS_ARGS)
+	  $(BOUNDED) 20 "the network fault suite" $(PYTHON) Tests/Netns/run.py $(NETNS_ARGS)
 
 # The virtual environment is rebuilt whenever the pinned requirements change.
 $(BROWSER_VENV)/.installed: $(BROWSER_REQUIREMENTS)
@@ -215,7 +221,7 @@ browser-tests: $(BROWSER_VENV)/.installed
 	@MESHGATE_BINARY="$$($(SWIFT) build $(BUILD_ARGS) --show-bin-path)/meshgate" \
 	  MESHGATE_PUBLIC_DIR="$(CURDIR)/Public" \
 	  MESHGATE_BROWSER_ARTIFACTS="$(BROWSER_ARTIFACTS)" \
-	  $(BROWSER_VENV)/bin/python Tests/Browser/run.py $(BROWSER_ARGS)
+	  $(BOUNDED) 25 "the browser tests" $(BROWSER_VENV)/bin/python Tests/Browser/run.py $(BROWSER_ARGS)
 
 fuzz: deps-test swift-check ## Fuzz the mesh frame, chat frame and JSON request decoders (FUZZ_SECONDS per decoder, default 300)
 	@SWIFT=$(SWIFT) bash scripts/fuzz.sh $(FUZZ_SECONDS)

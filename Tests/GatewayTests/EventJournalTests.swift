@@ -284,9 +284,9 @@ struct EventJournalNodeTests {
     try await InProcessNode.with { node in
       let alice = try await node.createPeerWithToken("alice")
       let socket = try await node.openEventSocket(token: alice.token)
-      _ = await node.event("hello", on: socket)
+      _ = try await node.event("hello", on: socket)
       await node.node.publishForTests([(alice.id, "session.data", ["text": "one"])])
-      let delivered = await node.port.wait { recorded in
+      let delivered = try await node.port.wait { recorded in
         (recorded.frames[socket] ?? []).compactMap { frame -> Int64? in
           guard let object = (try? JSONValue.parse(frame.bytes))?.objectValue,
             object["type"]?.stringValue == "session.data"
@@ -295,7 +295,7 @@ struct EventJournalNodeTests {
         }.first
       }
       #expect(await node.node.newestInEventRing == delivered, "the ring holds what was delivered until SQLite has it")
-      let page = await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token)
+      let page = try await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token)
       let ids = elements(page.object?["events"]).compactMap { $0.objectValue?["id"]?.stringValue }
       #expect(ids.last == String(delivered))
       #expect(await node.node.store.eventLog.ingestedThrough >= delivered)
@@ -308,16 +308,20 @@ struct EventJournalNodeTests {
     try await InProcessNode.with { node in
       let alice = try await node.createPeerWithToken("alice")
       let socket = try await node.openEventSocket(token: alice.token)
-      _ = await node.event("hello", on: socket)
+      // Live first: the socket's replay reads the log after `hello`, and a read writes the staged events first, so a
+      // replay still reading when SQLite stops writing fails and closes the socket (1011, "reconnect with since").
+      // An event delivered after `hello` is the replay's last read done.
+      await node.node.publishForTests([(alice.id, "session.data", ["text": "live"])])
+      _ = try await node.event("session.data", on: socket) { $0["text"] == "live" }
       let store = await node.node.store
       try await store.database.withWriter { try $0.execute("PRAGMA query_only = 1") }
       await node.node.publishForTests([(alice.id, "session.data", ["text": "waiting"])])
-      _ = await node.event("session.data", on: socket)
+      _ = try await node.event("session.data", on: socket) { $0["text"] == "waiting" }
       #expect(store.eventLog.hasStagedEvents)
-      #expect(await node.request(.get, "/healthz").status == 200)
-      #expect(await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token).status != 200)
+      #expect(try await node.request(.get, "/healthz").status == 200)
+      #expect(try await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token).status != 200)
       try await store.database.withWriter { try $0.execute("PRAGMA query_only = 0") }
-      let page = await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token)
+      let page = try await node.request(.get, "/api/v1/events", query: [("since", "0")], token: alice.token)
       #expect(page.status == 200)
       #expect(String(decoding: page.body, as: UTF8.self).contains("waiting"))
     }
@@ -329,26 +333,26 @@ struct EventJournalNodeTests {
     try await InProcessNode.with { node in
       let alice = try await node.createPeerWithToken("alice")
       let socket = try await node.openEventSocket(token: alice.token)
-      _ = await node.event("hello", on: socket)
+      _ = try await node.event("hello", on: socket)
       let text = String(repeating: "x", count: 60_000)
       let count = NodeParts.eventRingBytes / 60_000 + 10
       await node.node.publishForTests(
         (0..<count).map { (alice.id, "session.data", ["text": .string(text), "n": .int(Int64($0))]) })
       // `hello`, then the events (parsed once they are all there).
-      let frames = await node.port.wait { recorded in
+      let frames = try await node.port.wait { recorded in
         (recorded.frames[socket]?.count ?? 0) > count ? recorded.frames[socket] : nil
       }
       let numbers = frames.compactMap { frame in
         (try? JSONValue.parse(frame.bytes))?.objectValue?["data"]?.objectValue?["n"]?.intValue
       }
       #expect(numbers == (0..<Int64(count)).map { $0 })
-      let metrics = String(decoding: await node.request(.get, "/metrics").body, as: UTF8.self)
+      let metrics = String(decoding: try await node.request(.get, "/metrics").body, as: UTF8.self)
       #expect(!metrics.contains("meshgate_event_ring_full_total 0"))
       #expect(metrics.contains("meshgate_event_ring_full_total"))
       var logged: [Int64] = []
       var cursor = "0"
       while true {
-        let page = await node.request(
+        let page = try await node.request(
           .get, "/api/v1/events", query: [("since", cursor), ("limit", "100")], token: alice.token)
         let events = elements(page.object?["events"])
         logged += events.compactMap { $0.objectValue?["data"]?.objectValue?["n"]?.intValue }

@@ -16,10 +16,11 @@ struct HTTPPipelineTests {
 
   @Test func requestsAreCountedUnderTheirRoutesPatternOnceEach() async throws {
     try await InProcessNode.with { node in
-      #expect(await node.request(.get, "/api/v1/node").status == 200)
-      #expect(await node.request(.delete, "/api/v1/node").status == 405)
-      #expect(await node.request(.get, "/no/such/page").status == 404)
-      #expect(await node.request(.get, "/api/v1/peers/me").status == 401)
+      let info = try await node.request(.get, "/api/v1/node")
+      #expect(info.status == 200)
+      #expect(try await node.request(.delete, "/api/v1/node").status == 405)
+      #expect(try await node.request(.get, "/no/such/page").status == 404)
+      #expect(try await node.request(.get, "/api/v1/peers/me").status == 401)
       let requests = await Self.requestCounts(node.node)
       #expect(requests["/api/v1/node|GET|200"] == 1)
       #expect(requests["/api/v1/node|DELETE|405"] == 1)
@@ -33,11 +34,11 @@ struct HTTPPipelineTests {
     try await InProcessNode.with { node in
       let peer = try await node.createPeerWithToken("ada")
       // An admin route refuses a peer token (403), a peer route the lack of one (401).
-      #expect(await node.request(.get, "/api/v1/node/settings", token: peer.token).status == 403)
-      #expect(await node.request(.get, "/api/v1/peers/me").status == 401)
-      #expect(await node.request(.get, "/api/v1/peers/me", token: peer.token).status == 200)
+      #expect(try await node.request(.get, "/api/v1/node/settings", token: peer.token).status == 403)
+      #expect(try await node.request(.get, "/api/v1/peers/me").status == 401)
+      #expect(try await node.request(.get, "/api/v1/peers/me", token: peer.token).status == 200)
       if let admin = node.adminToken {
-        #expect(await node.request(.get, "/api/v1/node/settings", token: admin).status == 200)
+        #expect(try await node.request(.get, "/api/v1/node/settings", token: admin).status == 200)
       }
     }
   }

@@ -118,24 +118,66 @@ final class InMemoryServerPort: ServerPort {
     record { $0.openSockets.remove(id) }
   }
 
-  /// Waits until `match` finds something in the records, and returns it. The suite's time limit bounds the wait.
-  func wait<T: Sendable>(for match: @escaping @Sendable (Recorded) -> T?) async -> T {
-    await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-      let found = state.withLock { state -> T? in
-        if let value = match(state.recorded) { return value }
-        state.waiters.append { recorded in
-          guard let value = match(recorded) else { return nil }
-          return { continuation.resume(returning: value) }
+  /// Waits until `match` finds something in the records, and returns it.
+  ///
+  /// The wait ends with an error when its task is cancelled (a suite's time limit cancels the test) or after `bound`,
+  /// so a record that never comes fails the test instead of hanging the test process: a test blocked here on a socket
+  /// the node had closed once held a whole CI run until it was killed.
+  func wait<T: Sendable>(
+    within bound: Duration = .seconds(60), for match: @escaping @Sendable (Recorded) -> T?
+  ) async throws -> T {
+    let waiter = Waiter<T>()
+    return try await withTaskCancellationHandler {
+      try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        waiter.start(continuation)
+        let found = state.withLock { state -> T? in
+          if let value = match(state.recorded) { return value }
+          state.waiters.append { recorded in
+            guard let value = match(recorded) else { return nil }
+            return { waiter.finish(.success(value)) }
+          }
+          return nil
         }
-        return nil
+        if let found { waiter.finish(.success(found)) }
+        waiter.expire(after: bound)
       }
-      if let found { continuation.resume(returning: found) }
+    } onCancel: {
+      waiter.finish(.failure(CancellationError()))
+    }
+  }
+
+  /// One wait's continuation, resumed once: by the record it waits for, by cancellation, or when its bound passes.
+  /// (A satisfied or abandoned waiter left in the port's list answers nothing more: its resumption runs no second time.)
+  private final class Waiter<T: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<T, any Error>?>(nil)
+    private let finished = Atomic<Bool>(false)
+
+    func start(_ continuation: CheckedContinuation<T, any Error>) {
+      self.continuation.withLock { $0 = continuation }
+      if finished.load(ordering: .acquiring) { resume(.failure(CancellationError())) }
+    }
+
+    func finish(_ result: Result<T, any Error>) {
+      guard finished.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+      else { return }
+      resume(result)
+    }
+
+    func expire(after bound: Duration) {
+      Task { [weak self] in
+        try? await Task.sleep(for: bound)
+        self?.finish(.failure(InProcessFailure("waited \(bound) for the node to do what the test expects")))
+      }
+    }
+
+    private func resume(_ result: Result<T, any Error>) {
+      continuation.withLock { $0.take() }?.resume(with: result)
     }
   }
 
   /// The answer to request `id`, once the node sends it.
-  func response(to id: RequestID) async -> HTTPResponse {
-    await wait { $0.responses[id] }
+  func response(to id: RequestID) async throws -> HTTPResponse {
+    try await wait { $0.responses[id] }
   }
 
   private func record(_ change: (inout Recorded) -> Void) {

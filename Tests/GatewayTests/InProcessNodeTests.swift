@@ -64,7 +64,7 @@ final class InProcessNode: Sendable {
   func request(
     _ method: HTTPMethod, _ path: String, json: JSONValue? = nil, query: [(String, String)] = [],
     token: String? = nil
-  ) async -> HTTPResponse {
+  ) async throws -> HTTPResponse {
     var headers = [("host", "127.0.0.1")]
     if json != nil { headers.append(("content-type", "application/json")) }
     if let token { headers.append(("authorization", "Bearer \(token)")) }
@@ -74,7 +74,7 @@ final class InProcessNode: Sendable {
       method: method, path: path, query: QueryItems(query), headers: HTTPHeaders(headers),
       contentLength: json == nil ? nil : body.count, remoteAddress: "127.0.0.1")
     await Self.handle(HTTPRequest(id: id, head: head, body: body), on: node)
-    return await port.response(to: id)
+    return try await port.response(to: id)
   }
 
   /// Hands `request` to the node's HTTP pipeline, as the server bridge does.
@@ -109,8 +109,8 @@ final class InProcessNode: Sendable {
   /// Waits for the first event of `type` on socket `id` whose data passes `matching`, and returns that data.
   func event(
     _ type: String, on id: WebSocketID, matching: @escaping @Sendable (JSONObject) -> Bool = { _ in true }
-  ) async -> JSONObject {
-    await port.wait { recorded in
+  ) async throws -> JSONObject {
+    try await port.wait { recorded in
       for frame in recorded.frames[id] ?? [] {
         guard let object = (try? JSONValue.parse(frame.bytes))?.objectValue, object["type"]?.stringValue == type,
           let data = object["data"]?.objectValue, matching(data)
@@ -123,7 +123,7 @@ final class InProcessNode: Sendable {
 
   /// Creates a peer through the node's dispatch; returns its id and token.
   func createPeerWithToken(_ name: String) async throws -> (id: String, token: String) {
-    let response = await request(.post, "/api/v1/peers", json: ["displayName": .string(name)])
+    let response = try await request(.post, "/api/v1/peers", json: ["displayName": .string(name)])
     #expect(response.status == 201)
     let object = try #require(response.object)
     let id = try #require(object["peer"]?.objectValue?["id"]?.stringValue)
@@ -139,7 +139,7 @@ final class InProcessNode: Sendable {
     let bob = try await createPeerWithToken("bob")
     let aliceSocket = try await openEventSocket(token: alice.token)
     let bobSocket = try await openEventSocket(token: bob.token)
-    _ = await event("hello", on: bobSocket)
+    _ = try await event("hello", on: bobSocket)
     return (alice, aliceSocket, bob, bobSocket)
   }
 
@@ -180,6 +180,34 @@ final class InProcessNode: Sendable {
 struct InProcessFailure: Error, CustomStringConvertible {
   let description: String
   init(_ description: String) { self.description = description }
+}
+
+/// The harness's waits end: a test waiting for something the node never does fails, and the test process goes on.
+@Suite(.timeLimit(.minutes(1)))
+struct InMemoryServerPortWaitTests {
+  let socket = WebSocketID(7)
+
+  @Test func aWaitEndsWithTheRecordItWaitsFor() async throws {
+    let port = InMemoryServerPort()
+    async let opened = port.wait { [socket] in $0.openSockets.contains(socket) ? true : nil }
+    port.accept(socket)
+    #expect(try await opened)
+  }
+
+  /// A suite's time limit cancels the test's task: the wait must end then, or the test process waits for ever.
+  @Test func aWaitForARecordThatNeverComesEndsWhenItsTaskIsCancelled() async throws {
+    let port = InMemoryServerPort()
+    let waiting = Task { [socket] in try await port.wait { $0.closes[socket]?.code } }
+    waiting.cancel()
+    await #expect(throws: CancellationError.self) { try await waiting.value }
+  }
+
+  @Test func aWaitForARecordThatNeverComesEndsAfterItsBound() async throws {
+    let port = InMemoryServerPort()
+    await #expect(throws: InProcessFailure.self) {
+      try await port.wait(within: .milliseconds(50)) { [socket] in $0.closes[socket]?.code }
+    }
+  }
 }
 
 extension HTTPResponse {
@@ -242,10 +270,10 @@ struct InProcessNodeTests {
     try await InProcessNode.with(configure: { $0.port = listener.port }) { node in
       #expect(!(node.node.server is Server), "no libwebsockets server")
       #expect(await node.node.runsOnItsPort(), "node methods run on the in-memory port's executor")
-      let info = await node.request(.get, "/api/v1/node")
+      let info = try await node.request(.get, "/api/v1/node")
       #expect(info.status == 200)
       #expect(info.object?["openWebSockets"] == 0)
-      #expect(await node.request(.get, "/api/v1/no-such-route").status == 404)
+      #expect(try await node.request(.get, "/api/v1/no-such-route").status == 404)
     }
   }
 
@@ -256,16 +284,18 @@ struct InProcessNodeTests {
       let alice = try await node.createPeerWithToken("alice")
       let bob = try await node.createPeerWithToken("bob")
       let socket = try await node.openEventSocket(token: alice.token)
-      let hello = await node.event("hello", on: socket)
+      let hello = try await node.event("hello", on: socket)
       #expect(hello["peer"]?.objectValue?["id"]?.stringValue == alice.id)
-      let stream = await node.request(.get, "/api/v1/events/stream", token: alice.token)
+      let stream = try await node.request(.get, "/api/v1/events/stream", token: alice.token)
       #expect(stream.status == 200 && stream.isStream)
 
-      #expect(await node.request(.put, "/api/v1/browsing/demo-svc", token: alice.token).status == 200)
-      #expect(await node.request(.put, "/api/v1/advertising/demo-svc", json: [:], token: bob.token).status == 200)
-      let found = await node.event("peer.found", on: socket) { $0["peer"]?.objectValue?["id"]?.stringValue == bob.id }
+      #expect(try await node.request(.put, "/api/v1/browsing/demo-svc", token: alice.token).status == 200)
+      #expect(try await node.request(.put, "/api/v1/advertising/demo-svc", json: [:], token: bob.token).status == 200)
+      let found = try await node.event("peer.found", on: socket) {
+        $0["peer"]?.objectValue?["id"]?.stringValue == bob.id
+      }
       #expect(found["serviceType"] == "demo-svc")
-      let streamed = await node.port.wait { recorded in
+      let streamed = try await node.port.wait { recorded in
         recorded.streams.values.map { String(decoding: $0, as: UTF8.self) }.first { $0.contains("event: peer.found") }
       }
       #expect(streamed.contains("retry: 2000") && streamed.contains("event: hello") && streamed.contains(bob.id))
@@ -284,10 +314,10 @@ struct InProcessNodeTests {
     try await InProcessNode.with { node in
       let alice = try await node.createPeerWithToken("alice")
       let socket = try await node.openEventSocket(token: alice.token)
-      _ = await node.event("hello", on: socket)
+      _ = try await node.event("hello", on: socket)
       await node.node.webSocketReceived(socket, .text(Array(#"{"op":"ping"}"#.utf8)))
       await node.node.webSocketReceived(socket, .text(Array(#"{"op":"nope"}"#.utf8)))
-      _ = await node.event("error", on: socket)
+      _ = try await node.event("error", on: socket)
       let frames = node.port.recorded.frames[socket] ?? []
       let kinds = frames.map { (try? JSONValue.parse($0.bytes))?.objectValue?["type"]?.stringValue ?? "?" }
       #expect(kinds == ["hello", "pong", "error"])
@@ -301,52 +331,53 @@ struct InProcessNodeTests {
     try await InProcessNode.with { node in
       let (alice, aliceSocket, bob, bobSocket) = try await node.aliceAndBobListening()
 
-      let refused = await node.request(
+      let refused = try await node.request(
         .post, "/api/v1/jobs/nope/send", json: ["to": .string(bob.id)], token: alice.token)
       #expect(refused.status == 404)
-      let created = await node.request(.post, "/api/v1/jobs", json: ["name": "Fix the sink"], token: alice.token)
+      let created = try await node.request(.post, "/api/v1/jobs", json: ["name": "Fix the sink"], token: alice.token)
       #expect(created.status == 201)
       let jobID = try #require(created.object?["job"]?.objectValue?["id"]?.stringValue)
-      let notReceiving = await node.request(
+      let notReceiving = try await node.request(
         .post, "/api/v1/jobs/\(jobID)/send", json: ["to": .string(bob.id)], token: alice.token)
       #expect(notReceiving.status == 409, "bob does not receive jobs yet")
       #expect(
-        await node.request(.put, "/api/v1/advertising/jobmanager-jobs", json: [:], token: bob.token).status == 200)
-      let offered = await node.request(
+        try await node.request(.put, "/api/v1/advertising/jobmanager-jobs", json: [:], token: bob.token).status == 200)
+      let offered = try await node.request(
         .post, "/api/v1/jobs/\(jobID)/send", json: ["to": .string(bob.id)], token: alice.token)
       #expect(offered.status == 202)
       let invitationID = try #require(offered.object?["invitation"]?.objectValue?["id"]?.stringValue)
-      _ = await node.event("invitation.received", on: bobSocket) {
+      _ = try await node.event("invitation.received", on: bobSocket) {
         $0["invitation"]?.objectValue?["id"]?.stringValue == invitationID
       }
-      let accepted = await node.request(.post, "/api/v1/invitations/\(invitationID)/accept", token: bob.token)
+      let accepted = try await node.request(.post, "/api/v1/invitations/\(invitationID)/accept", token: bob.token)
       #expect(accepted.status == 200)
-      let received = await node.event("job.received", on: bobSocket)
+      let received = try await node.event("job.received", on: bobSocket)
       #expect(received["job"]?.objectValue?["name"] == "Fix the sink")
-      let delivered = await node.event("job.delivered", on: aliceSocket)
+      let delivered = try await node.event("job.delivered", on: aliceSocket)
       #expect(delivered["job"]?.objectValue?["id"]?.stringValue == jobID)
-      let bobJobs = await node.request(.get, "/api/v1/jobs", token: bob.token)
+      let bobJobs = try await node.request(.get, "/api/v1/jobs", token: bob.token)
       #expect(bobJobs.object?["jobs"].map { if case .array(let jobs) = $0 { jobs.count } else { -1 } } == 1)
 
-      let session = await node.request(.post, "/api/v1/sessions", json: [:], token: alice.token)
+      let session = try await node.request(.post, "/api/v1/sessions", json: [:], token: alice.token)
       #expect(session.status == 201)
       let sessionID = try #require(session.object?["session"]?.objectValue?["id"]?.stringValue)
-      let invited = await node.request(
+      let invited = try await node.request(
         .post, "/api/v1/invitations", json: ["to": .string(bob.id), "session": .string(sessionID)], token: alice.token)
       #expect(invited.status == 201)
       let sessionInvitation = try #require(invited.object?["invitation"]?.objectValue?["id"]?.stringValue)
-      _ = await node.event("invitation.received", on: bobSocket) {
+      _ = try await node.event("invitation.received", on: bobSocket) {
         $0["invitation"]?.objectValue?["id"]?.stringValue == sessionInvitation
       }
       #expect(
-        await node.request(.post, "/api/v1/invitations/\(sessionInvitation)/accept", token: bob.token).status == 200)
-      _ = await node.event("session.peer.state", on: aliceSocket) {
+        try await node.request(.post, "/api/v1/invitations/\(sessionInvitation)/accept", token: bob.token).status == 200
+      )
+      _ = try await node.event("session.peer.state", on: aliceSocket) {
         $0["peer"]?.objectValue?["id"]?.stringValue == bob.id && $0["state"] == "connected"
       }
-      let sent = await node.request(
+      let sent = try await node.request(
         .post, "/api/v1/sessions/\(sessionID)/data", json: ["hi": "bob"], token: alice.token)
       #expect(sent.status == 202)
-      let data = await node.event("session.data", on: bobSocket) { $0["sessionId"]?.stringValue == sessionID }
+      let data = try await node.event("session.data", on: bobSocket) { $0["sessionId"]?.stringValue == sessionID }
       #expect(data["from"]?.objectValue?["id"]?.stringValue == alice.id)
       #expect(data["text"] == #"{"hi":"bob"}"#)
     }
@@ -358,20 +389,21 @@ struct InProcessNodeTests {
     try await InProcessNode.with { node in
       let (alice, aliceSocket, bob, bobSocket) = try await node.aliceAndBobListening()
       #expect(
-        await node.request(.put, "/api/v1/advertising/jobmanager-jobs", json: [:], token: bob.token).status == 200)
-      let created = await node.request(.post, "/api/v1/jobs", json: ["name": "Paint the fence"], token: alice.token)
+        try await node.request(.put, "/api/v1/advertising/jobmanager-jobs", json: [:], token: bob.token).status == 200)
+      let created = try await node.request(.post, "/api/v1/jobs", json: ["name": "Paint the fence"], token: alice.token)
       let jobID = try #require(created.object?["job"]?.objectValue?["id"]?.stringValue)
-      let offered = await node.request(
+      let offered = try await node.request(
         .post, "/api/v1/jobs/\(jobID)/send", json: ["to": .string(bob.id)], token: alice.token)
       let invitationID = try #require(offered.object?["invitation"]?.objectValue?["id"]?.stringValue)
-      _ = await node.event("invitation.received", on: bobSocket) {
+      _ = try await node.event("invitation.received", on: bobSocket) {
         $0["invitation"]?.objectValue?["id"]?.stringValue == invitationID
       }
-      #expect(await node.request(.post, "/api/v1/invitations/\(invitationID)/accept", token: bob.token).status == 200)
-      _ = await node.event("job.delivered", on: aliceSocket)
+      #expect(
+        try await node.request(.post, "/api/v1/invitations/\(invitationID)/accept", token: bob.token).status == 200)
+      _ = try await node.event("job.delivered", on: aliceSocket)
       #expect(await node.node.jobsInFlight(from: alice.id) == 1, "the delivery is watched while alice exists")
 
-      #expect(await node.request(.delete, "/api/v1/peers/me", token: alice.token).status == 204)
+      #expect(try await node.request(.delete, "/api/v1/peers/me", token: alice.token).status == 204)
       #expect(await node.node.jobsInFlight(from: alice.id) == 0, "nothing of alice's is left in the jobs feature")
     }
   }
@@ -381,30 +413,33 @@ struct InProcessNodeTests {
   @Test func aDeletedPeersStreamsEnd() async throws {
     try await InProcessNode.with { node in
       let (alice, aliceSocket, bob, bobSocket) = try await node.aliceAndBobListening()
-      let session = await node.request(.post, "/api/v1/sessions", json: [:], token: alice.token)
+      let session = try await node.request(.post, "/api/v1/sessions", json: [:], token: alice.token)
       let sessionID = try #require(session.object?["session"]?.objectValue?["id"]?.stringValue)
-      let invited = await node.request(
+      let invited = try await node.request(
         .post, "/api/v1/invitations", json: ["to": .string(bob.id), "session": .string(sessionID)], token: alice.token)
       let invitationID = try #require(invited.object?["invitation"]?.objectValue?["id"]?.stringValue)
-      _ = await node.event("invitation.received", on: bobSocket) {
+      _ = try await node.event("invitation.received", on: bobSocket) {
         $0["invitation"]?.objectValue?["id"]?.stringValue == invitationID
       }
-      #expect(await node.request(.post, "/api/v1/invitations/\(invitationID)/accept", token: bob.token).status == 200)
-      _ = await node.event("session.peer.state", on: aliceSocket) {
+      #expect(
+        try await node.request(.post, "/api/v1/invitations/\(invitationID)/accept", token: bob.token).status == 200)
+      _ = try await node.event("session.peer.state", on: aliceSocket) {
         $0["peer"]?.objectValue?["id"]?.stringValue == bob.id && $0["state"] == "connected"
       }
-      let opened = await node.request(
+      let opened = try await node.request(
         .post, "/api/v1/sessions/\(sessionID)/streams", json: ["to": .string(bob.id), "name": "notes"],
         token: alice.token)
       #expect(opened.status == 201)
       let streamID = try #require(opened.object?["stream"]?.objectValue?["id"]?.stringValue)
-      _ = await node.event("stream.opened", on: bobSocket) { $0["stream"]?.objectValue?["id"]?.stringValue == streamID }
+      _ = try await node.event("stream.opened", on: bobSocket) {
+        $0["stream"]?.objectValue?["id"]?.stringValue == streamID
+      }
       #expect(await node.node.openStreams(of: bob.id) == 1, "bob reads the stream while he exists")
 
-      #expect(await node.request(.delete, "/api/v1/peers/me", token: bob.token).status == 204)
+      #expect(try await node.request(.delete, "/api/v1/peers/me", token: bob.token).status == 204)
       try #require(
         await node.node.openStreams(of: bob.id) == 0, "nothing of bob's is left open in the payloads feature")
-      let closed = await node.event("stream.closed", on: aliceSocket) {
+      let closed = try await node.event("stream.closed", on: aliceSocket) {
         $0["stream"]?.objectValue?["id"]?.stringValue == streamID
       }
       #expect(closed["stream"]?.objectValue?["state"] == "failed")
@@ -436,16 +471,16 @@ struct InProcessNodeTests {
       }
       let first = try await node.dialAfterAddingSeed("two-addresses.test:9")
       #expect(first.host == "10.9.9.1")
-      let socket = try #require(await node.port.wait { $0.dialSockets.first })
+      let socket = try #require(try await node.port.wait { $0.dialSockets.first })
       await node.node.dialFailed(socket)
-      let second = await node.port.wait { $0.dials.count > 1 ? $0.dials[1] : nil }
+      let second = try await node.port.wait { $0.dials.count > 1 ? $0.dials[1] : nil }
       #expect(
         second == .init(host: "10.9.9.2", port: 9, path: first.path, subprotocol: first.subprotocol, tls: first.tls))
       #expect(lookups.load(ordering: .relaxed) == 1, "the fallback uses the addresses already found")
-      let next = try #require(await node.port.wait { $0.dialSockets.count > 1 ? $0.dialSockets[1] : nil })
+      let next = try #require(try await node.port.wait { $0.dialSockets.count > 1 ? $0.dialSockets[1] : nil })
       await node.node.dialFailed(next)
       // Only the link manager's redial (after its backoff) dials again; it comes from a fresh lookup.
-      let redial = await node.port.wait { $0.dials.count > 2 ? $0.dials[2] : nil }
+      let redial = try await node.port.wait { $0.dials.count > 2 ? $0.dials[2] : nil }
       #expect(redial == first, "the redial starts again at the first address")
       #expect(lookups.load(ordering: .relaxed) == 2, "the redial looked the name up again")
     }
@@ -465,9 +500,9 @@ extension InProcessNode {
   /// Adds seed `address` (port 9) as the admin and returns the dial the node then hands its port.
   func dialAfterAddingSeed(_ address: String) async throws -> InMemoryServerPort.Dial {
     let admin = try #require(adminToken)
-    let added = await request(.post, "/api/v1/mesh/nodes", json: ["address": .string(address)], token: admin)
+    let added = try await request(.post, "/api/v1/mesh/nodes", json: ["address": .string(address)], token: admin)
     #expect((200..<300).contains(added.status))
-    return await port.wait { $0.dials.first { $0.port == 9 } }
+    return try await port.wait { $0.dials.first { $0.port == 9 } }
   }
 }
 

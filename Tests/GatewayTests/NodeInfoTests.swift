@@ -18,7 +18,7 @@ struct NodeInfoTests {
 
   @Test func theNodeRouteListsThemAndALoopbackNodeListsNone() async throws {
     try await InProcessNode.with { node in
-      let answer = await node.request(.get, "/api/v1/node")
+      let answer = try await node.request(.get, "/api/v1/node")
       #expect(answer.status == 200)
       guard case .array(let addresses) = answer.object?["lanAddresses"] else {
         Issue.record("no lanAddresses in \(String(decoding: answer.body, as: UTF8.self))")

@@ -19,31 +19,31 @@ struct PresenceTests {
       let bob = try await node.createPeerWithToken("Bob")
       let socket = try await node.openEventSocket(token: ann.token)
 
-      let watch = await node.request(.put, "/api/v1/presence", token: ann.token)
+      let watch = try await node.request(.put, "/api/v1/presence", token: ann.token)
       try #require(watch.status == 200, "no presence route: the waits below would not end")
       #expect(watch.object?["watching"] == true)
       #expect(ids(watch.object?["peers"]) == [bob.id])
-      let bobFound = await node.event("presence.found", on: socket) {
+      let bobFound = try await node.event("presence.found", on: socket) {
         $0["peer"]?.objectValue?["id"]?.stringValue == bob.id
       }
       #expect(bobFound["peer"]?.objectValue?["displayName"] == "Bob")
 
       let cy = try await node.createPeerWithToken("Cy")
-      _ = await node.event("presence.found", on: socket) { $0["peer"]?.objectValue?["id"]?.stringValue == cy.id }
-      let list = await node.request(.get, "/api/v1/presence", token: ann.token)
+      _ = try await node.event("presence.found", on: socket) { $0["peer"]?.objectValue?["id"]?.stringValue == cy.id }
+      let list = try await node.request(.get, "/api/v1/presence", token: ann.token)
       #expect(list.status == 200)
       #expect(ids(list.object?["peers"]) == [bob.id, cy.id].sorted())
 
-      #expect(await node.request(.delete, "/api/v1/peers/me", token: cy.token).status == 204)
-      let cyLost = await node.event("presence.lost", on: socket) {
+      #expect(try await node.request(.delete, "/api/v1/peers/me", token: cy.token).status == 204)
+      let cyLost = try await node.event("presence.lost", on: socket) {
         $0["peer"]?.objectValue?["id"]?.stringValue == cy.id
       }
       #expect(cyLost["peer"]?.objectValue?["displayName"] == "Cy")
 
-      #expect(await node.request(.delete, "/api/v1/presence", token: ann.token).status == 204)
-      let again = await node.request(.delete, "/api/v1/presence", token: ann.token)
+      #expect(try await node.request(.delete, "/api/v1/presence", token: ann.token).status == 204)
+      let again = try await node.request(.delete, "/api/v1/presence", token: ann.token)
       #expect(again.status == 404)
-      #expect(await node.request(.get, "/api/v1/presence").status == 401)
+      #expect(try await node.request(.get, "/api/v1/presence").status == 401)
     }
   }
 }
