@@ -197,8 +197,12 @@ extension Simulation {
     case .rejected(let id, _, let message):
       nodes[node].mesh.payloads.fail(id, .outgoing, reason: message)
       payloadState.disks[node]?.outgoing[id]?.failure = message
-    case .awaitingConsent:
+    case .awaitingConsent, .reofferedUnanswered, .refused:
       break
+    case .resumed(let id, let offset):
+      // What the book accepts from is where the file ends: nothing that arrived is sent twice.
+      precondition(
+        offset == UInt64(payloadState.disks[node]?.incoming[id]?.content.count ?? 0), "resume offset is not the file")
     case .credited(let id, _):
       pumpTransfer(id, on: node)
     case .write(let id, let offset, let bytes):
@@ -261,34 +265,11 @@ extension Simulation {
 
   /// A transfer offer: new ones are accepted from 0 (simulated peers are members with room); offers made again are
   /// answered as the book says.
+  /// A new offer (the book answers offers made again, and refuses resumes of transfers it does not know): every
+  /// simulated recipient accepts at once.
   func offered(_ offer: TransferOffer, from nodeID: String, on node: Int) {
     let id = offer.transferID
     guard let sender = nodeIndex[nodeID] else { return }
-    if nodes[node].mesh.payloads.incoming[id] != nil {
-      switch nodes[node].mesh.payloads.reoffered(id) {
-      case .accept(let offset):
-        // What the book accepts from is where the file ends: nothing that arrived is sent twice.
-        precondition(
-          offset == UInt64(payloadState.disks[node]?.incoming[id]?.content.count ?? 0), "resume offset is not the file")
-        sendPayload(.transferAccept(transferID: id, offset: offset), from: node, to: nodeID)
-      case .finished(let digest):
-        sendPayload(.transferFinished(transferID: id, sha256: digest), from: node, to: nodeID)
-      case .pending:
-        break
-      case .refuse(let reason):
-        sendPayload(.transferReject(transferID: id, code: .unknownTransfer, message: reason), from: node, to: nodeID)
-      case nil:
-        sendPayload(
-          .transferReject(transferID: id, code: .unknownTransfer, message: "no receiver"), from: node, to: nodeID)
-      }
-      return
-    }
-    if offer.resume {
-      sendPayload(
-        .transferReject(transferID: id, code: .unknownTransfer, message: "this node has no transfer \(id)"),
-        from: node, to: nodeID)
-      return
-    }
     payloadState.disks[node, default: SimulatedDisk()].incoming[id] = SimulatedTransfer(
       id: id, fromNode: sender, toNode: node, size: offer.size, content: [])
     nodes[node].mesh.payloads.receive(id, from: nodeID, receiver: TransferReceiver(size: offer.size))

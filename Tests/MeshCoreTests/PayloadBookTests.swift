@@ -11,6 +11,76 @@ import Testing
     return book
   }
 
+  private func offer(_ id: String, resume: Bool = false) -> MeshMessage {
+    .transferOffer(
+      TransferOffer(
+        transferID: id, sessionID: "s", fromPeerID: "p", fromDisplayName: "P", toPeerID: "q", name: "f",
+        contentType: "text/plain", size: 20, resume: resume))
+  }
+
+  private func reject(_ id: String, _ code: TransferRejection, _ text: String, to nodeID: String) -> PayloadEffect {
+    .send(.transferReject(transferID: id, code: code, message: text), to: nodeID)
+  }
+
+  /// Offers are judged in the book: a new one goes to the runtime, one made again is answered from the receiver, a
+  /// resume of an unknown transfer and a reused id are refused, and an offer from another node than the transfer's
+  /// changes nothing.
+  @Test func anOfferIsNewMadeAgainOrRefused() {
+    var book = PayloadBook(nodeID: "A")
+    var sender = TransferSender(size: 40, window: 20, chunkSize: 10)
+    sender.uploadCompleted(sha256: [1])
+    book.send("out", to: "B", sender: sender)
+    book.receive("in", from: "C", receiver: TransferReceiver(size: 20))
+    book.receive("asks", from: "C", receiver: nil)
+    guard case .transferOffer(let new) = offer("new") else { return }
+    #expect(book.received(offer("new"), from: "C") == [.offered(new, from: "C")])
+    #expect(
+      book.received(offer("ghost", resume: true), from: "C") == [
+        reject("ghost", .unknownTransfer, "this node has no transfer ghost", to: "C")
+      ])
+    _ = book.received(.transferChunk(transferID: "in", offset: 0, bytes: [1, 2, 3]), from: "C")
+    _ = book.wrote("in", upTo: 3)
+    _ = book.linkLost("C")
+    #expect(
+      book.received(offer("in", resume: true), from: "C") == [
+        .resumed(transferID: "in", offset: 3), .send(.transferAccept(transferID: "in", offset: 3), to: "C"),
+      ])
+    #expect(
+      book.received(offer("in", resume: true), from: "B") == [
+        reject("in", .unknownTransfer, "transfer in comes from another node", to: "B")
+      ])
+    #expect(
+      book.received(offer("asks", resume: true), from: "C") == [.reofferedUnanswered(transferID: "asks", from: "C")])
+    let reused = book.received(offer("out"), from: "C")
+    guard case .refused(let refusal)? = reused.first else {
+      Issue.record("a reused id was not refused: \(reused)")
+      return
+    }
+    #expect(refusal.reason == "invalid_id" && refusal.nodeID == "C" && refusal.answer != nil)
+    // Between two peers of this node one id is both outgoing and incoming.
+    guard case .transferOffer(let local) = offer("out") else { return }
+    #expect(book.received(offer("out"), from: "A") == [.offered(local, from: "A")])
+  }
+
+  /// After a start the runtime restores its transfers before offers can be told from resumes: they wait in the book
+  /// and are judged, in order, once it knows them.
+  @Test func offersWaitUntilTheRecordsAreRestored() {
+    var book = PayloadBook(nodeID: "A", holdsOffers: true)
+    #expect(book.received(offer("kept", resume: true), from: "C") == [])
+    #expect(book.received(offer("ghost", resume: true), from: "C") == [])
+    #expect(book.heldOffers.count == 2)
+    var receiver = TransferReceiver(size: 20, offset: 5)
+    receiver.linkLost()
+    book.receive("kept", from: "C", receiver: receiver)
+    #expect(
+      book.recordsRestored() == [
+        .resumed(transferID: "kept", offset: 5), .send(.transferAccept(transferID: "kept", offset: 5), to: "C"),
+        reject("ghost", .unknownTransfer, "this node has no transfer ghost", to: "C"),
+      ])
+    guard case .transferOffer(let new) = offer("new") else { return }
+    #expect(book.received(offer("new"), from: "C") == [.offered(new, from: "C")])
+  }
+
   @Test func framesFromAnotherNodeThanTheTransfersAreDropped() {
     var book = book()
     #expect(book.received(.transferAccept(transferID: "out", offset: 0), from: "C") == [])

@@ -97,7 +97,7 @@ public actor Node {
         links: LinkManager(
           local: hello, seed: UInt64(truncatingIfNeeded: nodeID.hashValue), secret: security.secret,
           pins: security.pins),
-        directory: directory, sessions: sessions, chat: chatBook))
+        directory: directory, sessions: sessions, chat: chatBook, holdsOffers: true))
   }
 
   /// Starts periodic work (SSE keep-alives every 5 s, which also reveal vanished clients; mesh ticks, both on the

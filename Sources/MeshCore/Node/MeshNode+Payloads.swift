@@ -2,7 +2,25 @@
 /// into the payload book once; what it decides comes out as ``MeshEffect/payload(_:)``.
 extension MeshNode {
   mutating func payloadReceived(_ message: MeshMessage, from nodeID: String, into effects: inout [MeshEffect]) {
-    for effect in payloads.received(message, from: nodeID) { effects.append(.payload(effect)) }
+    absorb(payloads.received(message, from: nodeID), into: &effects)
+  }
+
+  /// The runtime restored its transfers: offers held meanwhile are judged (``PayloadBook/recordsRestored()``).
+  public mutating func payloadRecordsRestored() -> [MeshEffect] {
+    var effects: [MeshEffect] = []
+    absorb(payloads.recordsRestored(), into: &effects)
+    return effects
+  }
+
+  /// The book's refusals join the frame guard's (``MeshEffect/frameRefused(_:)``); the rest is the runtime's.
+  private func absorb(_ payloadEffects: [PayloadEffect], into effects: inout [MeshEffect]) {
+    for effect in payloadEffects {
+      if case .refused(let refusal) = effect {
+        effects.append(.frameRefused(refusal))
+      } else {
+        effects.append(.payload(effect))
+      }
+    }
   }
 
   /// A payload frame between two peers of this node (it crosses no link): decided like one from a linked node.

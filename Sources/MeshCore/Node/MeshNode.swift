@@ -34,19 +34,22 @@ public struct MeshNode: Sendable {
   public internal(set) var chat: ChatBook
   /// Transfers and streams (``PayloadBook``): payload frames are routed into it (`MeshNode+Payloads.swift`); the
   /// runtime drives it with the book's own commands (pump, written, verified …) and carries out its effects.
-  public var payloads = PayloadBook()
+  public var payloads: PayloadBook
   /// Whether every frame's ids are checked with ``WireIDs/check(_:)`` before anything sees it: yes for the node
   /// runtime; the simulator and unit tests use short ids.
   public var checksWireIDs: Bool
 
-  /// `chat`: the chat book as restored from the store (nil: no rooms yet).
+  /// `chat`: the chat book as restored from the store (nil: no rooms yet); `holdsOffers`: transfer offers wait until
+  /// the runtime restored its transfers (``payloadRecordsRestored()``).
   public init(
-    links: LinkManager, directory: Directory, sessions: SessionBook, chat: ChatBook? = nil, checksWireIDs: Bool = true
+    links: LinkManager, directory: Directory, sessions: SessionBook, chat: ChatBook? = nil, checksWireIDs: Bool = true,
+    holdsOffers: Bool = false
   ) {
     self.links = links
     self.directory = directory
     self.sessions = sessions
     self.chat = chat ?? ChatBook(nodeID: directory.nodeID)
+    self.payloads = PayloadBook(nodeID: directory.nodeID, holdsOffers: holdsOffers)
     self.checksWireIDs = checksWireIDs
   }
 

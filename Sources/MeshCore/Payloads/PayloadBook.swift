@@ -46,12 +46,39 @@ public struct PayloadBook: Sendable, Equatable {
     public internal(set) var credited: UInt64 = 0
   }
 
+  /// An offer that came while the runtime restored its records (``holdsOffers``), with the node it came from.
+  public struct HeldOffer: Sendable, Equatable {
+    public let message: MeshMessage
+    public let nodeID: String
+  }
+
   public private(set) var outgoing: [String: Outgoing] = [:]
   public private(set) var incoming: [String: Incoming] = [:]
   public private(set) var outgoingStreams: [String: StreamEnd] = [:]
   public private(set) var incomingStreams: [String: StreamEnd] = [:]
+  /// This node's id: an offer from another node may not reuse the id of a transfer this node sends (a transfer
+  /// between two peers of this node is outgoing and incoming under one id).
+  public let nodeID: String
+  /// Whether offers wait in ``heldOffers`` until ``recordsRestored()``: after a start, until the runtime knows its
+  /// transfers again, an offer cannot be told apart from a resume of a transfer the book does not know yet.
+  public private(set) var holdsOffers: Bool
+  public private(set) var heldOffers: [HeldOffer] = []
 
-  public init() {}
+  /// `nodeID`: this node's (empty: no offer is checked against outgoing ids); `holdsOffers`: offers wait for
+  /// ``recordsRestored()``.
+  public init(nodeID: String = "", holdsOffers: Bool = false) {
+    self.nodeID = nodeID
+    self.holdsOffers = holdsOffers
+  }
+
+  /// The runtime knows its transfers again (every restored one is registered): the offers held meanwhile are judged
+  /// now, in the order they came, and offers from now on at once.
+  public mutating func recordsRestored() -> [PayloadEffect] {
+    holdsOffers = false
+    let held = heldOffers
+    heldOffers = []
+    return held.flatMap { received($0.message, from: $0.nodeID) }
+  }
 
   // MARK: - Registration
 
@@ -110,10 +137,20 @@ public struct PayloadBook: Sendable, Equatable {
   public mutating func received(_ message: MeshMessage, from nodeID: String) -> [PayloadEffect] {
     var effects: [PayloadEffect] = []
     switch message {
-    case .transferOffer(let offer):
-      effects.append(.offered(offer, from: nodeID))
-    case .transferGroupOffer(let offer):
-      effects.append(.groupOffered(offer, from: nodeID))
+    case .transferOffer, .transferGroupOffer:
+      guard !holdsOffers else {
+        heldOffers.append(HeldOffer(message: message, nodeID: nodeID))
+        break
+      }
+      if case .transferOffer(let offer) = message {
+        offerReceived(
+          offer.transferID, ids: [offer.transferID], resume: offer.resume, message, from: nodeID, into: &effects)
+      } else if case .transferGroupOffer(let offer) = message {
+        // One copy for several recipients: the copy is offered again as a whole; a new one takes every id it names.
+        offerReceived(
+          offer.copyID, ids: [offer.copyID] + offer.recipients.map(\.transferID), resume: offer.resume, message,
+          from: nodeID, into: &effects)
+      }
     case .transferAccept(let id, let offset):
       guard var sender = outgoingSender(id, nodeID), sender.accepted(offset: offset) else { break }
       outgoing[id]?.sender = sender
@@ -197,6 +234,54 @@ public struct PayloadBook: Sendable, Equatable {
       break
     }
     return effects
+  }
+
+  /// A transfer offer (`id`; a group's copy, whose offer also names each recipient's transfer id: `ids`): a new one
+  /// goes to the runtime to judge (membership, space, consent); one made again (after a link loss, or because the
+  /// answer was lost) is answered here from the receiver's state; a resume of a transfer this node does not know, or
+  /// a new offer reusing the id of a transfer this node holds, is refused.
+  private mutating func offerReceived(
+    _ id: String, ids: [String], resume: Bool, _ message: MeshMessage, from nodeID: String,
+    into effects: inout [PayloadEffect]
+  ) {
+    func reject(_ code: TransferRejection, _ text: String) {
+      effects.append(.send(.transferReject(transferID: id, code: code, message: text), to: nodeID))
+    }
+    if let known = incoming[id] {
+      guard known.nodeID == nodeID else { return reject(.unknownTransfer, "transfer \(id) comes from another node") }
+      guard known.receiver != nil else {
+        // Not accepted yet (its recipient has not answered) or declined: the runtime's record says which.
+        return effects.append(.reofferedUnanswered(transferID: id, from: nodeID))
+      }
+      switch reoffered(id) {
+      case .accept(let offset)?:
+        effects.append(.resumed(transferID: id, offset: offset))
+        effects.append(.send(.transferAccept(transferID: id, offset: offset), to: nodeID))
+      case .finished(let digest)?:
+        // The sender missed the verdict (the link dropped just after it was sent): it is sent again.
+        effects.append(.send(.transferFinished(transferID: id, sha256: digest), to: nodeID))
+      case .pending?, nil:
+        break
+      case .refuse(let reason)?:
+        reject(.unknownTransfer, reason)
+      }
+      return
+    }
+    if resume { return reject(.unknownTransfer, "this node has no transfer \(id)") }
+    // A transfer between two peers of this node is outgoing and incoming under one id.
+    let reused = ids.contains { incoming[$0] != nil || (outgoing[$0] != nil && nodeID != self.nodeID) }
+    guard !reused else {
+      return effects.append(
+        .refused(
+          FrameRefusal(
+            reason: "invalid_id", detail: "a transfer offer reuses the id of a transfer this node holds",
+            nodeID: nodeID, message: message, answer: "a transfer id it names is in use here")))
+    }
+    switch message {
+    case .transferOffer(let offer): effects.append(.offered(offer, from: nodeID))
+    case .transferGroupOffer(let offer): effects.append(.groupOffered(offer, from: nodeID))
+    default: break
+    }
   }
 
   private func outgoingSender(_ id: String, _ nodeID: String) -> TransferSender? {
@@ -401,9 +486,16 @@ public struct PayloadBook: Sendable, Equatable {
 public enum PayloadEffect: Sendable, Hashable {
   /// Send this payload frame to node `nodeID` (a transfer's credit; in its lane).
   case send(MeshMessage, to: String)
-  /// A transfer offer from node `nodeID`: new (judge membership, space and consent, then accept or reject) or made
-  /// again (answer with ``PayloadBook/reoffered(_:)``).
+  /// A new transfer offer from node `nodeID`: judge membership, space and consent, then accept (register it with
+  /// ``PayloadBook/receive(_:from:receiver:)``) or reject.
   case offered(TransferOffer, from: String)
+  /// The sender offered an incoming transfer again that has no receiver here (its recipient has not answered, or
+  /// declined): answer from the transfer's record.
+  case reofferedUnanswered(transferID: String, from: String)
+  /// The sender offered an incoming transfer again and it goes on from `offset` (the `transferAccept` follows).
+  case resumed(transferID: String, offset: UInt64)
+  /// A frame the book refuses (counted and logged like the frame guard's refusals; an offer's sender is told).
+  case refused(FrameRefusal)
   /// A group send's offer for one copy from node `nodeID`.
   case groupOffered(TransferGroupOffer, from: String)
   /// The receiver accepted the outgoing transfer from `offset`; `resumedFrom` is set when this was a resume.

@@ -14,62 +14,32 @@ import MeshCore
 extension PayloadsFeature {
   // MARK: - Offers
 
-  /// The sender offers a transfer this node already holds (after a link loss, or a restart of either node).
-  func reofferReceived(_ transfer: LiveTransfer, from nodeID: String, node: isolated Node) {
+  /// The sender offers again a transfer this node holds without a receiver: its recipient has not answered yet (the
+  /// wait is told again), declined, or it ended otherwise.
+  func reofferUnanswered(_ transfer: LiveTransfer, from nodeID: String, node: isolated Node) {
     let id = transfer.record.id
-    let state = transfer.record.state
-    guard transfer.record.fromNodeID == nodeID else {
-      sendTransferFrame(
-        .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"), to: nodeID,
-        node: node)
-      return
-    }
-    switch state {
+    let frame: MeshMessage
+    switch transfer.record.state {
     case .awaitingConsent:
-      sendTransferFrame(
-        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)), to: nodeID,
-        node: node)
-      return
+      frame = .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer))
     case .declined:
-      sendTransferFrame(
-        .transferReject(transferID: id, code: .declined, message: transfer.record.reason ?? "declined"), to: nodeID,
-        node: node)
-      return
-    default:
-      break
+      frame = .transferReject(transferID: id, code: .declined, message: transfer.record.reason ?? "declined")
+    case let state:
+      frame = .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here")
     }
-    // A record restored as finished has no state machine: its digest is in the record.
-    if node.mesh.node.payloads.receiver(id) == nil, state == .finished, let hex = transfer.record.sha256,
-      let digest = TransferRecord.unhex(hex)
-    {
-      node.mesh.node.payloads.setReceiver(id, TransferReceiver.finished(size: transfer.record.size, sha256: digest))
-    }
-    guard let answer = node.mesh.node.payloads.reoffered(id) else {
-      sendTransferFrame(
-        .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here"), to: nodeID,
-        node: node)
-      return
-    }
-    switch answer {
-    case .accept(let offset):
-      transfer.lastProgressAt = Node.monotonicMillis()
-      let wasInterrupted = transfer.record.state == .interrupted
-      if offset > 0 { transfer.record.resumedFrom = offset }
-      transfer.record.state = .inProgress
-      persist(transfer, node: node)
-      sendTransferFrame(.transferAccept(transferID: id, offset: offset), to: nodeID, node: node)
-      if transfer.record.role == .copy { syncRiders(transfer, node: node) }
-      if wasInterrupted { reportPause("transfer.resumed", transfer, node: node) }
-    case .finished(let digest):
-      // The sender missed the verdict (the link dropped just after it was sent): send it again.
-      node.meshLogger.info("Transfer offered again after it finished here; answered finished.", ["transfer.id": id])
-      sendTransferFrame(.transferFinished(transferID: id, sha256: digest), to: nodeID, node: node)
-    case .pending:
-      break
-    case .refuse(let reason):
-      sendTransferFrame(
-        .transferReject(transferID: id, code: .unknownTransfer, message: reason), to: nodeID, node: node)
-    }
+    sendTransferFrame(frame, to: nodeID, node: node)
+  }
+
+  /// The sender offered an incoming transfer again (after a link loss, or a restart of either node) and it goes on
+  /// from `offset` (the payload book sends the `transferAccept`).
+  func incomingResumed(_ transfer: LiveTransfer, offset: UInt64, node: isolated Node) {
+    transfer.lastProgressAt = Node.monotonicMillis()
+    let wasInterrupted = transfer.record.state == .interrupted
+    if offset > 0 { transfer.record.resumedFrom = offset }
+    transfer.record.state = .inProgress
+    persist(transfer, node: node)
+    if transfer.record.role == .copy { syncRiders(transfer, node: node) }
+    if wasInterrupted { reportPause("transfer.resumed", transfer, node: node) }
   }
 
   /// A new offer that must wait for the recipient's answer: recorded, announced, nothing written.

@@ -16,17 +16,6 @@ extension PayloadsFeature {
     func reject(_ code: TransferRejection, _ message: String) {
       sendTransferFrame(.transferReject(transferID: id, code: code, message: message), to: nodeID, node: node)
     }
-    if let copy = transfers.incoming[id] {
-      guard copy.record.role == .copy else { return reject(.refused, "transfer id \(id) is in use here") }
-      reofferReceived(copy, from: nodeID, node: node)
-      return
-    }
-    if offer.resume { return reject(.unknownTransfer, "this node has no transfer \(id)") }
-    let ids = [id] + offer.recipients.map(\.transferID)
-    guard ids.allSatisfy({ transfers.incoming[$0] == nil && transfers.outgoing[$0] == nil }) else {
-      node.links.refuseFrame("invalid_id", from: nodeID, "a group transfer offer reuses a transfer id")
-      return reject(.refused, "a transfer id of group \(offer.groupID) is in use here")
-    }
     guard let session = node.mesh.sessions.sessions[offer.sessionID],
       session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
     else { return reject(.notMember, "the sender is not in session \(offer.sessionID) on the receiving node") }

@@ -28,17 +28,18 @@ extension PayloadsFeature {
     case .send(let message, let nodeID):
       sendTransferFrame(message, to: nodeID, node: node)
     case .offered(let offer, let nodeID):
-      guard transfers.restored else {
-        transfers.deferredOffers.append((offer, nodeID))
-        return
-      }
       offerReceived(offer, from: nodeID, node: node)
     case .groupOffered(let offer, let nodeID):
-      guard transfers.restored else {
-        transfers.deferredGroupOffers.append((offer, nodeID))
-        return
-      }
       groupOfferReceived(offer, from: nodeID, node: node)
+    case .reofferedUnanswered(let id, let nodeID):
+      guard let transfer = transfers.incoming[id] else { return }
+      reofferUnanswered(transfer, from: nodeID, node: node)
+    case .resumed(let id, let offset):
+      guard let transfer = transfers.incoming[id] else { return }
+      incomingResumed(transfer, offset: offset, node: node)
+    case .refused:
+      // The mesh core hands the book's refusals on as frame refusals (``meshEffect(_:node:)``).
+      break
     case .accepted(let id, let offset, let resumedFrom):
       guard let transfer = transfers.outgoing[id] else { return }
       transfer.rateUpdatedAt = Node.monotonicMillis()
@@ -160,24 +161,6 @@ extension PayloadsFeature {
 
   func offerReceived(_ offer: TransferOffer, from nodeID: String, node: isolated Node) {
     let id = offer.transferID
-    if let transfer = transfers.incoming[id] {
-      reofferReceived(transfer, from: nodeID, node: node)
-      return
-    }
-    if offer.resume {
-      sendTransferFrame(
-        .transferReject(transferID: id, code: .unknownTransfer, message: "this node has no transfer \(id)"),
-        to: nodeID, node: node)
-      return
-    }
-    guard nodeID == node.nodeID || transfers.outgoing[id] == nil else {
-      // The id of a transfer this node sends: one id, one record.
-      node.links.refuseFrame("invalid_id", from: nodeID, "a transfer offer reuses the id of an outgoing transfer")
-      sendTransferFrame(
-        .transferReject(transferID: id, code: .refused, message: "transfer id \(id) is in use here"), to: nodeID,
-        node: node)
-      return
-    }
     guard
       let peer = localReceiver(
         offer.toPeerID, of: "a transfer offer", from: offer.fromPeerID, at: nodeID, in: offer.sessionID, node: node)

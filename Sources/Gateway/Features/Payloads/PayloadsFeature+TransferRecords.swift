@@ -250,7 +250,11 @@ extension PayloadsFeature {
         node.mesh.node.payloads.send(record.id, to: record.toNodeID, sender: nil)
       case .incoming:
         transfers.incoming[record.id] = transfer
-        node.mesh.node.payloads.receive(record.id, from: record.fromNodeID, receiver: nil)
+        // A finished one keeps its verdict (an offer made again, the sender having missed it, is answered with it).
+        let finished = record.state == .finished ? record.sha256.flatMap(TransferRecord.unhex) : nil
+        node.mesh.node.payloads.receive(
+          record.id, from: record.fromNodeID,
+          receiver: finished.map { TransferReceiver.finished(size: record.size, sha256: $0) })
       }
       guard !record.isTerminal else { continue }
       if record.copyID != nil {
@@ -316,13 +320,8 @@ extension PayloadsFeature {
       node.logger.error("Could not load the always-accept lists.", ["error": String(describing: error)])
     }
     restoreGroups(node: node)
-    transfers.restored = true
-    let deferred = transfers.deferredOffers
-    transfers.deferredOffers = []
-    for (offer, from) in deferred { offerReceived(offer, from: from, node: node) }
-    let deferredGroups = transfers.deferredGroupOffers
-    transfers.deferredGroupOffers = []
-    for (offer, from) in deferredGroups { groupOfferReceived(offer, from: from, node: node) }
+    // Offers that came meanwhile waited in the payload book: it judges them now.
+    node.interpret(node.mesh.node.payloadRecordsRestored())
     for linked in node.mesh.links.linkedNodeIDs { transfersLinkUp(linked, node: node) }
   }
 

@@ -81,9 +81,6 @@ struct TransferRuntime {
   var outgoing: [String: LiveTransfer] = [:]
   var incoming: [String: LiveTransfer] = [:]
   var byUpload: [RequestID: LiveTransfer] = [:]
-  /// Offers that arrived before the records were restored after a start.
-  var restored = false
-  var deferredOffers: [(TransferOffer, String)] = []
   /// Frames for nodes that are not linked now (a cancel or failure notice), sent when they link.
   var notices: [String: [MeshMessage]] = [:]
   /// File consent as changed at run time (`PATCH /api/v1/node/settings`); nil: as configured.
@@ -94,7 +91,6 @@ struct TransferRuntime {
   /// Group sends this node sends, by group id; and the recipients' transfers riding on each group copy, by copy id.
   var groups: [String: GroupSend] = [:]
   var riders: [String: [String]] = [:]
-  var deferredGroupOffers: [(TransferGroupOffer, String)] = []
   /// File bytes sent over each mesh link, by receiving node id (`meshgate_mesh_payload_bytes_total`).
   var payloadBytes: [String: UInt64] = [:]
   /// When incoming transfers are next checked for idleness (monotonic ms; once a second).
