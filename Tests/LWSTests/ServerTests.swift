@@ -12,9 +12,9 @@ final class EchoDelegate: ServerDelegate {
   /// Streamed bodies of `POST /upload`, by request (service thread only).
   var uploads: [RequestID: [UInt8]] = [:]
 
-  func bodyLimit(for head: HTTPRequestHead) -> Int { head.path == "/upload" ? 4 << 20 : 1000 }
-
-  func streamsBody(for head: HTTPRequestHead) -> Bool { head.path == "/upload" }
+  func bodyPolicy(for head: HTTPRequestHead) -> RequestBodyPolicy {
+    head.path == "/upload" ? RequestBodyPolicy(limit: 4 << 20, streamed: true) : RequestBodyPolicy(limit: 1000)
+  }
 
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
     uploads[id, default: []] += bytes
