@@ -194,7 +194,7 @@ extension PayloadsFeature {
   func alwaysAccepts(_ peerID: String, from sender: String, at nodeID: String, node: isolated Node) -> Bool {
     guard let entry = transfers.alwaysAccept[peerID]?[sender], entry.senderNodeID == nodeID else { return false }
     guard let pinned = entry.senderFingerprint else { return true }
-    return node.mesh.links.transport(of: nodeID)?.remoteFingerprint == pinned
+    return node.mesh.node.links.transport(of: nodeID)?.remoteFingerprint == pinned
   }
 
   func addAlwaysAccept(peerID: String, sender: String, name: String, nodeID: String, node: isolated Node) async throws {
@@ -207,7 +207,7 @@ extension PayloadsFeature {
     }
     let entry = AlwaysAccepted(
       peerID: peerID, senderPeerID: sender, senderDisplayName: name, createdAt: Timestamp.now(), senderNodeID: nodeID,
-      senderFingerprint: node.mesh.links.transport(of: nodeID)?.remoteFingerprint)
+      senderFingerprint: node.mesh.node.links.transport(of: nodeID)?.remoteFingerprint)
     do {
       try await node.store.saveAlwaysAccepted(entry)
     } catch {

@@ -16,7 +16,7 @@ extension PayloadsFeature {
     func reject(_ code: TransferRejection, _ message: String) {
       sendTransferFrame(.transferReject(transferID: id, code: code, message: message), to: nodeID, node: node)
     }
-    guard let session = node.mesh.sessions.sessions[offer.sessionID],
+    guard let session = node.mesh.node.sessions.sessions[offer.sessionID],
       session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
     else { return reject(.notMember, "the sender is not in session \(offer.sessionID) on the receiving node") }
     var accepted: [(TransferGroupRecipient, StoredPeer)] = []
@@ -24,13 +24,15 @@ extension PayloadsFeature {
     var refused: [(String, String)] = []
     var refusedForConsent = 0
     for recipient in offer.recipients {
-      if node.peers[recipient.peerID] != nil && !node.mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID) {
+      if node.peers[recipient.peerID] != nil
+        && !node.mesh.node.sessions.hasAgreed(recipient.peerID, to: offer.sessionID)
+      {
         node.links.refuseFrame(
           "not_agreed", from: nodeID, "a group offer to \(recipient.peerID), not a member by its own act")
       }
       guard let peer = node.peers[recipient.peerID],
         session.members.contains(where: { $0.peerID == recipient.peerID && $0.nodeID == node.nodeID }),
-        node.mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID)
+        node.mesh.node.sessions.hasAgreed(recipient.peerID, to: offer.sessionID)
       else {
         refused.append(
           (
