@@ -48,17 +48,20 @@ extension PayloadsFeature {
     transfers.incoming[id] = transfer
     node.mesh.node.payloads.receive(id, from: transfer.record.fromNodeID, receiver: nil)
     startConsentWait(transfer, node: node)
-    let record = transfer.record
+    // The sender hears of the wait first: the recipient can answer as soon as the transfer is listed, before its
+    // record is stored, and the decline, acceptance or failure that follows goes after this on the link (sent after
+    // the store write, a decline in between went first and the wait never).
+    sendTransferFrame(
+      .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)),
+      to: transfer.record.fromNodeID, node: node)
     Task {
-      guard await recordIncoming(transfer, record, node: node) else { return }
+      // The record as it is now (an answer may have come meanwhile; its own write follows this one).
+      guard await recordIncoming(transfer, transfer.record, node: node) else { return }
       guard transfers.incoming[id] === transfer, transfer.record.state == .awaitingConsent else { return }
       // The timeout the wait got, not what is left of it after the store write (rounded down, one second less).
       publishTransferEvent(
         "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(transfer.consentTimeoutSeconds))], node: node
       )
-      sendTransferFrame(
-        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)),
-        to: record.fromNodeID, node: node)
     }
   }
 
