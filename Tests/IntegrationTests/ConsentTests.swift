@@ -218,7 +218,7 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
 }
 
 /// Files of transfer `id` in a node's data directory (its spool or partial file, or its finished file).
-private func storedFiles(_ node: NodeProcess, _ id: String) throws -> [String] {
+func storedFiles(_ node: NodeProcess, _ id: String) throws -> [String] {
   let manager = FileManager.default
   var found: [String] = []
   for name in (try? manager.contentsOfDirectory(atPath: "\(node.dataDirectory)/transfers")) ?? []

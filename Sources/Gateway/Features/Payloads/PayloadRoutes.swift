@@ -225,7 +225,7 @@ extension Schemas {
     "type": "object",
     "required": [
       "id", "sessionId", "name", "size", "sha256", "recipients", "copies", "pending", "finished", "failed", "canceled",
-      "bytes", "totalBytes", "createdAt",
+      "declined", "awaitingConsent", "bytes", "totalBytes", "createdAt",
     ],
     "properties": [
       "id": ["type": "string"], "sessionId": ["type": "string"], "name": ["type": "string"],
@@ -234,6 +234,13 @@ extension Schemas {
       "copies": ["type": "integer", "description": "Copies sent over the mesh: one per receiving node."],
       "pending": ["type": "integer"], "finished": ["type": "integer"],
       "failed": ["type": "integer", "description": "Failed or declined."], "canceled": ["type": "integer"],
+      "declined": [
+        "type": "integer", "description": "Declined by their recipient (file consent); counted in failed too.",
+      ],
+      "awaitingConsent": [
+        "type": "integer",
+        "description": "Recipients asked first (file consent) who have not answered yet; counted in pending too.",
+      ],
       "bytes": ["type": "integer", "description": "Bytes durable at the recipients, summed over them."],
       "totalBytes": ["type": "integer", "description": "size × recipients."],
       "createdAt": ["type": "string", "format": "date-time"],

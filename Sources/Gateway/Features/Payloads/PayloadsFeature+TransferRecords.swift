@@ -115,7 +115,7 @@ extension PayloadsFeature {
 
   func reportProgress(_ transfer: LiveTransfer, node: isolated Node) {
     if transfer.record.role == .copy {
-      for rider in riders(of: transfer) where !rider.record.isTerminal {
+      for rider in riders(of: transfer) where !rider.record.isTerminal && rider.record.state != .awaitingConsent {
         rider.record.bytes = transfer.record.bytes
         reportProgress(rider, node: node)
       }
@@ -258,7 +258,16 @@ extension PayloadsFeature {
       }
       guard !record.isTerminal else { continue }
       if record.copyID != nil {
-        // A group recipient's share: its node's copy holds the bytes and the state machine (see restoreGroups).
+        // A group recipient's share: its node's copy holds the bytes and the state machine (see restoreGroups). A
+        // recipient asked first is asked on (its wait starts again); the sender's side hears again when the copy is
+        // offered again, through the share's answer machine.
+        if record.direction == .incoming && record.state == .awaitingConsent {
+          startConsentWait(transfer, node: node)
+          continue
+        }
+        if record.direction == .outgoing && record.toNodeID != node.nodeID {
+          node.mesh.node.payloads.send(record.id, to: record.toNodeID, sender: GroupSend.answerMachine())
+        }
         transfer.record.state = .interrupted
         continue
       }
@@ -287,8 +296,9 @@ extension PayloadsFeature {
           continue
         }
         if record.state == .awaitingConsent {
-          // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before).
-          startConsentWait(transfer, node: node)
+          // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before). A group
+          // copy nobody accepted yet waits through its recipients' waits.
+          if record.role != .copy { startConsentWait(transfer, node: node) }
           continue
         }
         let file = TransferFile(path: record.path)
