@@ -150,4 +150,51 @@ import Testing
       try await expectNoSpoolsOrPartialFiles(nodes)
     }
   }
+
+  /// Restarts keep every answer and every wait: the receiving node killed while its recipients are asked asks them
+  /// on (and the sender hears so again); one accepts and gets the file; then the sender's node is killed while the
+  /// other is still asked, and that recipient's decline still reaches the sender after it is back.
+  @Test func restartsOfEitherNodeKeepTheQuestionsAndTheAnswers() async throws {
+    try await withNodes(
+      count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "120"], seeds: .allEarlier,
+      linked: true
+    ) { nodes in
+      let group = try await groupSession(nodes, perNode: [0, 2])
+      let (kim, lee) = (group.recipients[0], group.recipients[1])
+      let bytes = (0..<150_000).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ 3) }
+      let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "r.bin", body: bytes)
+      #expect(upload.status == 202, "\(upload)")
+      let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
+      func share(_ peer: MeshPeer) throws -> String {
+        try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
+      }
+      let (kimID, leeID) = (try share(kim), try share(lee))
+      _ = try await kim.awaitEvent("transfer.offered") { $0.transferID == kimID }
+      _ = try await lee.awaitEvent("transfer.offered") { $0.transferID == leeID }
+
+      nodes[1].kill9()
+      try await onDedicatedThread { try nodes[1].restart() }
+      #expect(try kim.transfer(kimID)?["state"] as? String == "awaitingConsent")
+      #expect(try lee.transfer(leeID)?["state"] as? String == "awaitingConsent")
+      try await awaitLinks(nodes)
+      #expect(
+        try [kimID, leeID].allSatisfy { try group.sender.transfer($0)?["state"] as? String == "awaitingConsent" })
+      #expect(try kim.post("/api/v1/transfers/\(kimID)/accept", json: "{}").status == 200)
+      _ = try await kim.awaitTransfer(kimID, state: "finished")
+      _ = try await group.sender.awaitTransfer(kimID, state: "finished")
+      #expect(try kim.get("/api/v1/transfers/\(kimID)/content").body == bytes)
+      #expect(try group.sender.transfer(leeID)?["state"] as? String == "awaitingConsent")
+
+      nodes[0].kill9()
+      try await onDedicatedThread { try nodes[0].restart() }
+      #expect(try group.sender.transfer(leeID)?["state"] as? String == "awaitingConsent")
+      try await awaitLinks(nodes)
+      #expect(try lee.post("/api/v1/transfers/\(leeID)/decline", json: "{}").status == 200)
+      let declined = try await group.sender.awaitTransfer(leeID, state: "declined")
+      #expect((declined["reason"] as? String)?.contains("declined the file") == true, "\(declined)")
+      #expect(try group.sender.transfer(kimID)?["state"] as? String == "finished")
+      #expect(try storedFiles(nodes[1], leeID).isEmpty)
+      try await expectNoSpoolsOrPartialFiles(nodes)
+    }
+  }
 }

@@ -267,6 +267,14 @@ extension PayloadsFeature {
         }
         if record.direction == .outgoing && record.toNodeID != node.nodeID {
           node.mesh.node.payloads.send(record.id, to: record.toNodeID, sender: GroupSend.answerMachine())
+          if record.state == .awaitingConsent {
+            // Still asked: its node answers when it hears from this one again (or tells the wait again when the
+            // copy is offered again). Bounded meanwhile by this node's consent timeout plus the grace.
+            let wait = UInt64(fileConsentTimeout(node: node)) * 1000 + LiveTransfer.consentGraceMillis
+            transfer.consentDeadline = Node.monotonicMillis() + wait
+            scheduleConsentExpiry(record.id, .outgoing, after: wait, node: node)
+            continue
+          }
         }
         transfer.record.state = .interrupted
         continue
