@@ -47,6 +47,10 @@ import Testing
       #expect(patched.status == 200, "\(patched)")
       let (kim, lee, max) = (group.recipients[0], group.recipients[1], group.recipients[2])
       let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+      // No wait can end before 6 s after the upload began: a recipient who has not answered is still asked until
+      // then, which is all the snapshots below rely on (a slow machine only skips them; it never fails them).
+      let began = ContinuousClock.now
+      func maxStillAsked() -> Bool { ContinuousClock.now - began < .seconds(6) }
       let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "plan.pdf", body: bytes)
       #expect(upload.status == 202, "\(upload)")
       let answer = try upload.jsonObject()
@@ -61,8 +65,10 @@ import Testing
         try #require(
           try group.sender.get("/api/v1/transfer-groups/\(groupID)").jsonObject()["group"] as? [String: Any])
       }
-      let asked = try summary()
-      #expect(asked["awaitingConsent"] as? Int == 3 && asked["pending"] as? Int == 3, "\(asked)")
+      if maxStillAsked() {
+        let asked = try summary()
+        #expect(asked["awaitingConsent"] as? Int == 3 && asked["pending"] as? Int == 3, "\(asked)")
+      }
       for (peer, id) in [(kim, kimID), (lee, leeID), (max, maxID)] {
         let offered = try await peer.awaitEvent("transfer.offered") { $0.transferID == id }
         #expect(offered.data["timeoutSeconds"] as? Int == 6, "\(offered)")
@@ -80,12 +86,17 @@ import Testing
       #expect(received["sha256"] as? String == (try sha256OfBytes(bytes)))
       #expect(try kim.get("/api/v1/transfers/\(kimID)/content").body == bytes)
       _ = try await group.sender.awaitTransfer(kimID, state: "finished")
-      let meanwhile = try summary()
-      #expect(
-        meanwhile["finished"] as? Int == 1 && meanwhile["declined"] as? Int == 1
-          && meanwhile["awaitingConsent"] as? Int == 1,
-        "\(meanwhile)")
-      #expect(try group.sender.transfer(maxID)?["state"] as? String == "awaitingConsent")
+      if maxStillAsked() {
+        let meanwhile = try summary()
+        let maxState = try group.sender.transfer(maxID)?["state"] as? String
+        if maxStillAsked() {
+          #expect(
+            meanwhile["finished"] as? Int == 1 && meanwhile["declined"] as? Int == 1
+              && meanwhile["awaitingConsent"] as? Int == 1,
+            "\(meanwhile)")
+          #expect(maxState == "awaitingConsent")
+        }
+      }
 
       // The third recipient never answers: its wait ends (bounded by the consent timeout) and only its transfer fails.
       let expired = try await max.awaitTransfer(maxID, state: "failed", timeout: .seconds(30))
