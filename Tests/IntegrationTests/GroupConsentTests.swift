@@ -105,6 +105,13 @@ import Testing
         $0.transferID == maxID
       }
       #expect((failed.data["reason"] as? String)?.contains("within 6 s") == true, "\(failed)")
+      // The group's view names each recipient's answer.
+      let view = try group.sender.get("/api/v1/transfer-groups/\(groupID)").jsonObject()
+      let states = Dictionary(
+        uniqueKeysWithValues: (view["transfers"] as? [[String: Any]] ?? []).compactMap { transfer in
+          (transfer["id"] as? String).map { ($0, transfer["state"] as? String ?? "") }
+        })
+      #expect(states == [kimID: "finished", leeID: "declined", maxID: "failed"], "\(view)")
       let final = try summary()
       #expect(
         final["finished"] as? Int == 1 && final["declined"] as? Int == 1 && final["failed"] as? Int == 2

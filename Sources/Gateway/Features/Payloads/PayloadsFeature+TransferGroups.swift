@@ -499,8 +499,14 @@ extension PayloadsFeature {
     return group
   }
 
+  /// `GET /api/v1/transfer-groups/{id}`: the summary and every recipient's transfer (who accepted, declined, or
+  /// has not answered yet).
   func getTransferGroup(_ context: RequestContext) throws -> HTTPResponse {
-    .json(["group": groupJSON(try ownGroup(context))])
+    let group = try ownGroup(context)
+    return .json([
+      "group": groupJSON(group),
+      "transfers": .array(group.shares.compactMap { transfers.outgoing[$0].map { transferJSON($0.record) } }),
+    ])
   }
 
   func cancelTransferGroup(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
