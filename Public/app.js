@@ -61,7 +61,7 @@
 //                (job-name / job-notes inside a row are the row's texts; the
 //                form's inputs are the ones outside any job-row)
 //   Chat         view-chat, chat-signed-out, chat-host-form, chat-host-name,
-//                chat-host, chat-host-error, chat-refresh, chat-nearby-empty,
+//                chat-host, chat-host-count, chat-host-error, chat-refresh, chat-nearby-empty,
 //                chat-nearby-list,
 //                row chat-nearby-room [data-chat-id]: chat-nearby-name,
 //                  chat-nearby-host, chat-join (Join / Open), chat-join-error
