@@ -215,4 +215,40 @@ import Testing
       try await expectNoSpoolsOrPartialFiles(nodes)
     }
   }
+
+  /// A decline given while the sender's node is away, whose notice the recipient's node then loses in a restart,
+  /// still reaches the sender: when the node's copy is offered again, the recipient's node tells every answer again.
+  @Test func aDeclineLostInARestartIsToldAgainWhenTheCopyIsOfferedAgain() async throws {
+    try await withNodes(
+      count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "120"], seeds: .allEarlier,
+      linked: true
+    ) { nodes in
+      let group = try await groupSession(nodes, perNode: [0, 2])
+      let (kim, lee) = (group.recipients[0], group.recipients[1])
+      let upload = try group.sender.uploadGroup(
+        group.sessionID, to: group.recipients, name: "d.bin", body: Array(repeating: 9, count: 20_000))
+      #expect(upload.status == 202, "\(upload)")
+      let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
+      func share(_ peer: MeshPeer) throws -> String {
+        try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
+      }
+      let (kimID, leeID) = (try share(kim), try share(lee))
+      _ = try await lee.awaitEvent("transfer.offered") { $0.transferID == leeID }
+
+      nodes[0].kill9()
+      #expect(try lee.post("/api/v1/transfers/\(leeID)/decline", json: "{}").status == 200)
+      nodes[1].kill9()
+      try await onDedicatedThread {
+        try nodes[1].restart()
+        try nodes[0].restart()
+      }
+      try await awaitLinks(nodes)
+      let declined = try await group.sender.awaitTransfer(leeID, state: "declined")
+      #expect((declined["reason"] as? String)?.contains("declined the file") == true, "\(declined)")
+      #expect(try group.sender.transfer(kimID)?["state"] as? String == "awaitingConsent")
+      #expect(try kim.post("/api/v1/transfers/\(kimID)/accept", json: "{}").status == 200)
+      _ = try await group.sender.awaitTransfer(kimID, state: "finished")
+      try await expectNoSpoolsOrPartialFiles(nodes)
+    }
+  }
 }

@@ -34,13 +34,22 @@ extension PayloadsFeature {
   }
 
   /// A group copy is offered again (a link loss, a restart of either node): the sender's node hears again, for each
-  /// recipient riding on it, whether its answer is awaited or it accepted (an answer already given is not lost).
+  /// recipient riding on it, whether its answer is awaited, it accepted, or its transfer ended (declined, its wait
+  /// over, canceled), so an answer given while the link was down (or lost with a restart) is not lost. The sender's
+  /// node ignores what it already knows.
   func retellRiderAnswers(_ copy: LiveTransfer, node: isolated Node) {
-    for rider in riders(of: copy) where !rider.record.isTerminal {
-      let frame: MeshMessage =
-        rider.record.state == .awaitingConsent
-        ? .transferAwaitingConsent(transferID: rider.record.id, timeoutMillis: consentMillisLeft(rider))
-        : .transferAccept(transferID: rider.record.id, offset: 0)
+    for rider in riders(of: copy) {
+      let id = rider.record.id
+      let reason = rider.record.reason ?? "the transfer \(rider.record.state)"
+      let frame: MeshMessage
+      switch rider.record.state {
+      case .awaitingConsent: frame = .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(rider))
+      case .declined: frame = .transferReject(transferID: id, code: .declined, message: reason)
+      case .failed: frame = .transferFailed(transferID: id, reason: reason)
+      case .canceled: frame = .transferCancel(transferID: id, reason: reason)
+      case .finished: continue
+      case .pending, .inProgress, .interrupted: frame = .transferAccept(transferID: id, offset: 0)
+      }
       sendTransferFrame(frame, to: copy.record.fromNodeID, node: node)
     }
   }
