@@ -104,7 +104,7 @@ struct FIFO<Element> {
 final class HTTPExchange {
   let id: RequestID
   let wsi: OpaquePointer
-  let head: HTTPRequestHead
+  var head: HTTPRequestHead
   var bodyLimit = 0
   var body: [UInt8] = []
   var awaitingBody = false

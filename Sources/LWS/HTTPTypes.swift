@@ -87,6 +87,10 @@ public struct HTTPRequestHead: Sendable {
   public let remoteAddress: String
   /// The request came over TLS (`https://`, `wss://`).
   public let isTLS: Bool
+  /// What the delegate chose to remember of this head when it was asked about its body
+  /// (``RequestBodyPolicy/tag``): given back with the request, so that what it decided from the head is not decided
+  /// again. Nil for a request without a body (the delegate is not asked).
+  public internal(set) var tag: Int?
 
   public init(
     method: HTTPMethod, path: String, query: QueryItems = QueryItems(), headers: HTTPHeaders = HTTPHeaders(),
@@ -99,6 +103,22 @@ public struct HTTPRequestHead: Sendable {
     self.headers = headers
     self.contentLength = contentLength
     self.remoteAddress = remoteAddress
+  }
+}
+
+/// How a request's body is taken, as the delegate decides from its head (``ServerDelegate/bodyPolicy(for:)``).
+public struct RequestBodyPolicy: Sendable, Equatable {
+  /// The largest body accepted; a larger `Content-Length` is answered with 413.
+  public var limit: Int
+  /// Whether the body is streamed (see ``ServerDelegate/bodyPolicy(for:)``).
+  public var streamed: Bool
+  /// Anything the delegate wants back with the request (``HTTPRequestHead/tag``), e.g. which route it matched.
+  public var tag: Int?
+
+  public init(limit: Int, streamed: Bool = false, tag: Int? = nil) {
+    self.limit = limit
+    self.streamed = streamed
+    self.tag = tag
   }
 }
 

@@ -20,8 +20,13 @@ import Logging
 
 /// Receives HTTP and WebSocket events. Every method is called on the service thread.
 public protocol ServerDelegate: AnyObject {
-  /// The largest body accepted for this request; a larger `Content-Length` is answered with 413.
-  func bodyLimit(for head: HTTPRequestHead) -> Int
+  /// How the body of this request is taken, asked once when a head with a body arrives: its limit (a larger
+  /// `Content-Length` is answered with 413), and whether it is streamed: then the request is handed to ``handle(_:)``
+  /// with an empty body as soon as its head arrives, reading is paused, and the body follows through
+  /// ``requestBodyReceived(_:_:)`` and ``requestBodyEnded(_:)`` once the handler calls
+  /// ``Server/setBodyFlow(_:enabled:)`` (it still needs a `Content-Length` within the limit). The policy's `tag`
+  /// comes back with the request (``HTTPRequestHead/tag``).
+  func bodyPolicy(for head: HTTPRequestHead) -> RequestBodyPolicy
   /// A complete request. The delegate must answer it with ``Server/respond(to:with:)`` (now or later).
   func handle(_ request: HTTPRequest)
   /// The client went away before the response was completely written (also for streams).
@@ -40,11 +45,6 @@ public protocol ServerDelegate: AnyObject {
   func webSocketConnectFailed(_ id: WebSocketID, reason: String)
   /// The response for a failure the server detects itself (411, 413, 501) before the request reaches a handler.
   func errorResponse(status: Int, message: String, head: HTTPRequestHead) -> HTTPResponse
-  /// Whether this request's body is streamed: the request is handed to ``handle(_:)`` with an empty body as soon as
-  /// its head arrives, reading is paused, and the body follows through ``requestBodyReceived(_:_:)`` and
-  /// ``requestBodyEnded(_:)`` once the handler calls ``Server/setBodyFlow(_:enabled:)``. It still needs a
-  /// `Content-Length` within ``bodyLimit(for:)``.
-  func streamsBody(for head: HTTPRequestHead) -> Bool
   /// A piece of a streamed request body (only while its flow is enabled).
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8])
   /// A streamed request body is complete.
@@ -59,7 +59,6 @@ public protocol ServerDelegate: AnyObject {
 }
 
 extension ServerDelegate {
-  public func streamsBody(for head: HTTPRequestHead) -> Bool { false }
   public func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {}
   public func requestBodyEnded(_ id: RequestID) {}
   public func streamDrained(_ id: RequestID) {}
@@ -486,7 +485,7 @@ public final class Server: @unchecked Sendable {
     side.endStream(id, discardingQueued: discardingQueued, final: final)
   }
 
-  /// Enables or pauses reading the streamed body of request `id` (see ``ServerDelegate/streamsBody(for:)``): while
+  /// Enables or pauses reading the streamed body of request `id` (see ``ServerDelegate/bodyPolicy(for:)``): while
   /// paused, lws stops reading the socket, so a client sending faster than the handler consumes is held back by TCP.
   /// Pieces already read are delivered (later, from the inbox) when the flow is enabled again. Service thread only.
   public func setBodyFlow(_ id: RequestID, enabled: Bool) {

@@ -62,8 +62,10 @@ extension ServerSide {
       dispatch(exchange)
       return 0
     }
-    let limit = delegate.bodyLimit(for: head)
-    if delegate.streamsBody(for: head) {
+    let policy = delegate.bodyPolicy(for: head)
+    let limit = policy.limit
+    exchange.head.tag = policy.tag
+    if policy.streamed {
       if contentLength > limit {
         reject(
           exchange, status: 413,
@@ -239,7 +241,7 @@ extension ServerSide {
     _ = respond(to: exchange.id, with: response)
   }
 
-  /// Enables or pauses reading the streamed body of request `id` (see ``ServerDelegate/streamsBody(for:)``): while
+  /// Enables or pauses reading the streamed body of request `id` (see ``ServerDelegate/bodyPolicy(for:)``): while
   /// paused, lws stops reading the socket, so a client sending faster than the handler consumes is held back by TCP.
   /// Pieces already read are delivered (later, from the inbox) when the flow is enabled again. Service thread only.
   func setBodyFlow(_ id: RequestID, enabled: Bool) {

@@ -52,8 +52,12 @@ final class ServerSide: @unchecked Sendable {
 
   deinit { scratch.deallocate() }
 
-  /// No WebSocket is open and no streaming response is running (what a shutdown waits for).
-  var isIdle: Bool { sockets.isEmpty && !exchanges.values.contains(where: \.isStreaming) }
+  /// No WebSocket is open and no request is being answered: none handed to the delegate waits for its answer or is
+  /// being written, streams included (what a shutdown waits for, within its grace). A request whose body is still
+  /// coming in is not waited for.
+  var isIdle: Bool {
+    sockets.isEmpty && !exchanges.values.contains { $0.dispatched || $0.response != nil || $0.isStreaming }
+  }
 
   /// Closes every WebSocket with 1001 and ends every streaming response (the server is shutting down).
   func closeAll() {

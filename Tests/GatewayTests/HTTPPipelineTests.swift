@@ -1,13 +1,44 @@
-import LWS
 import MeshCore
 import Testing
 
 @testable import Gateway
+@testable import LWS
 
 /// The HTTP pipeline: one match per request, the steps around its route, WebSocket upgrades through the routes that
 /// declare them.
 @Suite(.timeLimit(.minutes(1)))
 struct HTTPPipelineTests {
+  /// A request with a body is matched when the server asks how to take its body; the route's index comes back with
+  /// the request as its head's tag, and the request is served by that route without a second search.
+  @Test func aRequestWithABodyIsMatchedOnceAndItsRouteComesBackAsTheTag() async throws {
+    try await InProcessNode.with { node in
+      let upload = HTTPRequestHead(method: .post, path: "/api/v1/jobs", contentLength: 2)
+      let policy = await Self.bodyPolicy(upload, on: node.node)
+      let index = try #require(policy.tag)
+      #expect(Router.standard.routes[index].pattern == "/api/v1/jobs")
+      #expect(!policy.streamed && policy.limit == NodeConfiguration().maxBodyBytes)
+      var tagged = upload
+      tagged.tag = index
+      #expect(Router.standard.match(routeAt: index, path: "/api/v1/jobs")?.route?.pattern == "/api/v1/jobs")
+      #expect(await Self.match(tagged, on: node.node).route?.pattern == "/api/v1/jobs")
+      // A tag is trusted only for a path its route matches.
+      #expect(Router.standard.match(routeAt: index, path: "/api/v1/peers/me") == nil)
+      let resource = HTTPRequestHead(
+        method: .post, path: "/api/v1/sessions/s/resources", contentLength: 2)
+      let streamed = await Self.bodyPolicy(resource, on: node.node)
+      #expect(streamed.streamed && streamed.limit == NodeConfiguration().maxTransferBytes)
+      #expect(await Self.bodyPolicy(HTTPRequestHead(method: .post, path: "/no/such"), on: node.node).tag == nil)
+    }
+  }
+
+  private static func bodyPolicy(_ head: HTTPRequestHead, on node: isolated Node) -> RequestBodyPolicy {
+    node.surface.bodyPolicy(for: head, node: node)
+  }
+
+  private static func match(_ head: HTTPRequestHead, on node: isolated Node) -> RouteMatch {
+    node.surface.match(head)
+  }
+
   @Test func everyWebSocketRouteDeclaresItsUpgradeAndNoOtherRouteDoes() {
     for route in Router.standard.routes {
       #expect((route.kind == .webSocket) == (route.upgrade != nil), "\(route.operationID)")

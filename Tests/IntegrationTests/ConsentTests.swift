@@ -98,6 +98,48 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
   /// (PATCH /api/v1/node/settings) a file waits for the recipient and not one byte reaches its data directory before
   /// Accept; "always accept" lets the next file from that sender flow; removing it asks again; Decline ends the
   /// transfer `declined` on both sides and removes the sender's spool.
+  /// A recipient who declines at once, while the receiving node still records the offer, must not reorder its
+  /// answers: the sender is told the file waits for the recipient, then that it was declined. (The node used to send
+  /// the wait only once the record was stored: a decline in between went first and the wait never, so the sender's
+  /// upload was answered 409 as if refused.)
+  @Test func aDeclineAtOnceFollowsTheWaitOnTheWire() async throws {
+    try await withNode(arguments: ["--mesh-tls", "off", "--file-consent", "ask"]) { node in
+      let victim = try node.meshPeer("victim")
+      let hostile = try HostileNode(name: "sender", tls: false)
+      defer { hostile.close() }
+      try hostile.link(port: node.port)
+      let (sessionID, senderID) = try await senderSession(hostile, node: node, victim: victim)
+      for round in 0..<3 {
+        let id = uuid()
+        let lock = try StoreWriteLock(node)
+        hostile.send(
+          .transferOffer(
+            TransferOffer(
+              transferID: id, sessionID: sessionID, fromPeerID: senderID, fromDisplayName: "Sender",
+              toPeerID: victim.id, name: "quick-\(round).txt", contentType: "text/plain", size: 10, resume: false)))
+        // The node has handled the offer: the transfer is the recipient's to answer now, while its record waits for
+        // the store (another process holds SQLite's write lock), and the recipient declines.
+        try hostile.roundTrip()
+        let declined = try victim.post("/api/v1/transfers/\(id)/decline", json: "{}")
+        #expect(declined.status == 200, "\(declined)")
+        try lock.release()
+        let answer = try hostile.waitFor(timeout: .seconds(30), "the reject") {
+          if case .transferReject(id, .declined, _) = $0 { true } else { false }
+        }
+        let frames = hostile.received.filter {
+          switch $0 {
+          case .transferAwaitingConsent(id, _), .transferReject(id, _, _): true
+          default: false
+          }
+        }
+        guard case .transferAwaitingConsent? = frames.first else {
+          Issue.record("round \(round): the sender heard \(frames) (the reject \(answer) without the wait before it)")
+          return
+        }
+      }
+    }
+  }
+
   @Test func filesWaitForTheRecipientsConsentWhenTheNodeAsks() async throws {
     try await withNodes(count: 2, seeds: .allEarlier) { nodes in
       let (alice, bob, sessionID) = try await transferPair(nodes)
@@ -218,6 +260,42 @@ private func senderSession(_ hostile: HostileNode, node: NodeProcess, victim: Me
 }
 
 /// Files of transfer `id` in a node's data directory (its spool or partial file, or its finished file).
+/// Another process holding the node's SQLite write lock (`BEGIN IMMEDIATE`) until ``release()``: the node's writes
+/// wait meanwhile (up to its busy timeout, 5 s), as on a slow disk.
+private final class StoreWriteLock {
+  let process = Process()
+  let input = Pipe()
+  let output = Pipe()
+
+  init(_ node: NodeProcess) throws {
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    process.arguments = [
+      "-c",
+      """
+      import sqlite3, sys
+      c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+      c.execute("BEGIN IMMEDIATE")
+      print("locked", flush=True)
+      sys.stdin.readline()
+      c.execute("COMMIT")
+      """,
+      node.dataDirectory + "/meshgate.sqlite",
+    ]
+    process.standardInput = input
+    process.standardOutput = output
+    try process.run()
+    let line = output.fileHandleForReading.availableData
+    guard String(decoding: line, as: UTF8.self).hasPrefix("locked") else {
+      throw TestSupportError.timeout("the store lock was not taken: \(String(decoding: line, as: UTF8.self))")
+    }
+  }
+
+  func release() throws {
+    try input.fileHandleForWriting.write(contentsOf: Array("\n".utf8))
+    process.waitUntilExit()
+  }
+}
+
 func storedFiles(_ node: NodeProcess, _ id: String) throws -> [String] {
   let manager = FileManager.default
   var found: [String] = []

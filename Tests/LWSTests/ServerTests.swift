@@ -8,13 +8,23 @@ import Testing
 final class EchoDelegate: ServerDelegate {
   unowned(unsafe) var server: Server!
   let receivedBodySizes = Mutex<[Int]>([])
+  /// Requests for `GET /held`, waiting for ``answerHeld(_:)``.
+  let held = Mutex<[RequestID]>([])
+
+  /// Answers every held request with `bytes` (from any thread).
+  func answerHeld(_ bytes: [UInt8]) {
+    let server = self.server!
+    for id in held.withLock({ $0 }) {
+      server.execute { server.respond(to: id, with: LWS.HTTPResponse(status: 200, body: bytes)) }
+    }
+  }
 
   /// Streamed bodies of `POST /upload`, by request (service thread only).
   var uploads: [RequestID: [UInt8]] = [:]
 
-  func bodyLimit(for head: HTTPRequestHead) -> Int { head.path == "/upload" ? 4 << 20 : 1000 }
-
-  func streamsBody(for head: HTTPRequestHead) -> Bool { head.path == "/upload" }
+  func bodyPolicy(for head: HTTPRequestHead) -> RequestBodyPolicy {
+    head.path == "/upload" ? RequestBodyPolicy(limit: 4 << 20, streamed: true) : RequestBodyPolicy(limit: 1000)
+  }
 
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {
     uploads[id, default: []] += bytes
@@ -70,6 +80,9 @@ final class EchoDelegate: ServerDelegate {
         length: Int(head.query["length"] ?? "") ?? 0)
       response.omitBody = head.method == .head
       server.respond(to: request.id, with: response)
+    case (.get, "/held"):
+      // Answered when the test says so (``answerHeld(_:)``).
+      held.withLock { $0.append(request.id) }
     case (.get, "/later"):
       // Answer from another thread, handing the work back to the service thread.
       let server = self.server!
@@ -387,6 +400,34 @@ struct ServerTests {
     #expect(code == 1001)
     socket.close()
     #expect(finished.wait(timeout: .now() + 5) == .success)
+    withExtendedLifetime(delegate) {}
+  }
+
+  /// A request the node was answering when the shutdown began gets its whole answer (within the grace): the loop
+  /// used to stop as soon as no WebSocket or stream was left, cutting a response mid-body (a browser reloading during
+  /// a restart saw `ERR_CONTENT_LENGTH_MISMATCH`).
+  @Test func shutdownLetsAnAnswerInProgressFinish() async throws {
+    let server = try Server(configuration: ServerConfiguration(bindAddress: "127.0.0.1", port: 0))
+    let delegate = EchoDelegate()
+    delegate.server = server
+    server.delegate = delegate
+    let finished = DispatchSemaphore(value: 0)
+    Thread {
+      server.run()
+      finished.signal()
+    }.start()
+    let port = server.port
+    let answer = Task.detached { try HTTPClient.get(port: port, path: "/held") }
+    try await eventuallyAsync(timeout: .seconds(10), message: "the request reached the delegate") {
+      !delegate.held.withLock { $0.isEmpty }
+    }
+    server.shutdown(grace: .seconds(10))
+    let body = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+    delegate.answerHeld(body)
+    let response = try await answer.value
+    #expect(response.status == 200)
+    #expect(response.body == body, "the answer was cut at \(response.body.count) of \(body.count) bytes")
+    #expect(finished.wait(timeout: .now() + 10) == .success)
     withExtendedLifetime(delegate) {}
   }
 

@@ -22,7 +22,7 @@ final class TLSDelegate: ServerDelegate {
   let staleErrorsLeft = Mutex(0)
   let closed = Mutex(0)
 
-  func bodyLimit(for head: HTTPRequestHead) -> Int { 1000 }
+  func bodyPolicy(for head: HTTPRequestHead) -> RequestBodyPolicy { RequestBodyPolicy(limit: 1000) }
 
   func handle(_ request: HTTPRequest) {
     let body = Array((request.head.isTLS ? "tls" : "plain").utf8)

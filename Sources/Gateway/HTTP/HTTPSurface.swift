@@ -32,9 +32,6 @@ final class HTTPSurface {
   var webSocketUpgradesRejected = 0
   /// What each open WebSocket is, decided once when it opens (``webSocketOpened(_:head:node:)``).
   var connections: [WebSocketID: ConnectionKind] = [:]
-  /// The last request head matched, and its match: the server asks about a request's body (limit, streamed or not)
-  /// before it hands the request over, and every question reads this one match.
-  private var lastMatch: (method: HTTPMethod, path: String, match: RouteMatch)?
 
   init(staticFiles: StaticFiles, server: any ServerPort) {
     self.staticFiles = staticFiles
@@ -44,12 +41,22 @@ final class HTTPSurface {
   /// Every route of the node (``Router/standard``).
   var router: Router { .standard }
 
-  /// The route `head` matches; matched once per request head (the same method and path always match the same route).
+  /// The route `head` matches, searched once per request: a request with a body was matched when the server asked
+  /// how to take its body (``bodyPolicy(for:node:)``), and the route's index came back with it as the head's tag.
   func match(_ head: HTTPRequestHead) -> RouteMatch {
-    if let lastMatch, lastMatch.method == head.method, lastMatch.path == head.path { return lastMatch.match }
-    let match = router.match(method: head.method, path: head.path)
-    lastMatch = (head.method, head.path, match)
-    return match
+    if let index = head.tag, let match = router.match(routeAt: index, path: head.path) { return match }
+    return router.match(method: head.method, path: head.path)
+  }
+
+  /// How the matched route takes its body: an upload up to `--max-transfer-bytes` and a stream write without a limit,
+  /// both streamed; anything else collected, up to `--max-body-bytes`. The route's index rides along as the tag.
+  func bodyPolicy(for head: HTTPRequestHead, node: isolated Node) -> RequestBodyPolicy {
+    let (match, index) = router.matchIndexed(method: head.method, path: head.path)
+    switch match.route?.body ?? .collected {
+    case .collected: return RequestBodyPolicy(limit: node.configuration.maxBodyBytes, tag: index)
+    case .upload: return RequestBodyPolicy(limit: node.configuration.maxTransferBytes, streamed: true, tag: index)
+    case .unbounded: return RequestBodyPolicy(limit: 1 << 62, streamed: true, tag: index)
+    }
   }
 
   // MARK: - Requests

@@ -328,7 +328,11 @@ struct Router: Sendable {
     self.routesBySegmentCount = buckets
   }
 
-  func match(method: HTTPMethod, path: String) -> RouteMatch {
+  func match(method: HTTPMethod, path: String) -> RouteMatch { matchIndexed(method: method, path: path).match }
+
+  /// The route a request matches, with its index in ``routes`` when one was found (``match(routeAt:path:)`` takes it
+  /// back without searching again).
+  func matchIndexed(method: HTTPMethod, path: String) -> (match: RouteMatch, index: Int?) {
     let pathSegments = path.split(separator: "/", omittingEmptySubsequences: true)
     var allowed: [HTTPMethod] = []
     var pattern = ""
@@ -336,14 +340,24 @@ struct Router: Sendable {
       guard let parameters = Self.parameters(of: segments, in: pathSegments) else { continue }
       let route = routes[index]
       if route.method == method || (method == .head && route.method == .get) {
-        return .found(route, parameters: parameters)
+        return (.found(route, parameters: parameters), index)
       }
       allowed.append(route.method)
       pattern = route.pattern
     }
-    if allowed.isEmpty { return .notFound }
+    if allowed.isEmpty { return (.notFound, nil) }
     if allowed.contains(.get) { allowed.append(.head) }
-    return .methodNotAllowed(pattern: pattern, allowed: allowed)
+    return (.methodNotAllowed(pattern: pattern, allowed: allowed), nil)
+  }
+
+  /// The route at `index` (found for this request before) with the parameters `path` gives it; nil if the index is
+  /// not a route this path matches.
+  func match(routeAt index: Int, path: String) -> RouteMatch? {
+    guard routes.indices.contains(index) else { return nil }
+    let route = routes[index]
+    let pathSegments = path.split(separator: "/", omittingEmptySubsequences: true)
+    guard let parameters = Self.parameters(of: route.patternSegments, in: pathSegments) else { return nil }
+    return .found(route, parameters: parameters)
   }
 
   /// Every route of the node: the union of the features' tables, in the order of the OpenAPI document.

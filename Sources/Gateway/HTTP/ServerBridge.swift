@@ -28,30 +28,14 @@ struct RequestContext: Sendable {
 /// Bridges lws callbacks (on the service thread) into the ``Node`` actor.
 final class ServerBridge: ServerDelegate {
   let node: Node
-  let maxBodyBytes: Int
 
-  init(node: Node, maxBodyBytes: Int) {
+  init(node: Node) {
     self.node = node
-    self.maxBodyBytes = maxBodyBytes
   }
 
-  /// How much body a request may bring: the route decides (an upload up to `--max-transfer-bytes`, a stream write
-  /// without a limit, anything else up to `--max-body-bytes`).
-  func bodyLimit(for head: HTTPRequestHead) -> Int {
-    switch bodyKind(head) {
-    case .collected: maxBodyBytes
-    case .upload: node.configuration.maxTransferBytes
-    case .unbounded: 1 << 62
-    }
-  }
-
-  /// Raw-body routes (file uploads, stream writes) get their body streamed rather than collected.
-  func streamsBody(for head: HTTPRequestHead) -> Bool { bodyKind(head) != .collected }
-
-  /// How the matched route takes its body: the request's one match (``HTTPSurface/match(_:)``), which the request
-  /// itself then reuses.
-  func bodyKind(_ head: HTTPRequestHead) -> RequestBodyKind {
-    node.assumeIsolated { $0.surface.match(head).route?.body ?? .collected }
+  /// How a request's body is taken: the route decides (``HTTPSurface/bodyPolicy(for:node:)``).
+  func bodyPolicy(for head: HTTPRequestHead) -> RequestBodyPolicy {
+    node.assumeIsolated { $0.surface.bodyPolicy(for: head, node: $0) }
   }
 
   func requestBodyReceived(_ id: RequestID, _ bytes: [UInt8]) {

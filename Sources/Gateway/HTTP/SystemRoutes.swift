@@ -198,11 +198,11 @@ enum SystemRoutes {
         "Session frames dropped because their sender is not a peer of the node that sent them.",
         node.links.spoofedFrames
       ),
-      ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", node.mesh.links.linkedNodeIDs.count),
-      ("meshgate_mesh_dials_total", "counter", "Mesh links this node started dialling.", node.mesh.links.dials),
+      ("meshgate_mesh_links", "gauge", "Nodes linked to this one.", node.mesh.node.links.linkedNodeIDs.count),
+      ("meshgate_mesh_dials_total", "counter", "Mesh links this node started dialling.", node.mesh.node.links.dials),
       (
         "meshgate_mesh_known_peers", "gauge", "Peers known mesh-wide (local and on linked nodes).",
-        node.mesh.directory.knownPeerCount
+        node.mesh.node.directory.knownPeerCount
       ),
       ("meshgate_mesh_frames_sent_total", "counter", "Mesh frames queued to linked nodes.", node.links.framesOut),
       (
@@ -218,7 +218,7 @@ enum SystemRoutes {
       ),
       (
         "meshgate_mesh_encrypted_links", "gauge", "Linked nodes whose link runs over TLS.",
-        node.mesh.links.linkedNodeIDs.filter { node.mesh.links.transport(of: $0)?.encrypted == true }.count
+        node.mesh.node.links.linkedNodeIDs.filter { node.mesh.node.links.transport(of: $0)?.encrypted == true }.count
       ),
       (
         "meshgate_uptime_seconds", "gauge", "Seconds since the node started.",

@@ -126,7 +126,7 @@ final class MeshLinks {
     var sampled: [LinkManager.ConnectionID: (status: TCPReceiveStatus, nodeID: String?)] = [:]
     for (socket, connection) in node.mesh.connectionBySocket {
       guard let status = node.server.receiveStatus(socket) else { continue }
-      sampled[connection] = (status, node.mesh.links.nodeID(on: connection))
+      sampled[connection] = (status, node.mesh.node.links.nodeID(on: connection))
       if UInt64(status.millisSinceData) < now {
         node.feed(.bytesReceived(on: connection, now: now - UInt64(status.millisSinceData)))
       }
@@ -179,7 +179,8 @@ final class MeshLinks {
 
   /// The scheduler of the link to `nodeID`, if linked.
   func scheduler(toNode nodeID: String, node: isolated Node) -> LinkScheduler<MeshOutbound>? {
-    guard let connection = node.mesh.links.connection(of: nodeID), let socket = node.mesh.socketByConnection[connection]
+    guard let connection = node.mesh.node.links.connection(of: nodeID),
+      let socket = node.mesh.socketByConnection[connection]
     else {
       return nil
     }
@@ -262,7 +263,7 @@ final class MeshLinks {
       case .reliable(let message, let nodeID):
         // Numbered only on the connection that is the node's link now; a replaced connection's leftovers fail.
         guard let connection = node.mesh.connectionBySocket[socket],
-          node.mesh.links.connection(of: nodeID) == connection
+          node.mesh.node.links.connection(of: nodeID) == connection
         else {
           failed.append(message)
           continue
@@ -469,10 +470,10 @@ final class MeshLinks {
   /// Refusals counted by the state machines (sessions, chat, directory, links) and by this type, by reason.
   func frameRefusals(node: isolated Node) -> [String: Int] {
     var counts = refusedFrames
-    for (reason, count) in node.mesh.sessions.refusals { counts[reason, default: 0] += count }
-    for (reason, count) in node.mesh.directory.refusals { counts[reason, default: 0] += count }
-    for (reason, count) in node.mesh.links.refusals { counts[reason, default: 0] += count }
-    for (reason, count) in node.mesh.chat.refusals { counts[reason, default: 0] += count }
+    for (reason, count) in node.mesh.node.sessions.refusals { counts[reason, default: 0] += count }
+    for (reason, count) in node.mesh.node.directory.refusals { counts[reason, default: 0] += count }
+    for (reason, count) in node.mesh.node.links.refusals { counts[reason, default: 0] += count }
+    for (reason, count) in node.mesh.node.chat.refusals { counts[reason, default: 0] += count }
     return counts
   }
 }

@@ -21,12 +21,6 @@ struct MeshState {
   /// Links, directory, sessions and invitations. Change it only through ``Node/feed(_:)`` and its session commands,
   /// and carry out what they return with `interpret(_:)` (``MeshRuntime``).
   var node: MeshNode
-  /// Read-only views of ``node``'s parts, for queries. Lent, not copied: a getter returning the part would copy the
-  /// whole struct (retaining each of its tables) for every look-up through it, such as each send's session.
-  var links: LinkManager { _read { yield node.links } }
-  var directory: Directory { _read { yield node.directory } }
-  var sessions: SessionBook { _read { yield node.sessions } }
-  var chat: ChatBook { _read { yield node.chat } }
   /// Mesh-link WebSockets and the link manager's connection ids, both ways.
   var connectionBySocket: [WebSocketID: LinkManager.ConnectionID] = [:]
   var socketByConnection: [LinkManager.ConnectionID: WebSocketID] = [:]

@@ -123,7 +123,7 @@ final class NodeRuntime {
       throw StartupError(message: error.description)
     }
     let node = parts.makeNode(server: server)
-    let bridge = ServerBridge(node: node, maxBodyBytes: configuration.maxBodyBytes)
+    let bridge = ServerBridge(node: node)
     server.delegate = bridge
     let runtime = NodeRuntime(
       server: server, node: node, bridge: bridge, configuration: configuration,

@@ -90,7 +90,7 @@ enum AdminRoutes {
   static func deletePin(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let nodeID = context.parameters["nodeId"] ?? ""
     let remote = context.request.head.remoteAddress
-    let existed = node.mesh.links.pins[nodeID] != nil
+    let existed = node.mesh.node.links.pins[nodeID] != nil
     guard existed else {
       throw APIError.notFound("no certificate is pinned for node \(nodeID); see GET /api/v1/mesh/nodes")
     }

@@ -109,7 +109,7 @@ final class ChatFeature: NodeFeature {
   func nearby(_ context: RequestContext, node: isolated Node) -> HTTPResponse {
     let peerID = context.authenticatedPeer.id
     var entries: [(name: String, id: String, json: JSONValue)] = []
-    for advertiser in node.mesh.directory.advertisers(of: ChatRules.serviceType, excluding: peerID) {
+    for advertiser in node.mesh.node.directory.advertisers(of: ChatRules.serviceType, excluding: peerID) {
       for (key, name) in advertiser.discoveryInfo where key.hasPrefix(ChatRules.roomKeyPrefix) {
         let id = String(key.dropFirst(ChatRules.roomKeyPrefix.count))
         guard !id.isEmpty else { continue }
@@ -148,7 +148,7 @@ final class ChatFeature: NodeFeature {
 
   /// The host and name of a room someone nearby advertises.
   func advertisedRoom(_ roomID: String, node: isolated Node) -> (host: Directory.PeerRef, name: String)? {
-    for advertiser in node.mesh.directory.advertisers(of: ChatRules.serviceType, excluding: "") {
+    for advertiser in node.mesh.node.directory.advertisers(of: ChatRules.serviceType, excluding: "") {
       if let name = advertiser.discoveryInfo[ChatRules.roomKeyPrefix + roomID] { return (advertiser.peer, name) }
     }
     return nil
@@ -161,7 +161,7 @@ final class ChatFeature: NodeFeature {
     let advertised = advertisedRoom(roomID, node: node)
     // The host as this node knows the room, else as it is advertised.
     if let host = node.mesh.node.chatRoom(roomID)?.host ?? advertised?.host, host.nodeID != node.nodeID,
-      !linkUsable(host.nodeID, node: node), node.mesh.links.linkedNodeIDs.contains(host.nodeID)
+      !linkUsable(host.nodeID, node: node), node.mesh.node.links.linkedNodeIDs.contains(host.nodeID)
     {
       throw Self.encryptionUnavailable(host)
     }
@@ -305,8 +305,8 @@ final class ChatFeature: NodeFeature {
 
   /// Brings the peer's `jobmanager-chat` advertisement in line with the rooms it hosts (other keys it set stay).
   func advertiseRooms(of peerID: String, node: isolated Node) async throws {
-    var info = node.mesh.directory.advertising(of: peerID)[ChatRules.serviceType] ?? [:]
-    let wasAdvertising = node.mesh.directory.advertising(of: peerID)[ChatRules.serviceType] != nil
+    var info = node.mesh.node.directory.advertising(of: peerID)[ChatRules.serviceType] ?? [:]
+    let wasAdvertising = node.mesh.node.directory.advertising(of: peerID)[ChatRules.serviceType] != nil
     for key in info.keys where key.hasPrefix(ChatRules.roomKeyPrefix) { info[key] = nil }
     info.merge(hostedRoomsInfo(peerID, node: node)) { _, new in new }
     guard let valid = try? Validate.discoveryInfo(info) else { return }
@@ -440,7 +440,7 @@ final class ChatFeature: NodeFeature {
   }
 
   func send(_ wire: ChatWire, to nodeID: String, node: isolated Node) {
-    guard linkUsable(nodeID, node: node), let connection = node.mesh.links.connection(of: nodeID) else { return }
+    guard linkUsable(nodeID, node: node), let connection = node.mesh.node.links.connection(of: nodeID) else { return }
     // Chat frames are never refused: they queue in the link's chat lane (history is paced by sendWhenRoom).
     node.links.send(.chat(payload: wire.encoded()), on: connection, node: node)
   }

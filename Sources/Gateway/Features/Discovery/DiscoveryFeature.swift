@@ -33,7 +33,7 @@ final class DiscoveryFeature: NodeFeature {
     guard let dnssd else { return }
     var peersByServiceType: [String: Int] = [:]
     for peerID in node.peers.keys {
-      for type in node.mesh.directory.advertising(of: peerID).keys { peersByServiceType[type, default: 0] += 1 }
+      for type in node.mesh.node.directory.advertising(of: peerID).keys { peersByServiceType[type, default: 0] += 1 }
     }
     dnssd.setAdvertisedServiceTypes(peersByServiceType)
   }
@@ -49,7 +49,7 @@ final class DiscoveryFeature: NodeFeature {
   }
 
   func listAdvertising(_ context: RequestContext, node: isolated Node) -> HTTPResponse {
-    let advertising = node.mesh.directory.advertising(of: context.authenticatedPeer.id)
+    let advertising = node.mesh.node.directory.advertising(of: context.authenticatedPeer.id)
     let entries: [JSONValue] = advertising.keys.sorted().map { type in
       ["serviceType": .string(type), "discoveryInfo": JSONValue.stringMap(advertising[type]!)]
     }
@@ -77,7 +77,7 @@ final class DiscoveryFeature: NodeFeature {
   func stopAdvertising(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let type = try Self.serviceType(context)
     let peer = context.authenticatedPeer
-    guard node.mesh.directory.advertising(of: peer.id)[type] != nil else {
+    guard node.mesh.node.directory.advertising(of: peer.id)[type] != nil else {
       throw APIError.notFound("this peer is not advertising \(type); see GET /api/v1/advertising")
     }
     try await node.store.removeService(peerID: peer.id, kind: "advertise", serviceType: type)
@@ -86,14 +86,16 @@ final class DiscoveryFeature: NodeFeature {
   }
 
   func listBrowsing(_ context: RequestContext, node: isolated Node) -> HTTPResponse {
-    let browsing = node.mesh.directory.browsing(of: context.authenticatedPeer.id).sorted().map { JSONValue.string($0) }
+    let browsing = node.mesh.node.directory.browsing(of: context.authenticatedPeer.id).sorted().map {
+      JSONValue.string($0)
+    }
     return .json(["browsing": .array(browsing)])
   }
 
   func startBrowsing(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let type = try Self.serviceType(context)
     let peer = context.authenticatedPeer
-    if !node.mesh.directory.browsing(of: peer.id).contains(type) {
+    if !node.mesh.node.directory.browsing(of: peer.id).contains(type) {
       try await node.store.setService(
         NodeStore.StoredService(peerID: peer.id, kind: "browse", serviceType: type, discoveryInfo: [:]))
       guard node.peers[peer.id] != nil else { throw APIError.invalidToken }
@@ -105,7 +107,7 @@ final class DiscoveryFeature: NodeFeature {
   func stopBrowsing(_ context: RequestContext, node: isolated Node) async throws -> HTTPResponse {
     let type = try Self.serviceType(context)
     let peer = context.authenticatedPeer
-    guard node.mesh.directory.browsing(of: peer.id).contains(type) else {
+    guard node.mesh.node.directory.browsing(of: peer.id).contains(type) else {
       throw APIError.notFound("this peer is not browsing \(type); see GET /api/v1/browsing")
     }
     try await node.store.removeService(peerID: peer.id, kind: "browse", serviceType: type)
@@ -115,7 +117,7 @@ final class DiscoveryFeature: NodeFeature {
 
   func listPresence(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let page = try Page(
-      node.mesh.directory.presentPeers(excluding: context.authenticatedPeer.id), id: \.peerID,
+      node.mesh.node.directory.presentPeers(excluding: context.authenticatedPeer.id), id: \.peerID,
       query: context.request.head.query)
     return .json(["peers": .array(page.items.map(\.json)), "nextCursor": page.nextCursorJSON])
   }
@@ -125,13 +127,13 @@ final class DiscoveryFeature: NodeFeature {
     let peer = context.authenticatedPeer
     node.feed(.presenceWatchStarted(peerID: peer.id))
     return .json([
-      "watching": true, "peers": .array(node.mesh.directory.presentPeers(excluding: peer.id).map(\.json)),
+      "watching": true, "peers": .array(node.mesh.node.directory.presentPeers(excluding: peer.id).map(\.json)),
     ])
   }
 
   func stopWatchingPresence(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let peer = context.authenticatedPeer
-    guard node.mesh.directory.watchesPresence(peer.id) else {
+    guard node.mesh.node.directory.watchesPresence(peer.id) else {
       throw APIError.notFound("this peer is not watching presence; start with PUT /api/v1/presence")
     }
     node.feed(.presenceWatchStopped(peerID: peer.id))
@@ -141,7 +143,7 @@ final class DiscoveryFeature: NodeFeature {
   func servicePeers(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let type = try Self.serviceType(context)
     let page = try Page(
-      node.mesh.directory.advertisers(of: type, excluding: context.authenticatedPeer.id), id: \.peer.peerID,
+      node.mesh.node.directory.advertisers(of: type, excluding: context.authenticatedPeer.id), id: \.peer.peerID,
       query: context.request.head.query)
     return .json([
       "serviceType": .string(type), "peers": .array(page.items.map(Self.advertiserJSON)),
@@ -150,7 +152,7 @@ final class DiscoveryFeature: NodeFeature {
   }
 
   func advertisersJSON(_ serviceType: String, excluding: String, node: isolated Node) -> JSONValue {
-    .array(node.mesh.directory.advertisers(of: serviceType, excluding: excluding).map(Self.advertiserJSON))
+    .array(node.mesh.node.directory.advertisers(of: serviceType, excluding: excluding).map(Self.advertiserJSON))
   }
 
   static func advertiserJSON(_ advertiser: (peer: Directory.PeerRef, discoveryInfo: [String: String])) -> JSONValue {
@@ -177,7 +179,7 @@ final class DiscoveryFeature: NodeFeature {
   /// answered would make this node a port scanner for anyone who can link to it.
   func meshNodesJSON(admin: Bool, node: isolated Node) -> JSONValue {
     let now = Node.monotonicMillis()
-    let statuses = node.mesh.links.status(now: now).filter { admin || $0.state == .linked }
+    let statuses = node.mesh.node.links.status(now: now).filter { admin || $0.state == .linked }
     let nodes: [JSONValue] = statuses.map { status in
       var object = JSONObject()
       object["id"] = status.nodeID.map { .string($0) } ?? .null
@@ -191,7 +193,7 @@ final class DiscoveryFeature: NodeFeature {
         status.linkedSinceMillis.map { .double(Double(now - min(now, $0)) / 1000) } ?? .null
       object["encrypted"] = status.encrypted.map { .bool($0) } ?? .null
       object["fingerprint"] = status.fingerprint.map { .string($0) } ?? .null
-      object["pinned"] = .bool(status.nodeID.map { node.mesh.links.pins[$0] != nil } ?? false)
+      object["pinned"] = .bool(status.nodeID.map { node.mesh.node.links.pins[$0] != nil } ?? false)
       return .object(object)
     }
     let result: JSONValue = [
@@ -204,7 +206,7 @@ final class DiscoveryFeature: NodeFeature {
     ]
     guard admin, case .object(var object) = result else { return result }
     object["forgotten"] = .array(
-      node.mesh.links.forgotten.map { entry in
+      node.mesh.node.links.forgotten.map { entry in
         [
           "address": .string(entry.address), "id": entry.nodeID.map { .string($0) } ?? .null,
           "gossipedBy": entry.gossipedBy.map { .string($0) } ?? .null, "reason": .string(entry.reason),

@@ -22,7 +22,7 @@ final class InvitationsFeature: NodeFeature {
     }
     let timeout = try body.timeoutSeconds()
     let inviter = context.authenticatedPeer
-    guard let target = node.mesh.directory.peer(toID) else {
+    guard let target = node.mesh.node.directory.peer(toID) else {
       throw APIError.notFound("no peer \(toID) in the mesh; browse with PUT /api/v1/browsing/{serviceType}")
     }
     let (invitation, effects): (SessionBook.Invitation, [MeshEffect])
@@ -56,7 +56,7 @@ final class InvitationsFeature: NodeFeature {
     guard direction == nil || direction == "incoming" || direction == "outgoing" else {
       throw APIError.badRequest("direction must be incoming or outgoing, not \(direction!.debugDescription)")
     }
-    let list = node.mesh.sessions.invitations(of: peerID).filter { invitation in
+    let list = node.mesh.node.sessions.invitations(of: peerID).filter { invitation in
       switch direction {
       case "incoming": invitation.offer.toPeerID == peerID
       case "outgoing": invitation.offer.fromPeerID == peerID
@@ -70,7 +70,7 @@ final class InvitationsFeature: NodeFeature {
   func ownInvitation(_ context: RequestContext, node: isolated Node) throws(APIError) -> SessionBook.Invitation {
     let id = context.parameters["invitationId"] ?? ""
     let peerID = context.authenticatedPeer.id
-    guard let invitation = node.mesh.sessions.invitations[id],
+    guard let invitation = node.mesh.node.sessions.invitations[id],
       invitation.offer.toPeerID == peerID || invitation.offer.fromPeerID == peerID
     else {
       throw APIError.notFound("no invitation \(id) for this peer; see GET /api/v1/invitations")
@@ -95,7 +95,7 @@ final class InvitationsFeature: NodeFeature {
     } catch {
       throw APIError(error)
     }
-    return .json(["invitation": node.mesh.sessions.invitations[invitation.id]!.json(node: node)])
+    return .json(["invitation": node.mesh.node.sessions.invitations[invitation.id]!.json(node: node)])
   }
 
   func cancel(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
@@ -108,7 +108,7 @@ final class InvitationsFeature: NodeFeature {
     } catch {
       throw APIError(error)
     }
-    return .json(["invitation": node.mesh.sessions.invitations[invitation.id]!.json(node: node)])
+    return .json(["invitation": node.mesh.node.sessions.invitations[invitation.id]!.json(node: node)])
   }
 }
 

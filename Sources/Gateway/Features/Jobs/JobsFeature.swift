@@ -157,10 +157,10 @@ final class JobsFeature: NodeFeature {
     }
     guard toID != sender.id else { throw APIError.badRequest("a peer cannot send a job to itself") }
     guard
-      let receiver = node.mesh.directory.advertisers(of: JobRules.serviceType, excluding: sender.id)
+      let receiver = node.mesh.node.directory.advertisers(of: JobRules.serviceType, excluding: sender.id)
         .first(where: { $0.peer.peerID == toID })?.peer
     else {
-      if node.mesh.directory.peer(toID) == nil {
+      if node.mesh.node.directory.peer(toID) == nil {
         throw APIError.notFound("no peer \(toID) in the mesh; browse with PUT /api/v1/browsing/jobmanager-jobs")
       }
       throw APIError(
@@ -296,7 +296,7 @@ final class JobsFeature: NodeFeature {
     guard case .object(let envelope)? = try? JSONValue.parse(object),
       case .object(let incoming)? = envelope["job"], case .object(var from)? = envelope["from"]
     else { return }
-    if from["id"]?.stringValue != fromPeerID, let sender = node.mesh.directory.peer(fromPeerID) {
+    if from["id"]?.stringValue != fromPeerID, let sender = node.mesh.node.directory.peer(fromPeerID) {
       from = [
         "id": .string(sender.peerID), "displayName": .string(sender.displayName), "nodeId": .string(sender.nodeID),
       ]

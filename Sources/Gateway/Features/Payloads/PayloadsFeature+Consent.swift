@@ -75,17 +75,20 @@ extension PayloadsFeature {
     transfers.incoming[id] = transfer
     node.mesh.node.payloads.receive(id, from: transfer.record.fromNodeID, receiver: nil)
     startConsentWait(transfer, node: node)
-    let record = transfer.record
+    // The sender hears of the wait first: the recipient can answer as soon as the transfer is listed, before its
+    // record is stored, and the decline, acceptance or failure that follows goes after this on the link (sent after
+    // the store write, a decline in between went first and the wait never).
+    sendTransferFrame(
+      .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)),
+      to: transfer.record.fromNodeID, node: node)
     Task {
-      guard await recordIncoming(transfer, record, node: node) else { return }
+      // The record as it is now (an answer may have come meanwhile; its own write follows this one).
+      guard await recordIncoming(transfer, transfer.record, node: node) else { return }
       guard transfers.incoming[id] === transfer, transfer.record.state == .awaitingConsent else { return }
       // The timeout the wait got, not what is left of it after the store write (rounded down, one second less).
       publishTransferEvent(
         "transfer.offered", transfer, extra: ["timeoutSeconds": .int(Int64(transfer.consentTimeoutSeconds))], node: node
       )
-      sendTransferFrame(
-        .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer)),
-        to: record.fromNodeID, node: node)
     }
   }
 
@@ -247,7 +250,7 @@ extension PayloadsFeature {
   func alwaysAccepts(_ peerID: String, from sender: String, at nodeID: String, node: isolated Node) -> Bool {
     guard let entry = transfers.alwaysAccept[peerID]?[sender], entry.senderNodeID == nodeID else { return false }
     guard let pinned = entry.senderFingerprint else { return true }
-    return node.mesh.links.transport(of: nodeID)?.remoteFingerprint == pinned
+    return node.mesh.node.links.transport(of: nodeID)?.remoteFingerprint == pinned
   }
 
   func addAlwaysAccept(peerID: String, sender: String, name: String, nodeID: String, node: isolated Node) async throws {
@@ -260,7 +263,7 @@ extension PayloadsFeature {
     }
     let entry = AlwaysAccepted(
       peerID: peerID, senderPeerID: sender, senderDisplayName: name, createdAt: Timestamp.now(), senderNodeID: nodeID,
-      senderFingerprint: node.mesh.links.transport(of: nodeID)?.remoteFingerprint)
+      senderFingerprint: node.mesh.node.links.transport(of: nodeID)?.remoteFingerprint)
     do {
       try await node.store.saveAlwaysAccepted(entry)
     } catch {

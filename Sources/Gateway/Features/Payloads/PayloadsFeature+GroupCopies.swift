@@ -16,7 +16,7 @@ extension PayloadsFeature {
     func reject(_ code: TransferRejection, _ message: String) {
       sendTransferFrame(.transferReject(transferID: id, code: code, message: message), to: nodeID, node: node)
     }
-    guard let session = node.mesh.sessions.sessions[offer.sessionID],
+    guard let session = node.mesh.node.sessions.sessions[offer.sessionID],
       session.members.contains(where: { $0.peerID == offer.fromPeerID && $0.nodeID == nodeID })
     else { return reject(.notMember, "the sender is not in session \(offer.sessionID) on the receiving node") }
     var accepted: [(TransferGroupRecipient, StoredPeer)] = []
@@ -24,13 +24,15 @@ extension PayloadsFeature {
     var asking: [(TransferGroupRecipient, StoredPeer)] = []
     var refused: [(String, String)] = []
     for recipient in offer.recipients {
-      if node.peers[recipient.peerID] != nil && !node.mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID) {
+      if node.peers[recipient.peerID] != nil
+        && !node.mesh.node.sessions.hasAgreed(recipient.peerID, to: offer.sessionID)
+      {
         node.links.refuseFrame(
           "not_agreed", from: nodeID, "a group offer to \(recipient.peerID), not a member by its own act")
       }
       guard let peer = node.peers[recipient.peerID],
         session.members.contains(where: { $0.peerID == recipient.peerID && $0.nodeID == node.nodeID }),
-        node.mesh.sessions.hasAgreed(recipient.peerID, to: offer.sessionID)
+        node.mesh.node.sessions.hasAgreed(recipient.peerID, to: offer.sessionID)
       else {
         refused.append(
           (
@@ -72,7 +74,7 @@ extension PayloadsFeature {
     transfers.incoming[id] = copy
     node.mesh.node.payloads.receive(
       id, from: nodeID, receiver: accepted.isEmpty ? nil : TransferReceiver(size: offer.size))
-    var records = [copy.record]
+    var stored = [copy]
     var asked: [LiveTransfer] = []
     for ((recipient, peer), ask) in accepted.map({ ($0, false) }) + asking.map({ ($0, true) }) {
       let rider = LiveTransfer(
@@ -83,7 +85,7 @@ extension PayloadsFeature {
       transfers.incoming[recipient.transferID] = rider
       node.mesh.node.payloads.receive(recipient.transferID, from: nodeID, receiver: nil)
       transfers.riders[id, default: []].append(recipient.transferID)
-      records.append(rider.record)
+      stored.append(rider)
       if ask {
         startConsentWait(rider, node: node)
         asked.append(rider)
@@ -92,32 +94,31 @@ extension PayloadsFeature {
     for (transferID, reason) in refused {
       sendTransferFrame(.transferFailed(transferID: transferID, reason: reason), to: nodeID, node: node)
     }
+    // The sender hears of each wait first (as for a single send): a recipient can answer as soon as its transfer is
+    // listed, before the records are stored, and whatever it answers goes after this on the link; and it hears who
+    // is asked before it hears that the copy is accepted.
+    for rider in asked {
+      sendTransferFrame(
+        .transferAwaitingConsent(transferID: rider.record.id, timeoutMillis: consentMillisLeft(rider)), to: nodeID,
+        node: node)
+    }
+    if accepted.isEmpty {
+      sendTransferFrame(
+        .transferAwaitingConsent(transferID: id, timeoutMillis: copyConsentMillisLeft(copy)), to: nodeID, node: node)
+    }
     Task {
-      for record in records {
-        guard await recordIncoming(copy, record, node: node) else { return }
+      // Each record as it is now (an answer may have come meanwhile; its own write follows this one).
+      for transfer in stored {
+        guard await recordIncoming(copy, transfer.record, node: node) else { return }
       }
       guard transfers.incoming[id] === copy, !copy.record.isTerminal else { return }
-      // The sender hears who is asked before it hears that the copy is accepted (one link, in order).
-      for rider in asked where rider.record.state == .awaitingConsent {
-        offerRiderForConsent(rider, node: node)
+      for rider in asked where transfers.incoming[rider.record.id] === rider && rider.record.state == .awaitingConsent {
+        // The timeout the wait got (as for a single send).
+        publishTransferEvent(
+          "transfer.offered", rider, extra: ["timeoutSeconds": .int(Int64(rider.consentTimeoutSeconds))], node: node)
       }
-      if accepted.isEmpty {
-        sendTransferFrame(
-          .transferAwaitingConsent(transferID: id, timeoutMillis: copyConsentMillisLeft(copy)), to: nodeID, node: node)
-      } else {
-        acceptIncoming(copy, records: [], from: nodeID, node: node)
-      }
+      if !accepted.isEmpty { acceptIncoming(copy, records: [], from: nodeID, node: node) }
     }
-  }
-
-  /// Tells a recipient asked first (`transfer.offered`) and the sender's node (`transferAwaitingConsent` for the
-  /// recipient's transfer) that the recipient's answer is awaited.
-  func offerRiderForConsent(_ rider: LiveTransfer, node: isolated Node) {
-    publishTransferEvent(
-      "transfer.offered", rider, extra: ["timeoutSeconds": .int(Int64(rider.consentTimeoutSeconds))], node: node)
-    sendTransferFrame(
-      .transferAwaitingConsent(transferID: rider.record.id, timeoutMillis: consentMillisLeft(rider)),
-      to: rider.record.fromNodeID, node: node)
   }
 
   /// How long a copy that nobody accepted yet may still wait: until the last of its asked recipients' waits ends.

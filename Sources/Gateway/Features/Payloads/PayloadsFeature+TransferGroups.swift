@@ -383,8 +383,9 @@ extension PayloadsFeature {
         guard let share = transfers.outgoing[id], !share.record.isTerminal else { continue }
         live += 1
         let toNode = share.record.toNodeID
-        guard !group.nodesAway.contains(toNode), toNode == node.nodeID || node.mesh.links.connection(of: toNode) != nil,
-          let session = node.mesh.sessions.sessions[share.record.sessionID],
+        guard !group.nodesAway.contains(toNode),
+          toNode == node.nodeID || node.mesh.node.links.connection(of: toNode) != nil,
+          let session = node.mesh.node.sessions.sessions[share.record.sessionID],
           !session.members.contains(where: { $0.peerID == share.record.toPeerID })
         else { continue }
         failTransfer(

@@ -246,11 +246,11 @@ extension PayloadsFeature {
     _ toPeerID: String, of what: String, from fromPeerID: String, at nodeID: String, in sessionID: String,
     node: isolated Node
   ) -> StoredPeer? {
-    let agreed = node.mesh.sessions.hasAgreed(toPeerID, to: sessionID)
+    let agreed = node.mesh.node.sessions.hasAgreed(toPeerID, to: sessionID)
     if node.peers[toPeerID] != nil && !agreed {
       node.links.refuseFrame("not_agreed", from: nodeID, "\(what) to \(toPeerID), not a member by its own act")
     }
-    guard agreed, let peer = node.peers[toPeerID], let session = node.mesh.sessions.sessions[sessionID],
+    guard agreed, let peer = node.peers[toPeerID], let session = node.mesh.node.sessions.sessions[sessionID],
       session.members.contains(where: { $0.peerID == toPeerID && $0.nodeID == node.nodeID }),
       session.members.contains(where: { $0.peerID == fromPeerID && $0.nodeID == nodeID })
     else { return nil }

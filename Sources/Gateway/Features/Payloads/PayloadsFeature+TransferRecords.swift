@@ -340,7 +340,7 @@ extension PayloadsFeature {
     restoreGroups(node: node)
     // Offers that came meanwhile waited in the payload book: it judges them now.
     node.interpret(node.mesh.node.payloadRecordsRestored())
-    for linked in node.mesh.links.linkedNodeIDs { transfersLinkUp(linked, node: node) }
+    for linked in node.mesh.node.links.linkedNodeIDs { transfersLinkUp(linked, node: node) }
   }
 
   /// The member a file or stream goes to: connected, its node linked, and the link good enough for the session.
@@ -357,7 +357,7 @@ extension PayloadsFeature {
         status: 409, code: "peer_not_connected",
         message: "peer \(toID) is \(target.state.rawValue) in this session; wait until it is connected")
     }
-    if target.nodeID != node.nodeID && node.mesh.links.connection(of: target.nodeID) == nil {
+    if target.nodeID != node.nodeID && node.mesh.node.links.connection(of: target.nodeID) == nil {
       throw APIError.unavailable("the node of peer \(toID) is not linked right now; try again when it is")
     }
     try requireCarriage(session, to: target, node: node)
@@ -366,7 +366,7 @@ extension PayloadsFeature {
 
   /// `encryption: required` sessions never cross a plaintext link: their files and streams neither.
   func requireCarriage(_ session: SessionDescription, to target: SessionMember, node: isolated Node) throws(APIError) {
-    guard node.mesh.sessions.mayCarry(session, to: target.nodeID) else {
+    guard node.mesh.node.sessions.mayCarry(session, to: target.nodeID) else {
       throw APIError(
         status: 409, code: "encryption_unavailable",
         message: "session \(session.sessionID) requires encryption, but the link to the node of \(target.displayName) "

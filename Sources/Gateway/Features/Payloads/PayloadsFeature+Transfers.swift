@@ -522,7 +522,7 @@ extension PayloadsFeature {
 
   /// The connection of the link to `nodeID` while it has a socket; nil when the node is not linked now.
   func linkedConnection(to nodeID: String, node: isolated Node) -> LinkManager.ConnectionID? {
-    guard let connection = node.mesh.links.connection(of: nodeID), node.mesh.socketByConnection[connection] != nil
+    guard let connection = node.mesh.node.links.connection(of: nodeID), node.mesh.socketByConnection[connection] != nil
     else {
       return nil
     }

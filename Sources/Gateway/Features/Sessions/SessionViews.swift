@@ -40,7 +40,7 @@ extension SessionBook.Invitation {
   func json(node: isolated Node) -> JSONValue {
     let toName =
       toDisplayName.isEmpty
-      ? (node.peers[offer.toPeerID]?.displayName ?? node.mesh.directory.peer(offer.toPeerID)?.displayName ?? "")
+      ? (node.peers[offer.toPeerID]?.displayName ?? node.mesh.node.directory.peer(offer.toPeerID)?.displayName ?? "")
       : toDisplayName
     let remaining = Double(expiresAt) - Double(Node.monotonicMillis())
     var object: JSONObject = [

@@ -77,7 +77,7 @@ final class SessionsFeature: NodeFeature {
 
   func metricsLines(into lines: inout [String], node: isolated Node) {
     let samples: [MetricSample] = [
-      ("meshgate_sessions", "gauge", "Sessions with a member on this node.", node.mesh.sessions.sessions.count),
+      ("meshgate_sessions", "gauge", "Sessions with a member on this node.", node.mesh.node.sessions.sessions.count),
       (
         "meshgate_unreliable_dropped_total", "counter",
         "Unreliable session messages dropped because their sender's lane on a mesh link was full.",
@@ -143,7 +143,7 @@ final class SessionsFeature: NodeFeature {
 
   /// A peer known to the directory as `{"id","displayName","nodeId"}`, else `{"id"}`.
   func peerJSON(_ peerID: String, node: isolated Node) -> JSONValue {
-    if let peer = node.mesh.directory.peer(peerID) { return peer.json }
+    if let peer = node.mesh.node.directory.peer(peerID) { return peer.json }
     return ["id": .string(peerID)]
   }
 
@@ -173,13 +173,14 @@ final class SessionsFeature: NodeFeature {
 
   func listSessions(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
     let page = try Page(
-      node.mesh.sessions.sessions(of: context.authenticatedPeer.id), id: \.sessionID, query: context.request.head.query)
+      node.mesh.node.sessions.sessions(of: context.authenticatedPeer.id), id: \.sessionID,
+      query: context.request.head.query)
     return .json(["sessions": .array(page.items.map(\.json)), "nextCursor": page.nextCursorJSON])
   }
 
   func ownSession(_ context: RequestContext, node: isolated Node) throws(APIError) -> SessionDescription {
     let id = context.parameters["sessionId"] ?? ""
-    guard let session = node.mesh.sessions.sessions[id],
+    guard let session = node.mesh.node.sessions.sessions[id],
       session.members.contains(where: { $0.peerID == context.authenticatedPeer.id })
     else {
       throw APIError.notFound("no session \(id) with this peer as a member; see GET /api/v1/sessions")
@@ -213,7 +214,8 @@ final class SessionsFeature: NodeFeature {
       return
     }
     // The same checks as leaving now, so the caller hears of a bad request at once.
-    guard let session = node.mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
+    guard let session = node.mesh.node.sessions.sessions[sessionID],
+      session.members.contains(where: { $0.peerID == peerID })
     else {
       node.interpret(try node.mesh.node.leave(sessionID, peerID: peerID))
       return
@@ -315,7 +317,7 @@ final class SessionsFeature: NodeFeature {
       return .senderEvents
     }
     // Without links nothing can be full; unreliable data is dropped on a full link rather than held.
-    guard reliable, !node.links.schedulers.isEmpty, let session = node.mesh.sessions.sessions[sessionID] else {
+    guard reliable, !node.links.schedulers.isEmpty, let session = node.mesh.node.sessions.sessions[sessionID] else {
       return nil
     }
     var checked: Set<String> = []
@@ -535,7 +537,8 @@ final class SessionsFeature: NodeFeature {
     } else {
       throw APIError.badRequest("send needs text or dataBase64")
     }
-    guard let session = node.mesh.sessions.sessions[sessionID], session.members.contains(where: { $0.peerID == peerID })
+    guard let session = node.mesh.node.sessions.sessions[sessionID],
+      session.members.contains(where: { $0.peerID == peerID })
     else {
       throw APIError.notFound("no session \(sessionID) with this peer as a member")
     }

@@ -57,7 +57,7 @@ final class TransceiveFeature: NodeFeature {
       throw error.apiError
     }
     let peer = context.authenticatedPeer
-    var info = node.mesh.directory.advertising(of: peer.id)[type] ?? [:]
+    var info = node.mesh.node.directory.advertising(of: peer.id)[type] ?? [:]
     info[Self.discoveryKey] = "1"
     try await node.store.setService(
       NodeStore.StoredService(peerID: peer.id, kind: "advertise", serviceType: type, discoveryInfo: info))
@@ -69,10 +69,10 @@ final class TransceiveFeature: NodeFeature {
     book.start(Transceiver(peerID: peer.id, serviceType: type))
     reconcile(node: node)
     let session = book.session(of: Transceiver(peerID: peer.id, serviceType: type))
-      .flatMap { node.mesh.sessions.sessions[$0] }
+      .flatMap { node.mesh.node.sessions.sessions[$0] }
     return .json([
       "serviceType": .string(type), "transceiving": true,
-      "leader": .string(TransceiveBook.leader(of: type, including: peer.id, in: node.mesh.directory)),
+      "leader": .string(TransceiveBook.leader(of: type, including: peer.id, in: node.mesh.node.directory)),
       "session": session.map(\.json) ?? .null,
     ])
   }
