@@ -251,4 +251,40 @@ import Testing
       try await expectNoSpoolsOrPartialFiles(nodes)
     }
   }
+
+  /// An accept given after the node's copy was stored (the recipient gets the file at once) while the sender's node
+  /// is away, whose notice the recipient's node then loses in a restart, still reaches the sender when they link.
+  @Test func anAcceptAfterTheCopyIsStoredReachesTheSenderAfterRestarts() async throws {
+    try await withNodes(
+      count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "120"], seeds: .allEarlier,
+      linked: true
+    ) { nodes in
+      let group = try await groupSession(nodes, perNode: [0, 2])
+      let (kim, lee) = (group.recipients[0], group.recipients[1])
+      let bytes = Array(repeating: UInt8(4), count: 30_000)
+      let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "a.bin", body: bytes)
+      #expect(upload.status == 202, "\(upload)")
+      let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
+      func share(_ peer: MeshPeer) throws -> String {
+        try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
+      }
+      let (kimID, leeID) = (try share(kim), try share(lee))
+      _ = try await kim.awaitEvent("transfer.offered") { $0.transferID == kimID }
+      _ = try await lee.awaitEvent("transfer.offered") { $0.transferID == leeID }
+      #expect(try kim.post("/api/v1/transfers/\(kimID)/accept", json: "{}").status == 200)
+      _ = try await group.sender.awaitTransfer(kimID, state: "finished")
+
+      nodes[0].kill9()
+      #expect(try lee.post("/api/v1/transfers/\(leeID)/accept", json: "{}").status == 200)
+      _ = try await lee.awaitTransfer(leeID, state: "finished")
+      #expect(try lee.get("/api/v1/transfers/\(leeID)/content").body == bytes)
+      nodes[1].kill9()
+      try await onDedicatedThread {
+        try nodes[1].restart()
+        try nodes[0].restart()
+      }
+      try await awaitLinks(nodes)
+      _ = try await group.sender.awaitTransfer(leeID, state: "finished")
+    }
+  }
 }

@@ -121,6 +121,34 @@ extension PayloadsFeature {
     }
   }
 
+  /// The link to the sender's node `nodeID` is up: the answers of recipients who answered after their node's copy
+  /// was stored (an accept that gave them the file, a decline, a wait that ended) are told again. Such an answer went
+  /// as a notice kept in memory, lost when this node restarted before the link returned, and a stored copy is never
+  /// offered again to hear it. Only answers recent enough for the sender's side to be still waiting for them (this
+  /// node's consent timeout plus the grace); the sender's node ignores what it already knows.
+  func retellLateAnswers(to nodeID: String, node: isolated Node) {
+    let window = TimeInterval(fileConsentTimeout(node: node)) + TimeInterval(LiveTransfer.consentGraceMillis / 1000)
+    let since = Timestamp.format(Date().addingTimeInterval(-window))
+    for rider in transfers.incoming.values
+    where rider.record.fromNodeID == nodeID && rider.record.role == .transfer && rider.record.isTerminal
+      && rider.record.updatedAt >= since
+    {
+      guard let copyID = rider.record.copyID, let copy = transfers.incoming[copyID], copy.record.state == .finished,
+        rider.record.updatedAt > copy.record.updatedAt
+      else { continue }
+      let id = rider.record.id
+      let reason = rider.record.reason ?? "the transfer \(rider.record.state)"
+      switch rider.record.state {
+      case .finished: sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: nodeID, node: node)
+      case .declined:
+        sendTransferFrame(.transferReject(transferID: id, code: .declined, message: reason), to: nodeID, node: node)
+      case .failed: sendTransferFrame(.transferFailed(transferID: id, reason: reason), to: nodeID, node: node)
+      case .canceled: sendTransferFrame(.transferCancel(transferID: id, reason: reason), to: nodeID, node: node)
+      default: continue
+      }
+    }
+  }
+
   /// How long a copy that nobody accepted yet may still wait: until the last of its asked recipients' waits ends.
   func copyConsentMillisLeft(_ copy: LiveTransfer) -> UInt64 {
     riders(of: copy).filter { $0.record.state == .awaitingConsent }.map(consentMillisLeft).max() ?? 0

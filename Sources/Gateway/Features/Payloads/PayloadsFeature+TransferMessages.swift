@@ -319,6 +319,7 @@ extension PayloadsFeature {
     for message in transfers.notices.removeValue(forKey: nodeID) ?? [] {
       sendTransferFrame(message, to: nodeID, node: node)
     }
+    retellLateAnswers(to: nodeID, node: node)
     for id in node.mesh.node.payloads.linkRestored(nodeID) {
       // A recipient's transfer riding on a copy is offered again with its copy.
       guard let transfer = transfers.outgoing[id], transfer.record.copyID == nil else { continue }
