@@ -61,7 +61,7 @@
 //                (job-name / job-notes inside a row are the row's texts; the
 //                form's inputs are the ones outside any job-row)
 //   Chat         view-chat, chat-signed-out, chat-host-form, chat-host-name,
-//                chat-host, chat-host-error, chat-refresh, chat-nearby-empty,
+//                chat-host, chat-host-count, chat-host-error, chat-refresh, chat-nearby-empty,
 //                chat-nearby-list,
 //                row chat-nearby-room [data-chat-id]: chat-nearby-name,
 //                  chat-nearby-host, chat-join (Join / Open), chat-join-error
@@ -142,7 +142,8 @@ const HELLO_TIMEOUT_MS = 10_000;
 const MAX_EVENT_ROWS = 500;
 /** How many event ids are remembered for dedupe (more than the rows kept). */
 const MAX_SEEN_IDS = 5_000;
-const MAX_NAME_BYTES = 63;
+/** The node's limit for a display name: 63 characters, counted as Unicode code points (docs/api.md, Names). */
+const MAX_NAME_CHARACTERS = 63;
 /** Close code the node uses when a peer's token is revoked. */
 const WS_CLOSE_REVOKED = 4401;
 /** Close code we use ourselves when a socket never sent its hello. */
@@ -214,50 +215,33 @@ const storage = {
   },
 };
 
-const utf8 = new TextEncoder();
-
-/** Length of a string in UTF-8 bytes (the unit of the display-name limit). */
-function utf8Length(text) {
-  return utf8.encode(text).length;
-}
-
 /** C0 and C1 control characters, which display names may not contain. */
 const CONTROL_CHARS = /\p{Cc}/u;
 
+/** A name's length as the node counts it: Unicode code points (an emoji made of several counts as several). */
+function characterCount(text) {
+  return [...text].length;
+}
+
 /**
- * Client-side mirror of the server's display-name rule: 1–63 UTF-8 bytes and
- * no control characters. Returns an error message, or null when valid.
+ * Client-side mirror of the server's display-name rule: 1–63 characters (code points),
+ * no control characters, not only spaces. Returns an error message, or null when valid.
  */
 function displayNameProblem(name) {
-  const bytes = utf8Length(name);
-  if (bytes === 0) return 'Enter a display name.';
-  if (bytes > MAX_NAME_BYTES) {
-    const over = charactersOver(name, MAX_NAME_BYTES);
-    return `Too long by ${over} character${over === 1 ? '' : 's'}: a name holds ${MAX_NAME_BYTES} bytes, and letters like é take 2, emoji 4.`;
+  const characters = characterCount(name);
+  if (characters === 0) return 'Enter a display name.';
+  if (characters > MAX_NAME_CHARACTERS) {
+    const over = characters - MAX_NAME_CHARACTERS;
+    return `Too long by ${over} character${over === 1 ? '' : 's'}: a name holds ${MAX_NAME_CHARACTERS} characters (an emoji made of several, like a flag, counts as several).`;
   }
   if (CONTROL_CHARS.test(name)) return 'Display name cannot contain control characters.';
   if (!/[^\s]/u.test(name)) return 'A name needs a letter, digit or symbol, not only spaces.';
   return null;
 }
 
-/** How many characters (from the end) must go for `text` to fit in `maxBytes` of UTF-8. */
-function charactersOver(text, maxBytes) {
-  const characters = [...text];
-  let bytes = utf8Length(text);
-  let over = 0;
-  while (bytes > maxBytes && characters.length > 0) {
-    bytes -= utf8Length(characters.pop());
-    over += 1;
-  }
-  return over;
-}
-
-/** "12 characters", with the bytes when they differ ("12 characters · 20 of 63 bytes"). */
-function nameCountText(text, maxBytes) {
-  const characters = [...text].length;
-  const bytes = utf8Length(text);
-  const noun = characters === 1 ? 'character' : 'characters';
-  return bytes === characters ? `${characters} / ${maxBytes} ${noun}` : `${characters} ${noun} · ${bytes} of ${maxBytes} bytes`;
+/** "12 / 63 characters". */
+function nameCountText(text, maxCharacters) {
+  return `${characterCount(text)} / ${maxCharacters} characters`;
 }
 
 /**
@@ -1087,15 +1071,14 @@ function startSession(token, peer, { persist = true } = {}) {
   }
 }
 
-/** Live byte counter and inline validation while typing. */
+/** Live character counter and inline validation while typing (a stale error goes as soon as the name is fine). */
 function updateByteCount() {
   const value = ui.nameInput.value;
-  const bytes = utf8Length(value);
-  setText(ui.byteCount, nameCountText(value, MAX_NAME_BYTES));
-  const tooLong = bytes > MAX_NAME_BYTES;
-  ui.byteCount.classList.toggle('is-over', tooLong);
+  const characters = characterCount(value);
+  setText(ui.byteCount, nameCountText(value, MAX_NAME_CHARACTERS));
+  ui.byteCount.classList.toggle('is-over', characters > MAX_NAME_CHARACTERS);
   // While typing, only complain about real violations, not an empty field.
-  const problem = bytes > 0 ? displayNameProblem(value) : null;
+  const problem = characters > 0 ? displayNameProblem(value) : null;
   showNameError(problem);
 }
 

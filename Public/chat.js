@@ -24,7 +24,7 @@ const REFRESH_DEBOUNCE_MS = 150;
 const HISTORY_PAGE = 500;
 const HISTORY_MAX_PAGES = 20;
 const NEAR_BOTTOM_PX = 48;
-const MAX_ROOM_NAME_BYTES = 63; // the node's rule for a room name (README: chat)
+const MAX_ROOM_NAME_CHARACTERS = 63; // the node's rule for a room name: code points (docs/api.md, Names)
 
 /**
  * @param {object} deps from dashboard.js: h, call, setText, byTestId, storage, syncList,
@@ -51,6 +51,7 @@ export function createChat(deps) {
     badge: byTestId('chat-badge'),
     hostForm: byTestId('chat-host-form'),
     hostName: byTestId('chat-host-name'),
+    hostCount: byTestId('chat-host-count'),
     hostButton: byTestId('chat-host'),
     hostError: byTestId('chat-host-error'),
     refresh: byTestId('chat-refresh'),
@@ -226,22 +227,32 @@ export function createChat(deps) {
     setStatus('');
   }
 
-  /** The node's rule for a room name (1–63 bytes of UTF-8), said in characters; null when it is fine. */
-  function roomNameProblem(name) {
-    if (!name) return 'Give the room a name.';
-    const bytes = new TextEncoder().encode(name).length;
-    if (bytes <= MAX_ROOM_NAME_BYTES) return null;
-    const characters = [...name];
-    let over = 0;
-    for (let left = bytes; left > MAX_ROOM_NAME_BYTES; over += 1) left -= new TextEncoder().encode(characters.pop()).length;
-    return `Too long by ${over} character${over === 1 ? '' : 's'}: a room name holds ${MAX_ROOM_NAME_BYTES} bytes, and letters like é take 2, emoji 4.`;
+  /**
+   * The node's rule for a room name (1–63 characters counted as code points, not only spaces, no control
+   * characters); null when it is fine. `raw` is what was typed, `name` the same without surrounding spaces.
+   */
+  function roomNameProblem(name, raw = name) {
+    if (!name) return raw ? 'A room name needs a letter, digit or symbol, not only spaces.' : 'Give the room a name.';
+    const over = [...name].length - MAX_ROOM_NAME_CHARACTERS;
+    if (over > 0) {
+      return `Too long by ${over} character${over === 1 ? '' : 's'}: a room name holds ${MAX_ROOM_NAME_CHARACTERS} characters (an emoji made of several, like a flag, counts as several).`;
+    }
+    if (/\p{Cc}/u.test(name)) return 'A room name cannot contain control characters.';
+    return null;
+  }
+
+  /** "12 / 63 characters" under the room name. */
+  function updateRoomCount() {
+    const characters = [...el.hostName.value.trim()].length;
+    setText(el.hostCount, `${characters} / ${MAX_ROOM_NAME_CHARACTERS} characters`);
+    el.hostCount.classList.toggle('is-over', characters > MAX_ROOM_NAME_CHARACTERS);
   }
 
   async function host(event) {
     event.preventDefault();
     const name = el.hostName.value.trim();
     showError(el.hostError, '');
-    const problem = roomNameProblem(name);
+    const problem = roomNameProblem(name, el.hostName.value);
     if (problem) {
       showError(el.hostError, problem);
       el.hostName.setAttribute('aria-invalid', 'true');
@@ -252,6 +263,7 @@ export function createChat(deps) {
     try {
       const result = await call('chats', { method: 'POST', body: { name } });
       el.hostName.value = '';
+      updateRoomCount();
       deps.setDraft('chat.host', '');
       state.chats.set(result.chat.id, result.chat);
       openRoom(result.chat.id, { focus: true });
@@ -616,7 +628,8 @@ export function createChat(deps) {
         deps.setDraft('chat.host', el.hostName.value);
         // Said while typing once it is too long (never cut silently); an error shown goes when it is fixed.
         const name = el.hostName.value.trim();
-        const problem = name === '' && el.hostError.hidden ? null : roomNameProblem(name);
+        updateRoomCount();
+        const problem = el.hostName.value === '' && el.hostError.hidden ? null : roomNameProblem(name, el.hostName.value);
         showError(el.hostError, problem || '');
         if (problem) el.hostName.setAttribute('aria-invalid', 'true');
         else el.hostName.removeAttribute('aria-invalid');
@@ -632,6 +645,7 @@ export function createChat(deps) {
       state.unread.clear();
       closeRoom();
       el.hostName.value = deps.getDraft('chat.host');
+      updateRoomCount();
       if (open) {
         state.openId = open;
         storage.set(KEY_OPEN, open);
@@ -647,6 +661,7 @@ export function createChat(deps) {
       state.unread.clear();
       closeRoom();
       el.hostName.value = '';
+      updateRoomCount();
       render();
     },
     /** Every hello: reload the lists, the open room and its history (missed messages included). */

@@ -77,8 +77,9 @@ export function createFiles(deps) {
     paused: new Map(),
     // Files that arrived while the page was open, shown above every view until downloaded or dismissed: id → transfer.
     arrived: new Map(),
-    // A group send whose recipients' node asks before storing a file: each such recipient is sent the file on its
-    // own (and asked); upload key → the group it belongs to, so the group's line counts it.
+    // A group send whose recipients' node refused it because it asks before storing a file (a node of an earlier
+    // version; a current node asks each recipient itself): each such recipient is sent the file on its own (and
+    // asked); upload key → the group it belongs to, so the group's line counts it.
     askGroups: new Map(),
     // Group transfers refused because their node asks (each was sent again on its own): not shown as failures.
     reasked: new Set(),
@@ -842,7 +843,10 @@ export function createFiles(deps) {
     const stateKey = t.state === 'inProgress' && t.direction !== 'outgoing' ? 'receiving' : t.state;
     const parts = [t.state === 'interrupted' ? pausedText(t) : STATE_TEXT[stateKey] || t.state];
     const asking = t.state === 'awaitingConsent';
-    if (asking && t.direction === 'outgoing') parts[0] = `waiting for ${peerName(t.to)} to accept`;
+    // A group send's row per person says where that person is: "Waiting for Kim", "Declined by Kim", "Sent".
+    const share = t.direction === 'outgoing' && Boolean(t.groupId);
+    if (asking && t.direction === 'outgoing') parts[0] = share ? `Waiting for ${peerName(t.to)}` : `waiting for ${peerName(t.to)} to accept`;
+    if (share && t.state === 'finished') parts[0] = 'Sent';
     if (asking && t.direction === 'incoming' && consentExpiresText(t)) parts.push(consentExpiresText(t));
     if (ACTIVE.has(t.state) && !asking) parts.push(`${formatBytes(t.bytes || 0)} of ${formatBytes(t.size)}`);
     if (t.state === 'finished' && t.sha256) parts.push(`SHA-256 ${String(t.sha256).slice(0, 12)}…`);

@@ -18,7 +18,7 @@
 public struct ValidationError: Error, Equatable, Sendable, CustomStringConvertible {
   /// The API field name, e.g. `"displayName"`.
   public let field: String
-  /// The rule, phrased to follow the field name, e.g. `"must be 1–63 UTF-8 bytes (got 70)"`.
+  /// The rule, phrased to follow the field name, e.g. `"must be at most 63 characters (got 70)"`.
   public let rule: String
 
   /// Creates an error for `field` breaking `rule`.
@@ -27,14 +27,18 @@ public struct ValidationError: Error, Equatable, Sendable, CustomStringConvertib
     self.rule = rule
   }
 
-  /// `"<field> <rule>"`, e.g. `displayName must be 1–63 UTF-8 bytes (got 70)`.
+  /// `"<field> <rule>"`, e.g. `displayName must be at most 63 characters (got 70)`.
   public var description: String { "\(self.field) \(self.rule)" }
 }
 
 /// The validation rules for user-supplied identity fields and limits (DESIGN.md, "Identity, names and limits").
 public enum Validate {
-  /// Maximum display name length in UTF-8 bytes (MCPeerID's limit).
-  public static let displayNameMaxBytes = 63
+  /// Maximum display name (and chat room name) length in characters, counted as Unicode scalars (code points): what
+  /// people count, what JSON Schema's `maxLength` counts and what a browser counts with `[...name].length`. Unlike
+  /// extended grapheme clusters the count does not change with a Unicode version, so the server and every browser
+  /// agree on it, and it bounds the bytes (4 UTF-8 bytes a scalar: at most 252). An emoji made of several scalars
+  /// (a family, a flag) counts as that many.
+  public static let displayNameMaxCharacters = 63
   /// Maximum service type length in characters (RFC 6335).
   public static let serviceTypeMaxLength = 15
   /// Maximum number of discovery info pairs.
@@ -48,14 +52,22 @@ public enum Validate {
   /// The invitation timeout used when a request gives none, in seconds.
   public static let defaultTimeoutSeconds = 30
 
-  /// A peer's display name: 1–63 UTF-8 bytes, no control characters (Unicode category Cc) and no line or
-  /// paragraph separators (U+2028, U+2029), not only whitespace. Returned unchanged (nothing is trimmed).
+  /// A peer's display name: 1–63 characters (Unicode scalars, ``displayNameMaxCharacters``), no control characters
+  /// (Unicode category Cc) and no line or paragraph separators (U+2028, U+2029), not only spaces. Returned unchanged
+  /// (nothing is trimmed).
   @discardableResult
   public static func displayName(_ name: String) throws(ValidationError) -> String {
     let field = "displayName"
-    let bytes = name.utf8.count
-    guard (1...self.displayNameMaxBytes).contains(bytes) else {
-      throw ValidationError(field: field, rule: "must be 1–\(self.displayNameMaxBytes) UTF-8 bytes (got \(bytes))")
+    let limit = self.displayNameMaxCharacters
+    guard !name.isEmpty else {
+      throw ValidationError(field: field, rule: "must not be empty: give a name of 1–\(limit) characters")
+    }
+    let characters = name.unicodeScalars.count
+    guard characters <= limit else {
+      throw ValidationError(
+        field: field,
+        rule: "must be at most \(limit) characters (got \(characters); every Unicode code point counts, so an emoji "
+          + "made of several, like a flag, counts as several)")
     }
     if let bad = name.unicodeScalars.first(where: self.isControlOrSeparator) {
       throw ValidationError(
@@ -64,7 +76,7 @@ public enum Validate {
       )
     }
     guard !name.unicodeScalars.allSatisfy(\.properties.isWhitespace) else {
-      throw ValidationError(field: field, rule: "must not be only whitespace")
+      throw ValidationError(field: field, rule: "must not be only spaces: give at least one letter, digit or symbol")
     }
     return name
   }

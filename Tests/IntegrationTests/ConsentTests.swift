@@ -296,7 +296,7 @@ private final class StoreWriteLock {
   }
 }
 
-private func storedFiles(_ node: NodeProcess, _ id: String) throws -> [String] {
+func storedFiles(_ node: NodeProcess, _ id: String) throws -> [String] {
   let manager = FileManager.default
   var found: [String] = []
   for name in (try? manager.contentsOfDirectory(atPath: "\(node.dataDirectory)/transfers")) ?? []

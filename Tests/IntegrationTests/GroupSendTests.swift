@@ -186,6 +186,10 @@ struct GroupSendTests {
         group.sessionID, to: Array(group.recipients.suffix(2)), name: "big.txt", body: bytes)
       #expect(refused.status == 413, "\(refused)")
       #expect(errorCode(refused) == "payload_too_large")
+      // Said once, with what to do about it.
+      let message = errorMessage(refused) ?? ""
+      #expect(message.components(separatedBy: "accepts at most 1000").count == 2, "\(message)")
+      #expect(message.hasSuffix("send a smaller file, or split it"), "\(message)")
       try await expectNoSpoolsOrPartialFiles(nodes)
     }
   }

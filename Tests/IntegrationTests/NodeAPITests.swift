@@ -81,7 +81,11 @@ struct NodeAPITests {
         (try post("{\"displayName\":42}"), 400, "invalid_request", "displayName must be a string"),
         (try post("{}"), 400, "invalid_request", "displayName is required"),
         (try post("{\"displayName\":\"\"}"), 400, "validation_failed", "displayName"),
-        (try post("{\"displayName\":\"\(String(repeating: "é", count: 32))\"}"), 400, "validation_failed", "63"),
+        (
+          try post("{\"displayName\":\"\(String(repeating: "é", count: 64))\"}"), 400, "validation_failed",
+          "63 characters"
+        ),
+        (try post("{\"displayName\":\"   \"}"), 400, "validation_failed", "must not be only spaces"),
         (try post("{\"displayName\":\"a\\u0007b\"}"), 400, "validation_failed", "control"),
         (try post("{\"displayName\":\"a\",\"color\":\"red\"}"), 400, "invalid_request", "unknown field \"color\""),
         (try post("{\"displayName\":\"a\",\"discoveryInfo\":{\"k\":1}}"), 400, "invalid_request", "discoveryInfo.k"),

@@ -31,48 +31,50 @@ private func failure<T>(_ body: () throws -> T) -> ValidationError? {
     #expect(try Validate.displayName(name) == name)
   }
 
-  @Test func boundaryIs63BytesNot63Characters() throws {
+  /// The limit is 63 characters counted as Unicode scalars, not 63 UTF-8 bytes: a name of 63 four-byte emoji (252
+  /// bytes) passes, 64 characters of any width fail. It was 63 bytes, so 16 emoji or 22 CJK characters failed.
+  @Test func boundaryIs63CharactersNot63Bytes() throws {
     let ascii63 = String(repeating: "a", count: 63)
     #expect(try Validate.displayName(ascii63) == ascii63)
-    #expect(failure { try Validate.displayName(ascii63 + "a") }?.rule == "must be 1–63 UTF-8 bytes (got 64)")
+    #expect(
+      failure { try Validate.displayName(ascii63 + "a") }?.rule.hasPrefix("must be at most 63 characters (got 64")
+        == true)
 
-    // "é" is 2 bytes: 31 of them plus one ASCII letter is 63 bytes; 32 of them is 64.
-    let twoByte63 = String(repeating: "é", count: 31) + "a"
-    #expect(twoByte63.utf8.count == 63)
-    #expect(try Validate.displayName(twoByte63) == twoByte63)
-    let twoByte64 = String(repeating: "é", count: 32)
-    #expect(failure { try Validate.displayName(twoByte64) }?.rule == "must be 1–63 UTF-8 bytes (got 64)")
+    let emoji63 = String(repeating: "😀", count: 63)
+    #expect(emoji63.utf8.count == 252)
+    #expect(try Validate.displayName(emoji63) == emoji63)
+    let emoji64 = failure { try Validate.displayName(emoji63 + "😀") }
+    #expect(emoji64?.rule.hasPrefix("must be at most 63 characters (got 64;") == true, "\(String(describing: emoji64))")
 
-    // "日" is 3 bytes: 21 of them is exactly 63; 22 is 66.
-    #expect(try Validate.displayName(String(repeating: "日", count: 21)).utf8.count == 63)
-    #expect(failure { try Validate.displayName(String(repeating: "日", count: 22)) }?.rule.contains("(got 66)") == true)
+    let accented = String(repeating: "é", count: 63)
+    #expect(try Validate.displayName(accented) == accented)
+    #expect(failure { try Validate.displayName(accented + "é") } != nil)
+    let cjk = String(repeating: "日", count: 63)
+    #expect(try Validate.displayName(cjk) == cjk)
 
-    // "😀" is 4 bytes: 15 plus 3 ASCII is 63; 16 is 64.
-    #expect(try Validate.displayName(String(repeating: "😀", count: 15) + "abc").utf8.count == 63)
-    #expect(failure { try Validate.displayName(String(repeating: "😀", count: 16)) }?.rule.contains("(got 64)") == true)
-
-    // One family emoji is one Character but 25 bytes; three of them are 75.
+    // Every scalar counts: a family emoji is one grapheme but 7 scalars (4 people, 3 joiners); 9 of them are 63.
     let family = "👨‍👩‍👧‍👦"
-    #expect(family.count == 1 && family.utf8.count == 25)
-    #expect(try Validate.displayName(family + family) == family + family)
-    let tooMany = failure { try Validate.displayName(family + family + family) }
-    #expect(tooMany?.rule == "must be 1–63 UTF-8 bytes (got 75)")
-
-    // A combining sequence counts every scalar's bytes: "e" + U+0301 is 3 bytes.
-    let combining = String(repeating: "e\u{0301}", count: 21)
-    #expect(combining.utf8.count == 63)
-    #expect(try Validate.displayName(combining) == combining)
+    #expect(family.unicodeScalars.count == 7)
+    let nine = String(repeating: family, count: 9)
+    #expect(try Validate.displayName(nine) == nine)
+    #expect(failure { try Validate.displayName(nine + "a") }?.rule.contains("(got 64;") == true)
+    // A combining sequence counts each scalar: "e" + U+0301 is 2.
+    let combining = String(repeating: "e\u{0301}", count: 32)
+    #expect(failure { try Validate.displayName(combining) }?.rule.contains("(got 64;") == true)
   }
 
   @Test func rejectsEmpty() {
     let error = failure { try Validate.displayName("") }
-    #expect(error == ValidationError(field: "displayName", rule: "must be 1–63 UTF-8 bytes (got 0)"))
-    #expect(error?.description == "displayName must be 1–63 UTF-8 bytes (got 0)")
+    #expect(error == ValidationError(field: "displayName", rule: "must not be empty: give a name of 1–63 characters"))
+    #expect(error?.description == "displayName must not be empty: give a name of 1–63 characters")
   }
 
-  @Test func describesTheSeventyByteCase() {
+  @Test func describesTheSeventyCharacterCase() {
     let error = failure { try Validate.displayName(String(repeating: "n", count: 70)) }
-    #expect(error?.description == "displayName must be 1–63 UTF-8 bytes (got 70)")
+    #expect(
+      error?.description
+        == "displayName must be at most 63 characters (got 70; every Unicode code point counts, so an emoji made of "
+        + "several, like a flag, counts as several)")
     #expect(error?.field == "displayName")
   }
 
@@ -98,12 +100,13 @@ private func failure<T>(_ body: () throws -> T) -> ValidationError? {
   func rejectsOnlyWhitespace(_ name: String) {
     #expect(
       failure { try Validate.displayName(name) }
-        == ValidationError(field: "displayName", rule: "must not be only whitespace"))
+        == ValidationError(
+          field: "displayName", rule: "must not be only spaces: give at least one letter, digit or symbol"))
   }
 
   @Test func lengthIsCheckedBeforeContent() {
     let error = failure { try Validate.displayName(String(repeating: "\n", count: 64)) }
-    #expect(error?.rule == "must be 1–63 UTF-8 bytes (got 64)")
+    #expect(error?.rule.hasPrefix("must be at most 63 characters (got 64;") == true)
   }
 }
 

@@ -19,7 +19,7 @@ enum Schemas {
   ]
   static let displayName: JSONValue = [
     "type": "string", "minLength": 1, "maxLength": 63, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$",
-    "description": "1–63 UTF-8 bytes, no control characters.",
+    "description": "1–63 characters (Unicode code points), no control characters, not only spaces.",
   ]
   /// Discovery info where null means "none" (or "unchanged" on PATCH).
   static let optionalDiscoveryInfo: JSONValue = ["anyOf": [discoveryInfo, ["type": "null"]]]

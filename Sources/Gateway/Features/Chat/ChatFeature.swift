@@ -455,7 +455,8 @@ enum ChatRules {
   /// How long `POST /chats/{id}/join` waits for the host before answering 202.
   static let joinWait: Duration = .seconds(10)
 
-  /// A room or message name rule: 1–63 UTF-8 bytes, no control characters, not only whitespace.
+  /// A room name rule: the display name's (1–63 characters counted as Unicode scalars, no control characters, not
+  /// only spaces).
   static func roomName(_ name: String) throws(APIError) -> String {
     do {
       return try Validate.displayName(name)

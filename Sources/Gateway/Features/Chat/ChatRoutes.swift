@@ -97,7 +97,7 @@ extension Schemas {
     "properties": [
       "name": [
         "type": "string", "minLength": 1, "maxLength": 63, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$",
-        "description": "1–63 UTF-8 bytes, no control characters.",
+        "description": "1–63 characters (Unicode code points), no control characters, not only spaces.",
       ]
     ],
   ]

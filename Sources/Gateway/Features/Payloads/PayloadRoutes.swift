@@ -59,10 +59,10 @@ enum PayloadRoutes {
       """
     ) { node, context in try node.features.payloads.deleteTransfer(context, node: node) },
     Route(
-      .get, "/api/v1/transfer-groups/{groupId}", "getTransferGroup", returns: Schemas.transferGroupEnvelope,
+      .get, "/api/v1/transfer-groups/{groupId}", "getTransferGroup", returns: Schemas.transferGroupView,
       """
-      A group send's summary for its sender: recipients, node copies, how many are pending, finished, failed or canceled, and the bytes delivered over all recipients (of totalBytes).
-      200 The group.
+      A group send's summary for its sender: recipients, node copies, how many are pending, finished, failed or canceled (and, with file consent, declined or not answered yet), and the bytes delivered over all recipients (of totalBytes); with each recipient's transfer (its state says who accepted, declined or has not answered yet).
+      200 The group and its recipients' transfers.
       404 Not a group send by this peer.
       """
     ) { node, context in try node.features.payloads.getTransferGroup(context) },
@@ -225,7 +225,7 @@ extension Schemas {
     "type": "object",
     "required": [
       "id", "sessionId", "name", "size", "sha256", "recipients", "copies", "pending", "finished", "failed", "canceled",
-      "bytes", "totalBytes", "createdAt",
+      "declined", "awaitingConsent", "bytes", "totalBytes", "createdAt",
     ],
     "properties": [
       "id": ["type": "string"], "sessionId": ["type": "string"], "name": ["type": "string"],
@@ -234,12 +234,29 @@ extension Schemas {
       "copies": ["type": "integer", "description": "Copies sent over the mesh: one per receiving node."],
       "pending": ["type": "integer"], "finished": ["type": "integer"],
       "failed": ["type": "integer", "description": "Failed or declined."], "canceled": ["type": "integer"],
+      "declined": [
+        "type": "integer", "description": "Declined by their recipient (file consent); counted in failed too.",
+      ],
+      "awaitingConsent": [
+        "type": "integer",
+        "description": "Recipients asked first (file consent) who have not answered yet; counted in pending too.",
+      ],
       "bytes": ["type": "integer", "description": "Bytes durable at the recipients, summed over them."],
       "totalBytes": ["type": "integer", "description": "size × recipients."],
       "createdAt": ["type": "string", "format": "date-time"],
     ],
   ]
   static let transferGroupEnvelope = envelope("group", transferGroup)
+  static let transferGroupView: JSONValue = [
+    "type": "object", "required": ["group", "transfers"],
+    "properties": [
+      "group": transferGroup,
+      "transfers": [
+        "type": "array", "items": transfer,
+        "description": "One per recipient, in the order of the upload's answer.",
+      ],
+    ],
+  ]
   static let transferSent: JSONValue = [
     "type": "object",
     "description": "{transfer} for one recipient; {group, transfers} for a group send.",

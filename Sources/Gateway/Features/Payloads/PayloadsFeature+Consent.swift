@@ -20,6 +20,8 @@ extension PayloadsFeature {
     let id = transfer.record.id
     let frame: MeshMessage
     switch transfer.record.state {
+    case .awaitingConsent where transfer.record.role == .copy:
+      frame = .transferAwaitingConsent(transferID: id, timeoutMillis: copyConsentMillisLeft(transfer))
     case .awaitingConsent:
       frame = .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(transfer))
     case .declined:
@@ -27,7 +29,29 @@ extension PayloadsFeature {
     case let state:
       frame = .transferReject(transferID: id, code: .unknownTransfer, message: "the transfer is \(state) here")
     }
+    if transfer.record.role == .copy { retellRiderAnswers(transfer, node: node) }
     sendTransferFrame(frame, to: nodeID, node: node)
+  }
+
+  /// A group copy is offered again (a link loss, a restart of either node): the sender's node hears again, for each
+  /// recipient riding on it, whether its answer is awaited, it accepted, or its transfer ended (declined, its wait
+  /// over, canceled), so an answer given while the link was down (or lost with a restart) is not lost. The sender's
+  /// node ignores what it already knows.
+  func retellRiderAnswers(_ copy: LiveTransfer, node: isolated Node) {
+    for rider in riders(of: copy) {
+      let id = rider.record.id
+      let reason = rider.record.reason ?? "the transfer \(rider.record.state)"
+      let frame: MeshMessage
+      switch rider.record.state {
+      case .awaitingConsent: frame = .transferAwaitingConsent(transferID: id, timeoutMillis: consentMillisLeft(rider))
+      case .declined: frame = .transferReject(transferID: id, code: .declined, message: reason)
+      case .failed: frame = .transferFailed(transferID: id, reason: reason)
+      case .canceled: frame = .transferCancel(transferID: id, reason: reason)
+      case .finished: continue
+      case .pending, .inProgress, .interrupted: frame = .transferAccept(transferID: id, offset: 0)
+      }
+      sendTransferFrame(frame, to: copy.record.fromNodeID, node: node)
+    }
   }
 
   /// The sender offered an incoming transfer again (after a link loss, or a restart of either node) and it goes on
@@ -38,7 +62,10 @@ extension PayloadsFeature {
     if offset > 0 { transfer.record.resumedFrom = offset }
     transfer.record.state = .inProgress
     persist(transfer, node: node)
-    if transfer.record.role == .copy { syncRiders(transfer, node: node) }
+    if transfer.record.role == .copy {
+      syncRiders(transfer, node: node)
+      retellRiderAnswers(transfer, node: node)
+    }
     if wasInterrupted { reportPause("transfer.resumed", transfer, node: node) }
   }
 
@@ -147,6 +174,7 @@ extension PayloadsFeature {
           message: "transfer \(id) is \(transfer.record.state) now; the sender stays on your always-accept list")
       }
     }
+    if transfer.record.copyID != nil { return try await acceptRider(transfer, node: node) }
     transfer.consentDeadline = nil
     transfer.lastProgressAt = Node.monotonicMillis()
     node.mesh.node.payloads.setReceiver(transfer.record.id, TransferReceiver(size: transfer.record.size))
@@ -187,6 +215,31 @@ extension PayloadsFeature {
       node: node)
     settle(transfer, state: .declined, reason: reason, node: node)
     return .json(["transfer": transferJSON(transfer.record)])
+  }
+
+  /// The recipient of a group share on another node accepted: from now on the share rides on its copy (finished at
+  /// once when the copy is already stored there).
+  func shareAccepted(_ share: LiveTransfer, node: isolated Node) {
+    guard !share.record.isTerminal, let copyID = share.record.copyID, let copy = transfers.outgoing[copyID] else {
+      return
+    }
+    let wasAwaiting = share.record.state == .awaitingConsent
+    share.consentDeadline = nil
+    if copy.record.state == .finished {
+      share.record.sha256 = copy.record.sha256
+      share.record.bytes = share.record.size
+      share.record.state = .inProgress
+      if wasAwaiting { publishTransferEvent("transfer.accepted", share, node: node) }
+      settle(share, state: .finished, reason: nil, node: node)
+      return
+    }
+    guard wasAwaiting else { return }
+    share.record.state =
+      copy.record.state == .awaitingConsent || copy.record.state == .pending ? .inProgress : copy.record.state
+    share.record.bytes = copy.record.bytes
+    share.record.updatedAt = Timestamp.now()
+    persist(share, node: node)
+    publishTransferEvent("transfer.accepted", share, node: node)
   }
 
   // MARK: - Always-accept lists

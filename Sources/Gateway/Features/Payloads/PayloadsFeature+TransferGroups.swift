@@ -55,6 +55,13 @@ extension GroupSend {
   /// and their chunks in flight add up; with 1 MiB each, a 200 MiB group send to 30 recipients on 3 nodes peaked at
   /// 47 MiB on the sender's node (38 before the upload), and a window still covers a LAN's bandwidth-delay product.
   static let copyWindow: UInt64 = 1 << 20
+
+  /// The state machine a recipient's transfer riding on a copy gets on the sender's node: it sends nothing (the copy
+  /// carries the bytes; it has no file to read), but lets the recipient's answer through the payload book
+  /// (`transferAwaitingConsent`, then `transferAccept` once the recipient accepted).
+  static func answerMachine() -> TransferSender {
+    TransferSender(size: 0, window: 1, chunkSize: 1, readAhead: 1)
+  }
 }
 
 @available(*, unavailable)
@@ -173,7 +180,7 @@ extension PayloadsFeature {
           copyID: copy?.record.id))
       let id = share.record.id
       transfers.outgoing[id] = share
-      node.mesh.node.payloads.send(id, to: member.nodeID, sender: nil)
+      node.mesh.node.payloads.send(id, to: member.nodeID, sender: copy == nil ? nil : GroupSend.answerMachine())
       group.shares.append(id)
       records.append(share.record)
       if let copy {
@@ -397,7 +404,10 @@ extension PayloadsFeature {
     let record = transfer.record
     switch record.role {
     case .copy:
-      for rider in riders(of: transfer) where !rider.record.isTerminal {
+      // A recipient still asked keeps waiting when the copy is stored: its name for the file is made (see
+      // copyVerified) and it is given the file, or the name is removed, when it answers or its wait ends.
+      for rider in riders(of: transfer)
+      where !rider.record.isTerminal && !(state == .finished && rider.record.state == .awaitingConsent) {
         if state == .finished {
           rider.record.sha256 = record.sha256
           rider.record.bytes = record.size
@@ -417,6 +427,14 @@ extension PayloadsFeature {
       guard state != .finished else { return }
       if let copyID = record.copyID {
         let copy = record.direction == .outgoing ? transfers.outgoing[copyID] : transfers.incoming[copyID]
+        if record.direction == .incoming, copy?.record.state == .finished {
+          // The copy was stored while this recipient was still asked: its name for the file goes.
+          let path = record.path
+          DispatchQueue.global().async {
+            unlink(path)
+            rmdir((path as NSString).deletingLastPathComponent)
+          }
+        }
         if let copy, !copy.record.isTerminal, riders(of: copy).allSatisfy(\.record.isTerminal) {
           cancelTransfer(copy, reason: "no recipient on the node wants the file any more", notify: true, node: node)
         }
@@ -432,7 +450,10 @@ extension PayloadsFeature {
 
   /// A copy's progress or state is its riders'.
   func syncRiders(_ copy: LiveTransfer, node: isolated Node) {
-    for rider in riders(of: copy) where !rider.record.isTerminal {
+    // A recipient asked first has no share of the copy's progress until it accepts (nor does a waiting copy lend
+    // its wait to the recipients that took the file).
+    guard copy.record.state != .awaitingConsent else { return }
+    for rider in riders(of: copy) where !rider.record.isTerminal && rider.record.state != .awaitingConsent {
       let changed = rider.record.state != copy.record.state || rider.record.resumedFrom != copy.record.resumedFrom
       rider.record.bytes = copy.record.bytes
       guard changed, !copy.record.isTerminal else { continue }
@@ -453,6 +474,8 @@ extension PayloadsFeature {
     for share in shares { counts[share.state, default: 0] += 1 }
     let finished = counts[.finished] ?? 0
     let failed = (counts[.failed] ?? 0) + (counts[.declined] ?? 0)
+    let declined = counts[.declined] ?? 0
+    let awaiting = counts[.awaitingConsent] ?? 0
     let canceled = counts[.canceled] ?? 0
     let size = spool?.size ?? 0
     let object: JSONObject = [
@@ -460,7 +483,8 @@ extension PayloadsFeature {
       "size": .int(Int64(size)), "sha256": spool?.sha256.map { .string($0) } ?? .null,
       "recipients": .int(Int64(shares.count)), "copies": .int(Int64(group.copies.count)),
       "pending": .int(Int64(shares.count - finished - failed - canceled)), "finished": .int(Int64(finished)),
-      "failed": .int(Int64(failed)), "canceled": .int(Int64(canceled)),
+      "failed": .int(Int64(failed)), "canceled": .int(Int64(canceled)), "declined": .int(Int64(declined)),
+      "awaitingConsent": .int(Int64(awaiting)),
       "bytes": .int(Int64(shares.reduce(UInt64(0)) { $0 + min($1.bytes, $1.size) })),
       "totalBytes": .int(Int64(size) * Int64(shares.count)), "createdAt": .string(spool?.createdAt ?? ""),
     ]
@@ -476,8 +500,14 @@ extension PayloadsFeature {
     return group
   }
 
+  /// `GET /api/v1/transfer-groups/{id}`: the summary and every recipient's transfer (who accepted, declined, or
+  /// has not answered yet).
   func getTransferGroup(_ context: RequestContext) throws -> HTTPResponse {
-    .json(["group": groupJSON(try ownGroup(context))])
+    let group = try ownGroup(context)
+    return .json([
+      "group": groupJSON(group),
+      "transfers": .array(group.shares.compactMap { transfers.outgoing[$0].map { transferJSON($0.record) } }),
+    ])
   }
 
   func cancelTransferGroup(_ context: RequestContext, node: isolated Node) throws -> HTTPResponse {
@@ -537,7 +567,9 @@ extension PayloadsFeature {
     for table in [transfers.outgoing, transfers.incoming] {
       for copy in table.values where copy.record.role == .copy {
         if copy.record.isTerminal {
-          for rider in riders(of: copy) where !rider.record.isTerminal {
+          for rider in riders(of: copy)
+          where !rider.record.isTerminal && !(copy.record.state == .finished && rider.record.state == .awaitingConsent)
+          {
             settle(rider, state: copy.record.state, reason: copy.record.reason, node: node)
           }
         } else {

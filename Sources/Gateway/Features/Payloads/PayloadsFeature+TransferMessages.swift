@@ -42,6 +42,9 @@ extension PayloadsFeature {
       break
     case .accepted(let id, let offset, let resumedFrom):
       guard let transfer = transfers.outgoing[id] else { return }
+      if transfer.record.role == .transfer, transfer.record.copyID != nil {
+        return shareAccepted(transfer, node: node)
+      }
       transfer.rateUpdatedAt = Node.monotonicMillis()
       transfer.rateTokens = 0
       transfer.record.bytes = offset
@@ -129,6 +132,8 @@ extension PayloadsFeature {
         transfer.answer = nil
         answer.resume()
       }
+      // A group's copy that every recipient on its node must accept first: the upload goes on meanwhile.
+      copyAnswered(transfer, error: nil)
     case .streamOffered, .streamData, .streamCredited, .streamEnded, .streamFailed:
       streamEffect(effect, node: node)
     }
@@ -225,7 +230,7 @@ extension PayloadsFeature {
           }
           let announced =
             transfer.record.role == .copy ? node.features.payloads.riders(of: transfer) : [transfer]
-          for started in announced where !started.record.isTerminal {
+          for started in announced where !started.record.isTerminal && started.record.state != .awaitingConsent {
             node.features.payloads.publishTransferEvent("transfer.started", started, node: node)
           }
           node.features.payloads.sendTransferFrame(.transferAccept(transferID: id, offset: 0), to: nodeID, node: node)
@@ -314,8 +319,10 @@ extension PayloadsFeature {
     for message in transfers.notices.removeValue(forKey: nodeID) ?? [] {
       sendTransferFrame(message, to: nodeID, node: node)
     }
+    retellLateAnswers(to: nodeID, node: node)
     for id in node.mesh.node.payloads.linkRestored(nodeID) {
-      guard let transfer = transfers.outgoing[id] else { continue }
+      // A recipient's transfer riding on a copy is offered again with its copy.
+      guard let transfer = transfers.outgoing[id], transfer.record.copyID == nil else { continue }
       if transfer.record.role == .copy {
         let recipients = riders(of: transfer).map {
           TransferGroupRecipient(transferID: $0.record.id, peerID: $0.record.toPeerID)
@@ -341,7 +348,9 @@ extension PayloadsFeature {
         transfer.answer = nil
         answer.resume(throwing: APIError.unavailable("the receiver's node went away before it answered; try again"))
       }
-      if interrupted.outgoing.contains(transfer.record.id) { transfer.record.state = .interrupted }
+      if interrupted.outgoing.contains(transfer.record.id) && transfer.record.state != .awaitingConsent {
+        transfer.record.state = .interrupted
+      }
       if transfer.record.role == .copy {
         copyAnswered(
           transfer, error: APIError.unavailable("the receiving node went away before it answered; try again"))

@@ -115,7 +115,7 @@ extension PayloadsFeature {
 
   func reportProgress(_ transfer: LiveTransfer, node: isolated Node) {
     if transfer.record.role == .copy {
-      for rider in riders(of: transfer) where !rider.record.isTerminal {
+      for rider in riders(of: transfer) where !rider.record.isTerminal && rider.record.state != .awaitingConsent {
         rider.record.bytes = transfer.record.bytes
         reportProgress(rider, node: node)
       }
@@ -258,7 +258,24 @@ extension PayloadsFeature {
       }
       guard !record.isTerminal else { continue }
       if record.copyID != nil {
-        // A group recipient's share: its node's copy holds the bytes and the state machine (see restoreGroups).
+        // A group recipient's share: its node's copy holds the bytes and the state machine (see restoreGroups). A
+        // recipient asked first is asked on (its wait starts again); the sender's side hears again when the copy is
+        // offered again, through the share's answer machine.
+        if record.direction == .incoming && record.state == .awaitingConsent {
+          startConsentWait(transfer, node: node)
+          continue
+        }
+        if record.direction == .outgoing && record.toNodeID != node.nodeID {
+          node.mesh.node.payloads.send(record.id, to: record.toNodeID, sender: GroupSend.answerMachine())
+          if record.state == .awaitingConsent {
+            // Still asked: its node answers when it hears from this one again (or tells the wait again when the
+            // copy is offered again). Bounded meanwhile by this node's consent timeout plus the grace.
+            let wait = UInt64(fileConsentTimeout(node: node)) * 1000 + LiveTransfer.consentGraceMillis
+            transfer.consentDeadline = Node.monotonicMillis() + wait
+            scheduleConsentExpiry(record.id, .outgoing, after: wait, node: node)
+            continue
+          }
+        }
         transfer.record.state = .interrupted
         continue
       }
@@ -287,8 +304,9 @@ extension PayloadsFeature {
           continue
         }
         if record.state == .awaitingConsent {
-          // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before).
-          startConsentWait(transfer, node: node)
+          // Nothing was written yet: the wait for the recipient's answer starts again (bounded as before). A group
+          // copy nobody accepted yet waits through its recipients' waits.
+          if record.role != .copy { startConsentWait(transfer, node: node) }
           continue
         }
         let file = TransferFile(path: record.path)

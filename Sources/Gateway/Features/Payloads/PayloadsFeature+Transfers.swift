@@ -298,7 +298,8 @@ extension PayloadsFeature {
     if size > UInt64(node.configuration.maxTransferBytes) && !spooling {
       return (
         .tooLarge,
-        "the file is \(size) bytes; the receiving node accepts at most \(node.configuration.maxTransferBytes)"
+        "the file is \(size) bytes; the receiving node accepts at most \(node.configuration.maxTransferBytes) "
+          + "(--max-transfer-bytes): send a smaller file, or split it"
       )
     }
     let free = TransferFile.freeBytes(in: dataDirectoryPath(node: node)) ?? .max
