@@ -56,10 +56,7 @@ import Testing
       let answer = try upload.jsonObject()
       let groupID = try #require((answer["group"] as? [String: Any])?["id"] as? String)
       let shares = try #require(answer["transfers"] as? [[String: Any]])
-      func share(_ peer: MeshPeer) throws -> String {
-        try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
-      }
-      let (kimID, leeID, maxID) = (try share(kim), try share(lee), try share(max))
+      let (kimID, leeID, maxID) = (try share(of: shares, kim), try share(of: shares, lee), try share(of: shares, max))
       #expect(shares.allSatisfy { $0["state"] as? String == "awaitingConsent" }, "\(shares)")
       func summary() throws -> [String: Any] {
         try #require(
@@ -144,10 +141,7 @@ import Testing
       let upload = try group.sender.uploadGroup(group.sessionID, to: [ann, bo], name: "deck.bin", body: bytes)
       #expect(upload.status == 202, "\(upload)")
       let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
-      func share(_ peer: MeshPeer) throws -> String {
-        try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
-      }
-      let (annID, boID) = (try share(ann), try share(bo))
+      let (annID, boID) = (try share(of: shares, ann), try share(of: shares, bo))
       _ = try await ann.awaitTransfer(annID, state: "finished")
       _ = try await group.sender.awaitTransfer(annID, state: "finished")
       #expect(try ann.events("transfer.offered").allSatisfy { $0.transferID != annID })
@@ -183,10 +177,7 @@ import Testing
       let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "r.bin", body: bytes)
       #expect(upload.status == 202, "\(upload)")
       let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
-      func share(_ peer: MeshPeer) throws -> String {
-        try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
-      }
-      let (kimID, leeID) = (try share(kim), try share(lee))
+      let (kimID, leeID) = (try share(of: shares, kim), try share(of: shares, lee))
       _ = try await kim.awaitEvent("transfer.offered") { $0.transferID == kimID }
       _ = try await lee.awaitEvent("transfer.offered") { $0.transferID == leeID }
 
@@ -229,10 +220,7 @@ import Testing
         group.sessionID, to: group.recipients, name: "d.bin", body: Array(repeating: 9, count: 20_000))
       #expect(upload.status == 202, "\(upload)")
       let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
-      func share(_ peer: MeshPeer) throws -> String {
-        try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
-      }
-      let (kimID, leeID) = (try share(kim), try share(lee))
+      let (kimID, leeID) = (try share(of: shares, kim), try share(of: shares, lee))
       _ = try await lee.awaitEvent("transfer.offered") { $0.transferID == leeID }
 
       nodes[0].kill9()
@@ -265,10 +253,7 @@ import Testing
       let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "a.bin", body: bytes)
       #expect(upload.status == 202, "\(upload)")
       let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
-      func share(_ peer: MeshPeer) throws -> String {
-        try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
-      }
-      let (kimID, leeID) = (try share(kim), try share(lee))
+      let (kimID, leeID) = (try share(of: shares, kim), try share(of: shares, lee))
       _ = try await kim.awaitEvent("transfer.offered") { $0.transferID == kimID }
       _ = try await lee.awaitEvent("transfer.offered") { $0.transferID == leeID }
       #expect(try kim.post("/api/v1/transfers/\(kimID)/accept", json: "{}").status == 200)
@@ -287,4 +272,9 @@ import Testing
       _ = try await group.sender.awaitTransfer(leeID, state: "finished")
     }
   }
+}
+
+/// The id of the transfer a group send made for `peer`, from the send's `transfers` list.
+private func share(of shares: [[String: Any]], _ peer: MeshPeer) throws -> String {
+  try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
 }

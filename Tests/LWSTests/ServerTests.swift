@@ -380,7 +380,8 @@ struct ServerTests {
     }
   }
 
-  @Test func shutdownClosesWebSocketsWith1001AndStopsTheLoop() async throws {
+  /// A server with an ``EchoDelegate`` running on a thread of its own; `finished` is signalled when its loop ends.
+  private static func runningServer() throws -> (Server, EchoDelegate, DispatchSemaphore) {
     let server = try Server(configuration: ServerConfiguration(bindAddress: "127.0.0.1", port: 0))
     let delegate = EchoDelegate()
     delegate.server = server
@@ -390,6 +391,11 @@ struct ServerTests {
       server.run()
       finished.signal()
     }.start()
+    return (server, delegate, finished)
+  }
+
+  @Test func shutdownClosesWebSocketsWith1001AndStopsTheLoop() async throws {
+    let (server, delegate, finished) = try Self.runningServer()
     let socket = try WebSocketClient(port: server.port, path: "/ws")
     _ = try socket.receiveText()
     server.shutdown(grace: .seconds(5))
@@ -407,15 +413,7 @@ struct ServerTests {
   /// used to stop as soon as no WebSocket or stream was left, cutting a response mid-body (a browser reloading during
   /// a restart saw `ERR_CONTENT_LENGTH_MISMATCH`).
   @Test func shutdownLetsAnAnswerInProgressFinish() async throws {
-    let server = try Server(configuration: ServerConfiguration(bindAddress: "127.0.0.1", port: 0))
-    let delegate = EchoDelegate()
-    delegate.server = server
-    server.delegate = delegate
-    let finished = DispatchSemaphore(value: 0)
-    Thread {
-      server.run()
-      finished.signal()
-    }.start()
+    let (server, delegate, finished) = try Self.runningServer()
     let port = server.port
     let answer = Task.detached { try HTTPClient.get(port: port, path: "/held") }
     try await eventuallyAsync(timeout: .seconds(10), message: "the request reached the delegate") {
