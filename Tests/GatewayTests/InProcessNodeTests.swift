@@ -408,6 +408,37 @@ struct InProcessNodeTests {
     }
   }
 
+  /// The transfers stored before a start are listed to the first request after it: the node restores them in the
+  /// background after it starts, and a request that came first saw none (a script polling a transfer right after a
+  /// restart got 404 for it).
+  @Test func theTransfersStoredBeforeAStartAnswerTheFirstRequestAfterIt() async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("listed-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let alice = try await InProcessNode.with(configure: { $0.dataDirectory = directory }) { node in
+      let alice = try await node.createPeerWithToken("alice")
+      let now = Timestamp.now()
+      let record = TransferRecord(
+        id: UUID().uuidString.lowercased(),
+        parties: PayloadParties(
+          direction: .incoming, sessionID: "s",
+          from: PayloadParty(peerID: "p", displayName: "Pat", nodeID: "n"),
+          to: PayloadParty(peerID: alice.id, displayName: "alice", nodeID: await node.node.nodeID)),
+        name: "kept.txt", contentType: "text/plain", size: 4, bytes: 4, state: .finished, reason: nil,
+        sha256: nil, path: directory + "/kept.txt", resumedFrom: nil, createdAt: now, updatedAt: now)
+      try await node.node.store.saveTransfer(record)
+      return (alice.token, record.id)
+    }
+    try await InProcessNode.with(configure: { $0.dataDirectory = directory }) { node in
+      let listed = try await node.request(.get, "/api/v1/transfers", token: alice.0)
+      let ids = (listed.object?["transfers"]).map { value -> [String] in
+        guard case .array(let items) = value else { return [] }
+        return items.compactMap { $0.objectValue?["id"]?.stringValue }
+      }
+      #expect(ids == [alice.1], "\(String(decoding: listed.body, as: UTF8.self))")
+      #expect(try await node.request(.get, "/api/v1/transfers/\(alice.1)", token: alice.0).status == 200)
+    }
+  }
+
   /// A deleted peer's streams end as when their other party goes away: the stream it reads fails at once, and its
   /// writer is told (`stream.closed`, failed), instead of writing into a stream nobody will ever read.
   @Test func aDeletedPeersStreamsEnd() async throws {

@@ -31,7 +31,10 @@ enum PayloadRoutes {
       503 The receiver's node is not linked or did not answer.
       507 The receiving node's disk (or this node's, for the upload's spool) would drop below its free-space reserve, counting the transfers it has already accepted; nothing was read.
       """
-    ) { node, context in try await node.features.payloads.uploadResource(context, node: node) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try await node.features.payloads.uploadResource(context, node: node)
+    },
     Route(
       .get, "/api/v1/transfers", "listTransfers", returns: Schemas.transferList,
       query: [.limit(max: 500), .cursor, QueryParameter("group", "Only the transfers of this group send.")],
@@ -40,7 +43,10 @@ enum PayloadRoutes {
       200 Transfers.
       400 Bad limit or cursor.
       """
-    ) { node, context in try node.features.payloads.listTransfers(context) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try node.features.payloads.listTransfers(context)
+    },
     Route(
       .get, "/api/v1/transfers/{transferId}", "getTransfer", returns: Schemas.transferEnvelope,
       """
@@ -48,7 +54,10 @@ enum PayloadRoutes {
       200 The transfer.
       404 Not sent or received by this peer.
       """
-    ) { node, context in try node.features.payloads.getTransfer(context) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try node.features.payloads.getTransfer(context)
+    },
     Route(
       .delete, "/api/v1/transfers/{transferId}", "cancelTransfer", returns: Schemas.transferEnvelope,
       """
@@ -57,7 +66,10 @@ enum PayloadRoutes {
       404 Not sent or received by this peer.
       409 Already finished, failed or canceled.
       """
-    ) { node, context in try node.features.payloads.deleteTransfer(context, node: node) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try node.features.payloads.deleteTransfer(context, node: node)
+    },
     Route(
       .get, "/api/v1/transfer-groups/{groupId}", "getTransferGroup", returns: Schemas.transferGroupView,
       """
@@ -65,7 +77,10 @@ enum PayloadRoutes {
       200 The group and its recipients' transfers.
       404 Not a group send by this peer.
       """
-    ) { node, context in try node.features.payloads.getTransferGroup(context) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try node.features.payloads.getTransferGroup(context)
+    },
     Route(
       .delete, "/api/v1/transfer-groups/{groupId}", "cancelTransferGroup", returns: Schemas.transferGroupEnvelope,
       """
@@ -74,7 +89,10 @@ enum PayloadRoutes {
       404 Not a group send by this peer.
       409 Every transfer of the group has already ended.
       """
-    ) { node, context in try node.features.payloads.cancelTransferGroup(context, node: node) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try node.features.payloads.cancelTransferGroup(context, node: node)
+    },
     Route(
       .get, "/api/v1/transfers/{transferId}/content", "getTransferContent",
       """
@@ -85,7 +103,10 @@ enum PayloadRoutes {
       409 Not finished.
       416 Range outside the file.
       """
-    ) { node, context in try node.features.payloads.transferContent(context) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try node.features.payloads.transferContent(context)
+    },
     Route(
       .post, "/api/v1/transfers/{transferId}/accept", "acceptTransfer", body: Schemas.acceptTransfer,
       returns: Schemas.transferEnvelope,
@@ -97,7 +118,10 @@ enum PayloadRoutes {
       409 Not a file waiting for this peer's answer (transfer_not_awaiting_consent), ended meanwhile, or the always-accept list is full (always_accept_list_full).
       500 The receiving node cannot create the file.
       """
-    ) { node, context in try await node.features.payloads.acceptTransfer(context, node: node) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try await node.features.payloads.acceptTransfer(context, node: node)
+    },
     Route(
       .post, "/api/v1/transfers/{transferId}/decline", "declineTransfer", returns: Schemas.transferEnvelope,
       """
@@ -106,14 +130,20 @@ enum PayloadRoutes {
       404 Not sent or received by this peer.
       409 Not a file waiting for this peer's answer.
       """
-    ) { node, context in try node.features.payloads.declineTransfer(context, node: node) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try node.features.payloads.declineTransfer(context, node: node)
+    },
     Route(
       .get, "/api/v1/file-consent", "getFileConsent", returns: Schemas.fileConsentEnvelope,
       """
       Whether this node asks before incoming files are stored (mode auto or ask, set with --file-consent or PATCH /api/v1/node/settings), how long a file waits, and this peer's always-accept list.
       200 File consent for this peer.
       """
-    ) { node, context in node.features.payloads.fileConsentResponse(of: context.authenticatedPeer.id, node: node) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return node.features.payloads.fileConsentResponse(of: context.authenticatedPeer.id, node: node)
+    },
     Route(
       .delete, "/api/v1/file-consent/always-accept/{peerId}", "removeAlwaysAccept",
       returns: Schemas.fileConsentEnvelope,
@@ -122,7 +152,10 @@ enum PayloadRoutes {
       200 Removed; the list now.
       404 The sender is not on this peer's list.
       """
-    ) { node, context in try await node.features.payloads.removeAlwaysAccept(context, node: node) },
+    ) { node, context in
+      await node.features.payloads.untilTransfersListed(node: node)
+      return try await node.features.payloads.removeAlwaysAccept(context, node: node)
+    },
   ]
 
   static let streamRoutes: [Route] = [

@@ -233,6 +233,20 @@ extension PayloadsFeature {
   // MARK: - Restart
 
   /// Loads the transfer records after a start: finished ones for listing, unfinished ones to resume.
+  /// Waits until the transfers stored before this start are listed (at once after that).
+  func untilTransfersListed(node: isolated Node) async {
+    guard !transfers.listed else { return }
+    await withCheckedContinuation { transfers.awaitingList.append($0) }
+  }
+
+  /// The stored transfers are listed: requests that waited for them go on.
+  private func transfersListed() {
+    transfers.listed = true
+    let waiting = transfers.awaitingList
+    transfers.awaitingList = []
+    for request in waiting { request.resume() }
+  }
+
   func restoreTransfers(node: isolated Node) async {
     let records: [TransferRecord]
     do {
@@ -242,7 +256,9 @@ extension PayloadsFeature {
       records = []
     }
     var rehashing = 0
-    for var record in records {
+    // Every stored transfer is listed at once, before any of them waits for its file: the transfer routes answer
+    // from then on (a request right after a start saw none, or only those before a partial file being read).
+    let restored = records.map { record in
       let transfer = LiveTransfer(record: record)
       switch record.direction {
       case .outgoing:
@@ -256,6 +272,11 @@ extension PayloadsFeature {
           record.id, from: record.fromNodeID,
           receiver: finished.map { TransferReceiver.finished(size: record.size, sha256: $0) })
       }
+      return transfer
+    }
+    transfersListed()
+    for transfer in restored {
+      var record = transfer.record
       guard !record.isTerminal else { continue }
       if record.copyID != nil {
         // A group recipient's share: its node's copy holds the bytes and the state machine (see restoreGroups). A

@@ -78,6 +78,10 @@ extension LiveTransfer {
 
 /// Transfer state owned by the node actor.
 struct TransferRuntime {
+  /// Whether the transfers stored before a start are listed again (the transfer routes wait for it, and
+  /// `awaitingList` holds the requests that came before).
+  var listed = false
+  var awaitingList: [CheckedContinuation<Void, Never>] = []
   var outgoing: [String: LiveTransfer] = [:]
   var incoming: [String: LiveTransfer] = [:]
   var byUpload: [RequestID: LiveTransfer] = [:]
