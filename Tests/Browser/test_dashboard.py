@@ -41,10 +41,12 @@ VIEWS = ["nearby", "jobs", "invitations", "sessions", "chat", "files", "events"]
 
 
 def row_by_key(browser: Browser, testid: str, attribute: str, value: str):
-    for row in browser.qa(testid):
-        if row.get_attribute(attribute) == value:
-            return row
-    return None
+    """The element marked `testid` whose `attribute` is `value`, or None: found in one look at the page, so a list the
+    page draws anew meanwhile cannot leave a stale row in the search (reading each row's attribute in turn could)."""
+    return browser.js(
+        "return [...document.querySelectorAll(`[data-testid='${arguments[0]}']`)]"
+        ".find((row) => row.getAttribute(arguments[1]) === arguments[2]) || null",
+        testid, attribute, value)
 
 
 # Holds the page's GET /api/v1/node answers until `window.releaseNodeAnswers()` (which also restores fetch).
@@ -1802,8 +1804,8 @@ class DashboardScenario(unittest.TestCase):
                       for (const bar of document.querySelectorAll('[data-testid=nearby-progress]')) if (!bar.hidden) window.__barShown = true;
                     }).observe(document.querySelector('[data-testid=nearby-list]'), { attributes: true, subtree: true, childList: true });
                     """)
-                row = row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())
-                picker = ann.q("nearby-file-input", row)
+                picker = ann.wait("Bob's file picker in Nearby", lambda: ann.q(
+                    "nearby-file-input", row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())))
                 ann.choose_file(picker, str(source))
                 card = bob.wait(f"the {name} arrived card", lambda: next(
                     (c for c in bob.qa("file-arrival") if bob.text("file-arrival-name", c) == name), None), 30)
@@ -1812,9 +1814,10 @@ class DashboardScenario(unittest.TestCase):
                 self.assertIn(f"{name} from Ann arrived", bob.q("arrivals-live").get_attribute("textContent"))
                 self.assertLessEqual(bob.js("return document.documentElement.scrollWidth"), size[0], "no sideways scroll")
                 bob.screenshot(f"bob-file-arrived-{size[0]}")
-                ann.wait("Sent on Bob's row", lambda: ann.text("nearby-status", row) == f"Sent {name} to Bob", 30)
+                bob_row = lambda: row_by_key(ann, "nearby-peer", "data-peer-id", self.bob_id())  # noqa: E731
+                ann.wait("Sent on Bob's row", lambda: ann.text("nearby-status", bob_row()) == f"Sent {name} to Bob", 30)
                 self.assertTrue(ann.js("return window.__barShown"), "a progress bar while it went")
-                self.assertFalse(ann.q("nearby-progress", row).is_displayed())
+                self.assertFalse(ann.wait("Bob's row", lambda: ann.q("nearby-progress", bob_row())).is_displayed())
                 bob.click("file-arrival-download", card)
                 bob.wait("the card gone once downloaded", lambda: not [
                     c for c in bob.qa("file-arrival") if bob.text("file-arrival-name", c) == name
