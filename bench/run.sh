@@ -125,30 +125,27 @@ if want ws-broadcast; then
     --template '{"op":"send","session":"'"$sid"'","mode":"reliable","text":"%s"}')
   run_saturated meshgate "$MG_PID" "${mg_args[@]}"
 
-  # (d) paced rounds, alternating which server goes first
-  for round in $(seq "$rounds"); do
-    if (( round % 2 )); then
-      run_paced "c-paced-$round" "$c_pid" "${c_args[@]}"
-      run_paced "meshgate-paced-$round" "$MG_PID" "${mg_args[@]}"
-    else
-      run_paced "meshgate-paced-$round" "$MG_PID" "${mg_args[@]}"
-      run_paced "c-paced-$round" "$c_pid" "${c_args[@]}"
-    fi
-  done
+  # paced_rounds [-busy]: the paced rounds, alternating which server goes first (labels c[-busy]-paced-N and
+  # meshgate[-busy]-paced-N).
+  paced_rounds() {
+    for round in $(seq "$rounds"); do
+      if (( round % 2 )); then
+        run_paced "c${1:-}-paced-$round" "$c_pid" "${c_args[@]}"
+        run_paced "meshgate${1:-}-paced-$round" "$MG_PID" "${mg_args[@]}"
+      else
+        run_paced "meshgate${1:-}-paced-$round" "$MG_PID" "${mg_args[@]}"
+        run_paced "c${1:-}-paced-$round" "$c_pid" "${c_args[@]}"
+      fi
+    done
+  }
+  # (d) paced rounds
+  paced_rounds
   # (e) the same paced rounds while a competing process keeps one core busy (a bounded shell loop; WS_BUSY=0 leaves
   # them out): the tail under other work, against the C server under the same load.
   if [[ ${WS_BUSY:-1} == 1 ]]; then
     timeout $(( (rate_msgs / rate + 30) * rounds * 2 + 60 )) sh -c 'while :; do :; done' &
     burner=$!; PIDS+=("$burner")
-    for round in $(seq "$rounds"); do
-      if (( round % 2 )); then
-        run_paced "c-busy-paced-$round" "$c_pid" "${c_args[@]}"
-        run_paced "meshgate-busy-paced-$round" "$MG_PID" "${mg_args[@]}"
-      else
-        run_paced "meshgate-busy-paced-$round" "$MG_PID" "${mg_args[@]}"
-        run_paced "c-busy-paced-$round" "$c_pid" "${c_args[@]}"
-      fi
-    done
+    paced_rounds -busy
     stop_pid "$burner"
   fi
   stop_pid "$MG_PID"
