@@ -167,17 +167,9 @@ import Testing
   /// on (and the sender hears so again); one accepts and gets the file; then the sender's node is killed while the
   /// other is still asked, and that recipient's decline still reaches the sender after it is back.
   @Test func restartsOfEitherNodeKeepTheQuestionsAndTheAnswers() async throws {
-    try await withNodes(
-      count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "120"], seeds: .allEarlier,
-      linked: true
-    ) { nodes in
-      let group = try await groupSession(nodes, perNode: [0, 2])
+    let bytes = (0..<150_000).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ 3) }
+    try await withAGroupSendToTwoAsked(name: "r.bin", body: bytes) { nodes, group, kimID, leeID in
       let (kim, lee) = (group.recipients[0], group.recipients[1])
-      let bytes = (0..<150_000).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ 3) }
-      let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "r.bin", body: bytes)
-      #expect(upload.status == 202, "\(upload)")
-      let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
-      let (kimID, leeID) = (try share(of: shares, kim), try share(of: shares, lee))
       _ = try await kim.awaitEvent("transfer.offered") { $0.transferID == kimID }
       _ = try await lee.awaitEvent("transfer.offered") { $0.transferID == leeID }
 
@@ -210,17 +202,9 @@ import Testing
   /// A decline given while the sender's node is away, whose notice the recipient's node then loses in a restart,
   /// still reaches the sender: when the node's copy is offered again, the recipient's node tells every answer again.
   @Test func aDeclineLostInARestartIsToldAgainWhenTheCopyIsOfferedAgain() async throws {
-    try await withNodes(
-      count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "120"], seeds: .allEarlier,
-      linked: true
-    ) { nodes in
-      let group = try await groupSession(nodes, perNode: [0, 2])
+    try await withAGroupSendToTwoAsked(name: "d.bin", body: Array(repeating: 9, count: 20_000)) {
+      nodes, group, kimID, leeID in
       let (kim, lee) = (group.recipients[0], group.recipients[1])
-      let upload = try group.sender.uploadGroup(
-        group.sessionID, to: group.recipients, name: "d.bin", body: Array(repeating: 9, count: 20_000))
-      #expect(upload.status == 202, "\(upload)")
-      let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
-      let (kimID, leeID) = (try share(of: shares, kim), try share(of: shares, lee))
       _ = try await lee.awaitEvent("transfer.offered") { $0.transferID == leeID }
 
       nodes[0].kill9()
@@ -243,17 +227,9 @@ import Testing
   /// An accept given after the node's copy was stored (the recipient gets the file at once) while the sender's node
   /// is away, whose notice the recipient's node then loses in a restart, still reaches the sender when they link.
   @Test func anAcceptAfterTheCopyIsStoredReachesTheSenderAfterRestarts() async throws {
-    try await withNodes(
-      count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "120"], seeds: .allEarlier,
-      linked: true
-    ) { nodes in
-      let group = try await groupSession(nodes, perNode: [0, 2])
+    let bytes = Array(repeating: UInt8(4), count: 30_000)
+    try await withAGroupSendToTwoAsked(name: "a.bin", body: bytes) { nodes, group, kimID, leeID in
       let (kim, lee) = (group.recipients[0], group.recipients[1])
-      let bytes = Array(repeating: UInt8(4), count: 30_000)
-      let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: "a.bin", body: bytes)
-      #expect(upload.status == 202, "\(upload)")
-      let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
-      let (kimID, leeID) = (try share(of: shares, kim), try share(of: shares, lee))
       _ = try await kim.awaitEvent("transfer.offered") { $0.transferID == kimID }
       _ = try await lee.awaitEvent("transfer.offered") { $0.transferID == leeID }
       #expect(try kim.post("/api/v1/transfers/\(kimID)/accept", json: "{}").status == 200)
@@ -277,4 +253,23 @@ import Testing
 /// The id of the transfer a group send made for `peer`, from the send's `transfers` list.
 private func share(of shares: [[String: Any]], _ peer: MeshPeer) throws -> String {
   try #require(shares.first { ($0["to"] as? [String: Any])?["id"] as? String == peer.id }?["id"] as? String)
+}
+
+/// Two linked nodes, the second asking before it stores a file (`--file-consent ask`, a 120 s wait), and a group send
+/// of `bytes` named `name` from a sender on the first to two recipients on the second (kim and lee, accepted `202`);
+/// `body` gets the nodes, the group and the recipients' transfer ids.
+private func withAGroupSendToTwoAsked(
+  name: String, body bytes: [UInt8], isolation: isolated (any Actor)? = #isolation,
+  _ body: ([NodeProcess], GroupSession, _ kimID: String, _ leeID: String) async throws -> Void
+) async throws {
+  try await withNodes(
+    count: 2, arguments: ["--file-consent", "ask", "--file-consent-timeout", "120"], seeds: .allEarlier, linked: true
+  ) { nodes in
+    let group = try await groupSession(nodes, perNode: [0, 2])
+    let upload = try group.sender.uploadGroup(group.sessionID, to: group.recipients, name: name, body: bytes)
+    #expect(upload.status == 202, "\(upload)")
+    let shares = try #require(try upload.jsonObject()["transfers"] as? [[String: Any]])
+    try await body(
+      nodes, group, try share(of: shares, group.recipients[0]), try share(of: shares, group.recipients[1]))
+  }
 }
