@@ -81,6 +81,19 @@ import Testing
     #expect(book.received(offer("new"), from: "C") == [.offered(new, from: "C")])
   }
 
+  /// The offers held while the runtime restores are bounded: past the bound an offer is refused, not queued.
+  @Test func heldOffersAreBounded() {
+    var book = PayloadBook(nodeID: "A", holdsOffers: true)
+    for index in 0..<PayloadBook.mostHeldOffers { _ = book.received(offer("o\(index)"), from: "C") }
+    #expect(book.heldOffers.count == PayloadBook.mostHeldOffers)
+    let refused = book.received(offer("one-more"), from: "C")
+    guard case .send(.transferReject("one-more", .refused, _), "C")? = refused.first else {
+      Issue.record("the offer past the bound was not refused: \(refused)")
+      return
+    }
+    #expect(book.heldOffers.count == PayloadBook.mostHeldOffers)
+  }
+
   @Test func framesFromAnotherNodeThanTheTransfersAreDropped() {
     var book = book()
     #expect(book.received(.transferAccept(transferID: "out", offset: 0), from: "C") == [])

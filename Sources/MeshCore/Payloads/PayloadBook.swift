@@ -63,6 +63,8 @@ public struct PayloadBook: Sendable, Equatable {
   /// transfers again, an offer cannot be told apart from a resume of a transfer the book does not know yet.
   public private(set) var holdsOffers: Bool
   public private(set) var heldOffers: [HeldOffer] = []
+  /// The most offers held while the runtime restores its transfers; more are refused.
+  public static let mostHeldOffers = 1024
 
   /// `nodeID`: this node's (empty: no offer is checked against outgoing ids); `holdsOffers`: offers wait for
   /// ``recordsRestored()``.
@@ -139,6 +141,19 @@ public struct PayloadBook: Sendable, Equatable {
     switch message {
     case .transferOffer, .transferGroupOffer:
       guard !holdsOffers else {
+        guard heldOffers.count < Self.mostHeldOffers else {
+          // Bounded: a node flooding offers while this one starts is refused, not queued without end.
+          var id = ""
+          if case .transferOffer(let offer) = message { id = offer.transferID }
+          if case .transferGroupOffer(let offer) = message { id = offer.copyID }
+          effects.append(
+            .send(
+              .transferReject(
+                transferID: id, code: .refused,
+                message: "the node is starting and holds \(Self.mostHeldOffers) offers already; offer again shortly"),
+              to: nodeID))
+          break
+        }
         heldOffers.append(HeldOffer(message: message, nodeID: nodeID))
         break
       }
